@@ -1,0 +1,29 @@
+//! The law core: every decision the specification calls law-critical, as a
+//! pure function of its inputs. No I/O, no clock reads, no globals: time
+//! arrives as monotonic (or, for busy evidence, wall-clock) milliseconds.
+//!
+//! Each module is checked against its Bend model in `bend/` by the bridge
+//! (`tests/bridge.rs`); `LAWS.bend` states the laws and `PROOF.bend` checks
+//! them exhaustively over bounded domains.
+//!
+//! | module | decides | model |
+//! |---|---|---|
+//! | [`restart`] | restart pause or give-up | `bend/supervise.bend` |
+//! | [`timing`] | every timeout, `timeouts_ordered` | `bend/supervise.bend` (`Tm`) |
+//! | [`work`] | the work set, `session_work` | `bend/revive.bend` |
+//! | [`revival`] | busy refresh, `busy_evidence_fresh`, `revival_veto` | `bend/revive.bend` |
+//! | [`orphan`] | the lost-supervisor decision | `bend/orphan.bend` |
+//! | [`idle_shutdown`] | quiesce answers and the shutdown commit | `bend/launcher.bend` |
+//! | [`adoption`] | adopt or replace live workers, survivor handling | `bend/launcher.bend` |
+//! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
+//! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
+
+pub mod adoption;
+pub mod idle_shutdown;
+pub mod notice;
+pub mod orphan;
+pub mod replace;
+pub mod restart;
+pub mod revival;
+pub mod timing;
+pub mod work;

@@ -1,0 +1,144 @@
+//! Restore notices: a kernel restarted over a namespace snapshot tells the
+//! session so exactly once, and a client sees each notice exactly once.
+//!
+//! Model: `bend/notice.bend`. Laws: `notice_shown_once`, `notice_per_restore`.
+//!
+//! - [`restore_notice`]: a kernel started over a snapshot stores one restore
+//!   notice (numbered by restore); a fresh kernel stores none.
+//! - [`View::attach`]: each attach (reconnect, worker restart) rebuilds the
+//!   view from all stored messages, in store order.
+//! - [`View::deliver`]: a message delivered live is shown unless the view
+//!   already shows that message (same id): a view shows each notice once,
+//!   and after an attach there is one notice per restore.
+
+use serde::{Deserialize, Serialize};
+
+/// What a stored transcript message is, as far as notices are concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum MessageKind {
+    /// Input, output or any other transcript entry.
+    Entry,
+    /// The kernel was restored from a snapshot; `restore` counts from 1.
+    RestoreNotice { restore: u32 },
+}
+
+/// A message as stored in the session's transcript.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredMessage {
+    /// Unique within the session, increasing in store order.
+    pub id: u64,
+    pub kind: MessageKind,
+}
+
+/// How a kernel was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelStart {
+    /// A new, empty namespace.
+    Fresh,
+    /// Over the session's namespace snapshot.
+    OverSnapshot,
+}
+
+/// The notice to store for a kernel start, given how many restores the
+/// session already has.
+pub fn restore_notice(start: KernelStart, restores_so_far: u32) -> Option<MessageKind> {
+    match start {
+        KernelStart::Fresh => None,
+        KernelStart::OverSnapshot => Some(MessageKind::RestoreNotice {
+            restore: restores_so_far.saturating_add(1),
+        }),
+    }
+}
+
+/// What one client shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    shown: Vec<StoredMessage>,
+}
+
+impl View {
+    /// An attach: the view rebuilt from every stored message.
+    pub fn attach(stored: &[StoredMessage]) -> View {
+        let mut view = View::default();
+        for message in stored {
+            view.deliver(*message);
+        }
+        view
+    }
+
+    /// A message delivered live.
+    pub fn deliver(&mut self, message: StoredMessage) {
+        if !self.shown.iter().any(|shown| shown.id == message.id) {
+            self.shown.push(message);
+        }
+    }
+
+    /// The messages shown, in order.
+    pub fn shown(&self) -> &[StoredMessage] {
+        &self.shown
+    }
+
+    /// How many restore notices the view shows.
+    pub fn notices(&self) -> usize {
+        self.shown
+            .iter()
+            .filter(|m| matches!(m.kind, MessageKind::RestoreNotice { .. }))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_start_over_a_snapshot_stores_a_notice() {
+        assert_eq!(restore_notice(KernelStart::Fresh, 3), None);
+        assert_eq!(
+            restore_notice(KernelStart::OverSnapshot, 3),
+            Some(MessageKind::RestoreNotice { restore: 4 })
+        );
+    }
+
+    #[test]
+    fn a_notice_delivered_live_and_stored_is_shown_once() {
+        let notice = StoredMessage {
+            id: 2,
+            kind: MessageKind::RestoreNotice { restore: 1 },
+        };
+        let stored = [
+            StoredMessage {
+                id: 1,
+                kind: MessageKind::Entry,
+            },
+            notice,
+        ];
+        let mut view = View::attach(&stored);
+        view.deliver(notice);
+        assert_eq!(view.notices(), 1);
+        assert_eq!(view.shown().len(), 2);
+        let again = View::attach(&stored);
+        assert_eq!(again, view);
+    }
+
+    #[test]
+    fn notice_wire_round_trips_and_rejects_unknown_kinds() {
+        let message = StoredMessage {
+            id: 9,
+            kind: MessageKind::RestoreNotice { restore: 2 },
+        };
+        let json = serde_json::to_string(&message).unwrap();
+        assert_eq!(
+            serde_json::from_str::<StoredMessage>(&json).unwrap(),
+            message
+        );
+        assert!(
+            serde_json::from_str::<StoredMessage>(r#"{"id":1,"kind":{"kind":"gossip"}}"#).is_err()
+        );
+        assert!(
+            serde_json::from_str::<StoredMessage>(r#"{"id":-1,"kind":{"kind":"entry"}}"#).is_err()
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! Replacement: whether a starting client keeps the daemon on its socket or
+//! replaces it, and what it tells the user.
+//!
+//! Model: `bend/replace.bend`. Laws: `replace_never_downgrades`,
+//! `replacement_terminates`, `background_never_replaces`,
+//! `replace_rank_reads_semver`, `replace_relation_exact`,
+//! `replace_verdict_exact`, `replace_rank_cut`.
+//!
+//! - Rank ([`version_rank`]): semver. A release `M.m.p` ranks by
+//!   `(M, m, p)`; any pre-release (`-dev`, an older-scheme build such as
+//!   `0.9.9-main.46`) is cut to its series: it ranks just below every
+//!   release `M.m.p` of that series and equal to every other pre-release of
+//!   it. Build metadata (`+...`) is ignored. Anything else is not a version.
+//! - Relation ([`replace_relation`]): client newer, client older, the same
+//!   build, or another build of the same rank.
+//! - Verdict ([`replace_verdict`]): only an interactive client replaces, only
+//!   a daemon of lower rank, and only one that advertises `idle_shutdown`
+//!   (by asking it to shut down if idle). Everything else keeps the daemon:
+//!   the client uses it when the protocol agrees and stops when it does not,
+//!   telling the user why in both cases.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a version stands in the replacement order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rank {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+    /// A release ranks above every pre-release of its series.
+    pub release: bool,
+}
+
+/// The rank of `version`, or why it is not a version.
+pub fn version_rank(version: &str) -> Result<Rank, String> {
+    let parsed = semver::Version::parse(version)
+        .map_err(|e| format!("{version:?} is not a semantic version: {e}"))?;
+    Ok(Rank {
+        major: parsed.major,
+        minor: parsed.minor,
+        patch: parsed.patch,
+        release: parsed.pre.is_empty(),
+    })
+}
+
+/// A build of eukhe: its version and its build id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Build {
+    pub version: String,
+    pub build_id: String,
+}
+
+/// How the client's build stands to the daemon's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    ClientNewer,
+    ClientOlder,
+    SameBuild,
+    OtherBuild,
+}
+
+/// The relation of `client` to `daemon`.
+pub fn replace_relation(client: &Build, daemon: &Build) -> Result<Relation, String> {
+    let ours = version_rank(&client.version)?;
+    let theirs = version_rank(&daemon.version)?;
+    Ok(match ours.cmp(&theirs) {
+        Ordering::Greater => Relation::ClientNewer,
+        Ordering::Less => Relation::ClientOlder,
+        Ordering::Equal if client.build_id == daemon.build_id => Relation::SameBuild,
+        Ordering::Equal => Relation::OtherBuild,
+    })
+}
+
+/// Who is starting: only an interactive start (TUI, `eukhe chat`, a command
+/// typed by the user) may replace a daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientKind {
+    Interactive,
+    /// Dashboard, gateway, ACP, the relaunch of a lost daemon.
+    Background,
+}
+
+/// What the daemon on the socket told the client in its hello.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonHello {
+    pub build: Build,
+    pub protocol: u32,
+    pub idle_shutdown: bool,
+}
+
+/// What the client does with the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceAction {
+    /// Use the running daemon.
+    Use,
+    /// Ask the daemon to shut down if idle, then start this build.
+    ReplaceIfIdle,
+    /// Do not use the daemon (the protocols differ): stop with the message.
+    Stop,
+}
+
+/// The keep-or-replace verdict with the words for the user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceVerdict {
+    pub action: ReplaceAction,
+    pub message: Option<String>,
+}
+
+/// The verdict for a client start.
+pub fn replace_verdict(
+    client: &Build,
+    client_protocol: u32,
+    kind: ClientKind,
+    daemon: &DaemonHello,
+) -> Result<ReplaceVerdict, String> {
+    let relation = replace_relation(client, &daemon.build)?;
+    let (c, d) = (&client.version, &daemon.build.version);
+    let message = match relation {
+        Relation::SameBuild => None,
+        Relation::ClientOlder => Some(format!(
+            "this eukhe (v{c}) is older than the running daemon (v{d}): update or run `eukhe shutdown`"
+        )),
+        Relation::OtherBuild => Some(format!(
+            "this eukhe (v{c}, build {}) is another build than the running daemon (v{d}, build {}): keeping it; run `eukhe shutdown` to switch",
+            client.build_id, daemon.build.build_id
+        )),
+        Relation::ClientNewer if kind == ClientKind::Background => Some(format!(
+            "the running daemon (v{d}) is older than this eukhe (v{c}): keeping it; only an interactive start replaces a daemon"
+        )),
+        Relation::ClientNewer if !daemon.idle_shutdown => Some(format!(
+            "the running daemon (v{d}) cannot shut down when idle: keeping it; run `eukhe shutdown` to start v{c}"
+        )),
+        Relation::ClientNewer => {
+            return Ok(ReplaceVerdict {
+                action: ReplaceAction::ReplaceIfIdle,
+                message: None,
+            })
+        }
+    };
+    Ok(keep(client_protocol, daemon, message))
+}
+
+/// The verdict when a daemon asked to shut down if idle answered busy.
+pub fn busy_daemon_kept(
+    client: &Build,
+    client_protocol: u32,
+    daemon: &DaemonHello,
+) -> ReplaceVerdict {
+    let message = format!(
+        "the running daemon (v{}) is busy: it keeps serving until it is idle; v{} replaces it at a later start",
+        daemon.build.version, client.version
+    );
+    keep(client_protocol, daemon, Some(message))
+}
+
+fn keep(client_protocol: u32, daemon: &DaemonHello, message: Option<String>) -> ReplaceVerdict {
+    if client_protocol == daemon.protocol {
+        ReplaceVerdict {
+            action: ReplaceAction::Use,
+            message,
+        }
+    } else {
+        let message = message.unwrap_or_else(|| {
+            format!(
+                "the running daemon (v{}) speaks protocol {} and this eukhe speaks {}: run `eukhe shutdown`",
+                daemon.build.version, daemon.protocol, client_protocol
+            )
+        });
+        ReplaceVerdict {
+            action: ReplaceAction::Stop,
+            message: Some(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(version: &str, id: &str) -> Build {
+        Build {
+            version: version.into(),
+            build_id: id.into(),
+        }
+    }
+
+    fn hello(version: &str, id: &str, idle_shutdown: bool) -> DaemonHello {
+        DaemonHello {
+            build: build(version, id),
+            protocol: 1,
+            idle_shutdown,
+        }
+    }
+
+    #[test]
+    fn pre_releases_rank_below_their_series_releases_and_tie_among_themselves() {
+        let dev = version_rank("0.9.9-main.46").unwrap();
+        assert!(dev < version_rank("0.9.9").unwrap());
+        assert!(dev > version_rank("0.9.8").unwrap());
+        assert_eq!(dev, version_rank("0.9.9-dev").unwrap());
+        assert_eq!(
+            version_rank("1.2.3+abc").unwrap(),
+            version_rank("1.2.3").unwrap()
+        );
+        assert!(version_rank("1.10.0").unwrap() > version_rank("1.9.0").unwrap());
+        assert!(version_rank("01.2.3").is_err());
+        assert!(version_rank("1.2").is_err());
+    }
+
+    #[test]
+    fn an_older_client_uses_the_daemon_with_the_specified_words() {
+        let verdict = replace_verdict(
+            &build("0.1.0", "a"),
+            1,
+            ClientKind::Interactive,
+            &hello("0.2.0", "b", true),
+        )
+        .unwrap();
+        assert_eq!(verdict.action, ReplaceAction::Use);
+        assert_eq!(
+            verdict.message.unwrap(),
+            "this eukhe (v0.1.0) is older than the running daemon (v0.2.0): update or run `eukhe shutdown`"
+        );
+        let mut other_protocol = hello("0.2.0", "b", true);
+        other_protocol.protocol = 2;
+        let verdict = replace_verdict(
+            &build("0.1.0", "a"),
+            1,
+            ClientKind::Interactive,
+            &other_protocol,
+        )
+        .unwrap();
+        assert_eq!(verdict.action, ReplaceAction::Stop);
+    }
+
+    #[test]
+    fn only_an_interactive_newer_client_replaces_a_capable_daemon() {
+        let client = build("0.2.0", "a");
+        let old = hello("0.1.0", "b", true);
+        let v =
+            |kind, daemon: &DaemonHello| replace_verdict(&client, 1, kind, daemon).unwrap().action;
+        assert_eq!(
+            v(ClientKind::Interactive, &old),
+            ReplaceAction::ReplaceIfIdle
+        );
+        assert_eq!(v(ClientKind::Background, &old), ReplaceAction::Use);
+        assert_eq!(
+            v(ClientKind::Interactive, &hello("0.1.0", "b", false)),
+            ReplaceAction::Use
+        );
+        assert_eq!(
+            v(ClientKind::Interactive, &hello("0.2.0", "b", true)),
+            ReplaceAction::Use
+        );
+        assert_eq!(
+            v(ClientKind::Interactive, &hello("0.2.0", "a", true)),
+            ReplaceAction::Use
+        );
+    }
+
+    #[test]
+    fn replace_wire_round_trips_and_rejects_unknown_tags() {
+        let verdict = ReplaceVerdict {
+            action: ReplaceAction::ReplaceIfIdle,
+            message: None,
+        };
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ReplaceVerdict>(&json).unwrap(),
+            verdict
+        );
+        assert!(
+            serde_json::from_str::<ReplaceVerdict>(r#"{"action":"downgrade","message":null}"#)
+                .is_err()
+        );
+        assert!(serde_json::from_str::<DaemonHello>(
+            r#"{"build":{"version":"1.0.0","build_id":"x"},"protocol":-1,"idle_shutdown":true}"#
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    println!("eukhe {}", env!("CARGO_PKG_VERSION"));
+}
