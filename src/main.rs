@@ -1,3 +1,84 @@
-fn main() {
-    println!("eukhe {}", env!("CARGO_PKG_VERSION"));
+//! The `eukhe` command line.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use eukhe::laws::restart::{restart_verdict, RestartVerdict, RESTART_GIVE_UP_AFTER};
+use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NAMES, TM};
+
+const USAGE: &str = "usage: eukhe laws [--json] | eukhe --version";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["--version"] | ["-V"] => {
+            println!("eukhe {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        ["laws"] => print_laws(false),
+        ["laws", "--json"] => print_laws(true),
+        _ => {
+            eprintln!("eukhe: unknown command {:?}\n{USAGE}", args.join(" "));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints the timing constants, their ordering relations and the restart
+/// schedule, as the law modules define them.
+fn print_laws(json: bool) -> ExitCode {
+    let values = TM.values();
+    let holds = relations_hold(&TM);
+    let schedule: Vec<RestartVerdict> = (1..=RESTART_GIVE_UP_AFTER + 1)
+        .map(restart_verdict)
+        .collect();
+    let mut text = String::new();
+    if json {
+        let relations: Vec<serde_json::Value> = ORDERING
+            .iter()
+            .zip(holds)
+            .map(|(relation, holds)| {
+                serde_json::json!({
+                    "waiter": TIMEOUT_NAMES[relation.waiter],
+                    "waits_for": relation.waits_for.iter().map(|&i| TIMEOUT_NAMES[i]).collect::<Vec<_>>(),
+                    "why": relation.why,
+                    "holds": holds,
+                })
+            })
+            .collect();
+        let report = serde_json::json!({
+            "timeouts_ms": TM,
+            "relations": relations,
+            "timeouts_ordered": timeouts_ordered(&TM),
+            "restart_schedule": schedule,
+        });
+        text = format!("{report:#}\n");
+    } else {
+        text.push_str("timeouts (ms)\n");
+        for (name, value) in TIMEOUT_NAMES.iter().zip(values) {
+            text += &format!("  {name:<24} {value:>10}\n");
+        }
+        text.push_str("ordering (each timeout >= the sum of those it waits for)\n");
+        for (relation, holds) in ORDERING.iter().zip(holds) {
+            let mark = if holds { "ok  " } else { "FAIL" };
+            text += &format!("  {mark} {}\n", relation.why);
+        }
+        text.push_str("restart schedule (failures in the 15-minute window)\n");
+        for (n, verdict) in (1..).zip(&schedule) {
+            text += &match verdict {
+                RestartVerdict::Restart { pause_ms, .. } => {
+                    format!("  failure {n}: restart after {pause_ms} ms\n")
+                }
+                RestartVerdict::GiveUp { .. } => format!("  failure {n}: give up\n"),
+            };
+        }
+    }
+    // A closed pipe (`eukhe laws | head`) is not an error worth a panic.
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    if timeouts_ordered(&TM) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

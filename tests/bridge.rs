@@ -6,3 +6,21 @@
 
 #[path = "bridge/harness.rs"]
 mod harness;
+
+#[path = "bridge/supervise.rs"]
+mod supervise;
+
+#[path = "bridge/revive.rs"]
+mod revive;
+
+#[path = "bridge/orphan.rs"]
+mod orphan;
+
+#[path = "bridge/launcher.rs"]
+mod launcher;
+
+#[path = "bridge/notice.rs"]
+mod notice;
+
+#[path = "bridge/replace.rs"]
+mod replace;

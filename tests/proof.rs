@@ -63,10 +63,17 @@ fn every_law_holds_over_its_bounded_domain() {
 
 #[test]
 fn every_model_type_checks() {
-    for model in ["supervise", "revive", "orphan", "launcher", "notice", "replace"] {
+    for model in [
+        "supervise",
+        "revive",
+        "orphan",
+        "launcher",
+        "notice",
+        "replace",
+    ] {
         let path = harness::repo().join("bend").join(format!("{model}.bend"));
         let output = Command::new(harness::bend())
-            .arg("check")
+            .args(["check", "-A", "missing-main", "-A", "unused-definition"])
             .arg(&path)
             .output()
             .expect("cannot run bend");

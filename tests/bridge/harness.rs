@@ -22,7 +22,10 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn new(bend: impl Into<String>) -> Self {
-        Scenario { bend: bend.into(), steps: Vec::new() }
+        Scenario {
+            bend: bend.into(),
+            steps: Vec::new(),
+        }
     }
 
     pub fn step(&mut self, inputs: impl Into<String>, verdict: impl Into<String>) {
@@ -32,7 +35,12 @@ impl Scenario {
 
 /// A `u64` as a Bend `Wide` literal (three 24-bit limbs).
 pub fn wide(n: u64) -> String {
-    format!("wide3({}, {}, {})", n >> 48, (n >> 24) & 0xFF_FFFF, n & 0xFF_FFFF)
+    format!(
+        "wide3({}, {}, {})",
+        n >> 48,
+        (n >> 24) & 0xFF_FFFF,
+        n & 0xFF_FFFF
+    )
 }
 
 /// A Bend list literal.
@@ -78,9 +86,9 @@ pub fn bend() -> PathBuf {
             .find(|candidate| candidate.is_file())
     });
     let in_cargo = std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo/bin/bend"));
-    on_path
-        .or(in_cargo.filter(|p| p.is_file()))
-        .expect("bend not found: install it with `cargo install --locked bend-lang@0.2.38 hvm@2.0.22`")
+    on_path.or(in_cargo.filter(|p| p.is_file())).expect(
+        "bend not found: install it with `cargo install --locked bend-lang@0.2.38 hvm@2.0.22`",
+    )
 }
 
 /// Run `scenarios` through `bend/bridge/<model>.bend` and compare with the
@@ -118,7 +126,11 @@ pub fn check(model: &str, scenarios: &[Scenario]) {
         for (step, (inputs, verdict)) in scenario.steps.iter().enumerate() {
             let model_verdict = model_verdicts.get(step).copied().unwrap_or("<missing>");
             writeln!(rust_transcript, "#{index}.{step} {inputs} -> {verdict}").unwrap();
-            writeln!(bend_transcript, "#{index}.{step} {inputs} -> {model_verdict}").unwrap();
+            writeln!(
+                bend_transcript,
+                "#{index}.{step} {inputs} -> {model_verdict}"
+            )
+            .unwrap();
             if first_difference.is_none() && model_verdict != verdict {
                 first_difference = Some((index, step));
             }

@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/launcher.bend (being written).

@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/notice.bend (being written).

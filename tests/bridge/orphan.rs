@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/orphan.bend (being written).

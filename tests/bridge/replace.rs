@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/replace.bend (being written).

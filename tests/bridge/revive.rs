@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/revive.bend (being written).

@@ -1,0 +1,1 @@
+//! Bridge scenarios for bend/supervise.bend (being written).
