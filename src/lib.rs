@@ -1,6 +1,18 @@
 //! eukhe: a supervisor daemon that keeps coding-agent sessions alive.
 //!
 //! The law-critical decisions live in [`laws`]: pure functions of their
-//! inputs, each checked against an executable Bend model in `bend/`.
+//! inputs, each checked against an executable Bend model in `bend/`. The
+//! rest is a thin shell around them: [`protocol`] (the wire),
+//! [`supervisor`], [`worker`], [`session`] (transcript, kernel, files),
+//! [`host`] (processes, busy evidence) and [`client`] (the command line).
 
+pub mod build_id;
+pub mod client;
+pub mod clock;
+pub mod host;
 pub mod laws;
+pub mod paths;
+pub mod protocol;
+pub mod session;
+pub mod supervisor;
+pub mod worker;

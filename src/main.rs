@@ -3,24 +3,27 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use eukhe::client::cli::Command;
+use eukhe::client::Cli;
 use eukhe::laws::restart::{restart_verdict, RestartVerdict, RESTART_GIVE_UP_AFTER};
 use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NAMES, TM};
 
-const USAGE: &str = "usage: eukhe laws [--json] | eukhe --version";
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match args.as_slice() {
-        ["--version"] | ["-V"] => {
-            println!("eukhe {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        ["laws"] => print_laws(false),
-        ["laws", "--json"] => print_laws(true),
-        _ => {
-            eprintln!("eukhe: unknown command {:?}\n{USAGE}", args.join(" "));
-            ExitCode::from(2)
+    let cli = <Cli as clap::Parser>::parse();
+    match cli.command {
+        Command::Daemon => report(eukhe::supervisor::main()),
+        Command::Worker { session } => report(eukhe::worker::main(&session)),
+        Command::Laws { json } => print_laws(json),
+        command => eukhe::client::run(command),
+    }
+}
+
+fn report(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("eukhe: {message}");
+            ExitCode::FAILURE
         }
     }
 }

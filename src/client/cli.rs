@@ -1,0 +1,277 @@
+//! Commands and their flags.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokio::io::AsyncBufReadExt;
+
+use super::connect::{connect, Client};
+use super::render;
+use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
+
+#[derive(Debug, Parser)]
+#[command(name = "eukhe", version, about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the supervisor in the foreground.
+    Daemon,
+    /// Run one session's worker (started by the supervisor, never by hand).
+    #[command(hide = true)]
+    Worker { session: String },
+    /// Create a session and print its id.
+    New {
+        #[arg(long)]
+        name: Option<String>,
+        /// Working directory of the session's kernel (default: $HOME).
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queue input (a run) in a session.
+    Send {
+        session: String,
+        text: String,
+        /// Wait for the run, stream its output and exit with its status.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Run user bash now in the session's namespace (`cd`, `export` persist).
+    Bash {
+        session: String,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Print a session's transcript.
+    Log {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a session's transcript, then follow it; typed lines are input.
+    Attach { session: String },
+    /// The daemon's version, build, pid, backend and session counts.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a given-up session afresh.
+    Restart { session: String },
+    /// Stop the daemon.
+    Shutdown {
+        /// Stop only if no session has work (runs are never aborted).
+        #[arg(long, conflicts_with = "force")]
+        if_idle: bool,
+        /// Stop every worker now.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The laws' timeouts, their ordering and the restart schedule.
+    Laws {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run a client command.
+pub fn run(command: Command) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(format!("cannot start: {e}")),
+    };
+    match runtime.block_on(client(command)) {
+        Ok(code) => code,
+        Err(message) => fail(message),
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("eukhe: {message}");
+    ExitCode::FAILURE
+}
+
+async fn client(command: Command) -> Result<ExitCode, String> {
+    match command {
+        Command::New { name, cwd, json } => {
+            let cwd = match cwd {
+                Some(cwd) => Some(absolute(&cwd)?),
+                None => std::env::current_dir().ok().map(|d| d.display().to_string()),
+            };
+            let mut client = connect(true).await?;
+            match client.ask(Request::New { name, cwd }).await? {
+                Response::Created { id, name } => {
+                    if json {
+                        println!("{}", serde_json::json!({ "id": id, "name": name }));
+                    } else {
+                        println!("{id}");
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Ls { json } => {
+            let mut client = connect(false).await?;
+            match client.ask(Request::List).await? {
+                Response::Sessions { sessions } => {
+                    print!("{}", render::sessions(&sessions, json));
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Status { json } => {
+            let mut client = connect(false).await?;
+            match client.ask(Request::Status).await? {
+                Response::Status(status) => {
+                    print!("{}", render::status(&status, json));
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Restart { session } => {
+            let mut client = connect(false).await?;
+            match client.ask(Request::Restart { session: session.clone() }).await? {
+                Response::Ok => {
+                    println!("session {session} restarted");
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Shutdown { if_idle, force } => {
+            let mode = match (if_idle, force) {
+                (true, _) => ShutdownMode::IfIdle,
+                (_, true) => ShutdownMode::Force,
+                _ => ShutdownMode::Normal,
+            };
+            let Some(mut client) = super::connect::connect_existing().await? else {
+                println!("no daemon is running");
+                return Ok(ExitCode::SUCCESS);
+            };
+            match client.ask(Request::Shutdown { mode }).await? {
+                Response::Shutdown { stopped, message } => {
+                    println!("{message}");
+                    Ok(if stopped { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Send { session, text, wait } => {
+            let mut client = connect(true).await?;
+            client.send(&Request::Session { session, request: SessionRequest::Send { text, wait } }).await?;
+            stream_until_exit(&mut client, wait).await
+        }
+        Command::Bash { session, command } => {
+            let mut client = connect(true).await?;
+            let command = command.join(" ");
+            client.send(&Request::Session { session, request: SessionRequest::Bash { command } }).await?;
+            stream_until_exit(&mut client, true).await
+        }
+        Command::Log { session, json } => {
+            let mut client = connect(false).await?;
+            client.send(&Request::Session { session, request: SessionRequest::Log }).await?;
+            let mut entries = Vec::new();
+            loop {
+                match client.receive().await? {
+                    Response::Entry(entry) => entries.push(entry),
+                    Response::Replayed => break,
+                    other => return unexpected(other),
+                }
+            }
+            print!("{}", render::transcript(&entries, json));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Attach { session } => attach(session).await,
+        Command::Daemon | Command::Worker { .. } | Command::Laws { .. } => {
+            unreachable!("served without a client")
+        }
+    }
+}
+
+fn absolute(path: &str) -> Result<String, String> {
+    let path = std::path::Path::new(path);
+    let full = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| e.to_string())?.join(path)
+    };
+    full.canonicalize()
+        .map(|p| p.display().to_string())
+        .map_err(|e| format!("working directory {}: {e}", full.display()))
+}
+
+fn unexpected(response: Response) -> Result<ExitCode, String> {
+    match response {
+        Response::Error { message } => Err(message),
+        other => Err(format!("unexpected answer from the daemon: {other:?}")),
+    }
+}
+
+/// Print output as it comes; with `wait`, end with the command's status.
+async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, String> {
+    use std::io::Write;
+    loop {
+        match client.receive().await? {
+            Response::Queued { input } => {
+                if !wait {
+                    println!("queued as run {input}");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Response::Output { stream, data } => {
+                let _ = match stream {
+                    crate::protocol::message::Stream::Stdout => std::io::stdout().write_all(data.as_bytes()),
+                    crate::protocol::message::Stream::Stderr => std::io::stderr().write_all(data.as_bytes()),
+                };
+                let _ = std::io::stdout().flush();
+            }
+            Response::Exit { status } => return Ok(ExitCode::from(status.clamp(0, 255) as u8)),
+            other => return unexpected(other),
+        }
+    }
+}
+
+async fn attach(session: String) -> Result<ExitCode, String> {
+    let mut client = connect(true).await?;
+    client.send(&Request::Session { session: session.clone(), request: SessionRequest::Attach }).await?;
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!("attached to {session}: typed lines are queued as input; Ctrl-D detaches");
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            response = client.receive() => match response? {
+                Response::Entry(entry) => print!("{}", render::entry(&entry)),
+                Response::Replayed | Response::Queued { .. } => {}
+                other => return unexpected(other),
+            },
+            line = lines.next_line(), if stdin_open => match line {
+                Ok(Some(text)) if !text.trim().is_empty() => {
+                    client.send(&Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } }).await?;
+                }
+                Ok(Some(_)) => {}
+                _ => {
+                    stdin_open = false;
+                    if interactive {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Reaching the daemon: connect, say hello, and decide with the
+//! replacement law whether to use the daemon on the socket, replace it, or
+//! stop. A client that finds no daemon starts one (process backend).
+
+use std::os::unix::process::CommandExt as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+
+use crate::build_id::{build_id, version};
+use crate::laws::replace::{busy_daemon_kept, replace_verdict, Build, ClientKind, DaemonHello, ReplaceAction};
+use crate::paths::Paths;
+use crate::protocol::hello::{Capability, Role};
+use crate::protocol::message::{Request, Response, ShutdownMode};
+use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::store::{private_append, private_dir};
+
+/// A connection to the daemon, after hello.
+pub struct Client {
+    stream: UnixStream,
+    pub daemon: Hello,
+}
+
+impl Client {
+    pub async fn send(&mut self, request: &Request) -> Result<(), String> {
+        write_frame(&mut self.stream, request).await.map_err(|e| format!("talking to the daemon: {e}"))
+    }
+
+    pub async fn receive(&mut self) -> Result<Response, String> {
+        read_frame(&mut self.stream).await.map_err(|e| format!("the daemon's answer: {e}"))
+    }
+
+    pub async fn ask(&mut self, request: Request) -> Result<Response, String> {
+        self.send(&request).await?;
+        self.receive().await
+    }
+}
+
+fn our_hello(role: Role) -> Hello {
+    Hello {
+        protocol: PROTOCOL_VERSION,
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+        role,
+        capabilities: Vec::new(),
+        pid: None,
+    }
+}
+
+async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> {
+    let mut stream = match UnixStream::connect(&paths.socket).await {
+        Ok(stream) => stream,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(format!("cannot connect to {}: {e}", paths.socket.display())),
+    };
+    // A daemon that is shutting down may accept and then hang up: that is
+    // no daemon, not an error.
+    if write_frame(&mut stream, &Request::Hello(our_hello(role))).await.is_err() {
+        return Ok(None);
+    }
+    match read_frame::<Response, _>(&mut stream).await {
+        Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
+        Ok(Response::Error { message }) => Err(message),
+        Ok(other) => Err(format!("the daemon answered {other:?} to hello")),
+        Err(FrameError::Closed) | Err(FrameError::Io(_)) => Ok(None),
+        Err(e) => Err(format!("the daemon's hello: {e}")),
+    }
+}
+
+/// Connect to a running daemon without starting one.
+pub async fn connect_existing() -> Result<Option<Client>, String> {
+    handshake(&Paths::from_env()?, Role::Interactive).await
+}
+
+/// Connect, starting a daemon if none listens. An `interactive` start may
+/// replace an older daemon, as the replacement law says.
+pub async fn connect(interactive: bool) -> Result<Client, String> {
+    let paths = Paths::from_env()?;
+    let role = if interactive { Role::Interactive } else { Role::Background };
+    let client = match handshake(&paths, role).await? {
+        Some(client) => client,
+        None => {
+            start_daemon(&paths).await?;
+            return wait_for_daemon(&paths, role).await;
+        }
+    };
+    let ours = Build { version: version().to_string(), build_id: build_id().to_string() };
+    let theirs = DaemonHello {
+        build: Build { version: client.daemon.version.clone(), build_id: client.daemon.build_id.clone() },
+        protocol: client.daemon.protocol,
+        idle_shutdown: client.daemon.has(Capability::IdleShutdown),
+    };
+    let kind = if interactive { ClientKind::Interactive } else { ClientKind::Background };
+    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
+    if let Some(message) = &verdict.message {
+        eprintln!("eukhe: {message}");
+    }
+    match verdict.action {
+        ReplaceAction::Use => Ok(client),
+        ReplaceAction::Stop => Err(verdict.message.unwrap_or_else(|| "cannot use the running daemon".into())),
+        ReplaceAction::ReplaceIfIdle => {
+            let mut asking = client;
+            match asking.ask(Request::Shutdown { mode: ShutdownMode::IfIdle }).await? {
+                Response::Shutdown { stopped: true, .. } => {
+                    drop(asking);
+                    wait_socket_free(&paths).await;
+                    start_daemon(&paths).await?;
+                    wait_for_daemon(&paths, role).await
+                }
+                _ => {
+                    let kept = busy_daemon_kept(&ours, PROTOCOL_VERSION, &theirs);
+                    if let Some(message) = &kept.message {
+                        eprintln!("eukhe: {message}");
+                    }
+                    match kept.action {
+                        ReplaceAction::Stop => Err(kept.message.unwrap_or_default()),
+                        _ => handshake(&paths, role).await?.ok_or_else(|| "the daemon went away".to_string()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Start `eukhe daemon` detached, logging to the state directory.
+async fn start_daemon(paths: &Paths) -> Result<(), String> {
+    private_dir(&paths.state)?;
+    let log = private_append(&paths.state.join("daemon.log"))?;
+    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("daemon")
+        .env("EUKHE_SOCKET", &paths.socket)
+        .env("EUKHE_STATE_DIR", &paths.state)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    // SAFETY: setsid(2) is async-signal-safe; the daemon leaves this
+    // client's session so it outlives the terminal.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|e| format!("cannot start the daemon: {e}"))?;
+    Ok(())
+}
+
+async fn wait_for_daemon(paths: &Paths, role: Role) -> Result<Client, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(client) = handshake(paths, role).await? {
+            return Ok(client);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "the daemon did not start within 10 s; see {}",
+                paths.state.join("daemon.log").display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn wait_socket_free(paths: &Paths) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&paths.socket).await.is_ok() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,65 @@
+//! How answers look: tables and transcripts for people, JSON for scripts.
+
+use crate::protocol::message::{SessionInfo, StatusInfo, Stream};
+use crate::session::transcript::{Entry, EntryBody};
+
+pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
+    if json {
+        return format!("{}\n", serde_json::to_string_pretty(sessions).unwrap_or_default());
+    }
+    let mut out = format!("{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n", "ID", "NAME", "STATE", "PID", "FAILURES", "BUILD");
+    for s in sessions {
+        out += &format!(
+            "{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n",
+            s.id,
+            s.name,
+            s.state,
+            s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            s.failures_in_window,
+            s.build.as_deref().unwrap_or("-")
+        );
+    }
+    out
+}
+
+pub fn status(status: &StatusInfo, json: bool) -> String {
+    if json {
+        return format!("{}\n", serde_json::to_string_pretty(status).unwrap_or_default());
+    }
+    format!(
+        "eukhe daemon {} (build {}), pid {}, {} backend, protocol {}\ncapabilities: {}\nsessions: {} ({} running, {} busy, {} given up)\nsocket: {}\nstate: {}\n",
+        status.version,
+        status.build_id,
+        status.pid,
+        status.backend,
+        status.protocol,
+        status.capabilities.join(", "),
+        status.sessions,
+        status.running,
+        status.busy,
+        status.given_up,
+        status.socket,
+        status.state_dir
+    )
+}
+
+pub fn transcript(entries: &[Entry], json: bool) -> String {
+    if json {
+        return format!("{}\n", serde_json::to_string_pretty(entries).unwrap_or_default());
+    }
+    entries.iter().map(entry).collect()
+}
+
+pub fn entry(entry: &Entry) -> String {
+    match &entry.body {
+        EntryBody::Input { input, text } => format!("[run {input}] $ {text}\n"),
+        EntryBody::RunStarted { .. } => String::new(),
+        EntryBody::Output { stream: Stream::Stdout, data, .. } => data.clone(),
+        EntryBody::Output { stream: Stream::Stderr, data, .. } => data.clone(),
+        EntryBody::RunFinished { input, status } => format!("[run {input} exited {status}]\n"),
+        EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
+        EntryBody::Bash { command } => format!("[bash] $ {command}\n"),
+        EntryBody::BashFinished { status } => format!("[bash exited {status}]\n"),
+        EntryBody::Notice { text, .. } => format!("! {text}\n"),
+    }
+}

@@ -1,0 +1,54 @@
+//! Processes by identity: a pid plus its start time, so a reused pid is
+//! never mistaken for (or signalled as) the process we mean.
+
+use crate::laws::adoption::ProcessIdentity;
+
+/// The identity of the live process `pid`, if there is one (zombies are
+/// not alive).
+pub fn identity_of(pid: u32) -> Option<ProcessIdentity> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields resume
+    // after the last ')'. There, index 0 is the state and index 19 the
+    // start time (field 22 of proc(5)).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    let start_time = fields.get(19)?.parse().ok()?;
+    Some(ProcessIdentity { pid, start_time })
+}
+
+/// This process's identity.
+pub fn own_identity() -> ProcessIdentity {
+    identity_of(std::process::id()).unwrap_or(ProcessIdentity { pid: std::process::id(), start_time: 0 })
+}
+
+/// Whether the process `identity` names is alive.
+pub fn is_alive(identity: ProcessIdentity) -> bool {
+    identity_of(identity.pid) == Some(identity)
+}
+
+/// Send `signal` to the process `identity` names, only if it is still that
+/// process. Returns whether it was signalled.
+pub fn signal(identity: ProcessIdentity, signal: i32) -> bool {
+    if !is_alive(identity) {
+        return false;
+    }
+    // SAFETY: kill(2) touches no memory; the identity check above makes
+    // sure the pid still belongs to the process we mean.
+    unsafe { libc::kill(identity.pid as i32, signal) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_identity_is_alive_and_a_wrong_start_time_is_not() {
+        let me = own_identity();
+        assert!(is_alive(me));
+        assert!(!is_alive(ProcessIdentity { pid: me.pid, start_time: me.start_time + 1 }));
+        assert!(!signal(ProcessIdentity { pid: me.pid, start_time: me.start_time + 1 }, 0));
+    }
+}

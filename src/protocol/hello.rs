@@ -1,0 +1,74 @@
+//! The greeting that opens every connection: protocol version, eukhe
+//! version, build id and capabilities, so each side knows what it talks to.
+
+use serde::{Deserialize, Serialize};
+
+/// The wire protocol this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Capabilities a daemon advertises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capability {
+    /// Answers `shutdown` with `if_idle` through the quiesce protocol.
+    IdleShutdown,
+    /// Routes session requests to per-session workers.
+    Workers,
+}
+
+impl Capability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::IdleShutdown => "idle_shutdown",
+            Capability::Workers => "workers",
+        }
+    }
+}
+
+/// Who is saying hello.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A command a user typed.
+    Interactive,
+    /// A client acting on its own (relaunching a lost daemon, scripts).
+    Background,
+    /// The supervisor, talking to a worker.
+    Supervisor,
+    /// A daemon or worker answering.
+    Daemon,
+}
+
+/// The greeting. Capabilities are names, so a newer peer's unknown
+/// capabilities are carried (and ignored), never an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub protocol: u32,
+    pub version: String,
+    pub build_id: String,
+    pub role: Role,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// The answering process's pid (daemons and workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+impl Hello {
+    pub fn has(&self, capability: Capability) -> bool {
+        self.capabilities.iter().any(|c| c == capability.name())
+    }
+}
+
+/// Whether a peer speaking `protocol` can be served, or the one-line reason.
+pub fn check_protocol(protocol: u32) -> Result<(), String> {
+    match protocol.cmp(&PROTOCOL_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(format!(
+            "protocol version {protocol} is from the future: this eukhe speaks {PROTOCOL_VERSION}; update it"
+        )),
+        std::cmp::Ordering::Less => Err(format!(
+            "protocol version {protocol} is too old: this eukhe speaks {PROTOCOL_VERSION}"
+        )),
+    }
+}

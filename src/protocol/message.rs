@@ -1,0 +1,140 @@
+//! Requests and responses. Every message is one frame of JSON, tagged by
+//! `type`; an unknown type or field is a malformed message, never ignored.
+
+use serde::{Deserialize, Serialize};
+
+use super::hello::Hello;
+use crate::laws::idle_shutdown::QuiesceAnswer;
+use crate::laws::work::WorkSet;
+use crate::session::transcript::Entry;
+
+/// What a client (or the supervisor) asks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Hello(Hello),
+    /// Create a session.
+    New { name: Option<String>, cwd: Option<String> },
+    /// List sessions.
+    List,
+    /// The daemon's own state.
+    Status,
+    /// Start a given-up session afresh.
+    Restart { session: String },
+    /// Stop the daemon.
+    Shutdown { mode: ShutdownMode },
+    /// A request for one session's worker, routed by the supervisor.
+    Session { session: String, request: SessionRequest },
+    /// Supervisor to worker: take this worker under supervision.
+    Supervise { build_id: String },
+    /// Supervisor to worker: quiesce for an idle shutdown.
+    Quiesce,
+    /// Supervisor to worker: the shutdown did not commit; reopen the gate.
+    Release,
+    /// Supervisor to worker: stop, keeping resumable work.
+    Stop,
+}
+
+/// A request served by a session's worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SessionRequest {
+    /// Queue input; with `wait`, stream the run and end with its exit.
+    Send { text: String, wait: bool },
+    /// Run user bash now, from the kernel's namespace, updating it.
+    Bash { command: String },
+    /// The transcript rebuilt from stored messages.
+    Log,
+    /// The transcript, then live entries until the client leaves.
+    Attach,
+}
+
+/// How `shutdown` stops the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShutdownMode {
+    /// Stop the supervisor; workers with work keep it resumable.
+    Normal,
+    /// Stop only if every worker quiesces (the idle-shutdown protocol).
+    IfIdle,
+    /// Stop every worker now; transcripts keep what was acknowledged.
+    Force,
+}
+
+/// Which output stream a chunk came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// A session as `eukhe ls` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInfo {
+    pub id: String,
+    pub name: String,
+    /// running, busy, idle, restarting, given-up or saved.
+    pub state: String,
+    pub pid: Option<u32>,
+    pub build: Option<String>,
+    pub failures_in_window: u32,
+}
+
+/// The daemon as `eukhe status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusInfo {
+    pub version: String,
+    pub build_id: String,
+    pub pid: u32,
+    pub backend: String,
+    pub protocol: u32,
+    pub capabilities: Vec<String>,
+    pub sessions: u32,
+    pub running: u32,
+    pub busy: u32,
+    pub given_up: u32,
+    pub socket: String,
+    pub state_dir: String,
+}
+
+/// A worker's account of itself to its supervisor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerInfo {
+    pub session: String,
+    pub pid: u32,
+    pub start_time: u64,
+    pub build_id: String,
+    pub work: WorkSet,
+}
+
+/// What comes back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Response {
+    Hello(Hello),
+    /// The request failed; the message is one line for the user.
+    Error { message: String },
+    /// Done, nothing to report.
+    Ok,
+    Created { id: String, name: String },
+    Sessions { sessions: Vec<SessionInfo> },
+    Status(StatusInfo),
+    /// Input queued as run `input`.
+    Queued { input: u64 },
+    /// Output of a run or of user bash.
+    Output { stream: Stream, data: String },
+    /// A run or user bash ended.
+    Exit { status: i32 },
+    /// One transcript entry (log, attach).
+    Entry(Entry),
+    /// The end of a replay; live entries may follow on attach.
+    Replayed,
+    /// The answer to `shutdown`.
+    Shutdown { stopped: bool, message: String },
+    Worker(WorkerInfo),
+    Quiesce { answer: QuiesceAnswer },
+}

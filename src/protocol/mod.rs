@@ -1,0 +1,13 @@
+//! The wire: length-prefixed frames carrying JSON messages.
+//!
+//! Layers, bottom up: [`frame`] (bytes on a stream, with a hard size
+//! limit), [`message`] (the requests and responses), [`hello`] (the
+//! versioned greeting every connection starts with).
+
+pub mod frame;
+pub mod hello;
+pub mod message;
+
+pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME_BYTES};
+pub use hello::{Capability, Hello, PROTOCOL_VERSION};
+pub use message::{Request, Response};

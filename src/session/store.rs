@@ -1,0 +1,192 @@
+//! A session's files under the state directory:
+//! `sessions/<id>/{meta.json, transcript, namespace.json, worker.json, given-up}`.
+//! Directories are 0700 and files 0600: nobody else reads a session.
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::laws::adoption::ProcessIdentity;
+
+/// What a session is, as created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionMeta {
+    pub id: String,
+    pub name: String,
+    pub cwd: String,
+    pub created_ms: u64,
+}
+
+/// The worker process serving a session, as its supervisor launched it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRecord {
+    pub identity: ProcessIdentity,
+    pub build_id: String,
+}
+
+/// Check a session name: 1 to 64 characters, no path separator, no `..`,
+/// no NUL or other control character.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a session name cannot be empty".into());
+    }
+    if name.chars().count() > 64 {
+        return Err(format!("session name {name:?} is longer than 64 characters"));
+    }
+    if name.contains('/') || name.contains('\\') {
+        return Err(format!("session name {name:?} contains a path separator"));
+    }
+    if name == "." || name.contains("..") {
+        return Err(format!("session name {name:?} contains \"..\""));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(format!("session name {name:?} contains the control character {:?}", c));
+    }
+    Ok(())
+}
+
+/// Whether `id` is a well-formed session id (as [`new_id`] makes them).
+pub fn valid_id(id: &str) -> bool {
+    id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// A fresh random session id: 8 lowercase hex digits.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 4];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut bytes);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mixed = u32::from_be_bytes(bytes) ^ now.rotate_left(13) ^ std::process::id();
+    format!("{mixed:08x}")
+}
+
+/// Create a directory (and its parents) private to this user.
+pub fn private_dir(path: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+/// Write `value` as JSON to `path` atomically, 0600.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    let context = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(context)?;
+        file.write_all(&bytes).map_err(context)?;
+        file.sync_all().map_err(context)?;
+    }
+    std::fs::rename(&tmp, path).map_err(context)
+}
+
+/// Read JSON from `path`; `None` when the file does not exist.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// One session's directory.
+#[derive(Clone, Debug)]
+pub struct SessionFiles {
+    pub dir: PathBuf,
+}
+
+impl SessionFiles {
+    pub fn new(dir: PathBuf) -> Self {
+        SessionFiles { dir }
+    }
+    pub fn meta(&self) -> PathBuf {
+        self.dir.join("meta.json")
+    }
+    pub fn transcript(&self) -> PathBuf {
+        self.dir.join("transcript")
+    }
+    pub fn namespace(&self) -> PathBuf {
+        self.dir.join("namespace.json")
+    }
+    pub fn worker(&self) -> PathBuf {
+        self.dir.join("worker.json")
+    }
+    pub fn given_up(&self) -> PathBuf {
+        self.dir.join("given-up")
+    }
+    pub fn scratch(&self) -> PathBuf {
+        self.dir.join("scratch")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("worker.log")
+    }
+}
+
+/// Every session under `state`, by creation time.
+pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
+    let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
+        return Vec::new();
+    };
+    let mut sessions: Vec<SessionMeta> = dirs
+        .flatten()
+        .filter_map(|d| read_json::<SessionMeta>(&d.path().join("meta.json")).ok().flatten())
+        .collect();
+    sessions.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+    sessions
+}
+
+/// Open-file options for a private append-only file.
+pub fn private_append(path: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_names_are_refused_with_the_reason() {
+        for (name, why) in [
+            ("", "empty"),
+            ("a/b", "path separator"),
+            ("..", "\"..\""),
+            ("a\0b", "control character"),
+            ("tab\there", "control character"),
+        ] {
+            let err = validate_name(name).unwrap_err();
+            assert!(err.contains(why), "{name:?}: {err}");
+        }
+        assert!(validate_name("fix the build").is_ok());
+    }
+
+    #[test]
+    fn ids_are_eight_lowercase_hex_digits() {
+        let id = new_id();
+        assert!(valid_id(&id), "{id}");
+        assert!(!valid_id("../etc"));
+    }
+}

@@ -1,0 +1,59 @@
+//! The supervisor: one per user. It owns the socket, launches one worker
+//! per active session, watches each (a control connection that ends when
+//! the worker does), restarts or gives up as the restart budget says,
+//! adopts or replaces the workers it finds at start, revives sessions from
+//! busy evidence, and routes session requests to the session's worker.
+
+mod launch;
+mod routing;
+mod slots;
+
+use std::cell::RefCell;
+use std::os::unix::fs::PermissionsExt;
+use std::rc::Rc;
+
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::paths::Paths;
+use crate::session::store::private_dir;
+
+pub use slots::Supervisor;
+
+/// Run the supervisor in the foreground until it is shut down.
+pub fn main() -> Result<(), String> {
+    let paths = Paths::from_env()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the supervisor runtime: {e}"))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let listener = bind(&paths).await?;
+        private_dir(&paths.state)?;
+        let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone())));
+        launch::adopt_and_revive(&supervisor).await;
+        eprintln!("eukhe daemon {}: serving {}", std::process::id(), paths.socket.display());
+        let result = routing::serve(supervisor, listener).await;
+        let _ = std::fs::remove_file(&paths.socket);
+        result
+    })
+}
+
+/// Listen on the socket (directory 0700, socket 0600). A live daemon on it
+/// is an error; a stale socket file is replaced.
+async fn bind(paths: &Paths) -> Result<UnixListener, String> {
+    private_dir(paths.socket_dir())?;
+    std::fs::set_permissions(paths.socket_dir(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot protect {}: {e}", paths.socket_dir().display()))?;
+    if paths.socket.exists() {
+        if UnixStream::connect(&paths.socket).await.is_ok() {
+            return Err(format!("a daemon already listens on {}", paths.socket.display()));
+        }
+        let _ = std::fs::remove_file(&paths.socket);
+    }
+    let listener =
+        UnixListener::bind(&paths.socket).map_err(|e| format!("cannot listen on {}: {e}", paths.socket.display()))?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot protect {}: {e}", paths.socket.display()))?;
+    Ok(listener)
+}

@@ -1,0 +1,302 @@
+//! The supervisor's socket: hello, then one request per connection.
+//! Session requests are forwarded to the session's worker and the two
+//! connections are spliced, so output streams straight through.
+
+use std::time::Duration;
+
+use tokio::net::{UnixListener, UnixStream};
+
+use super::launch::{ask_worker, connect_worker, launch, Shared};
+use super::slots::{Slot, SlotState};
+use crate::build_id::{build_id, version};
+use crate::clock::{mono_ms, wall_ms};
+use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
+use crate::laws::restart::RestartBudget;
+use crate::laws::timing::{QUIESCE_ANSWER_MS, TM};
+use crate::laws::work::WorkSet;
+use crate::protocol::hello::{check_protocol, Capability, Role};
+use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
+use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
+
+pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
+    // SAFETY: getuid(2) cannot fail.
+    let own_uid = unsafe { libc::getuid() };
+    loop {
+        if supervisor.borrow().shutting_down {
+            return Ok(());
+        }
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+        };
+        let Ok((mut stream, _)) = accepted else { continue };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == own_uid => {}
+            Ok(cred) => {
+                let message = format!("connection refused: uid {} is not the daemon's uid {own_uid}", cred.uid());
+                let _ = write_frame(&mut stream, &Response::Error { message }).await;
+                continue;
+            }
+            Err(e) => {
+                let _ = write_frame(&mut stream, &Response::Error { message: format!("connection refused: {e}") }).await;
+                continue;
+            }
+        }
+        tokio::task::spawn_local(connection(supervisor.clone(), stream));
+    }
+}
+
+fn hello() -> Hello {
+    Hello {
+        protocol: PROTOCOL_VERSION,
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+        role: Role::Daemon,
+        capabilities: vec![Capability::IdleShutdown.name().into(), Capability::Workers.name().into()],
+        pid: Some(std::process::id()),
+    }
+}
+
+async fn connection(supervisor: Shared, mut stream: UnixStream) {
+    match read_frame::<Request, _>(&mut stream).await {
+        Ok(Request::Hello(theirs)) => {
+            if let Err(message) = check_protocol(theirs.protocol) {
+                let _ = write_frame(&mut stream, &Response::Error { message }).await;
+                return;
+            }
+            if write_frame(&mut stream, &Response::Hello(hello())).await.is_err() {
+                return;
+            }
+        }
+        Ok(_) => {
+            let _ = write_frame(&mut stream, &Response::Error { message: "expected hello first".into() }).await;
+            return;
+        }
+        Err(FrameError::Closed) => return,
+        Err(e) => {
+            let _ = write_frame(&mut stream, &Response::Error { message: e.to_string() }).await;
+            return;
+        }
+    }
+    let request = match read_frame::<Request, _>(&mut stream).await {
+        Ok(request) => request,
+        Err(FrameError::Closed) => return,
+        Err(e) => {
+            let _ = write_frame(&mut stream, &Response::Error { message: e.to_string() }).await;
+            return;
+        }
+    };
+    let response = match request {
+        Request::Session { session, request } => {
+            route(&supervisor, stream, &session, request).await;
+            return;
+        }
+        Request::New { name, cwd } => new_session(&supervisor, name, cwd).await,
+        Request::List => Response::Sessions { sessions: supervisor.borrow().info(mono_ms()) },
+        Request::Status => status(&supervisor),
+        Request::Restart { session } => restart(&supervisor, &session).await,
+        Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
+        other => Response::Error { message: format!("the daemon does not serve {other:?}") },
+    };
+    let _ = write_frame(&mut stream, &response).await;
+}
+
+fn error(message: impl Into<String>) -> Response {
+    Response::Error { message: message.into() }
+}
+
+async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<String>) -> Response {
+    let id = new_id();
+    let name = name.unwrap_or_else(|| id.clone());
+    if let Err(message) = validate_name(&name) {
+        return error(message);
+    }
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => std::env::var("HOME").unwrap_or_else(|_| "/".into()),
+    };
+    let cwd_path = std::path::Path::new(&cwd);
+    if !cwd_path.is_absolute() || !cwd_path.is_dir() {
+        return error(format!("working directory {cwd:?} is not an existing absolute directory"));
+    }
+    let files = supervisor.borrow().files(&id);
+    let meta = SessionMeta { id: id.clone(), name: name.clone(), cwd, created_ms: wall_ms() };
+    if let Err(message) = private_dir(&files.dir).and_then(|_| write_json(&files.meta(), &meta)) {
+        return error(message);
+    }
+    supervisor.borrow_mut().slots.insert(
+        id.clone(),
+        Slot { meta, state: SlotState::Saved, budget: RestartBudget::new(), work: WorkSet::EMPTY, generation: 0 },
+    );
+    launch(supervisor, &id).await;
+    match wait_running(supervisor, &id).await {
+        Ok(()) => Response::Created { id, name },
+        Err(message) => error(message),
+    }
+}
+
+/// Wait until the session's worker is under supervision.
+async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
+    loop {
+        let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
+        match state {
+            Some(SlotState::Running { .. }) => return Ok(()),
+            Some(SlotState::GivenUp) => return Err(given_up(id)),
+            None => return Err(format!("no session {id}")),
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err(format!("session {id}: its worker did not start within 10 s"))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+fn given_up(id: &str) -> String {
+    format!("session {id} was given up after failing 6 times in 15 minutes; `eukhe restart {id}` starts it afresh")
+}
+
+async fn route(supervisor: &Shared, mut client: UnixStream, reference: &str, request: SessionRequest) {
+    let id = match supervisor.borrow().resolve(reference) {
+        Ok(id) => id,
+        Err(message) => {
+            let _ = write_frame(&mut client, &error(message)).await;
+            return;
+        }
+    };
+    let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
+    if state == Some(SlotState::GivenUp) {
+        let _ = write_frame(&mut client, &error(given_up(&id))).await;
+        return;
+    }
+    if state == Some(SlotState::Saved) {
+        launch(supervisor, &id).await;
+    }
+    if let Err(message) = wait_running(supervisor, &id).await {
+        let _ = write_frame(&mut client, &error(message)).await;
+        return;
+    }
+    let mut worker = match connect_worker(supervisor, &id).await {
+        Ok((worker, _)) => worker,
+        Err(message) => {
+            let _ = write_frame(&mut client, &error(message)).await;
+            return;
+        }
+    };
+    let forwarded = Request::Session { session: id.clone(), request };
+    if let Err(e) = write_frame(&mut worker, &forwarded).await {
+        let _ = write_frame(&mut client, &error(format!("session {id}: {e}"))).await;
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut worker).await;
+}
+
+fn status(supervisor: &Shared) -> Response {
+    let s = supervisor.borrow();
+    let count = |f: fn(&Slot) -> bool| s.slots.values().filter(|slot| f(slot)).count() as u32;
+    Response::Status(StatusInfo {
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+        pid: std::process::id(),
+        backend: "process".into(),
+        protocol: PROTOCOL_VERSION,
+        capabilities: hello().capabilities,
+        sessions: s.slots.len() as u32,
+        running: count(|slot| matches!(slot.state, SlotState::Running { .. })),
+        busy: count(|slot| matches!(slot.state, SlotState::Running { .. }) && !slot.work.is_empty()),
+        given_up: count(|slot| slot.state == SlotState::GivenUp),
+        socket: s.paths.socket.display().to_string(),
+        state_dir: s.paths.state.display().to_string(),
+    })
+}
+
+async fn restart(supervisor: &Shared, reference: &str) -> Response {
+    let id = match supervisor.borrow().resolve(reference) {
+        Ok(id) => id,
+        Err(message) => return error(message),
+    };
+    {
+        let mut s = supervisor.borrow_mut();
+        let files = s.files(&id);
+        let slot = s.slots.get_mut(&id).expect("resolved");
+        if slot.state != SlotState::GivenUp {
+            return error(format!("session {id} is not given up; nothing to restart"));
+        }
+        let _ = std::fs::remove_file(files.given_up());
+        slot.budget = RestartBudget::new();
+        slot.state = SlotState::Saved;
+    }
+    launch(supervisor, &id).await;
+    match wait_running(supervisor, &id).await {
+        Ok(()) => Response::Ok,
+        Err(message) => error(message),
+    }
+}
+
+fn running_ids(supervisor: &Shared) -> Vec<String> {
+    supervisor
+        .borrow()
+        .slots
+        .iter()
+        .filter(|(_, slot)| matches!(slot.state, SlotState::Running { .. } | SlotState::Starting))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Stop accepting connections: the socket goes first, so no client
+/// connects to a daemon that is going away.
+fn stop_serving(supervisor: &Shared) {
+    let mut s = supervisor.borrow_mut();
+    s.shutting_down = true;
+    let _ = std::fs::remove_file(&s.paths.socket);
+}
+
+async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
+    match mode {
+        ShutdownMode::Normal => {
+            stop_serving(supervisor);
+            Response::Shutdown { stopped: true, message: "the daemon stopped; running workers keep their sessions".into() }
+        }
+        ShutdownMode::Force => {
+            stop_serving(supervisor);
+            stop_all(supervisor, &running_ids(supervisor)).await;
+            Response::Shutdown { stopped: true, message: "the daemon and every worker stopped".into() }
+        }
+        ShutdownMode::IfIdle => {
+            let ids = running_ids(supervisor);
+            let asked_at = mono_ms();
+            let mut replies = Vec::new();
+            for id in &ids {
+                let answer = tokio::time::timeout(
+                    Duration::from_millis(QUIESCE_ANSWER_MS),
+                    ask_worker(supervisor, id, Request::Quiesce),
+                )
+                .await;
+                replies.push(match answer {
+                    Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered { answer, at_ms: mono_ms() },
+                    _ => QuiesceReply::Silent,
+                });
+            }
+            match idle_shutdown_commits(asked_at, &replies) {
+                ShutdownCommit::StopWorkers => {
+                    stop_serving(supervisor);
+                    stop_all(supervisor, &ids).await;
+                    Response::Shutdown { stopped: true, message: "the daemon was idle and stopped".into() }
+                }
+                ShutdownCommit::ReopenAndAnswerBusy => {
+                    for id in &ids {
+                        let _ = ask_worker(supervisor, id, Request::Release).await;
+                    }
+                    Response::Shutdown { stopped: false, message: "the daemon is busy: it keeps serving".into() }
+                }
+            }
+        }
+    }
+}
+
+async fn stop_all(supervisor: &Shared, ids: &[String]) {
+    for id in ids {
+        let _ = tokio::time::timeout(Duration::from_millis(TM.stop_grace), ask_worker(supervisor, id, Request::Stop)).await;
+    }
+}

@@ -1,0 +1,97 @@
+//! The supervisor's books: one slot per session.
+
+use std::collections::BTreeMap;
+
+use crate::laws::adoption::ProcessIdentity;
+use crate::laws::restart::RestartBudget;
+use crate::laws::work::WorkSet;
+use crate::paths::Paths;
+use crate::protocol::message::SessionInfo;
+use crate::session::store::{list_sessions, SessionFiles, SessionMeta};
+
+/// Where a session's worker stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// No worker; the session rests on disk.
+    Saved,
+    /// A worker is being launched.
+    Starting,
+    /// A worker serves the session.
+    Running { identity: ProcessIdentity, build: String },
+    /// The worker failed; a restart waits out its pause.
+    Restarting,
+    /// Failed too often inside the restart window.
+    GivenUp,
+}
+
+pub struct Slot {
+    pub meta: SessionMeta,
+    pub state: SlotState,
+    pub budget: RestartBudget,
+    pub work: WorkSet,
+    /// Bumped at each launch, so a stale watcher knows it is stale.
+    pub generation: u64,
+}
+
+pub struct Supervisor {
+    pub paths: Paths,
+    pub slots: BTreeMap<String, Slot>,
+    pub shutting_down: bool,
+}
+
+impl Supervisor {
+    pub fn new(paths: Paths) -> Self {
+        let slots = list_sessions(&paths.state)
+            .into_iter()
+            .map(|meta| {
+                let given_up = SessionFiles::new(paths.session_dir(&meta.id)).given_up().exists();
+                let state = if given_up { SlotState::GivenUp } else { SlotState::Saved };
+                (meta.id.clone(), Slot { meta, state, budget: RestartBudget::new(), work: WorkSet::EMPTY, generation: 0 })
+            })
+            .collect();
+        Supervisor { paths, slots, shutting_down: false }
+    }
+
+    pub fn files(&self, id: &str) -> SessionFiles {
+        SessionFiles::new(self.paths.session_dir(id))
+    }
+
+    /// The session named by `reference`: an id, or a unique name.
+    pub fn resolve(&self, reference: &str) -> Result<String, String> {
+        if self.slots.contains_key(reference) {
+            return Ok(reference.to_string());
+        }
+        let named: Vec<&String> = self.slots.iter().filter(|(_, s)| s.meta.name == reference).map(|(id, _)| id).collect();
+        match named.as_slice() {
+            [id] => Ok((*id).clone()),
+            [] => Err(format!("no session {reference:?}: `eukhe ls` lists them")),
+            _ => Err(format!("{} sessions are named {reference:?}: use an id (`eukhe ls`)", named.len())),
+        }
+    }
+
+    pub fn info(&self, now_ms: u64) -> Vec<SessionInfo> {
+        self.slots
+            .values()
+            .map(|slot| {
+                let (state, pid, build) = match &slot.state {
+                    SlotState::Saved => ("saved", None, None),
+                    SlotState::Starting => ("restarting", None, None),
+                    SlotState::Restarting => ("restarting", None, None),
+                    SlotState::GivenUp => ("given-up", None, None),
+                    SlotState::Running { identity, build } => {
+                        let state = if slot.work.is_empty() { "idle" } else { "busy" };
+                        (state, Some(identity.pid), Some(build.clone()))
+                    }
+                };
+                SessionInfo {
+                    id: slot.meta.id.clone(),
+                    name: slot.meta.name.clone(),
+                    state: state.to_string(),
+                    pid,
+                    build,
+                    failures_in_window: slot.budget.failures_in_window(now_ms),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,29 @@
+//! The worker: one process per session. It owns the session's transcript
+//! and kernel, turns queued input into runs (the built-in `shell` engine:
+//! each input is a command line, one run at a time, in order), serves its
+//! own socket, records busy evidence, and acts alone when its supervisor is
+//! lost, all as the law modules decide.
+
+mod serve;
+mod state;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::paths::Paths;
+
+pub use state::Worker;
+
+/// Run the worker of `session` until it stops.
+pub fn main(session: &str) -> Result<(), String> {
+    let paths = Paths::from_env()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the worker runtime: {e}"))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let worker = Rc::new(RefCell::new(Worker::open(&paths, session)?));
+        serve::run(worker, &paths).await
+    })
+}

@@ -1,0 +1,306 @@
+//! The worker's state and the synchronous steps on it. Every decision is a
+//! call into `laws`; this file only keeps the books.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::build_id::build_id;
+use crate::clock::{mono_ms, wall_ms};
+use crate::host::busy_journal::{BusyJournal, JournalLine};
+use crate::host::process::own_identity;
+use crate::laws::idle_shutdown::{gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate};
+use crate::laws::notice::{restore_notice, MessageKind};
+use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
+use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
+use crate::laws::timing::WORKER_LOST_EXIT_DEFAULT_MS;
+use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::paths::Paths;
+use crate::protocol::message::{Response, WorkerInfo};
+use crate::session::kernel::{Kernel, Namespace};
+use crate::session::store::{private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord};
+use crate::session::transcript::{Entry, EntryBody, Transcript};
+
+pub struct Worker {
+    pub meta: SessionMeta,
+    pub files: SessionFiles,
+    transcript: Transcript,
+    pub kernel: Kernel,
+    pub queue: VecDeque<(u64, String)>,
+    next_input: u64,
+    pub current_run: Option<u64>,
+    pub bash_running: u32,
+    gate: RunGate,
+    latest_record: Option<OwnRecord>,
+    journal: BusyJournal,
+    lost_since_ms: Option<u64>,
+    lost_window: LostExitWindow,
+    subscribers: Vec<UnboundedSender<Response>>,
+    waiters: HashMap<u64, Vec<UnboundedSender<Response>>>,
+    supervisor: Option<UnboundedSender<Response>>,
+    pub running_groups: Vec<u32>,
+    pub stopping: bool,
+}
+
+impl Worker {
+    /// Open the session: transcript (cutting a torn tail), kernel (over the
+    /// snapshot when there is one), and the queue rebuilt from the
+    /// transcript.
+    pub fn open(paths: &Paths, session: &str) -> Result<Worker, String> {
+        let files = SessionFiles::new(paths.session_dir(session));
+        let meta: SessionMeta = read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
+        private_dir(&files.scratch())?;
+        let (transcript, entries, torn) = Transcript::open(&files.transcript())?;
+        let env = std::env::vars()
+            .filter(|(name, _)| !name.starts_with("EUKHE_") && !name.starts_with("LISTEN_") && name != "NOTIFY_SOCKET")
+            .collect();
+        let (kernel, start) = Kernel::start(&files.namespace(), &meta.cwd, env)?;
+        let lost_window = std::env::var("EUKHE_WORKER_LOST_EXIT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(LostExitWindow::from_ms)
+            .unwrap_or(LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS));
+        let mut worker = Worker {
+            meta,
+            files,
+            transcript,
+            kernel,
+            queue: VecDeque::new(),
+            next_input: 1,
+            current_run: None,
+            bash_running: 0,
+            gate: RunGate::Open,
+            latest_record: None,
+            journal: BusyJournal::new(&paths.state),
+            lost_since_ms: Some(mono_ms()),
+            lost_window,
+            subscribers: Vec::new(),
+            waiters: HashMap::new(),
+            supervisor: None,
+            running_groups: Vec::new(),
+            stopping: false,
+        };
+        if let Some(torn) = torn {
+            worker.append(EntryBody::Notice {
+                text: format!(
+                    "the transcript had a torn tail after a crash: {} bytes at offset {} were cut off",
+                    torn.bytes, torn.offset
+                ),
+                restore: None,
+            })?;
+        }
+        let restores = entries
+            .iter()
+            .filter(|e| matches!(e.body, EntryBody::Notice { restore: Some(_), .. }))
+            .count() as u32;
+        if let Some(MessageKind::RestoreNotice { restore }) = restore_notice(start, restores) {
+            worker.append(EntryBody::Notice {
+                text: format!(
+                    "kernel restored from its snapshot (restore {restore}): working directory {}",
+                    worker.kernel.namespace().cwd
+                ),
+                restore: Some(restore),
+            })?;
+        }
+        worker.rebuild_queue(&entries)?;
+        write_json(
+            &worker.files.worker(),
+            &WorkerRecord { identity: own_identity(), build_id: build_id().to_string() },
+        )?;
+        Ok(worker)
+    }
+
+    /// Inputs never started are queued again; a run that was cut short by
+    /// the previous worker's end is marked interrupted and does not rerun.
+    fn rebuild_queue(&mut self, entries: &[Entry]) -> Result<(), String> {
+        let mut pending: Vec<(u64, String)> = Vec::new();
+        let mut started: Vec<u64> = Vec::new();
+        for entry in entries {
+            match &entry.body {
+                EntryBody::Input { input, text } => {
+                    pending.push((*input, text.clone()));
+                    self.next_input = self.next_input.max(input + 1);
+                }
+                EntryBody::RunStarted { input } => {
+                    pending.retain(|(i, _)| i != input);
+                    started.push(*input);
+                }
+                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
+                    started.retain(|i| i != input);
+                }
+                _ => {}
+            }
+        }
+        for input in started {
+            self.append(EntryBody::RunInterrupted { input })?;
+            self.append(EntryBody::Notice {
+                text: format!("run {input} was cut short when its worker ended; it does not run again"),
+                restore: None,
+            })?;
+        }
+        self.queue = pending.into();
+        Ok(())
+    }
+
+    /// Store an entry durably, then show it to every attached client.
+    pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
+        let entry = self.transcript.append(wall_ms(), body)?;
+        self.subscribers.retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
+        Ok(entry)
+    }
+
+    /// Queue input as a new run.
+    pub fn queue_input(&mut self, text: String) -> Result<u64, String> {
+        let input = self.next_input;
+        self.append(EntryBody::Input { input, text: text.clone() })?;
+        self.next_input += 1;
+        self.queue.push_back((input, text));
+        self.work_changed();
+        Ok(input)
+    }
+
+    /// The session's work now.
+    pub fn work(&self) -> WorkSet {
+        let mut activities = Vec::new();
+        if self.current_run.is_some() {
+            activities.push(Activity::Work(WorkKind::Run));
+        }
+        if !self.queue.is_empty() {
+            activities.push(Activity::Work(WorkKind::QueuedInput));
+        }
+        if self.bash_running > 0 {
+            activities.push(Activity::Work(WorkKind::UserBash));
+        }
+        session_work(&activities)
+    }
+
+    /// Record busy evidence as the refresh law says, and tell the supervisor.
+    pub fn work_changed(&mut self) {
+        self.refresh_evidence();
+        let info = self.info();
+        if let Some(supervisor) = &self.supervisor {
+            let _ = supervisor.send(Response::Worker(info));
+        }
+    }
+
+    pub fn refresh_evidence(&mut self) {
+        let now = mono_ms();
+        let work = self.work();
+        let state = match busy_refresh(work, self.latest_record, now) {
+            RefreshAction::Nothing => return,
+            RefreshAction::RecordBusy => BusyState::Busy,
+            RefreshAction::RecordIdle => BusyState::Idle,
+        };
+        let line = JournalLine {
+            session: self.meta.id.clone(),
+            state,
+            at_ms: Some(wall_ms()),
+            work,
+            build: build_id().to_string(),
+        };
+        match self.journal.record(&line) {
+            Ok(()) => self.latest_record = Some(OwnRecord { state, at_ms: now }),
+            Err(e) => eprintln!("eukhe worker {}: {e}", self.meta.id),
+        }
+    }
+
+    /// Record busy now (an exit that keeps work resumable).
+    pub fn record_busy_now(&mut self) {
+        if self.work().is_empty() {
+            return;
+        }
+        let line = JournalLine {
+            session: self.meta.id.clone(),
+            state: BusyState::Busy,
+            at_ms: Some(wall_ms()),
+            work: self.work(),
+            build: build_id().to_string(),
+        };
+        if let Err(e) = self.journal.record(&line) {
+            eprintln!("eukhe worker {}: {e}", self.meta.id);
+        }
+    }
+
+    pub fn info(&self) -> WorkerInfo {
+        let me = own_identity();
+        WorkerInfo {
+            session: self.meta.id.clone(),
+            pid: me.pid,
+            start_time: me.start_time,
+            build_id: build_id().to_string(),
+            work: self.work(),
+        }
+    }
+
+    /// Whether the run gate admits a new run now.
+    pub fn gate_admits_run(&mut self) -> bool {
+        let (gate, output) = run_gate_step(self.gate, GateEvent::RunRequest, mono_ms());
+        self.gate = gate;
+        output == GateOutput::Run { admitted: true }
+    }
+
+    pub fn gate_event(&mut self, event: GateEvent) -> GateOutput {
+        let (gate, output) = run_gate_step(self.gate, event, mono_ms());
+        self.gate = gate;
+        output
+    }
+
+    pub fn quiesce(&mut self) -> QuiesceAnswer {
+        match self.gate_event(GateEvent::Quiesce { work: self.work() }) {
+            GateOutput::Answer(answer) => answer,
+            _ => QuiesceAnswer::Busy,
+        }
+    }
+
+    pub fn expire_gate(&mut self) {
+        self.gate = gate_at(self.gate, mono_ms());
+    }
+
+    pub fn supervised_by(&mut self, tx: UnboundedSender<Response>) {
+        self.supervisor = Some(tx);
+        self.lost_since_ms = None;
+    }
+
+    pub fn supervisor_lost(&mut self) {
+        self.supervisor = None;
+        self.lost_since_ms.get_or_insert(mono_ms());
+    }
+
+    /// What to do about a lost supervisor now.
+    pub fn orphan_verdict(&self) -> OrphanVerdict {
+        match self.lost_since_ms {
+            None => OrphanVerdict::Wait,
+            Some(since) => orphan_decision(since, mono_ms(), self.lost_window, self.work()),
+        }
+    }
+
+    pub fn subscribe(&mut self, tx: UnboundedSender<Response>) {
+        self.subscribers.push(tx);
+    }
+
+    pub fn wait_for(&mut self, input: u64, tx: UnboundedSender<Response>) {
+        self.waiters.entry(input).or_default().push(tx);
+    }
+
+    pub fn tell_waiters(&mut self, input: u64, response: Response) {
+        if let Some(waiters) = self.waiters.get_mut(&input) {
+            waiters.retain(|w| w.send(response.clone()).is_ok());
+        }
+    }
+
+    pub fn end_waiters(&mut self, input: u64, status: i32) {
+        if let Some(waiters) = self.waiters.remove(&input) {
+            for w in waiters {
+                let _ = w.send(Response::Exit { status });
+            }
+        }
+    }
+
+    pub fn set_namespace(&mut self, namespace: Option<Namespace>) {
+        if let Some(namespace) = namespace {
+            if let Err(e) = self.kernel.update(namespace) {
+                let _ = self.append(EntryBody::Notice { text: e, restore: None });
+            }
+        }
+    }
+}
