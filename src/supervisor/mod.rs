@@ -33,9 +33,10 @@ pub fn main() -> Result<(), String> {
         let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone())));
         launch::adopt_and_revive(&supervisor).await;
         eprintln!("eukhe daemon {}: serving {}", std::process::id(), paths.socket.display());
-        let result = routing::serve(supervisor, listener).await;
-        let _ = std::fs::remove_file(&paths.socket);
-        result
+        // The socket file is removed when the shutdown is decided, before
+        // the answer goes out: removing it later could delete the socket
+        // of a daemon that started since.
+        routing::serve(supervisor, listener).await
     })
 }
 

@@ -17,6 +17,7 @@ use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::transcript::read_entries;
 use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
@@ -166,6 +167,26 @@ async fn route(supervisor: &Shared, mut client: UnixStream, reference: &str, req
         }
     };
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
+    let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
+    if resting && request == SessionRequest::Log {
+        // A resting session's transcript is read from disk: no worker is
+        // started just to read it, and a given-up one keeps it readable.
+        let path = supervisor.borrow().files(&id).transcript();
+        match read_entries(&path) {
+            Ok(entries) => {
+                for entry in entries {
+                    if write_frame(&mut client, &Response::Entry(entry)).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = write_frame(&mut client, &Response::Replayed).await;
+            }
+            Err(message) => {
+                let _ = write_frame(&mut client, &error(message)).await;
+            }
+        }
+        return;
+    }
     if state == Some(SlotState::GivenUp) {
         let _ = write_frame(&mut client, &error(given_up(&id))).await;
         return;
