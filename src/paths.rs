@@ -20,28 +20,39 @@ pub struct Paths {
 impl Paths {
     /// The paths for this process's environment.
     pub fn from_env() -> Result<Paths, String> {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         let home = var("HOME");
         let socket = match var("EUKHE_SOCKET") {
             Some(socket) => socket,
             None => match var("XDG_RUNTIME_DIR") {
                 Some(runtime) => runtime.join("eukhe").join("eukhe.sock"),
                 // SAFETY: getuid(2) cannot fail and touches no memory.
-                None => PathBuf::from(format!("/tmp/eukhe-{}", unsafe { libc::getuid() })).join("eukhe.sock"),
+                None => PathBuf::from(format!("/tmp/eukhe-{}", unsafe { libc::getuid() }))
+                    .join("eukhe.sock"),
             },
         };
         let state = match (var("EUKHE_STATE_DIR"), var("XDG_STATE_HOME"), &home) {
             (Some(state), _, _) => state,
             (None, Some(xdg), _) => xdg.join("eukhe"),
             (None, None, Some(home)) => home.join(".local/state/eukhe"),
-            (None, None, None) => return Err("no state directory: set HOME or EUKHE_STATE_DIR".into()),
+            (None, None, None) => {
+                return Err("no state directory: set HOME or EUKHE_STATE_DIR".into())
+            }
         };
         let config = match (var("XDG_CONFIG_HOME"), &home) {
             (Some(xdg), _) => xdg.join("eukhe/config.toml"),
             (None, Some(home)) => home.join(".config/eukhe/config.toml"),
             (None, None) => PathBuf::from("/nonexistent/eukhe/config.toml"),
         };
-        Ok(Paths { socket, state, config })
+        Ok(Paths {
+            socket,
+            state,
+            config,
+        })
     }
 
     /// The directory holding the supervisor's socket (0700).
@@ -51,7 +62,9 @@ impl Paths {
 
     /// The socket of `session`'s worker.
     pub fn worker_socket(&self, session: &str) -> PathBuf {
-        self.socket_dir().join("workers").join(format!("{session}.sock"))
+        self.socket_dir()
+            .join("workers")
+            .join(format!("{session}.sock"))
     }
 
     /// The directory of `session`'s state.

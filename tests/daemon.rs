@@ -11,9 +11,17 @@ use env::{alive, kill9, wait_until, Env};
 #[test]
 fn sessions_run_commands_and_keep_their_namespace() {
     let env = Env::new("basics");
-    let id = env.ok(&["new", "--name", "basics", "--cwd", "/"]).trim().to_string();
+    let id = env
+        .ok(&["new", "--name", "basics", "--cwd", "/"])
+        .trim()
+        .to_string();
     assert_eq!(id.len(), 8, "{id}");
-    let out = env.ok(&["bash", &id, "--", "cd /tmp && export GREETING=hello && echo moved"]);
+    let out = env.ok(&[
+        "bash",
+        &id,
+        "--",
+        "cd /tmp && export GREETING=hello && echo moved",
+    ]);
     assert_eq!(out, "moved\n");
     let out = env.ok(&["bash", "basics", "--", "echo $GREETING from $(pwd)"]);
     assert_eq!(out, "hello from /tmp\n");
@@ -21,9 +29,16 @@ fn sessions_run_commands_and_keep_their_namespace() {
     assert_eq!(failing.status.code(), Some(3));
     assert_eq!(String::from_utf8_lossy(&failing.stdout), "run output\n");
     let log = env.log(&id);
-    assert!(log.contains("[run 1] $ echo run output; exit 3\nrun output\n[run 1 exited 3]"), "{log}");
+    assert!(
+        log.contains("[run 1] $ echo run output; exit 3\nrun output\n[run 1 exited 3]"),
+        "{log}"
+    );
     let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
-    assert!(json.as_array().unwrap().iter().any(|e| e["kind"] == "run_finished" && e["status"] == 3));
+    assert!(json
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "run_finished" && e["status"] == 3));
     assert_eq!(env.session(&id)["state"], "idle");
 }
 
@@ -37,7 +52,9 @@ fn queued_runs_go_one_at_a_time_in_order() {
     let last = env.run(&["send", &id, "echo last", "--wait"]);
     assert!(last.status.success());
     let log = env.log(&id);
-    let positions: Vec<usize> = (1..=3).map(|i| log.find(&format!("\nrun {i}\n")).unwrap()).collect();
+    let positions: Vec<usize> = (1..=3)
+        .map(|i| log.find(&format!("\nrun {i}\n")).unwrap())
+        .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{log}");
 }
 
@@ -52,11 +69,18 @@ fn a_killed_worker_restarts_after_the_pause_with_one_restore_notice() {
     wait_until(Duration::from_secs(10), "the worker restarts", || {
         env.worker_pid(&id).is_some_and(|pid| pid != first)
     });
-    assert!(killed_at.elapsed() >= Duration::from_millis(250), "restarted before the 250 ms pause");
+    assert!(
+        killed_at.elapsed() >= Duration::from_millis(250),
+        "restarted before the 250 ms pause"
+    );
     assert_eq!(env.session(&id)["failures_in_window"], 1);
     assert_eq!(env.ok(&["bash", &id, "--", "pwd"]), "/tmp\n");
     let log = env.log(&id);
-    assert_eq!(log.matches("kernel restored from its snapshot").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("kernel restored from its snapshot").count(),
+        1,
+        "{log}"
+    );
 }
 
 #[test]
@@ -73,14 +97,22 @@ fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
             });
         }
     }
-    wait_until(Duration::from_secs(5), "the session is given up", || env.session(&id)["state"] == "given-up");
+    wait_until(Duration::from_secs(5), "the session is given up", || {
+        env.session(&id)["state"] == "given-up"
+    });
     assert_eq!(env.session(&id)["failures_in_window"], 6);
     let refused = env.run(&["bash", &id, "--", "true"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("was given up") && stderr.contains("eukhe restart"), "{stderr}");
+    assert!(
+        stderr.contains("was given up") && stderr.contains("eukhe restart"),
+        "{stderr}"
+    );
     let log = env.log(&id);
-    assert!(log.contains("before the crashes") && log.contains("given up"), "{log}");
+    assert!(
+        log.contains("before the crashes") && log.contains("given up"),
+        "{log}"
+    );
     env.ok(&["restart", &id]);
     assert_eq!(env.ok(&["bash", &id, "--", "echo back"]), "back\n");
     assert_eq!(env.session(&id)["failures_in_window"], 0);
@@ -91,14 +123,25 @@ fn a_new_supervisor_adopts_a_busy_worker_without_aborting_its_run() {
     let env = Env::new("adopt");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["send", &id, "sleep 2; echo survived"]);
-    wait_until(Duration::from_secs(5), "the run is busy", || env.session(&id)["state"] == "busy");
+    wait_until(Duration::from_secs(5), "the run is busy", || {
+        env.session(&id)["state"] == "busy"
+    });
     let worker = env.worker_pid(&id).unwrap();
     kill9(env.daemon_pid());
     let sessions = env.sessions();
-    let adopted = sessions.as_array().unwrap().iter().find(|s| s["id"] == id.as_str()).unwrap();
-    wait_until(Duration::from_secs(5), "the worker is adopted", || env.worker_pid(&id) == Some(worker));
+    let adopted = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap();
+    wait_until(Duration::from_secs(5), "the worker is adopted", || {
+        env.worker_pid(&id) == Some(worker)
+    });
     assert_eq!(adopted["failures_in_window"], 0);
-    wait_until(Duration::from_secs(10), "the run finishes", || env.log(&id).contains("[run 1 exited 0]"));
+    wait_until(Duration::from_secs(10), "the run finishes", || {
+        env.log(&id).contains("[run 1 exited 0]")
+    });
     assert!(env.log(&id).contains("survived"));
     assert_eq!(env.worker_pid(&id), Some(worker));
 }
@@ -110,10 +153,16 @@ fn a_worker_of_another_build_is_replaced_on_this_build() {
     old.ok(&["bash", &id, "--", "export KEPT=yes"]);
     let old_worker = old.worker_pid(&id).unwrap();
     kill9(old.daemon_pid());
-    let new = Env { dir: old.dir.clone(), vars: old.vars.clone() }.with("EUKHE_BUILD_ID", "new-build");
-    wait_until(Duration::from_secs(10), "the session runs on the new build", || {
-        new.session(&id)["build"] == "new-build"
-    });
+    let new = Env {
+        dir: old.dir.clone(),
+        vars: old.vars.clone(),
+    }
+    .with("EUKHE_BUILD_ID", "new-build");
+    wait_until(
+        Duration::from_secs(10),
+        "the session runs on the new build",
+        || new.session(&id)["build"] == "new-build",
+    );
     assert!(!alive(old_worker));
     assert_eq!(new.ok(&["bash", &id, "--", "echo $KEPT"]), "yes\n");
     std::mem::forget(old);
@@ -124,16 +173,28 @@ fn shutdown_if_idle_refuses_while_busy_and_stops_when_idle() {
     let env = Env::new("ifidle");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["send", &id, "sleep 4; echo finished"]);
-    wait_until(Duration::from_secs(5), "the run is busy", || env.session(&id)["state"] == "busy");
+    wait_until(Duration::from_secs(5), "the run is busy", || {
+        env.session(&id)["state"] == "busy"
+    });
     let refused = env.run(&["shutdown", "--if-idle"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stdout).contains("busy"));
-    wait_until(Duration::from_secs(10), "the run finishes", || env.log(&id).contains("[run 1 exited 0]"));
+    wait_until(Duration::from_secs(10), "the run finishes", || {
+        env.log(&id).contains("[run 1 exited 0]")
+    });
     let daemon = env.daemon_pid();
     let worker = env.worker_pid(&id).unwrap();
     let stopped = env.run(&["shutdown", "--if-idle"]);
-    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stdout));
-    wait_until(Duration::from_secs(10), "daemon and worker are gone", || !alive(daemon) && !alive(worker));
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stdout)
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "daemon and worker are gone",
+        || !alive(daemon) && !alive(worker),
+    );
     assert!(env.log(&id).contains("finished"));
 }
 
@@ -141,7 +202,11 @@ fn shutdown_if_idle_refuses_while_busy_and_stops_when_idle() {
 fn an_older_client_uses_a_newer_daemon_and_says_so() {
     let newer = Env::new("older-client").with("EUKHE_VERSION", "9.0.0");
     newer.ok(&["status"]);
-    let older = Env { dir: newer.dir.clone(), vars: newer.vars.clone() }.with("EUKHE_VERSION", "1.0.0");
+    let older = Env {
+        dir: newer.dir.clone(),
+        vars: newer.vars.clone(),
+    }
+    .with("EUKHE_VERSION", "1.0.0");
     let out = older.run(&["ls"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr)
@@ -155,7 +220,11 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
     let id = older.ok(&["new"]).trim().to_string();
     older.ok(&["bash", &id, "--", "export KEPT=1"]);
     let old_daemon = older.daemon_pid();
-    let newer = Env { dir: older.dir.clone(), vars: older.vars.clone() }.with("EUKHE_VERSION", "2.0.0");
+    let newer = Env {
+        dir: older.dir.clone(),
+        vars: older.vars.clone(),
+    }
+    .with("EUKHE_VERSION", "2.0.0");
     assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
     let status: serde_json::Value = serde_json::from_str(&newer.ok(&["status", "--json"])).unwrap();
     assert_eq!(status["version"], "2.0.0");
@@ -169,10 +238,14 @@ fn a_lost_worker_with_work_exits_resumable_and_is_revived_at_the_next_start() {
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["send", &id, "sleep 30"]);
     env.ok(&["send", &id, "echo resumed after revival"]);
-    wait_until(Duration::from_secs(5), "the run is busy", || env.session(&id)["state"] == "busy");
+    wait_until(Duration::from_secs(5), "the run is busy", || {
+        env.session(&id)["state"] == "busy"
+    });
     let worker = env.worker_pid(&id).unwrap();
     kill9(env.daemon_pid());
-    wait_until(Duration::from_secs(10), "the orphaned worker exits", || !alive(worker));
+    wait_until(Duration::from_secs(10), "the orphaned worker exits", || {
+        !alive(worker)
+    });
     wait_until(Duration::from_secs(15), "the queued run resumes", || {
         env.log(&id).contains("resumed after revival")
     });
@@ -187,7 +260,9 @@ fn a_lost_idle_worker_closes_its_session_after_one_window() {
     let id = env.ok(&["new"]).trim().to_string();
     let worker = env.worker_pid(&id).unwrap();
     kill9(env.daemon_pid());
-    wait_until(Duration::from_secs(10), "the idle orphan closes", || !alive(worker));
+    wait_until(Duration::from_secs(10), "the idle orphan closes", || {
+        !alive(worker)
+    });
     assert_eq!(env.session(&id)["state"], "saved");
     assert_eq!(env.ok(&["bash", &id, "--", "echo woke"]), "woke\n");
 }
@@ -195,13 +270,172 @@ fn a_lost_idle_worker_closes_its_session_after_one_window() {
 #[test]
 fn bad_names_and_directories_are_refused_clearly() {
     let env = Env::new("names");
-    for (name, why) in [("a/b", "path separator"), ("..", "\"..\""), ("tab\there", "control character")] {
+    for (name, why) in [
+        ("a/b", "path separator"),
+        ("..", "\"..\""),
+        ("tab\there", "control character"),
+    ] {
         let out = env.run(&["new", "--name", name]);
         assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains(why), "{name:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{name:?}"
+        );
     }
     let out = env.run(&["new", "--cwd", "/definitely/not/here"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("/definitely/not/here"));
     let out = env.run(&["bash", "nosuch", "--", "true"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no session \"nosuch\""));
+}
+
+/// Send raw bytes to the daemon's socket and read what comes back.
+fn raw_exchange(env: &Env, bytes: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let socket = env.dir.join("run/eukhe.sock");
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    reply
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut bytes = (payload.len() as u32).to_be_bytes().to_vec();
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+fn error_message(reply: &[u8]) -> String {
+    assert!(reply.len() > 4, "no reply frame: {reply:?}");
+    let value: serde_json::Value = serde_json::from_slice(&reply[4..]).unwrap();
+    assert_eq!(value["type"], "error", "{value}");
+    value["message"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn garbage_oversized_truncated_and_future_frames_get_clear_errors_and_the_daemon_keeps_serving() {
+    let env = Env::new("frames");
+    env.ok(&["status"]);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (frame(b"this is not json"), "malformed message"),
+        (frame(&[0xff, 0xfe, 0xfd]), "invalid UTF-8"),
+        (frame(br#"{"type":"teleport"}"#), "unknown variant"),
+        (((1u32 << 20) + 1).to_be_bytes().to_vec(), "over the limit"),
+        (0u32.to_be_bytes().to_vec(), "empty frame"),
+        ({ let mut b = 100u32.to_be_bytes().to_vec(); b.extend_from_slice(b"{\"ty"); b }, "truncated frame"),
+        (
+            frame(br#"{"type":"hello","protocol":99,"version":"9.9.9","build_id":"x","role":"interactive"}"#),
+            "from the future",
+        ),
+    ];
+    for (bytes, expected) in cases {
+        let message = error_message(&raw_exchange(&env, &bytes));
+        assert!(
+            message.contains(expected),
+            "expected {expected:?} in {message:?}"
+        );
+    }
+    let id = env.ok(&["new"]).trim().to_string();
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo still serving"]),
+        "still serving\n"
+    );
+}
+
+#[test]
+fn another_uid_is_refused() {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("another_uid_is_refused: needs root to play a second uid; not run");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let env = Env::new("uid");
+    env.ok(&["status"]);
+    // Open the directory and socket to everyone: only the peer-uid check
+    // stands between the other user and the daemon now.
+    let run = env.dir.join("run");
+    std::fs::set_permissions(&env.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        run.join("eukhe.sock"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let out = env
+        .command(&["status"])
+        .env("HOME", "/tmp")
+        .env("EUKHE_STATE_DIR", "/tmp/eukhe-nobody-state-never-created")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("uid 65534 is not the daemon's uid 0"),
+        "{stderr}"
+    );
+    // And with the directory private, as the daemon leaves it, the other
+    // user cannot even reach the socket.
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = env
+        .command(&["status"])
+        .env("HOME", "/tmp")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn attach_replays_then_follows_and_typed_lines_are_input() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let env = Env::new("attach");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "echo before attach"]);
+    let mut attached = env
+        .command(&["attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = attached.stdin.take().unwrap();
+    let stdout = attached.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut expect = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !seen.iter().any(|l: &String| l.contains(text)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("attach never showed {text:?}; saw {seen:?}"),
+            }
+        }
+    };
+    expect("before attach");
+    env.ok(&["bash", &id, "--", "echo from elsewhere"]);
+    expect("from elsewhere");
+    writeln!(stdin, "echo typed input").unwrap();
+    expect("[run 1] $ echo typed input");
+    expect("[run 1 exited 0]");
+    drop(stdin);
+    let _ = attached.kill();
+    let _ = attached.wait();
 }

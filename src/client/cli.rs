@@ -11,7 +11,11 @@ use super::render;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 
 #[derive(Debug, Parser)]
-#[command(name = "eukhe", version, about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots")]
+#[command(
+    name = "eukhe",
+    version,
+    about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -86,7 +90,10 @@ pub enum Command {
 
 /// Run a client command.
 pub fn run(command: Command) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start: {e}")),
     };
@@ -106,7 +113,9 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         Command::New { name, cwd, json } => {
             let cwd = match cwd {
                 Some(cwd) => Some(absolute(&cwd)?),
-                None => std::env::current_dir().ok().map(|d| d.display().to_string()),
+                None => std::env::current_dir()
+                    .ok()
+                    .map(|d| d.display().to_string()),
             };
             let mut client = connect(true).await?;
             match client.ask(Request::New { name, cwd }).await? {
@@ -143,7 +152,12 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         }
         Command::Restart { session } => {
             let mut client = connect(false).await?;
-            match client.ask(Request::Restart { session: session.clone() }).await? {
+            match client
+                .ask(Request::Restart {
+                    session: session.clone(),
+                })
+                .await?
+            {
                 Response::Ok => {
                     println!("session {session} restarted");
                     Ok(ExitCode::SUCCESS)
@@ -164,25 +178,48 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             match client.ask(Request::Shutdown { mode }).await? {
                 Response::Shutdown { stopped, message } => {
                     println!("{message}");
-                    Ok(if stopped { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+                    Ok(if stopped {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    })
                 }
                 other => unexpected(other),
             }
         }
-        Command::Send { session, text, wait } => {
+        Command::Send {
+            session,
+            text,
+            wait,
+        } => {
             let mut client = connect(true).await?;
-            client.send(&Request::Session { session, request: SessionRequest::Send { text, wait } }).await?;
+            client
+                .send(&Request::Session {
+                    session,
+                    request: SessionRequest::Send { text, wait },
+                })
+                .await?;
             stream_until_exit(&mut client, wait).await
         }
         Command::Bash { session, command } => {
             let mut client = connect(true).await?;
             let command = command.join(" ");
-            client.send(&Request::Session { session, request: SessionRequest::Bash { command } }).await?;
+            client
+                .send(&Request::Session {
+                    session,
+                    request: SessionRequest::Bash { command },
+                })
+                .await?;
             stream_until_exit(&mut client, true).await
         }
         Command::Log { session, json } => {
             let mut client = connect(false).await?;
-            client.send(&Request::Session { session, request: SessionRequest::Log }).await?;
+            client
+                .send(&Request::Session {
+                    session,
+                    request: SessionRequest::Log,
+                })
+                .await?;
             let mut entries = Vec::new();
             loop {
                 match client.receive().await? {
@@ -206,7 +243,9 @@ fn absolute(path: &str) -> Result<String, String> {
     let full = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map_err(|e| e.to_string())?.join(path)
+        std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(path)
     };
     full.canonicalize()
         .map(|p| p.display().to_string())
@@ -233,8 +272,12 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
             }
             Response::Output { stream, data } => {
                 let _ = match stream {
-                    crate::protocol::message::Stream::Stdout => std::io::stdout().write_all(data.as_bytes()),
-                    crate::protocol::message::Stream::Stderr => std::io::stderr().write_all(data.as_bytes()),
+                    crate::protocol::message::Stream::Stdout => {
+                        std::io::stdout().write_all(data.as_bytes())
+                    }
+                    crate::protocol::message::Stream::Stderr => {
+                        std::io::stderr().write_all(data.as_bytes())
+                    }
                 };
                 let _ = std::io::stdout().flush();
             }
@@ -246,7 +289,12 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
 
 async fn attach(session: String) -> Result<ExitCode, String> {
     let mut client = connect(true).await?;
-    client.send(&Request::Session { session: session.clone(), request: SessionRequest::Attach }).await?;
+    client
+        .send(&Request::Session {
+            session: session.clone(),
+            request: SessionRequest::Attach,
+        })
+        .await?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!("attached to {session}: typed lines are queued as input; Ctrl-D detaches");

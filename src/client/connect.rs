@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use crate::build_id::{build_id, version};
-use crate::laws::replace::{busy_daemon_kept, replace_verdict, Build, ClientKind, DaemonHello, ReplaceAction};
+use crate::laws::replace::{
+    busy_daemon_kept, replace_verdict, Build, ClientKind, DaemonHello, ReplaceAction,
+};
 use crate::paths::Paths;
 use crate::protocol::hello::{Capability, Role};
 use crate::protocol::message::{Request, Response, ShutdownMode};
@@ -24,11 +26,15 @@ pub struct Client {
 
 impl Client {
     pub async fn send(&mut self, request: &Request) -> Result<(), String> {
-        write_frame(&mut self.stream, request).await.map_err(|e| format!("talking to the daemon: {e}"))
+        write_frame(&mut self.stream, request)
+            .await
+            .map_err(|e| format!("talking to the daemon: {e}"))
     }
 
     pub async fn receive(&mut self) -> Result<Response, String> {
-        read_frame(&mut self.stream).await.map_err(|e| format!("the daemon's answer: {e}"))
+        read_frame(&mut self.stream)
+            .await
+            .map_err(|e| format!("the daemon's answer: {e}"))
     }
 
     pub async fn ask(&mut self, request: Request) -> Result<Response, String> {
@@ -51,14 +57,22 @@ fn our_hello(role: Role) -> Hello {
 async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> {
     let mut stream = match UnixStream::connect(&paths.socket).await {
         Ok(stream) => stream,
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
             return Ok(None)
         }
         Err(e) => return Err(format!("cannot connect to {}: {e}", paths.socket.display())),
     };
     // A daemon that is shutting down may accept and then hang up: that is
     // no daemon, not an error.
-    if write_frame(&mut stream, &Request::Hello(our_hello(role))).await.is_err() {
+    if write_frame(&mut stream, &Request::Hello(our_hello(role)))
+        .await
+        .is_err()
+    {
         return Ok(None);
     }
     match read_frame::<Response, _>(&mut stream).await {
@@ -79,7 +93,11 @@ pub async fn connect_existing() -> Result<Option<Client>, String> {
 /// replace an older daemon, as the replacement law says.
 pub async fn connect(interactive: bool) -> Result<Client, String> {
     let paths = Paths::from_env()?;
-    let role = if interactive { Role::Interactive } else { Role::Background };
+    let role = if interactive {
+        Role::Interactive
+    } else {
+        Role::Background
+    };
     let client = match handshake(&paths, role).await? {
         Some(client) => client,
         None => {
@@ -87,23 +105,40 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
             return wait_for_daemon(&paths, role).await;
         }
     };
-    let ours = Build { version: version().to_string(), build_id: build_id().to_string() };
+    let ours = Build {
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+    };
     let theirs = DaemonHello {
-        build: Build { version: client.daemon.version.clone(), build_id: client.daemon.build_id.clone() },
+        build: Build {
+            version: client.daemon.version.clone(),
+            build_id: client.daemon.build_id.clone(),
+        },
         protocol: client.daemon.protocol,
         idle_shutdown: client.daemon.has(Capability::IdleShutdown),
     };
-    let kind = if interactive { ClientKind::Interactive } else { ClientKind::Background };
+    let kind = if interactive {
+        ClientKind::Interactive
+    } else {
+        ClientKind::Background
+    };
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
     }
     match verdict.action {
         ReplaceAction::Use => Ok(client),
-        ReplaceAction::Stop => Err(verdict.message.unwrap_or_else(|| "cannot use the running daemon".into())),
+        ReplaceAction::Stop => Err(verdict
+            .message
+            .unwrap_or_else(|| "cannot use the running daemon".into())),
         ReplaceAction::ReplaceIfIdle => {
             let mut asking = client;
-            match asking.ask(Request::Shutdown { mode: ShutdownMode::IfIdle }).await? {
+            match asking
+                .ask(Request::Shutdown {
+                    mode: ShutdownMode::IfIdle,
+                })
+                .await?
+            {
                 Response::Shutdown { stopped: true, .. } => {
                     drop(asking);
                     wait_socket_free(&paths).await;
@@ -117,7 +152,9 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
                     }
                     match kept.action {
                         ReplaceAction::Stop => Err(kept.message.unwrap_or_default()),
-                        _ => handshake(&paths, role).await?.ok_or_else(|| "the daemon went away".to_string()),
+                        _ => handshake(&paths, role)
+                            .await?
+                            .ok_or_else(|| "the daemon went away".to_string()),
                     }
                 }
             }
@@ -130,7 +167,8 @@ async fn start_daemon(paths: &Paths) -> Result<(), String> {
     private_dir(&paths.state)?;
     let log = private_append(&paths.state.join("daemon.log"))?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
     let mut command = std::process::Command::new(exe);
     command
         .arg("daemon")
@@ -147,7 +185,9 @@ async fn start_daemon(paths: &Paths) -> Result<(), String> {
             Ok(())
         });
     }
-    command.spawn().map_err(|e| format!("cannot start the daemon: {e}"))?;
+    command
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
     Ok(())
 }
 
@@ -169,7 +209,8 @@ async fn wait_for_daemon(paths: &Paths, role: Role) -> Result<Client, String> {
 
 async fn wait_socket_free(paths: &Paths) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&paths.socket).await.is_ok() && tokio::time::Instant::now() < deadline {
+    while UnixStream::connect(&paths.socket).await.is_ok() && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

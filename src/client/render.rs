@@ -5,9 +5,15 @@ use crate::session::transcript::{Entry, EntryBody};
 
 pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
     if json {
-        return format!("{}\n", serde_json::to_string_pretty(sessions).unwrap_or_default());
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(sessions).unwrap_or_default()
+        );
     }
-    let mut out = format!("{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n", "ID", "NAME", "STATE", "PID", "FAILURES", "BUILD");
+    let mut out = format!(
+        "{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n",
+        "ID", "NAME", "STATE", "PID", "FAILURES", "BUILD"
+    );
     for s in sessions {
         out += &format!(
             "{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n",
@@ -24,7 +30,10 @@ pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
 
 pub fn status(status: &StatusInfo, json: bool) -> String {
     if json {
-        return format!("{}\n", serde_json::to_string_pretty(status).unwrap_or_default());
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(status).unwrap_or_default()
+        );
     }
     format!(
         "eukhe daemon {} (build {}), pid {}, {} backend, protocol {}\ncapabilities: {}\nsessions: {} ({} running, {} busy, {} given up)\nsocket: {}\nstate: {}\n",
@@ -45,7 +54,10 @@ pub fn status(status: &StatusInfo, json: bool) -> String {
 
 pub fn transcript(entries: &[Entry], json: bool) -> String {
     if json {
-        return format!("{}\n", serde_json::to_string_pretty(entries).unwrap_or_default());
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(entries).unwrap_or_default()
+        );
     }
     entries.iter().map(entry).collect()
 }
@@ -54,8 +66,16 @@ pub fn entry(entry: &Entry) -> String {
     match &entry.body {
         EntryBody::Input { input, text } => format!("[run {input}] $ {text}\n"),
         EntryBody::RunStarted { .. } => String::new(),
-        EntryBody::Output { stream: Stream::Stdout, data, .. } => data.clone(),
-        EntryBody::Output { stream: Stream::Stderr, data, .. } => data.clone(),
+        EntryBody::Output {
+            stream: Stream::Stdout,
+            data,
+            ..
+        } => data.clone(),
+        EntryBody::Output {
+            stream: Stream::Stderr,
+            data,
+            ..
+        } => data.clone(),
         EntryBody::RunFinished { input, status } => format!("[run {input} exited {status}]\n"),
         EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
         EntryBody::Bash { command } => format!("[bash] $ {command}\n"),

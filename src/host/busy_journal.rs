@@ -30,7 +30,9 @@ pub struct BusyJournal {
 
 impl BusyJournal {
     pub fn new(state_dir: &Path) -> Self {
-        BusyJournal { path: state_dir.join("busy.log") }
+        BusyJournal {
+            path: state_dir.join("busy.log"),
+        }
     }
 
     /// Append a record durably.
@@ -51,7 +53,13 @@ impl BusyJournal {
         let mut latest = HashMap::new();
         for line in text.lines() {
             if let Ok(entry) = serde_json::from_str::<JournalLine>(line) {
-                latest.insert(entry.session, BusyRecord { state: entry.state, at_ms: entry.at_ms });
+                latest.insert(
+                    entry.session,
+                    BusyRecord {
+                        state: entry.state,
+                        at_ms: entry.at_ms,
+                    },
+                );
             }
         }
         latest

@@ -21,7 +21,10 @@ pub fn identity_of(pid: u32) -> Option<ProcessIdentity> {
 
 /// This process's identity.
 pub fn own_identity() -> ProcessIdentity {
-    identity_of(std::process::id()).unwrap_or(ProcessIdentity { pid: std::process::id(), start_time: 0 })
+    identity_of(std::process::id()).unwrap_or(ProcessIdentity {
+        pid: std::process::id(),
+        start_time: 0,
+    })
 }
 
 /// Whether the process `identity` names is alive.
@@ -48,7 +51,16 @@ mod tests {
     fn own_identity_is_alive_and_a_wrong_start_time_is_not() {
         let me = own_identity();
         assert!(is_alive(me));
-        assert!(!is_alive(ProcessIdentity { pid: me.pid, start_time: me.start_time + 1 }));
-        assert!(!signal(ProcessIdentity { pid: me.pid, start_time: me.start_time + 1 }, 0));
+        assert!(!is_alive(ProcessIdentity {
+            pid: me.pid,
+            start_time: me.start_time + 1
+        }));
+        assert!(!signal(
+            ProcessIdentity {
+                pid: me.pid,
+                start_time: me.start_time + 1
+            },
+            0
+        ));
     }
 }

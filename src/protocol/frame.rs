@@ -39,7 +39,10 @@ impl fmt::Display for FrameError {
             }
             FrameError::Empty => write!(f, "empty frame"),
             FrameError::TooLarge { len } => {
-                write!(f, "frame of {len} bytes is over the limit of {MAX_FRAME_BYTES}")
+                write!(
+                    f,
+                    "frame of {len} bytes is over the limit of {MAX_FRAME_BYTES}"
+                )
             }
             FrameError::Malformed(why) => write!(f, "malformed message: {why}"),
             FrameError::Io(e) => write!(f, "{e}"),
@@ -63,7 +66,10 @@ pub async fn read_frame_bytes<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Ve
         return Err(FrameError::Closed);
     }
     if got < header.len() {
-        return Err(FrameError::Truncated { expected: header.len(), got });
+        return Err(FrameError::Truncated {
+            expected: header.len(),
+            got,
+        });
     }
     let len = u32::from_be_bytes(header) as usize;
     if len == 0 {
@@ -81,14 +87,17 @@ pub async fn read_frame_bytes<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Ve
 }
 
 /// Read one frame and decode it as `T`.
-pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(reader: &mut R) -> Result<T, FrameError> {
+pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
+    reader: &mut R,
+) -> Result<T, FrameError> {
     let payload = read_frame_bytes(reader).await?;
     decode(&payload)
 }
 
 /// Decode a frame payload.
 pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
-    let text = std::str::from_utf8(payload).map_err(|e| FrameError::Malformed(format!("invalid UTF-8: {e}")))?;
+    let text = std::str::from_utf8(payload)
+        .map_err(|e| FrameError::Malformed(format!("invalid UTF-8: {e}")))?;
     serde_json::from_str(text).map_err(|e| FrameError::Malformed(e.to_string()))
 }
 
@@ -105,14 +114,20 @@ pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Write `message` as one frame.
-pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(writer: &mut W, message: &T) -> Result<(), FrameError> {
+pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: &T,
+) -> Result<(), FrameError> {
     let frame = encode(message)?;
     writer.write_all(&frame).await?;
     writer.flush().await?;
     Ok(())
 }
 
-async fn read_full<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut [u8]) -> Result<usize, FrameError> {
+async fn read_full<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut [u8],
+) -> Result<usize, FrameError> {
     let mut filled = 0;
     while filled < buf.len() {
         let n = reader.read(&mut buf[filled..]).await?;
@@ -129,7 +144,9 @@ mod tests {
     use super::*;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
     }
 
     fn read(bytes: &[u8]) -> Result<Vec<u8>, FrameError> {
@@ -145,16 +162,36 @@ mod tests {
     #[test]
     fn a_frame_at_exactly_the_limit_is_read_and_one_byte_over_is_refused() {
         let at_limit = vec![b'x'; MAX_FRAME_BYTES];
-        assert_eq!(read(&with_header(MAX_FRAME_BYTES as u32, &at_limit)).unwrap().len(), MAX_FRAME_BYTES);
+        assert_eq!(
+            read(&with_header(MAX_FRAME_BYTES as u32, &at_limit))
+                .unwrap()
+                .len(),
+            MAX_FRAME_BYTES
+        );
         let err = read(&with_header(MAX_FRAME_BYTES as u32 + 1, b"")).unwrap_err();
-        assert!(matches!(err, FrameError::TooLarge { len } if len == MAX_FRAME_BYTES + 1), "{err}");
+        assert!(
+            matches!(err, FrameError::TooLarge { len } if len == MAX_FRAME_BYTES + 1),
+            "{err}"
+        );
     }
 
     #[test]
     fn empty_truncated_and_closed_frames_are_told_apart() {
         assert!(matches!(read(&with_header(0, b"")), Err(FrameError::Empty)));
-        assert!(matches!(read(&[0, 0]), Err(FrameError::Truncated { expected: 4, got: 2 })));
-        assert!(matches!(read(&with_header(10, b"abc")), Err(FrameError::Truncated { expected: 10, got: 3 })));
+        assert!(matches!(
+            read(&[0, 0]),
+            Err(FrameError::Truncated {
+                expected: 4,
+                got: 2
+            })
+        ));
+        assert!(matches!(
+            read(&with_header(10, b"abc")),
+            Err(FrameError::Truncated {
+                expected: 10,
+                got: 3
+            })
+        ));
         assert!(matches!(read(b""), Err(FrameError::Closed)));
     }
 

@@ -14,19 +14,31 @@ use crate::session::transcript::Entry;
 pub enum Request {
     Hello(Hello),
     /// Create a session.
-    New { name: Option<String>, cwd: Option<String> },
+    New {
+        name: Option<String>,
+        cwd: Option<String>,
+    },
     /// List sessions.
     List,
     /// The daemon's own state.
     Status,
     /// Start a given-up session afresh.
-    Restart { session: String },
+    Restart {
+        session: String,
+    },
     /// Stop the daemon.
-    Shutdown { mode: ShutdownMode },
+    Shutdown {
+        mode: ShutdownMode,
+    },
     /// A request for one session's worker, routed by the supervisor.
-    Session { session: String, request: SessionRequest },
+    Session {
+        session: String,
+        request: SessionRequest,
+    },
     /// Supervisor to worker: take this worker under supervision.
-    Supervise { build_id: String },
+    Supervise {
+        build_id: String,
+    },
     /// Supervisor to worker: quiesce for an idle shutdown.
     Quiesce,
     /// Supervisor to worker: the shutdown did not commit; reopen the gate.
@@ -117,24 +129,43 @@ pub struct WorkerInfo {
 pub enum Response {
     Hello(Hello),
     /// The request failed; the message is one line for the user.
-    Error { message: String },
+    Error {
+        message: String,
+    },
     /// Done, nothing to report.
     Ok,
-    Created { id: String, name: String },
-    Sessions { sessions: Vec<SessionInfo> },
+    Created {
+        id: String,
+        name: String,
+    },
+    Sessions {
+        sessions: Vec<SessionInfo>,
+    },
     Status(StatusInfo),
     /// Input queued as run `input`.
-    Queued { input: u64 },
+    Queued {
+        input: u64,
+    },
     /// Output of a run or of user bash.
-    Output { stream: Stream, data: String },
+    Output {
+        stream: Stream,
+        data: String,
+    },
     /// A run or user bash ended.
-    Exit { status: i32 },
+    Exit {
+        status: i32,
+    },
     /// One transcript entry (log, attach).
     Entry(Entry),
     /// The end of a replay; live entries may follow on attach.
     Replayed,
     /// The answer to `shutdown`.
-    Shutdown { stopped: bool, message: String },
+    Shutdown {
+        stopped: bool,
+        message: String,
+    },
     Worker(WorkerInfo),
-    Quiesce { answer: QuiesceAnswer },
+    Quiesce {
+        answer: QuiesceAnswer,
+    },
 }

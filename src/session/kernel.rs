@@ -45,16 +45,35 @@ pub type ProcessGroup = u32;
 impl Kernel {
     /// Start the kernel over the snapshot at `snapshot` if there is one,
     /// else fresh in `cwd` with `env`.
-    pub fn start(snapshot: &Path, cwd: &str, env: BTreeMap<String, String>) -> Result<(Kernel, KernelStart), String> {
+    pub fn start(
+        snapshot: &Path,
+        cwd: &str,
+        env: BTreeMap<String, String>,
+    ) -> Result<(Kernel, KernelStart), String> {
         match std::fs::read(snapshot) {
             Ok(bytes) => {
                 let namespace: Namespace = serde_json::from_slice(&bytes)
                     .map_err(|e| format!("namespace snapshot {}: {e}", snapshot.display()))?;
-                Ok((Kernel { namespace, snapshot: snapshot.to_path_buf() }, KernelStart::OverSnapshot))
+                Ok((
+                    Kernel {
+                        namespace,
+                        snapshot: snapshot.to_path_buf(),
+                    },
+                    KernelStart::OverSnapshot,
+                ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let namespace = Namespace { cwd: cwd.to_string(), env };
-                Ok((Kernel { namespace, snapshot: snapshot.to_path_buf() }, KernelStart::Fresh))
+                let namespace = Namespace {
+                    cwd: cwd.to_string(),
+                    env,
+                };
+                Ok((
+                    Kernel {
+                        namespace,
+                        snapshot: snapshot.to_path_buf(),
+                    },
+                    KernelStart::Fresh,
+                ))
             }
             Err(e) => Err(format!("namespace snapshot {}: {e}", snapshot.display())),
         }
@@ -67,7 +86,8 @@ impl Kernel {
     /// Take `namespace` as the kernel's and save it as the snapshot.
     pub fn update(&mut self, namespace: Namespace) -> Result<(), String> {
         let tmp = self.snapshot.with_extension("tmp");
-        let context = |e: std::io::Error| format!("namespace snapshot {}: {e}", self.snapshot.display());
+        let context =
+            |e: std::io::Error| format!("namespace snapshot {}: {e}", self.snapshot.display());
         let bytes = serde_json::to_vec(&namespace).map_err(|e| e.to_string())?;
         {
             use std::io::Write;
@@ -102,7 +122,12 @@ impl Running {
 
 /// Start `command` in `namespace`. `scratch` is a private directory for
 /// the namespace the shell writes back.
-pub fn spawn(namespace: &Namespace, command: &str, scratch: &Path, tag: &str) -> Result<Running, String> {
+pub fn spawn(
+    namespace: &Namespace,
+    command: &str,
+    scratch: &Path,
+    tag: &str,
+) -> Result<Running, String> {
     let namespace_out = scratch.join(format!("namespace-{tag}.out"));
     let _ = std::fs::remove_file(&namespace_out);
     // The trap runs on every way out of the shell, `exit` included; the
@@ -110,9 +135,20 @@ pub fn spawn(namespace: &Namespace, command: &str, scratch: &Path, tag: &str) ->
     let script = r#"__eukhe_out=$2
 trap '__eukhe_status=$?; { printf "%s\0" "$PWD"; env -0; } > "$__eukhe_out"; exit $__eukhe_status' EXIT
 eval "$1""#;
-    let cwd = if Path::new(&namespace.cwd).is_dir() { namespace.cwd.as_str() } else { "/" };
+    let cwd = if Path::new(&namespace.cwd).is_dir() {
+        namespace.cwd.as_str()
+    } else {
+        "/"
+    };
     let child = Command::new("bash")
-        .args(["--noprofile", "--norc", "-c", script, "eukhe-kernel", command])
+        .args([
+            "--noprofile",
+            "--norc",
+            "-c",
+            script,
+            "eukhe-kernel",
+            command,
+        ])
         .arg(&namespace_out)
         .env_clear()
         .envs(&namespace.env)
@@ -124,13 +160,19 @@ eval "$1""#;
         .kill_on_drop(false)
         .spawn()
         .map_err(|e| format!("cannot start bash: {e}"))?;
-    Ok(Running { child, namespace_out })
+    Ok(Running {
+        child,
+        namespace_out,
+    })
 }
 
 impl Running {
     /// Stream the command's output to `on_output` until it ends; returns its
     /// exit status (128 + signal when killed) and the namespace it left.
-    pub async fn finish(mut self, mut on_output: impl FnMut(Stream, String)) -> (i32, Option<Namespace>) {
+    pub async fn finish(
+        mut self,
+        mut on_output: impl FnMut(Stream, String),
+    ) -> (i32, Option<Namespace>) {
         let mut stdout = self.child.stdout.take();
         let mut stderr = self.child.stderr.take();
         let mut out_buf = vec![0u8; 64 * 1024];
@@ -149,7 +191,10 @@ impl Running {
                 },
             }
         }
-        for (stream, rest) in [(Stream::Stdout, out_text.finish()), (Stream::Stderr, err_text.finish())] {
+        for (stream, rest) in [
+            (Stream::Stdout, out_text.finish()),
+            (Stream::Stderr, err_text.finish()),
+        ] {
             if !rest.is_empty() {
                 on_output(stream, rest);
             }
@@ -157,17 +202,24 @@ impl Running {
         let status = match self.child.wait().await {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt;
-                status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+                status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
             }
             Err(_) => 255,
         };
-        let namespace = std::fs::read(&self.namespace_out).ok().and_then(|bytes| parse_namespace(&bytes));
+        let namespace = std::fs::read(&self.namespace_out)
+            .ok()
+            .and_then(|bytes| parse_namespace(&bytes));
         let _ = std::fs::remove_file(&self.namespace_out);
         (status, namespace)
     }
 }
 
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
     let reader = reader.as_mut()?;
     match reader.read(buf).await {
         Ok(0) | Err(_) => None,
@@ -185,7 +237,9 @@ pub fn parse_namespace(bytes: &[u8]) -> Option<Namespace> {
     }
     let mut env = BTreeMap::new();
     for field in fields {
-        let Ok(text) = std::str::from_utf8(field) else { continue };
+        let Ok(text) = std::str::from_utf8(field) else {
+            continue;
+        };
         if let Some((name, value)) = text.split_once('=') {
             if !name.is_empty() && !SHELL_OWN.contains(&name) {
                 env.insert(name.to_string(), value.to_string());
@@ -241,7 +295,10 @@ mod tests {
     }
 
     fn run(ns: &Namespace, command: &str, dir: &Path) -> (i32, String, Option<Namespace>) {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let mut out = String::new();
             let running = spawn(ns, command, dir, "t").unwrap();
@@ -253,8 +310,15 @@ mod tests {
     #[test]
     fn cd_and_export_persist_and_exit_status_is_kept() {
         let dir = scratch("persist");
-        let ns = Namespace { cwd: "/".into(), env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]) };
-        let (status, out, after) = run(&ns, "cd /tmp && export GREETING=hi && echo done; exit 3", &dir);
+        let ns = Namespace {
+            cwd: "/".into(),
+            env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+        };
+        let (status, out, after) = run(
+            &ns,
+            "cd /tmp && export GREETING=hi && echo done; exit 3",
+            &dir,
+        );
         assert_eq!(status, 3);
         assert_eq!(out, "done\n");
         let after = after.unwrap();

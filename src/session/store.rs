@@ -34,7 +34,9 @@ pub fn validate_name(name: &str) -> Result<(), String> {
         return Err("a session name cannot be empty".into());
     }
     if name.chars().count() > 64 {
-        return Err(format!("session name {name:?} is longer than 64 characters"));
+        return Err(format!(
+            "session name {name:?} is longer than 64 characters"
+        ));
     }
     if name.contains('/') || name.contains('\\') {
         return Err(format!("session name {name:?} contains a path separator"));
@@ -43,14 +45,20 @@ pub fn validate_name(name: &str) -> Result<(), String> {
         return Err(format!("session name {name:?} contains \"..\""));
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(format!("session name {name:?} contains the control character {:?}", c));
+        return Err(format!(
+            "session name {name:?} contains the control character {:?}",
+            c
+        ));
     }
     Ok(())
 }
 
 /// Whether `id` is a well-formed session id (as [`new_id`] makes them).
 pub fn valid_id(id: &str) -> bool {
-    id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    id.len() == 8
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// A fresh random session id: 8 lowercase hex digits.
@@ -148,7 +156,11 @@ pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
     };
     let mut sessions: Vec<SessionMeta> = dirs
         .flatten()
-        .filter_map(|d| read_json::<SessionMeta>(&d.path().join("meta.json")).ok().flatten())
+        .filter_map(|d| {
+            read_json::<SessionMeta>(&d.path().join("meta.json"))
+                .ok()
+                .flatten()
+        })
         .collect();
     sessions.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
     sessions

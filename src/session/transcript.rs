@@ -38,7 +38,11 @@ pub enum EntryBody {
     /// Run `input` started.
     RunStarted { input: u64 },
     /// Output of run `input` (or of user bash when `input` is `None`).
-    Output { input: Option<u64>, stream: Stream, data: String },
+    Output {
+        input: Option<u64>,
+        stream: Stream,
+        data: String,
+    },
     /// Run `input` ended with `status`.
     RunFinished { input: u64, status: i32 },
     /// Run `input` was cut short by a worker's end; it does not run again.
@@ -82,21 +86,40 @@ impl Transcript {
         let torn = if good_len < bytes.len() {
             file.set_len(good_len as u64).map_err(context)?;
             file.sync_all().map_err(context)?;
-            Some(TornTail { offset: good_len as u64, bytes: (bytes.len() - good_len) as u64 })
+            Some(TornTail {
+                offset: good_len as u64,
+                bytes: (bytes.len() - good_len) as u64,
+            })
         } else {
             None
         };
         file.seek(SeekFrom::End(0)).map_err(context)?;
         let next_seq = entries.last().map_or(1, |e| e.seq + 1);
-        Ok((Transcript { path: path.to_path_buf(), file, next_seq }, entries, torn))
+        Ok((
+            Transcript {
+                path: path.to_path_buf(),
+                file,
+                next_seq,
+            },
+            entries,
+            torn,
+        ))
     }
 
     /// Store an entry durably and return it.
     pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
-        let entry = Entry { seq: self.next_seq, at_ms, body };
+        let entry = Entry {
+            seq: self.next_seq,
+            at_ms,
+            body,
+        };
         let payload = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
         if payload.len() > MAX_RECORD_BYTES {
-            return Err(format!("transcript {}: entry of {} bytes is too large", self.path.display(), payload.len()));
+            return Err(format!(
+                "transcript {}: entry of {} bytes is too large",
+                self.path.display(),
+                payload.len()
+            ));
         }
         let mut record = Vec::with_capacity(payload.len() + 8);
         record.extend_from_slice(&(payload.len() as u32).to_be_bytes());
@@ -149,7 +172,8 @@ mod tests {
     use super::*;
 
     fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("eukhe-transcript-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("eukhe-transcript-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("transcript")
@@ -160,20 +184,48 @@ mod tests {
         let path = temp("reopen");
         let (mut t, entries, torn) = Transcript::open(&path).unwrap();
         assert!(entries.is_empty() && torn.is_none());
-        t.append(1, EntryBody::Input { input: 1, text: "echo hi".into() }).unwrap();
+        t.append(
+            1,
+            EntryBody::Input {
+                input: 1,
+                text: "echo hi".into(),
+            },
+        )
+        .unwrap();
         t.append(2, EntryBody::RunStarted { input: 1 }).unwrap();
         drop(t);
         let (mut t, entries, torn) = Transcript::open(&path).unwrap();
         assert_eq!(torn, None);
-        assert_eq!(entries.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(t.append(3, EntryBody::RunFinished { input: 1, status: 0 }).unwrap().seq, 3);
+        assert_eq!(
+            entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(
+            t.append(
+                3,
+                EntryBody::RunFinished {
+                    input: 1,
+                    status: 0
+                }
+            )
+            .unwrap()
+            .seq,
+            3
+        );
     }
 
     #[test]
     fn a_torn_tail_is_found_cut_and_reported() {
         let path = temp("torn");
         let (mut t, _, _) = Transcript::open(&path).unwrap();
-        t.append(1, EntryBody::Input { input: 1, text: "a".into() }).unwrap();
+        t.append(
+            1,
+            EntryBody::Input {
+                input: 1,
+                text: "a".into(),
+            },
+        )
+        .unwrap();
         drop(t);
         let good = std::fs::metadata(&path).unwrap().len();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -181,7 +233,13 @@ mod tests {
         drop(f);
         let (_, entries, torn) = Transcript::open(&path).unwrap();
         assert_eq!(entries.len(), 1);
-        assert_eq!(torn, Some(TornTail { offset: good, bytes: 9 }));
+        assert_eq!(
+            torn,
+            Some(TornTail {
+                offset: good,
+                bytes: 9
+            })
+        );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
     }
 
@@ -189,8 +247,22 @@ mod tests {
     fn a_corrupt_record_ends_the_good_prefix() {
         let path = temp("corrupt");
         let (mut t, _, _) = Transcript::open(&path).unwrap();
-        t.append(1, EntryBody::Input { input: 1, text: "a".into() }).unwrap();
-        t.append(1, EntryBody::Input { input: 2, text: "b".into() }).unwrap();
+        t.append(
+            1,
+            EntryBody::Input {
+                input: 1,
+                text: "a".into(),
+            },
+        )
+        .unwrap();
+        t.append(
+            1,
+            EntryBody::Input {
+                input: 2,
+                text: "b".into(),
+            },
+        )
+        .unwrap();
         drop(t);
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 2;

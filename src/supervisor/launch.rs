@@ -14,7 +14,9 @@ use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::BusyJournal;
 use crate::host::process::{identity_of, is_alive, signal};
-use crate::laws::adoption::{adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity};
+use crate::laws::adoption::{
+    adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
+};
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
 use crate::laws::timing::TM;
@@ -29,9 +31,12 @@ pub type Shared = Rc<RefCell<Supervisor>>;
 /// Connect to a worker's socket and exchange hellos.
 pub async fn connect_worker(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), String> {
     let socket = supervisor.borrow().paths.worker_socket(id);
-    let mut stream = UnixStream::connect(&socket)
-        .await
-        .map_err(|e| format!("session {id}: cannot reach its worker at {}: {e}", socket.display()))?;
+    let mut stream = UnixStream::connect(&socket).await.map_err(|e| {
+        format!(
+            "session {id}: cannot reach its worker at {}: {e}",
+            socket.display()
+        )
+    })?;
     let hello = Hello {
         protocol: PROTOCOL_VERSION,
         version: version().to_string(),
@@ -40,7 +45,9 @@ pub async fn connect_worker(supervisor: &Shared, id: &str) -> Result<(UnixStream
         capabilities: Vec::new(),
         pid: Some(std::process::id()),
     };
-    write_frame(&mut stream, &Request::Hello(hello)).await.map_err(|e| format!("session {id}: {e}"))?;
+    write_frame(&mut stream, &Request::Hello(hello))
+        .await
+        .map_err(|e| format!("session {id}: {e}"))?;
     match read_frame::<Response, _>(&mut stream).await {
         Ok(Response::Hello(theirs)) => Ok((stream, theirs)),
         Ok(Response::Error { message }) => Err(format!("session {id}: worker refused: {message}")),
@@ -50,17 +57,28 @@ pub async fn connect_worker(supervisor: &Shared, id: &str) -> Result<(UnixStream
 }
 
 /// Send one request to a worker on a fresh connection and read one answer.
-pub async fn ask_worker(supervisor: &Shared, id: &str, request: Request) -> Result<Response, String> {
+pub async fn ask_worker(
+    supervisor: &Shared,
+    id: &str,
+    request: Request,
+) -> Result<Response, String> {
     let (mut stream, _) = connect_worker(supervisor, id).await?;
-    write_frame(&mut stream, &request).await.map_err(|e| format!("session {id}: {e}"))?;
-    read_frame(&mut stream).await.map_err(|e| format!("session {id}: {e}"))
+    write_frame(&mut stream, &request)
+        .await
+        .map_err(|e| format!("session {id}: {e}"))?;
+    read_frame(&mut stream)
+        .await
+        .map_err(|e| format!("session {id}: {e}"))
 }
 
 /// Launch the worker of `id` (after dealing with any earlier process the
 /// way `survivor_step` says) and start watching it.
 pub async fn launch(supervisor: &Shared, id: &str) {
     let files = supervisor.borrow().files(id);
-    let earlier = read_json::<WorkerRecord>(&files.worker()).ok().flatten().map(|r| r.identity);
+    let earlier = read_json::<WorkerRecord>(&files.worker())
+        .ok()
+        .flatten()
+        .map(|r| r.identity);
     let mut stop_sent = false;
     loop {
         match survivor_step(earlier, earlier.and_then(|e| identity_of(e.pid)), stop_sent) {
@@ -83,7 +101,9 @@ pub async fn launch(supervisor: &Shared, id: &str) {
     }
     let generation = {
         let mut s = supervisor.borrow_mut();
-        let Some(slot) = s.slots.get_mut(id) else { return };
+        let Some(slot) = s.slots.get_mut(id) else {
+            return;
+        };
         slot.state = SlotState::Starting;
         slot.generation += 1;
         slot.generation
@@ -98,7 +118,8 @@ pub async fn launch(supervisor: &Shared, id: &str) {
 
 fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(), String> {
     let paths = supervisor.borrow().paths.clone();
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
     let log = crate::session::store::private_append(&files.log())?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
     let mut command = tokio::process::Command::new(exe);
@@ -118,7 +139,9 @@ fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(
             Ok(())
         });
     }
-    let mut child = command.spawn().map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
     // Reap the child whenever it ends; the watcher notices through its
     // control connection.
     tokio::task::spawn_local(async move {
@@ -134,7 +157,9 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     let connected = loop {
         match connect_worker(&supervisor, &id).await {
             Ok(connection) => break Some(connection),
-            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
             Err(_) => break None,
         }
     };
@@ -142,7 +167,15 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         failed(&supervisor, &id, "its worker never answered on its socket").await;
         return;
     };
-    if write_frame(&mut stream, &Request::Supervise { build_id: build_id().to_string() }).await.is_err() {
+    if write_frame(
+        &mut stream,
+        &Request::Supervise {
+            build_id: build_id().to_string(),
+        },
+    )
+    .await
+    .is_err()
+    {
         failed(&supervisor, &id, "its worker hung up").await;
         return;
     }
@@ -150,13 +183,18 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         match read_frame::<Response, _>(&mut stream).await {
             Ok(Response::Worker(info)) => {
                 let mut s = supervisor.borrow_mut();
-                let Some(slot) = s.slots.get_mut(&id) else { return };
+                let Some(slot) = s.slots.get_mut(&id) else {
+                    return;
+                };
                 if slot.generation != generation {
                     return;
                 }
                 slot.work = info.work;
                 slot.state = SlotState::Running {
-                    identity: ProcessIdentity { pid: info.pid, start_time: info.start_time },
+                    identity: ProcessIdentity {
+                        pid: info.pid,
+                        start_time: info.start_time,
+                    },
                     build: hello.build_id.clone(),
                 };
             }
@@ -174,7 +212,9 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
 pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
     let verdict = {
         let mut s = supervisor.borrow_mut();
-        let Some(slot) = s.slots.get_mut(id) else { return };
+        let Some(slot) = s.slots.get_mut(id) else {
+            return;
+        };
         if slot.state == SlotState::GivenUp {
             return;
         }
@@ -237,8 +277,17 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         let live = record.as_ref().filter(|r| is_alive(r.identity));
         if let Some(record) = live {
             let reachable = connect_worker(supervisor, &id).await;
-            let build = reachable.as_ref().map(|(_, h)| h.build_id.clone()).unwrap_or_else(|_| record.build_id.clone());
-            let verdict = adoption_verdict(build_id(), &LiveWorker { build: &build, reachable: reachable.is_ok() });
+            let build = reachable
+                .as_ref()
+                .map(|(_, h)| h.build_id.clone())
+                .unwrap_or_else(|_| record.build_id.clone());
+            let verdict = adoption_verdict(
+                build_id(),
+                &LiveWorker {
+                    build: &build,
+                    reachable: reachable.is_ok(),
+                },
+            );
             drop(reachable);
             match verdict {
                 AdoptionVerdict::Adopt => {
@@ -259,7 +308,13 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
             }
             continue;
         }
-        if revival_veto(evidence.get(&id).copied(), wall_ms(), RecordOrigin::OtherProcess).is_none() {
+        if revival_veto(
+            evidence.get(&id).copied(),
+            wall_ms(),
+            RecordOrigin::OtherProcess,
+        )
+        .is_none()
+        {
             launch(supervisor, &id).await;
         }
     }

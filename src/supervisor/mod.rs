@@ -32,7 +32,11 @@ pub fn main() -> Result<(), String> {
         private_dir(&paths.state)?;
         let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone())));
         launch::adopt_and_revive(&supervisor).await;
-        eprintln!("eukhe daemon {}: serving {}", std::process::id(), paths.socket.display());
+        eprintln!(
+            "eukhe daemon {}: serving {}",
+            std::process::id(),
+            paths.socket.display()
+        );
         // The socket file is removed when the shutdown is decided, before
         // the answer goes out: removing it later could delete the socket
         // of a daemon that started since.
@@ -48,12 +52,15 @@ async fn bind(paths: &Paths) -> Result<UnixListener, String> {
         .map_err(|e| format!("cannot protect {}: {e}", paths.socket_dir().display()))?;
     if paths.socket.exists() {
         if UnixStream::connect(&paths.socket).await.is_ok() {
-            return Err(format!("a daemon already listens on {}", paths.socket.display()));
+            return Err(format!(
+                "a daemon already listens on {}",
+                paths.socket.display()
+            ));
         }
         let _ = std::fs::remove_file(&paths.socket);
     }
-    let listener =
-        UnixListener::bind(&paths.socket).map_err(|e| format!("cannot listen on {}: {e}", paths.socket.display()))?;
+    let listener = UnixListener::bind(&paths.socket)
+        .map_err(|e| format!("cannot listen on {}: {e}", paths.socket.display()))?;
     std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot protect {}: {e}", paths.socket.display()))?;
     Ok(listener)

@@ -17,8 +17,8 @@ use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
-use crate::session::transcript::read_entries;
 use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
+use crate::session::transcript::read_entries;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
     // SAFETY: getuid(2) cannot fail.
@@ -31,16 +31,27 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
             accepted = listener.accept() => accepted,
             _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
         };
-        let Ok((mut stream, _)) = accepted else { continue };
+        let Ok((mut stream, _)) = accepted else {
+            continue;
+        };
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == own_uid => {}
             Ok(cred) => {
-                let message = format!("connection refused: uid {} is not the daemon's uid {own_uid}", cred.uid());
+                let message = format!(
+                    "connection refused: uid {} is not the daemon's uid {own_uid}",
+                    cred.uid()
+                );
                 let _ = write_frame(&mut stream, &Response::Error { message }).await;
                 continue;
             }
             Err(e) => {
-                let _ = write_frame(&mut stream, &Response::Error { message: format!("connection refused: {e}") }).await;
+                let _ = write_frame(
+                    &mut stream,
+                    &Response::Error {
+                        message: format!("connection refused: {e}"),
+                    },
+                )
+                .await;
                 continue;
             }
         }
@@ -54,7 +65,10 @@ fn hello() -> Hello {
         version: version().to_string(),
         build_id: build_id().to_string(),
         role: Role::Daemon,
-        capabilities: vec![Capability::IdleShutdown.name().into(), Capability::Workers.name().into()],
+        capabilities: vec![
+            Capability::IdleShutdown.name().into(),
+            Capability::Workers.name().into(),
+        ],
         pid: Some(std::process::id()),
     }
 }
@@ -66,17 +80,32 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
                 let _ = write_frame(&mut stream, &Response::Error { message }).await;
                 return;
             }
-            if write_frame(&mut stream, &Response::Hello(hello())).await.is_err() {
+            if write_frame(&mut stream, &Response::Hello(hello()))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
         Ok(_) => {
-            let _ = write_frame(&mut stream, &Response::Error { message: "expected hello first".into() }).await;
+            let _ = write_frame(
+                &mut stream,
+                &Response::Error {
+                    message: "expected hello first".into(),
+                },
+            )
+            .await;
             return;
         }
         Err(FrameError::Closed) => return,
         Err(e) => {
-            let _ = write_frame(&mut stream, &Response::Error { message: e.to_string() }).await;
+            let _ = write_frame(
+                &mut stream,
+                &Response::Error {
+                    message: e.to_string(),
+                },
+            )
+            .await;
             return;
         }
     }
@@ -84,7 +113,13 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         Ok(request) => request,
         Err(FrameError::Closed) => return,
         Err(e) => {
-            let _ = write_frame(&mut stream, &Response::Error { message: e.to_string() }).await;
+            let _ = write_frame(
+                &mut stream,
+                &Response::Error {
+                    message: e.to_string(),
+                },
+            )
+            .await;
             return;
         }
     };
@@ -94,17 +129,23 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             return;
         }
         Request::New { name, cwd } => new_session(&supervisor, name, cwd).await,
-        Request::List => Response::Sessions { sessions: supervisor.borrow().info(mono_ms()) },
+        Request::List => Response::Sessions {
+            sessions: supervisor.borrow().info(mono_ms()),
+        },
         Request::Status => status(&supervisor),
         Request::Restart { session } => restart(&supervisor, &session).await,
         Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
-        other => Response::Error { message: format!("the daemon does not serve {other:?}") },
+        other => Response::Error {
+            message: format!("the daemon does not serve {other:?}"),
+        },
     };
     let _ = write_frame(&mut stream, &response).await;
 }
 
 fn error(message: impl Into<String>) -> Response {
-    Response::Error { message: message.into() }
+    Response::Error {
+        message: message.into(),
+    }
 }
 
 async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<String>) -> Response {
@@ -119,16 +160,29 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
     };
     let cwd_path = std::path::Path::new(&cwd);
     if !cwd_path.is_absolute() || !cwd_path.is_dir() {
-        return error(format!("working directory {cwd:?} is not an existing absolute directory"));
+        return error(format!(
+            "working directory {cwd:?} is not an existing absolute directory"
+        ));
     }
     let files = supervisor.borrow().files(&id);
-    let meta = SessionMeta { id: id.clone(), name: name.clone(), cwd, created_ms: wall_ms() };
+    let meta = SessionMeta {
+        id: id.clone(),
+        name: name.clone(),
+        cwd,
+        created_ms: wall_ms(),
+    };
     if let Err(message) = private_dir(&files.dir).and_then(|_| write_json(&files.meta(), &meta)) {
         return error(message);
     }
     supervisor.borrow_mut().slots.insert(
         id.clone(),
-        Slot { meta, state: SlotState::Saved, budget: RestartBudget::new(), work: WorkSet::EMPTY, generation: 0 },
+        Slot {
+            meta,
+            state: SlotState::Saved,
+            budget: RestartBudget::new(),
+            work: WorkSet::EMPTY,
+            generation: 0,
+        },
     );
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
@@ -147,7 +201,9 @@ async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
             Some(SlotState::GivenUp) => return Err(given_up(id)),
             None => return Err(format!("no session {id}")),
             _ if tokio::time::Instant::now() >= deadline => {
-                return Err(format!("session {id}: its worker did not start within 10 s"))
+                return Err(format!(
+                    "session {id}: its worker did not start within 10 s"
+                ))
             }
             _ => tokio::time::sleep(Duration::from_millis(10)).await,
         }
@@ -158,7 +214,12 @@ fn given_up(id: &str) -> String {
     format!("session {id} was given up after failing 6 times in 15 minutes; `eukhe restart {id}` starts it afresh")
 }
 
-async fn route(supervisor: &Shared, mut client: UnixStream, reference: &str, request: SessionRequest) {
+async fn route(
+    supervisor: &Shared,
+    mut client: UnixStream,
+    reference: &str,
+    request: SessionRequest,
+) {
     let id = match supervisor.borrow().resolve(reference) {
         Ok(id) => id,
         Err(message) => {
@@ -175,7 +236,10 @@ async fn route(supervisor: &Shared, mut client: UnixStream, reference: &str, req
         match read_entries(&path) {
             Ok(entries) => {
                 for entry in entries {
-                    if write_frame(&mut client, &Response::Entry(entry)).await.is_err() {
+                    if write_frame(&mut client, &Response::Entry(entry))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -205,7 +269,10 @@ async fn route(supervisor: &Shared, mut client: UnixStream, reference: &str, req
             return;
         }
     };
-    let forwarded = Request::Session { session: id.clone(), request };
+    let forwarded = Request::Session {
+        session: id.clone(),
+        request,
+    };
     if let Err(e) = write_frame(&mut worker, &forwarded).await {
         let _ = write_frame(&mut client, &error(format!("session {id}: {e}"))).await;
         return;
@@ -225,7 +292,9 @@ fn status(supervisor: &Shared) -> Response {
         capabilities: hello().capabilities,
         sessions: s.slots.len() as u32,
         running: count(|slot| matches!(slot.state, SlotState::Running { .. })),
-        busy: count(|slot| matches!(slot.state, SlotState::Running { .. }) && !slot.work.is_empty()),
+        busy: count(|slot| {
+            matches!(slot.state, SlotState::Running { .. }) && !slot.work.is_empty()
+        }),
         given_up: count(|slot| slot.state == SlotState::GivenUp),
         socket: s.paths.socket.display().to_string(),
         state_dir: s.paths.state.display().to_string(),
@@ -277,12 +346,18 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
     match mode {
         ShutdownMode::Normal => {
             stop_serving(supervisor);
-            Response::Shutdown { stopped: true, message: "the daemon stopped; running workers keep their sessions".into() }
+            Response::Shutdown {
+                stopped: true,
+                message: "the daemon stopped; running workers keep their sessions".into(),
+            }
         }
         ShutdownMode::Force => {
             stop_serving(supervisor);
             stop_all(supervisor, &running_ids(supervisor)).await;
-            Response::Shutdown { stopped: true, message: "the daemon and every worker stopped".into() }
+            Response::Shutdown {
+                stopped: true,
+                message: "the daemon and every worker stopped".into(),
+            }
         }
         ShutdownMode::IfIdle => {
             let ids = running_ids(supervisor);
@@ -295,7 +370,10 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
                 )
                 .await;
                 replies.push(match answer {
-                    Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered { answer, at_ms: mono_ms() },
+                    Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered {
+                        answer,
+                        at_ms: mono_ms(),
+                    },
                     _ => QuiesceReply::Silent,
                 });
             }
@@ -303,13 +381,19 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
                 ShutdownCommit::StopWorkers => {
                     stop_serving(supervisor);
                     stop_all(supervisor, &ids).await;
-                    Response::Shutdown { stopped: true, message: "the daemon was idle and stopped".into() }
+                    Response::Shutdown {
+                        stopped: true,
+                        message: "the daemon was idle and stopped".into(),
+                    }
                 }
                 ShutdownCommit::ReopenAndAnswerBusy => {
                     for id in &ids {
                         let _ = ask_worker(supervisor, id, Request::Release).await;
                     }
-                    Response::Shutdown { stopped: false, message: "the daemon is busy: it keeps serving".into() }
+                    Response::Shutdown {
+                        stopped: false,
+                        message: "the daemon is busy: it keeps serving".into(),
+                    }
                 }
             }
         }
@@ -318,6 +402,10 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
 
 async fn stop_all(supervisor: &Shared, ids: &[String]) {
     for id in ids {
-        let _ = tokio::time::timeout(Duration::from_millis(TM.stop_grace), ask_worker(supervisor, id, Request::Stop)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(TM.stop_grace),
+            ask_worker(supervisor, id, Request::Stop),
+        )
+        .await;
     }
 }

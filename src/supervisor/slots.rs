@@ -17,7 +17,10 @@ pub enum SlotState {
     /// A worker is being launched.
     Starting,
     /// A worker serves the session.
-    Running { identity: ProcessIdentity, build: String },
+    Running {
+        identity: ProcessIdentity,
+        build: String,
+    },
     /// The worker failed; a restart waits out its pause.
     Restarting,
     /// Failed too often inside the restart window.
@@ -44,12 +47,31 @@ impl Supervisor {
         let slots = list_sessions(&paths.state)
             .into_iter()
             .map(|meta| {
-                let given_up = SessionFiles::new(paths.session_dir(&meta.id)).given_up().exists();
-                let state = if given_up { SlotState::GivenUp } else { SlotState::Saved };
-                (meta.id.clone(), Slot { meta, state, budget: RestartBudget::new(), work: WorkSet::EMPTY, generation: 0 })
+                let given_up = SessionFiles::new(paths.session_dir(&meta.id))
+                    .given_up()
+                    .exists();
+                let state = if given_up {
+                    SlotState::GivenUp
+                } else {
+                    SlotState::Saved
+                };
+                (
+                    meta.id.clone(),
+                    Slot {
+                        meta,
+                        state,
+                        budget: RestartBudget::new(),
+                        work: WorkSet::EMPTY,
+                        generation: 0,
+                    },
+                )
             })
             .collect();
-        Supervisor { paths, slots, shutting_down: false }
+        Supervisor {
+            paths,
+            slots,
+            shutting_down: false,
+        }
     }
 
     pub fn files(&self, id: &str) -> SessionFiles {
@@ -61,11 +83,19 @@ impl Supervisor {
         if self.slots.contains_key(reference) {
             return Ok(reference.to_string());
         }
-        let named: Vec<&String> = self.slots.iter().filter(|(_, s)| s.meta.name == reference).map(|(id, _)| id).collect();
+        let named: Vec<&String> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.meta.name == reference)
+            .map(|(id, _)| id)
+            .collect();
         match named.as_slice() {
             [id] => Ok((*id).clone()),
             [] => Err(format!("no session {reference:?}: `eukhe ls` lists them")),
-            _ => Err(format!("{} sessions are named {reference:?}: use an id (`eukhe ls`)", named.len())),
+            _ => Err(format!(
+                "{} sessions are named {reference:?}: use an id (`eukhe ls`)",
+                named.len()
+            )),
         }
     }
 

@@ -39,7 +39,8 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
         private_dir(dir)?;
     }
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot protect {}: {e}", socket.display()))?;
     let signals = Signals::default();
@@ -67,7 +68,13 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
 
 async fn refuse(stream: UnixStream, message: &str) {
     let (_, mut write) = stream.into_split();
-    let _ = write_frame(&mut write, &Response::Error { message: message.to_string() }).await;
+    let _ = write_frame(
+        &mut write,
+        &Response::Error {
+            message: message.to_string(),
+        },
+    )
+    .await;
 }
 
 async fn writer(mut write: OwnedWriteHalf, mut rx: UnboundedReceiver<Response>) {
@@ -98,11 +105,15 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             }));
         }
         Ok(_) => {
-            let _ = tx.send(Response::Error { message: "expected hello first".into() });
+            let _ = tx.send(Response::Error {
+                message: "expected hello first".into(),
+            });
             return;
         }
         Err(e) => {
-            let _ = tx.send(Response::Error { message: e.to_string() });
+            let _ = tx.send(Response::Error {
+                message: e.to_string(),
+            });
             return;
         }
     }
@@ -112,12 +123,16 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             Ok(request) => request,
             Err(FrameError::Closed) => break,
             Err(e) => {
-                let _ = tx.send(Response::Error { message: e.to_string() });
+                let _ = tx.send(Response::Error {
+                    message: e.to_string(),
+                });
                 break;
             }
         };
         match request {
-            Request::Session { request, .. } => session_request(&worker, request, &tx, &signals).await,
+            Request::Session { request, .. } => {
+                session_request(&worker, request, &tx, &signals).await
+            }
             Request::Supervise { .. } => {
                 supervising = true;
                 let mut w = worker.borrow_mut();
@@ -139,7 +154,9 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 return;
             }
             other => {
-                let _ = tx.send(Response::Error { message: format!("a worker does not serve {other:?}") });
+                let _ = tx.send(Response::Error {
+                    message: format!("a worker does not serve {other:?}"),
+                });
             }
         }
     }
@@ -148,7 +165,12 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
     }
 }
 
-async fn session_request(worker: &Rc<RefCell<Worker>>, request: SessionRequest, tx: &UnboundedSender<Response>, signals: &Signals) {
+async fn session_request(
+    worker: &Rc<RefCell<Worker>>,
+    request: SessionRequest,
+    tx: &UnboundedSender<Response>,
+    signals: &Signals,
+) {
     match request {
         SessionRequest::Send { text, wait } => {
             let queued = worker.borrow_mut().queue_input(text);
@@ -218,7 +240,10 @@ async fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Unbounded
         if w.stopping {
             Err("the session's worker is stopping".to_string())
         } else {
-            w.append(EntryBody::Bash { command: command.clone() }).and_then(|_| {
+            w.append(EntryBody::Bash {
+                command: command.clone(),
+            })
+            .and_then(|_| {
                 let tag = format!("bash-{}", crate::clock::mono_ms());
                 kernel::spawn(w.kernel.namespace(), &command, &w.files.scratch(), &tag)
             })
@@ -240,8 +265,15 @@ async fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Unbounded
     }
     let (status, namespace) = running
         .finish(|stream, data| {
-            let _ = tx.send(Response::Output { stream, data: data.clone() });
-            let _ = worker.borrow_mut().append(EntryBody::Output { input: None, stream, data });
+            let _ = tx.send(Response::Output {
+                stream,
+                data: data.clone(),
+            });
+            let _ = worker.borrow_mut().append(EntryBody::Output {
+                input: None,
+                stream,
+                data,
+            });
         })
         .await;
     let mut w = worker.borrow_mut();
@@ -266,7 +298,12 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 let (input, text) = w.queue.pop_front().expect("queue is not empty");
                 w.current_run = Some(input);
                 let started = w.append(EntryBody::RunStarted { input }).and_then(|_| {
-                    kernel::spawn(w.kernel.namespace(), &text, &w.files.scratch(), &format!("run-{input}"))
+                    kernel::spawn(
+                        w.kernel.namespace(),
+                        &text,
+                        &w.files.scratch(),
+                        &format!("run-{input}"),
+                    )
                 });
                 w.work_changed();
                 Some((input, started))
@@ -286,15 +323,31 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 let result = running
                     .finish(|stream, data| {
                         let mut w = worker.borrow_mut();
-                        w.tell_waiters(input, Response::Output { stream, data: data.clone() });
-                        let _ = w.append(EntryBody::Output { input: Some(input), stream, data });
+                        w.tell_waiters(
+                            input,
+                            Response::Output {
+                                stream,
+                                data: data.clone(),
+                            },
+                        );
+                        let _ = w.append(EntryBody::Output {
+                            input: Some(input),
+                            stream,
+                            data,
+                        });
                     })
                     .await;
-                worker.borrow_mut().running_groups.retain(|g| Some(*g) != group);
+                worker
+                    .borrow_mut()
+                    .running_groups
+                    .retain(|g| Some(*g) != group);
                 result
             }
             Err(message) => {
-                let _ = worker.borrow_mut().append(EntryBody::Notice { text: message, restore: None });
+                let _ = worker.borrow_mut().append(EntryBody::Notice {
+                    text: message,
+                    restore: None,
+                });
                 (127, None)
             }
         };

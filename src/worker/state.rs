@@ -9,7 +9,9 @@ use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
-use crate::laws::idle_shutdown::{gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate};
+use crate::laws::idle_shutdown::{
+    gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
+};
 use crate::laws::notice::{restore_notice, MessageKind};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
@@ -18,7 +20,9 @@ use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::paths::Paths;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::kernel::{Kernel, Namespace};
-use crate::session::store::{private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord};
+use crate::session::store::{
+    private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord,
+};
 use crate::session::transcript::{Entry, EntryBody, Transcript};
 
 pub struct Worker {
@@ -48,11 +52,16 @@ impl Worker {
     /// transcript.
     pub fn open(paths: &Paths, session: &str) -> Result<Worker, String> {
         let files = SessionFiles::new(paths.session_dir(session));
-        let meta: SessionMeta = read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
+        let meta: SessionMeta =
+            read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
         private_dir(&files.scratch())?;
         let (transcript, entries, torn) = Transcript::open(&files.transcript())?;
         let env = std::env::vars()
-            .filter(|(name, _)| !name.starts_with("EUKHE_") && !name.starts_with("LISTEN_") && name != "NOTIFY_SOCKET")
+            .filter(|(name, _)| {
+                !name.starts_with("EUKHE_")
+                    && !name.starts_with("LISTEN_")
+                    && name != "NOTIFY_SOCKET"
+            })
             .collect();
         let (kernel, start) = Kernel::start(&files.namespace(), &meta.cwd, env)?;
         let lost_window = std::env::var("EUKHE_WORKER_LOST_EXIT_MS")
@@ -91,7 +100,15 @@ impl Worker {
         }
         let restores = entries
             .iter()
-            .filter(|e| matches!(e.body, EntryBody::Notice { restore: Some(_), .. }))
+            .filter(|e| {
+                matches!(
+                    e.body,
+                    EntryBody::Notice {
+                        restore: Some(_),
+                        ..
+                    }
+                )
+            })
             .count() as u32;
         if let Some(MessageKind::RestoreNotice { restore }) = restore_notice(start, restores) {
             worker.append(EntryBody::Notice {
@@ -105,7 +122,10 @@ impl Worker {
         worker.rebuild_queue(&entries)?;
         write_json(
             &worker.files.worker(),
-            &WorkerRecord { identity: own_identity(), build_id: build_id().to_string() },
+            &WorkerRecord {
+                identity: own_identity(),
+                build_id: build_id().to_string(),
+            },
         )?;
         Ok(worker)
     }
@@ -134,7 +154,9 @@ impl Worker {
         for input in started {
             self.append(EntryBody::RunInterrupted { input })?;
             self.append(EntryBody::Notice {
-                text: format!("run {input} was cut short when its worker ended; it does not run again"),
+                text: format!(
+                    "run {input} was cut short when its worker ended; it does not run again"
+                ),
                 restore: None,
             })?;
         }
@@ -145,14 +167,18 @@ impl Worker {
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
         let entry = self.transcript.append(wall_ms(), body)?;
-        self.subscribers.retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
+        self.subscribers
+            .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
     }
 
     /// Queue input as a new run.
     pub fn queue_input(&mut self, text: String) -> Result<u64, String> {
         let input = self.next_input;
-        self.append(EntryBody::Input { input, text: text.clone() })?;
+        self.append(EntryBody::Input {
+            input,
+            text: text.clone(),
+        })?;
         self.next_input += 1;
         self.queue.push_back((input, text));
         self.work_changed();
@@ -299,7 +325,10 @@ impl Worker {
     pub fn set_namespace(&mut self, namespace: Option<Namespace>) {
         if let Some(namespace) = namespace {
             if let Err(e) = self.kernel.update(namespace) {
-                let _ = self.append(EntryBody::Notice { text: e, restore: None });
+                let _ = self.append(EntryBody::Notice {
+                    text: e,
+                    restore: None,
+                });
             }
         }
     }
