@@ -439,3 +439,112 @@ fn attach_replays_then_follows_and_typed_lines_are_input() {
     let _ = attached.kill();
     let _ = attached.wait();
 }
+
+/// An attached client on its own thread, with its output lines in a channel.
+struct Attached {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Attached {
+    fn start(env: &Env, id: &str) -> Attached {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = env
+            .command(&["attach", id])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Attached {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn expect(&mut self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.seen.iter().any(|l| l.contains(text)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!("attach never showed {text:?}; saw {:?}", self.seen),
+            }
+        }
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.seen.iter().filter(|l| l.contains(text)).count()
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_attached_client_follows_a_worker_restart_and_shows_each_notice_once() {
+    let env = Env::new("attach-restart");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "echo first"]);
+    let mut attached = Attached::start(&env, &id);
+    attached.expect("first");
+    let worker = env.worker_pid(&id).unwrap();
+    kill9(worker);
+    attached.expect("kernel restored from its snapshot");
+    env.ok(&["bash", &id, "--", "echo after the restart"]);
+    attached.expect("after the restart");
+    assert_eq!(attached.count("kernel restored"), 1, "{:?}", attached.seen);
+    assert_eq!(
+        attached.seen.iter().filter(|l| *l == "first").count(),
+        1,
+        "{:?}",
+        attached.seen
+    );
+}
+
+#[test]
+fn an_attached_client_relaunches_a_lost_supervisor_within_a_minute() {
+    let env = Env::new("attach-relaunch");
+    let id = env.ok(&["new"]).trim().to_string();
+    let mut attached = Attached::start(&env, &id);
+    env.ok(&["bash", &id, "--", "echo hello"]);
+    attached.expect("hello");
+    let daemon = env.daemon_pid();
+    let worker = env.worker_pid(&id).unwrap();
+    kill9(daemon);
+    let socket = env.dir.join("run/eukhe.sock");
+    let lost_at = Instant::now();
+    // Only the attached client may start the next supervisor here.
+    wait_until(
+        Duration::from_secs(60),
+        "the attached client relaunches the supervisor",
+        || !alive(daemon) && std::os::unix::net::UnixStream::connect(&socket).is_ok(),
+    );
+    eprintln!(
+        "relaunched {} ms after the loss",
+        lost_at.elapsed().as_millis()
+    );
+    assert_eq!(
+        env.worker_pid(&id),
+        Some(worker),
+        "the relaunched supervisor adopts the worker"
+    );
+    env.ok(&["bash", &id, "--", "echo through the new supervisor"]);
+    attached.expect("through the new supervisor");
+}

@@ -8,6 +8,7 @@ use tokio::io::AsyncBufReadExt;
 
 use super::connect::{connect, Client};
 use super::render;
+use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 
 #[derive(Debug, Parser)]
@@ -288,29 +289,36 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
 }
 
 async fn attach(session: String) -> Result<ExitCode, String> {
-    let mut client = connect(true).await?;
-    client
-        .send(&Request::Session {
-            session: session.clone(),
-            request: SessionRequest::Attach,
-        })
-        .await?;
     let interactive = std::io::stdin().is_terminal();
+    let mut client = open_attach(&session, true).await?;
     if interactive {
         eprintln!("attached to {session}: typed lines are queued as input; Ctrl-D detaches");
     }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
+    // Each (re)attach replays the whole transcript; entries already shown
+    // are skipped, so every entry (every notice) shows once.
+    let mut shown_seq = 0;
     loop {
         tokio::select! {
-            response = client.receive() => match response? {
-                Response::Entry(entry) => print!("{}", render::entry(&entry)),
-                Response::Replayed | Response::Queued { .. } => {}
-                other => return unexpected(other),
+            response = client.receive() => match response {
+                Ok(Response::Entry(entry)) => {
+                    if entry.seq > shown_seq {
+                        shown_seq = entry.seq;
+                        print!("{}", render::entry(&entry));
+                    }
+                }
+                Ok(Response::Replayed | Response::Queued { .. }) => {}
+                Ok(other) => return unexpected(other),
+                Err(_) => client = reattach(&session).await?,
             },
             line = lines.next_line(), if stdin_open => match line {
                 Ok(Some(text)) if !text.trim().is_empty() => {
-                    client.send(&Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } }).await?;
+                    let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
+                    if client.send(&request).await.is_err() {
+                        client = reattach(&session).await?;
+                        client.send(&request).await?;
+                    }
                 }
                 Ok(Some(_)) => {}
                 _ => {
@@ -322,4 +330,35 @@ async fn attach(session: String) -> Result<ExitCode, String> {
             },
         }
     }
+}
+
+async fn open_attach(session: &str, interactive: bool) -> Result<Client, String> {
+    let mut client = connect(interactive).await?;
+    client
+        .send(&Request::Session {
+            session: session.to_string(),
+            request: SessionRequest::Attach,
+        })
+        .await?;
+    Ok(client)
+}
+
+/// The connection dropped (worker restart, lost supervisor): attach again
+/// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
+/// if none listens. A reattach is a background start: it never replaces a
+/// daemon another client started.
+async fn reattach(session: &str) -> Result<Client, String> {
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
+    let mut last_error = String::new();
+    while tokio::time::Instant::now() < deadline {
+        match open_attach(session, false).await {
+            Ok(client) => return Ok(client),
+            Err(e) => last_error = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "lost the session {session} and could not attach again within a minute: {last_error}"
+    ))
 }

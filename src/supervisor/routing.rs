@@ -10,6 +10,7 @@ use super::launch::{ask_worker, connect_worker, launch, Shared};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
+use crate::host::process::{is_alive, signal};
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::{QUIESCE_ANSWER_MS, TM};
@@ -362,20 +363,31 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
         ShutdownMode::IfIdle => {
             let ids = running_ids(supervisor);
             let asked_at = mono_ms();
+            // Ask every worker at once; each answer is timed when it comes.
+            let asks: Vec<_> = ids
+                .iter()
+                .map(|id| {
+                    let supervisor = supervisor.clone();
+                    let id = id.clone();
+                    tokio::task::spawn_local(async move {
+                        let answer = tokio::time::timeout(
+                            Duration::from_millis(QUIESCE_ANSWER_MS),
+                            ask_worker(&supervisor, &id, Request::Quiesce),
+                        )
+                        .await;
+                        match answer {
+                            Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered {
+                                answer,
+                                at_ms: mono_ms(),
+                            },
+                            _ => QuiesceReply::Silent,
+                        }
+                    })
+                })
+                .collect();
             let mut replies = Vec::new();
-            for id in &ids {
-                let answer = tokio::time::timeout(
-                    Duration::from_millis(QUIESCE_ANSWER_MS),
-                    ask_worker(supervisor, id, Request::Quiesce),
-                )
-                .await;
-                replies.push(match answer {
-                    Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered {
-                        answer,
-                        at_ms: mono_ms(),
-                    },
-                    _ => QuiesceReply::Silent,
-                });
+            for ask in asks {
+                replies.push(ask.await.unwrap_or(QuiesceReply::Silent));
             }
             match idle_shutdown_commits(asked_at, &replies) {
                 ShutdownCommit::StopWorkers => {
@@ -400,12 +412,45 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
     }
 }
 
+/// Stop workers: ask each to stop, and kill (by identity) any that is
+/// still alive after the stop grace.
 async fn stop_all(supervisor: &Shared, ids: &[String]) {
-    for id in ids {
-        let _ = tokio::time::timeout(
-            Duration::from_millis(TM.stop_grace),
-            ask_worker(supervisor, id, Request::Stop),
+    let identities: Vec<_> = ids
+        .iter()
+        .filter_map(
+            |id| match supervisor.borrow().slots.get(id).map(|s| s.state.clone()) {
+                Some(SlotState::Running { identity, .. }) => Some(identity),
+                _ => None,
+            },
         )
-        .await;
+        .collect();
+    let stops: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let supervisor = supervisor.clone();
+            let id = id.clone();
+            tokio::task::spawn_local(async move {
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(TM.stop_grace),
+                    ask_worker(&supervisor, &id, Request::Stop),
+                )
+                .await;
+            })
+        })
+        .collect();
+    for stop in stops {
+        let _ = stop.await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+    while identities.iter().any(|&i| is_alive(i)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for &identity in &identities {
+        if signal(identity, libc::SIGKILL) {
+            eprintln!(
+                "eukhe daemon: worker {} outlived its stop grace and was killed",
+                identity.pid
+            );
+        }
     }
 }
