@@ -9,6 +9,7 @@
 pub mod build_id;
 pub mod client;
 pub mod clock;
+pub mod config;
 pub mod host;
 pub mod laws;
 pub mod paths;

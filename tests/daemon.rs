@@ -548,3 +548,34 @@ fn an_attached_client_relaunches_a_lost_supervisor_within_a_minute() {
     env.ok(&["bash", &id, "--", "echo through the new supervisor"]);
     attached.expect("through the new supervisor");
 }
+
+#[test]
+fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
+    let env = Env::new("config");
+    let config_home = env.dir.join("config");
+    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
+    std::fs::write(
+        config_home.join("eukhe/config.toml"),
+        "worker_lost_exit_ms = \"soon\"\n",
+    )
+    .unwrap();
+    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let out = env.run(&["new"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("config.toml: line 1 (worker_lost_exit_ms = \"soon\")"),
+        "{stderr}"
+    );
+    let doctor = env.run(&["doctor", "--json"]);
+    assert!(!doctor.status.success());
+    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let config = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "config")
+        .unwrap();
+    assert_eq!(config["ok"], false);
+}

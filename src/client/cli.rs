@@ -82,6 +82,11 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Check the configuration, directories, shell and daemon.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {
         #[arg(long)]
@@ -233,6 +238,29 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Attach { session } => attach(session).await,
+        Command::Doctor { json } => {
+            let checks = super::doctor::run().await;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&checks).unwrap_or_default()
+                );
+            } else {
+                for c in &checks {
+                    println!(
+                        "{} {}: {}",
+                        if c.ok { "ok  " } else { "FAIL" },
+                        c.check,
+                        c.detail
+                    );
+                }
+            }
+            Ok(if checks.iter().all(|c| c.ok) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Daemon | Command::Worker { .. } | Command::Laws { .. } => {
             unreachable!("served without a client")
         }

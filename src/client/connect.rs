@@ -101,8 +101,8 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
     let client = match handshake(&paths, role).await? {
         Some(client) => client,
         None => {
-            start_daemon(&paths).await?;
-            return wait_for_daemon(&paths, role).await;
+            let daemon = start_daemon(&paths).await?;
+            return wait_for_daemon(&paths, role, daemon).await;
         }
     };
     let ours = Build {
@@ -142,8 +142,8 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
                 Response::Shutdown { stopped: true, .. } => {
                     drop(asking);
                     wait_socket_free(&paths).await;
-                    start_daemon(&paths).await?;
-                    wait_for_daemon(&paths, role).await
+                    let daemon = start_daemon(&paths).await?;
+                    wait_for_daemon(&paths, role, daemon).await
                 }
                 _ => {
                     let kept = busy_daemon_kept(&ours, PROTOCOL_VERSION, &theirs);
@@ -163,7 +163,7 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
 }
 
 /// Start `eukhe daemon` detached, logging to the state directory.
-async fn start_daemon(paths: &Paths) -> Result<(), String> {
+async fn start_daemon(paths: &Paths) -> Result<std::process::Child, String> {
     private_dir(&paths.state)?;
     let log = private_append(&paths.state.join("daemon.log"))?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
@@ -187,15 +187,36 @@ async fn start_daemon(paths: &Paths) -> Result<(), String> {
     }
     command
         .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))?;
-    Ok(())
+        .map_err(|e| format!("cannot start the daemon: {e}"))
 }
 
-async fn wait_for_daemon(paths: &Paths, role: Role) -> Result<Client, String> {
+/// Wait for the daemon we started to answer. If it ends first, its own
+/// last words say why (another client's daemon may have won the socket,
+/// which is fine: then that one answers).
+async fn wait_for_daemon(
+    paths: &Paths,
+    role: Role,
+    mut daemon: std::process::Child,
+) -> Result<Client, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
+        }
+        if let Ok(Some(_)) = daemon.try_wait() {
+            if let Some(client) = handshake(paths, role).await? {
+                return Ok(client);
+            }
+            let log = std::fs::read_to_string(paths.state.join("daemon.log")).unwrap_or_default();
+            let last = log
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message");
+            return Err(format!(
+                "the daemon could not start: {}",
+                last.trim_start_matches("eukhe: ")
+            ));
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(

@@ -3,6 +3,7 @@
 
 pub mod cli;
 mod connect;
+mod doctor;
 mod render;
 
 pub use cli::{run, Cli};

@@ -118,6 +118,7 @@ pub async fn launch(supervisor: &Shared, id: &str) {
 
 fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(), String> {
     let paths = supervisor.borrow().paths.clone();
+    let lost_exit = crate::config::window_text(supervisor.borrow().config.worker_lost_exit_ms);
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
     let log = crate::session::store::private_append(&files.log())?;
@@ -128,6 +129,7 @@ fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(
         .arg(id)
         .env("EUKHE_SOCKET", &paths.socket)
         .env("EUKHE_STATE_DIR", &paths.state)
+        .env("EUKHE_WORKER_LOST_EXIT_MS", lost_exit)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);

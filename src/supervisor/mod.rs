@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::config::Config;
 use crate::paths::Paths;
 use crate::session::store::private_dir;
 
@@ -28,9 +29,10 @@ pub fn main() -> Result<(), String> {
         .map_err(|e| format!("cannot start the supervisor runtime: {e}"))?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
+        let config = Config::load(&paths.config)?;
         let listener = bind(&paths).await?;
         private_dir(&paths.state)?;
-        let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone())));
+        let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone(), config)));
         launch::adopt_and_revive(&supervisor).await;
         eprintln!(
             "eukhe daemon {}: serving {}",

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::Config;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
@@ -38,12 +39,13 @@ pub struct Slot {
 
 pub struct Supervisor {
     pub paths: Paths,
+    pub config: Config,
     pub slots: BTreeMap<String, Slot>,
     pub shutting_down: bool,
 }
 
 impl Supervisor {
-    pub fn new(paths: Paths) -> Self {
+    pub fn new(paths: Paths, config: Config) -> Self {
         let slots = list_sessions(&paths.state)
             .into_iter()
             .map(|meta| {
@@ -69,6 +71,7 @@ impl Supervisor {
             .collect();
         Supervisor {
             paths,
+            config,
             slots,
             shutting_down: false,
         }

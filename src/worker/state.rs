@@ -64,11 +64,11 @@ impl Worker {
             })
             .collect();
         let (kernel, start) = Kernel::start(&files.namespace(), &meta.cwd, env)?;
-        let lost_window = std::env::var("EUKHE_WORKER_LOST_EXIT_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(LostExitWindow::from_ms)
-            .unwrap_or(LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS));
+        let lost_window = match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
+            Ok(text) => crate::config::parse_window(&text)
+                .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
+            Err(_) => LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS),
+        };
         let mut worker = Worker {
             meta,
             files,

@@ -17,8 +17,14 @@ impl Env {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let vars = vec![
-            ("EUKHE_SOCKET".into(), dir.join("run/eukhe.sock").display().to_string()),
-            ("EUKHE_STATE_DIR".into(), dir.join("state").display().to_string()),
+            (
+                "EUKHE_SOCKET".into(),
+                dir.join("run/eukhe.sock").display().to_string(),
+            ),
+            (
+                "EUKHE_STATE_DIR".into(),
+                dir.join("state").display().to_string(),
+            ),
         ];
         Env { dir, vars }
     }
@@ -31,7 +37,10 @@ impl Env {
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_eukhe"));
-        command.args(args).env_remove("EUKHE_BUILD_ID").env_remove("EUKHE_VERSION");
+        command
+            .args(args)
+            .env_remove("EUKHE_BUILD_ID")
+            .env_remove("EUKHE_VERSION");
         for (name, value) in &self.vars {
             command.env(name, value);
         }
@@ -60,7 +69,13 @@ impl Env {
     }
 
     pub fn session(&self, id: &str) -> serde_json::Value {
-        self.sessions().as_array().unwrap().iter().find(|s| s["id"] == id).cloned().expect("session listed")
+        self.sessions()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .expect("session listed")
     }
 
     pub fn worker_pid(&self, id: &str) -> Option<u32> {
@@ -68,7 +83,8 @@ impl Env {
     }
 
     pub fn daemon_pid(&self) -> u32 {
-        let status: serde_json::Value = serde_json::from_str(&self.ok(&["status", "--json"])).unwrap();
+        let status: serde_json::Value =
+            serde_json::from_str(&self.ok(&["status", "--json"])).unwrap();
         status["pid"].as_u64().unwrap() as u32
     }
 
@@ -92,7 +108,13 @@ pub fn kill9(pid: u32) {
 
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(false)
 }
 

@@ -1,0 +1,113 @@
+//! The configuration file, `$XDG_CONFIG_HOME/eukhe/config.toml` (every
+//! setting is optional and documented in the README):
+//!
+//! ```toml
+//! # How long a worker waits for a lost supervisor before acting alone
+//! # (milliseconds, or "never"). Default: 300000 (5 minutes).
+//! worker_lost_exit_ms = 300000
+//! ```
+//!
+//! `EUKHE_WORKER_LOST_EXIT_MS` overrides the file.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::laws::orphan::LostExitWindow;
+use crate::laws::timing::WORKER_LOST_EXIT_DEFAULT_MS;
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_lost_exit")]
+    pub worker_lost_exit_ms: LostExitWindow,
+}
+
+fn default_lost_exit() -> LostExitWindow {
+    LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS)
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            worker_lost_exit_ms: default_lost_exit(),
+        }
+    }
+}
+
+impl Config {
+    /// Read the file at `path` (absent: the defaults), then apply the
+    /// environment's overrides. Errors name the file and the problem.
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let mut config = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                Self::parse(&text).map_err(|e| format!("config {}: {e}", path.display()))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            Err(e) => return Err(format!("config {}: {e}", path.display())),
+        };
+        if let Ok(value) = std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
+            config.worker_lost_exit_ms =
+                parse_window(&value).map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
+        }
+        Ok(config)
+    }
+
+    /// Parse the file's text; an error names the line it is on.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count();
+                let source = text.lines().nth(line).unwrap_or("").trim();
+                format!("line {} ({source}): {}", line + 1, e.message())
+            }
+            None => e.message().to_string(),
+        })
+    }
+}
+
+/// A lost-exit window from text: milliseconds or `never`.
+pub fn parse_window(text: &str) -> Result<LostExitWindow, String> {
+    if text == "never" {
+        return Ok(LostExitWindow::Never);
+    }
+    text.parse::<u64>()
+        .map(LostExitWindow::from_ms)
+        .map_err(|_| format!("{text:?} is not a number of milliseconds or \"never\""))
+}
+
+/// The window as the environment variable carries it to a worker.
+pub fn window_text(window: LostExitWindow) -> String {
+    match window {
+        LostExitWindow::After(ms) => ms.to_string(),
+        LostExitWindow::Never => "never".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_and_wrong_types_are_named() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+        assert_eq!(
+            Config::parse("worker_lost_exit_ms = 1000")
+                .unwrap()
+                .worker_lost_exit_ms,
+            LostExitWindow::After(1000)
+        );
+        assert_eq!(
+            Config::parse("worker_lost_exit_ms = \"never\"")
+                .unwrap()
+                .worker_lost_exit_ms,
+            LostExitWindow::Never
+        );
+        let err = Config::parse("worker_lost_exit_ms = \"soon\"").unwrap_err();
+        assert!(err.contains("soon"), "{err}");
+        let err = Config::parse("worker_lost_exit_ms = true").unwrap_err();
+        assert!(!err.is_empty());
+        let err = Config::parse("colour = \"blue\"").unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+    }
+}
