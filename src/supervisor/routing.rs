@@ -221,7 +221,8 @@ async fn route(
     reference: &str,
     request: SessionRequest,
 ) {
-    let id = match supervisor.borrow().resolve(reference) {
+    let resolved = supervisor.borrow().resolve(reference);
+    let id = match resolved {
         Ok(id) => id,
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
@@ -303,7 +304,8 @@ fn status(supervisor: &Shared) -> Response {
 }
 
 async fn restart(supervisor: &Shared, reference: &str) -> Response {
-    let id = match supervisor.borrow().resolve(reference) {
+    let resolved = supervisor.borrow().resolve(reference);
+    let id = match resolved {
         Ok(id) => id,
         Err(message) => return error(message),
     };

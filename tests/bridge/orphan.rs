@@ -1,1 +1,183 @@
-//! Bridge scenarios for bend/orphan.bend (being written).
+//! Bridge scenarios for bend/orphan.bend: the lost-supervisor decision
+//! (`orphan_decision` with `LostExitWindow::from_ms`).
+//!
+//! A scenario term is a list of `(lost_since, now, window_ms, work_bits)`
+//! tuples, times as limb triples (see bend/bridge/orphan.bend); each tuple is one step, decided
+//! independently. The model applies the wire cap (10^14 ms) itself.
+
+use eukhe::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict, WIRE_MS_MAX};
+use eukhe::laws::work::{WorkKind, WorkSet};
+
+use super::harness::{self, list, Rng, Scenario};
+
+/// A u64 as a `(hi, mid, lo)` tuple of 24-bit limbs (the bridge turns it
+/// into a Wide; tuples keep the generated program's book small).
+fn tri(n: u64) -> String {
+    format!(
+        "({}, {}, {})",
+        n >> 48,
+        (n >> 24) & 0xFF_FFFF,
+        n & 0xFF_FFFF
+    )
+}
+
+/// Steps per scenario: keeps each model line well under 300 characters.
+const STEPS: usize = 12;
+
+fn work_set(bits: u8) -> WorkSet {
+    WorkKind::ALL
+        .into_iter()
+        .filter(|&kind| bits & kind as u8 != 0)
+        .fold(WorkSet::EMPTY, |set, kind| set.with(kind))
+}
+
+fn verdict_text(verdict: OrphanVerdict) -> &'static str {
+    match verdict {
+        OrphanVerdict::Wait => "wait",
+        OrphanVerdict::ExitResumable => "exit-resumable",
+        OrphanVerdict::CloseSession => "close-session",
+    }
+}
+
+type Case = (u64, u64, u64, u8);
+
+fn scenarios(cases: &[Case]) -> Vec<Scenario> {
+    cases
+        .chunks(STEPS)
+        .map(|chunk| {
+            let term = list(chunk.iter().map(|&(lost, now, window, work)| {
+                format!("({}, {}, {}, {work})", tri(lost), tri(now), tri(window))
+            }));
+            let mut s = Scenario::new(term);
+            for &(lost, now, window, work) in chunk {
+                let verdict =
+                    orphan_decision(lost, now, LostExitWindow::from_ms(window), work_set(work));
+                assert_eq!(work_set(work).bits(), work);
+                s.step(
+                    format!("lost={lost} now={now} window={window} work={work}"),
+                    verdict_text(verdict),
+                );
+            }
+            s
+        })
+        .collect()
+}
+
+/// Every window boundary (0, 1, the default, the 24- and 48-bit limb
+/// edges, the wire cap one below/at/above, u64::MAX) against every elapsed
+/// boundary (one below/at/above w and 2w, 0, huge), from several lost_since
+/// values (0, limb edges, near u64::MAX), with a clock reading before
+/// lost_since, for no work, each single kind and all kinds.
+fn boundary_cases() -> Vec<Case> {
+    let windows = [
+        0,
+        1,
+        2,
+        299_999,
+        300_000,
+        300_001,
+        (1 << 24) - 1,
+        1 << 24,
+        (1 << 48) - 1,
+        1 << 48,
+        WIRE_MS_MAX / 2,
+        WIRE_MS_MAX - 1,
+        WIRE_MS_MAX,
+        WIRE_MS_MAX + 1,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    let lost_sinces = [
+        0,
+        1,
+        1 << 24,
+        WIRE_MS_MAX,
+        u64::MAX - 2 * WIRE_MS_MAX - 2,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    let works: [u8; 4] = [0, 1, 16, 255];
+    let mut cases = Vec::new();
+    for &window in &windows {
+        let w2 = window.saturating_mul(2);
+        let mut elapsed = vec![
+            0,
+            1,
+            window.saturating_sub(1),
+            window,
+            window.saturating_add(1),
+            w2.saturating_sub(1),
+            w2,
+            w2.saturating_add(1),
+            u64::MAX,
+        ];
+        elapsed.sort_unstable();
+        elapsed.dedup();
+        for &lost in &lost_sinces {
+            let mut nows: Vec<u64> = elapsed
+                .iter()
+                .filter_map(|&e| lost.checked_add(e))
+                .collect();
+            // a clock reading before lost_since (and the max reading)
+            nows.extend([lost.saturating_sub(1), 0, u64::MAX]);
+            nows.sort_unstable();
+            nows.dedup();
+            for &work in &works {
+                for &now in &nows {
+                    cases.push((lost, now, window, work));
+                }
+            }
+        }
+    }
+    cases
+}
+
+fn random_cases(seed: u64, n: usize) -> Vec<Case> {
+    let mut rng = Rng::new(seed);
+    let scales = [1_000u64, 1 << 24, 1_000_000_000, 1 << 48, WIRE_MS_MAX * 3];
+    let scaled = |rng: &mut Rng| {
+        let scale = scales[rng.below(5) as usize];
+        rng.below(scale)
+    };
+    (0..n)
+        .map(|_| {
+            let window = match rng.below(4) {
+                0 => 300_000,
+                1 => scaled(&mut rng),
+                2 => WIRE_MS_MAX - 2 + rng.below(5),
+                _ => rng.next(),
+            };
+            let lost = if rng.chance(70) {
+                scaled(&mut rng)
+            } else {
+                rng.next()
+            };
+            let now = match rng.below(4) {
+                // around one or two windows after lost_since
+                0 => lost
+                    .saturating_add(window)
+                    .saturating_add(rng.below(3))
+                    .saturating_sub(1),
+                1 => lost
+                    .saturating_add(window.saturating_mul(2))
+                    .saturating_add(rng.below(3))
+                    .saturating_sub(1),
+                2 => lost.saturating_add(scaled(&mut rng)),
+                _ => rng.next(),
+            };
+            let work = if rng.chance(40) {
+                0
+            } else {
+                rng.below(256) as u8
+            };
+            (lost, now, window, work)
+        })
+        .collect()
+}
+
+#[test]
+fn orphan_bridge() {
+    let mut cases = boundary_cases();
+    cases.extend(random_cases(0x0e0a_4a11, 2_000));
+    harness::check("orphan", &scenarios(&cases));
+}

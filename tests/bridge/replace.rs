@@ -1,1 +1,398 @@
-//! Bridge scenarios for bend/replace.bend (being written).
+//! Bridge scenarios for bend/replace.bend: version rank (`version_rank`,
+//! which reads versions with the `semver` crate), the relation
+//! (`replace_relation`), the verdict (`replace_verdict`) and
+//! `busy_daemon_kept`.
+//!
+//! A scenario term is a list of step tuples `(form, client_version,
+//! client_id, client_protocol, interactive, daemon_version, daemon_id,
+//! daemon_protocol, idle_shutdown)` (see bend/bridge/replace.bend). Verdicts:
+//! - rank (form 0): `rank <M>.<m>.<p>.<1 if release else 0>` or `invalid`;
+//! - verdict (form 1): `<relation> <action> | <message or ->`, or `invalid`
+//!   when either version is not a version;
+//! - busy (form 2): `<action> | <message or ->`.
+//!
+//! The Bend model parses version strings itself, so the rank scenarios are
+//! also the check that it accepts and rejects exactly what the semver crate
+//! does on this domain: every string `M.m.p`-prefix of length up to 5 over
+//! `0 1 .`, every suffix of length up to 4 over `0 1 a . - +` after
+//! `1.2.3`, the listed invalid forms, and versions from the grammar (see
+//! [`grammar_version`]).
+
+use eukhe::laws::replace::{
+    busy_daemon_kept, replace_relation, replace_verdict, version_rank, Build, ClientKind,
+    DaemonHello, Relation, ReplaceAction, ReplaceVerdict,
+};
+
+use super::harness::{self, list, Rng, Scenario};
+
+/// Rank steps per scenario (model lines stay short).
+const RANKS_PER_SCENARIO: usize = 12;
+
+/// Versions that are not versions (the semver crate rejects each).
+const INVALID: &[&str] = &[
+    "1.2",
+    "01.2.3",
+    "1.2.3-",
+    "1.2.3-01",
+    "v1.2.3",
+    "",
+    "1.2.3+",
+    "1..3",
+    "1.2.3.4",
+    "1.02.3",
+    "1.2.03",
+    "00.1.2",
+    "1.2.3-a..b",
+    "1.2.3-a.",
+    "1.2.3-.a",
+    "1.2.3+a..b",
+    "1.2.3+a.",
+    "1.2.3-+a",
+    "1.2.3+a+b",
+    "1.2.3-a_b",
+    "1.2.3-a b",
+    "1.2.3 ",
+    " 1.2.3",
+    "-1.2.3",
+    "1.2.3a",
+    "1.2.-3",
+    "1.2.3-00",
+    "1.2.3-rc.01",
+    "1",
+    ".1.2",
+    "1.2.",
+    "a.b.c",
+];
+
+/// Pre-release identifier lists the grammar draws from.
+const PRE: &[&str] = &[
+    "dev", "main.46", "rc.1", "alpha-2", "0", "1", "10", "alpha", "beta.2", "x-y", "a.b.c", "--",
+    "0a", "01a", "1.0", "999", "main.0", "rc.0.1", "-", "A-Z.9",
+];
+
+/// Build metadata the grammar draws from (leading zeros allowed).
+const BUILD: &[&str] = &[
+    "build",
+    "5",
+    "001",
+    "sha.abc123",
+    "x-y",
+    "0",
+    "20240101.a",
+    "-",
+];
+
+/// Boundary numbers for components.
+const NUMBERS: &[u64] = &[0, 1, 2, 9, 10, 11, 99, 100, 101, 999, 1000];
+
+/// A version from the grammar: components 0..=1000 without leading zeros
+/// (boundary numbers half the time), an optional pre-release, optional
+/// build metadata.
+fn grammar_version(rng: &mut Rng) -> String {
+    let mut number = |rng: &mut Rng| {
+        if rng.chance(50) {
+            NUMBERS[rng.below(NUMBERS.len() as u64) as usize]
+        } else {
+            rng.below(1001)
+        }
+    };
+    let mut v = format!("{}.{}.{}", number(rng), number(rng), number(rng));
+    if rng.chance(50) {
+        v.push('-');
+        v.push_str(PRE[rng.below(PRE.len() as u64) as usize]);
+    }
+    if rng.chance(30) {
+        v.push('+');
+        v.push_str(BUILD[rng.below(BUILD.len() as u64) as usize]);
+    }
+    v
+}
+
+/// Every string of length 1..=max over `alphabet`.
+fn strings(alphabet: &[char], max: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut layer = vec![String::new()];
+    for _ in 0..max {
+        layer = layer
+            .iter()
+            .flat_map(|p| {
+                alphabet.iter().map(move |&c| {
+                    let mut s = p.clone();
+                    s.push(c);
+                    s
+                })
+            })
+            .collect();
+        all.extend(layer.iter().cloned());
+    }
+    all
+}
+
+fn rank_text(version: &str) -> String {
+    match version_rank(version) {
+        Ok(r) => format!(
+            "rank {}.{}.{}.{}",
+            r.major, r.minor, r.patch, r.release as u8
+        ),
+        Err(_) => "invalid".into(),
+    }
+}
+
+fn relation_text(r: Relation) -> &'static str {
+    match r {
+        Relation::ClientNewer => "client-newer",
+        Relation::ClientOlder => "client-older",
+        Relation::SameBuild => "same-build",
+        Relation::OtherBuild => "other-build",
+    }
+}
+
+fn verdict_text(v: &ReplaceVerdict) -> String {
+    let action = match v.action {
+        ReplaceAction::Use => "use",
+        ReplaceAction::ReplaceIfIdle => "replace-if-idle",
+        ReplaceAction::Stop => "stop",
+    };
+    format!("{action} | {}", v.message.as_deref().unwrap_or("-"))
+}
+
+/// A Bend string literal (the domain has no `"` or `\`).
+fn lit(s: &str) -> String {
+    assert!(!s.contains(['"', '\\']), "{s:?}");
+    format!("\"{s}\"")
+}
+
+/// One start: client and daemon builds, protocols, kind, capability.
+#[derive(Clone)]
+struct Start {
+    client: (String, String),
+    client_protocol: u32,
+    interactive: bool,
+    daemon: (String, String),
+    daemon_protocol: u32,
+    idle_shutdown: bool,
+}
+
+impl Start {
+    fn term(&self, form: u32) -> String {
+        format!(
+            "({form}, {}, {}, {}, {}, {}, {}, {}, {})",
+            lit(&self.client.0),
+            lit(&self.client.1),
+            self.client_protocol,
+            self.interactive as u8,
+            lit(&self.daemon.0),
+            lit(&self.daemon.1),
+            self.daemon_protocol,
+            self.idle_shutdown as u8
+        )
+    }
+
+    fn inputs(&self) -> String {
+        format!(
+            "client={}/{} p{} {} daemon={}/{} p{} idle_shutdown={}",
+            self.client.0,
+            self.client.1,
+            self.client_protocol,
+            if self.interactive {
+                "interactive"
+            } else {
+                "background"
+            },
+            self.daemon.0,
+            self.daemon.1,
+            self.daemon_protocol,
+            self.idle_shutdown
+        )
+    }
+
+    fn builds(&self) -> (Build, DaemonHello) {
+        let client = Build {
+            version: self.client.0.clone(),
+            build_id: self.client.1.clone(),
+        };
+        let daemon = DaemonHello {
+            build: Build {
+                version: self.daemon.0.clone(),
+                build_id: self.daemon.1.clone(),
+            },
+            protocol: self.daemon_protocol,
+            idle_shutdown: self.idle_shutdown,
+        };
+        (client, daemon)
+    }
+
+    fn verdict_scenario(&self) -> Scenario {
+        let (client, daemon) = self.builds();
+        let kind = if self.interactive {
+            ClientKind::Interactive
+        } else {
+            ClientKind::Background
+        };
+        let verdict = match (
+            replace_relation(&client, &daemon.build),
+            replace_verdict(&client, self.client_protocol, kind, &daemon),
+        ) {
+            (Ok(r), Ok(v)) => format!("{} {}", relation_text(r), verdict_text(&v)),
+            (Err(_), Err(_)) => "invalid".into(),
+            _ => panic!("relation and verdict disagree on validity"),
+        };
+        let mut s = Scenario::new(list([self.term(1)]));
+        s.step(format!("verdict {}", self.inputs()), verdict);
+        s
+    }
+
+    fn busy_scenario(&self) -> Scenario {
+        let (client, daemon) = self.builds();
+        let verdict = busy_daemon_kept(&client, self.client_protocol, &daemon);
+        let mut s = Scenario::new(list([self.term(2)]));
+        s.step(format!("busy {}", self.inputs()), verdict_text(&verdict));
+        s
+    }
+}
+
+fn rank_scenarios(versions: &[String]) -> Vec<Scenario> {
+    versions
+        .chunks(RANKS_PER_SCENARIO)
+        .map(|chunk| {
+            let terms = chunk
+                .iter()
+                .map(|v| format!("(0, {}, \"\", 0, 0, \"\", \"\", 0, 0)", lit(v)));
+            let mut s = Scenario::new(list(terms));
+            for v in chunk {
+                s.step(format!("rank {v:?}"), rank_text(v));
+            }
+            s
+        })
+        .collect()
+}
+
+/// Versions at the order's boundaries: a series' pre-releases (-dev and
+/// the older scheme), its release with and without build metadata, the
+/// series below and above, a minor 9/10 step, and one non-version.
+const BOUNDARY_VERSIONS: &[&str] = &[
+    "0.9.8",
+    "0.9.9-main.46",
+    "0.9.9-dev",
+    "0.9.9",
+    "0.9.9+meta.1",
+    "0.10.0",
+    "1.0.0",
+    "1.2",
+];
+
+/// One test, so the two harness runs (which share a scratch directory)
+/// never overlap.
+#[test]
+fn replace_bridge() {
+    replace_rank_bridge();
+    replace_verdict_bridge();
+}
+
+fn replace_rank_bridge() {
+    let mut versions: Vec<String> = INVALID.iter().map(|s| s.to_string()).collect();
+    versions.extend(strings(&['0', '1', '.'], 5));
+    versions.extend(
+        strings(&['0', '1', 'a', '.', '-', '+'], 4)
+            .into_iter()
+            .map(|s| format!("1.2.3{s}")),
+    );
+    for &m in NUMBERS {
+        for &n in NUMBERS {
+            versions.push(format!("{m}.{n}.{m}"));
+            versions.push(format!("{n}.{m}.{n}-dev"));
+        }
+    }
+    let mut rng = Rng::new(0x7665_7273);
+    for _ in 0..1500 {
+        versions.push(grammar_version(&mut rng));
+    }
+    let accepted = versions.iter().filter(|v| version_rank(v).is_ok()).count();
+    assert!(accepted > 1000 && versions.len() - accepted > 500);
+    harness::check("replace", &rank_scenarios(&versions));
+}
+
+fn replace_verdict_bridge() {
+    let mut starts = Vec::new();
+    // Exhaustive over the boundary versions: every client x daemon version,
+    // same or other build id, protocols agreeing or not, both kinds, with
+    // and without idle_shutdown.
+    for &cv in BOUNDARY_VERSIONS {
+        for &dv in BOUNDARY_VERSIONS {
+            for did in ["a", "b"] {
+                for dp in [1, 2] {
+                    for interactive in [true, false] {
+                        for idle_shutdown in [true, false] {
+                            starts.push(Start {
+                                client: (cv.into(), "a".into()),
+                                client_protocol: 1,
+                                interactive,
+                                daemon: (dv.into(), did.into()),
+                                daemon_protocol: dp,
+                                idle_shutdown,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut scenarios: Vec<Scenario> = starts.iter().map(Start::verdict_scenario).collect();
+    // Busy answers: every client x daemon version, protocols agreeing or not.
+    for &cv in BOUNDARY_VERSIONS {
+        for &dv in BOUNDARY_VERSIONS {
+            for dp in [1, 2] {
+                let start = Start {
+                    client: (cv.into(), "a".into()),
+                    client_protocol: 1,
+                    interactive: true,
+                    daemon: (dv.into(), "b".into()),
+                    daemon_protocol: dp,
+                    idle_shutdown: true,
+                };
+                scenarios.push(start.busy_scenario());
+            }
+        }
+    }
+    // Seeded random starts from the grammar (and a few non-versions), with
+    // equal versions often enough that build ids decide, protocols up to
+    // the model's u24 range.
+    let mut rng = Rng::new(0x7265_706c);
+    let ids = ["a", "b", "git-3f2c1e9", "0"];
+    for i in 0..1200 {
+        let version = |rng: &mut Rng| {
+            if rng.chance(5) {
+                INVALID[rng.below(INVALID.len() as u64) as usize].to_string()
+            } else {
+                grammar_version(rng)
+            }
+        };
+        let cv = version(&mut rng);
+        let dv = if rng.chance(30) {
+            cv.clone()
+        } else {
+            version(&mut rng)
+        };
+        let protocol = |rng: &mut Rng| {
+            if rng.chance(80) {
+                1 + rng.below(3) as u32
+            } else {
+                rng.below(1 << 24) as u32
+            }
+        };
+        let start = Start {
+            client: (cv, ids[rng.below(4) as usize].into()),
+            client_protocol: protocol(&mut rng),
+            interactive: rng.chance(50),
+            daemon: (dv, ids[rng.below(4) as usize].into()),
+            daemon_protocol: protocol(&mut rng),
+            idle_shutdown: rng.chance(50),
+        };
+        scenarios.push(if i % 6 == 5 {
+            start.busy_scenario()
+        } else {
+            start.verdict_scenario()
+        });
+    }
+    harness::check("replace", &scenarios);
+}
