@@ -86,7 +86,7 @@ fn a_killed_worker_restarts_after_the_pause_with_one_restore_notice() {
 #[test]
 fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
     let env = Env::new("giveup");
-    let id = env.ok(&["new"]).trim().to_string();
+    let id = env.ok(&["new", "--name", "crashy"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo before the crashes"]);
     for failure in 1..=6 {
         let pid = env.worker_pid(&id).unwrap();

@@ -155,6 +155,21 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
     if let Err(message) = validate_name(&name) {
         return error(message);
     }
+    let taken = supervisor
+        .borrow()
+        .slots
+        .values()
+        .find(|slot| slot.meta.name == name)
+        .map(|slot| (slot.meta.id.clone(), slot.state == SlotState::GivenUp));
+    match taken {
+        Some((id, true)) => {
+            return error(format!(
+                "a session named {name:?} exists ({id}) and was given up; `eukhe restart {id}` starts it afresh"
+            ))
+        }
+        Some((id, false)) => return error(format!("a session named {name:?} exists already ({id})")),
+        None => {}
+    }
     let cwd = match cwd {
         Some(cwd) => cwd,
         None => std::env::var("HOME").unwrap_or_else(|_| "/".into()),
