@@ -6,8 +6,9 @@
 //! Worker side ([`run_gate_step`]): the run gate admits new runs while open.
 //! Asked to quiesce, an idle worker (no work) closes its gate and answers
 //! quiesced; a busy one answers busy and leaves the gate as it was. A
-//! quiesced gate reopens on release, or by itself `QUIESCE_HOLD_MS` after it
-//! closed when neither a stop nor a release came. A stop closes it for good.
+//! quiesced gate reopens on release, or by itself once `QUIESCE_HOLD_MS`
+//! have fully passed since it closed (strictly after the hold) when neither
+//! a stop nor a release came. A stop closes it for good.
 //!
 //! Supervisor side ([`idle_shutdown_commits`]): stop the workers only when
 //! every worker answered quiesced within `QUIESCE_ANSWER_MS` of the question;
@@ -65,7 +66,10 @@ pub enum GateOutput {
 /// is open again.
 pub fn gate_at(gate: RunGate, now_ms: u64) -> RunGate {
     match gate {
-        RunGate::Quiesced { since_ms } if now_ms.saturating_sub(since_ms) >= QUIESCE_HOLD_MS => {
+        // Strictly after the hold: at its last millisecond the gate is still
+        // closed, so a stop sent `QUIESCE_ANSWER_MS + kill route` after the
+        // question (the ordering law's `>=`) always meets a closed gate.
+        RunGate::Quiesced { since_ms } if now_ms.saturating_sub(since_ms) > QUIESCE_HOLD_MS => {
             RunGate::Open
         }
         other => other,
@@ -164,9 +168,9 @@ mod tests {
     #[test]
     fn a_quiesced_gate_reopens_after_the_hold_without_stop_or_release() {
         let closed = RunGate::Quiesced { since_ms: 0 };
-        let (_, out) = run_gate_step(closed, GateEvent::RunRequest, QUIESCE_HOLD_MS - 1);
+        let (_, out) = run_gate_step(closed, GateEvent::RunRequest, QUIESCE_HOLD_MS);
         assert_eq!(out, GateOutput::Run { admitted: false });
-        let (gate, out) = run_gate_step(closed, GateEvent::RunRequest, QUIESCE_HOLD_MS);
+        let (gate, out) = run_gate_step(closed, GateEvent::RunRequest, QUIESCE_HOLD_MS + 1);
         assert_eq!(
             (gate, out),
             (RunGate::Open, GateOutput::Run { admitted: true })
