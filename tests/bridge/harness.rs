@@ -98,24 +98,18 @@ pub fn check(model: &str, scenarios: &[Scenario]) {
     let dir = workdir(model);
     let program = program(model, scenarios);
     let main = dir.join(format!("bridge_{model}.bend"));
-    std::fs::write(&main, program).unwrap();
-    let output = Command::new(bend())
-        .arg("run-c")
-        .arg(&main)
-        .current_dir(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{model}: cannot run bend: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    std::fs::write(&main, &program).unwrap();
+    let (success, stdout, stderr) = run_model(&dir, &main, &program);
     let model_lines = result_strings(&stdout);
-    if !output.status.success() || model_lines.len() != scenarios.len() {
+    if !success || model_lines.len() != scenarios.len() {
         panic!(
             "{model}: bend run-c {} gave {} results for {} scenarios (status {}).\nstdout (start): {}\nstderr: {}",
             main.display(),
             model_lines.len(),
             scenarios.len(),
-            output.status,
+            if success { "success" } else { "failure" },
             stdout.chars().take(2000).collect::<String>(),
-            String::from_utf8_lossy(&output.stderr)
+            stderr
         );
     }
     let mut rust_transcript = String::new();
@@ -164,6 +158,50 @@ pub fn check(model: &str, scenarios: &[Scenario]) {
         scenarios.len(),
         scenarios.iter().map(|s| s.steps.len()).sum::<usize>()
     );
+}
+
+/// Run the generated program. With `EUKHE_BRIDGE_CACHE=1` (set by the
+/// mutation-testing run, where only the Rust side changes) a successful
+/// result is memoized under a hash of the program and every model file, so
+/// an unchanged Bend computation is not repeated; CI never sets it.
+fn run_model(dir: &Path, main: &Path, program: &str) -> (bool, String, String) {
+    let cache = std::env::var("EUKHE_BRIDGE_CACHE").is_ok_and(|v| v == "1").then(|| {
+        let mut key = program.to_string();
+        let mut files = Vec::new();
+        collect_files(&repo().join("bend"), &mut files);
+        files.sort();
+        for file in files {
+            key.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+        }
+        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bridge-cache").join(format!("{hash:016x}.out"))
+    });
+    if let Some(hit) = cache.as_ref().and_then(|path| std::fs::read_to_string(path).ok()) {
+        return (true, hit, String::new());
+    }
+    let output = Command::new(bend())
+        .arg("run-c")
+        .arg(main)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bend: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if let (Some(path), true) = (&cache, output.status.success()) {
+        let _ = std::fs::create_dir_all(path.parent().unwrap());
+        let _ = std::fs::write(path, &stdout);
+    }
+    (output.status.success(), stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }
 
 fn program(model: &str, scenarios: &[Scenario]) -> String {
