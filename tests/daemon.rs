@@ -309,11 +309,18 @@ fn frame(payload: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// The message of the first error frame in `reply`.
 fn error_message(reply: &[u8]) -> String {
-    assert!(reply.len() > 4, "no reply frame: {reply:?}");
-    let value: serde_json::Value = serde_json::from_slice(&reply[4..]).unwrap();
-    assert_eq!(value["type"], "error", "{value}");
-    value["message"].as_str().unwrap().to_string()
+    let mut rest = reply;
+    while rest.len() > 4 {
+        let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        let value: serde_json::Value = serde_json::from_slice(&rest[4..4 + len]).unwrap();
+        if value["type"] == "error" {
+            return value["message"].as_str().unwrap().to_string();
+        }
+        rest = &rest[4 + len..];
+    }
+    panic!("no error frame in {reply:?}");
 }
 
 #[test]
@@ -328,7 +335,11 @@ fn garbage_oversized_truncated_and_future_frames_get_clear_errors_and_the_daemon
         (0u32.to_be_bytes().to_vec(), "empty frame"),
         ({ let mut b = 100u32.to_be_bytes().to_vec(); b.extend_from_slice(b"{\"ty"); b }, "truncated frame"),
         (
-            frame(br#"{"type":"hello","protocol":99,"version":"9.9.9","build_id":"x","role":"interactive"}"#),
+            [
+                frame(br#"{"type":"hello","protocol":99,"version":"9.9.9","build_id":"x","role":"interactive"}"#),
+                frame(br#"{"type":"list"}"#),
+            ]
+            .concat(),
             "from the future",
         ),
     ];

@@ -75,55 +75,44 @@ fn hello() -> Hello {
 }
 
 async fn connection(supervisor: Shared, mut stream: UnixStream) {
-    match read_frame::<Request, _>(&mut stream).await {
+    // The hello and `shutdown` are the part of the wire every protocol
+    // version shares: a client of another protocol still learns who runs
+    // here (so the replacement law can decide) and may still ask an idle
+    // daemon to go; anything else needs the same protocol.
+    let compatible = match read_frame::<Request, _>(&mut stream).await {
         Ok(Request::Hello(theirs)) => {
-            if let Err(message) = check_protocol(theirs.protocol) {
-                let _ = write_frame(&mut stream, &Response::Error { message }).await;
-                return;
-            }
             if write_frame(&mut stream, &Response::Hello(hello()))
                 .await
                 .is_err()
             {
                 return;
             }
+            check_protocol(theirs.protocol)
         }
         Ok(_) => {
-            let _ = write_frame(
-                &mut stream,
-                &Response::Error {
-                    message: "expected hello first".into(),
-                },
-            )
-            .await;
+            let _ = write_frame(&mut stream, &error("expected hello first")).await;
             return;
         }
         Err(FrameError::Closed) => return,
         Err(e) => {
-            let _ = write_frame(
-                &mut stream,
-                &Response::Error {
-                    message: e.to_string(),
-                },
-            )
-            .await;
+            let _ = write_frame(&mut stream, &error(e.to_string())).await;
             return;
         }
-    }
+    };
     let request = match read_frame::<Request, _>(&mut stream).await {
         Ok(request) => request,
         Err(FrameError::Closed) => return,
         Err(e) => {
-            let _ = write_frame(
-                &mut stream,
-                &Response::Error {
-                    message: e.to_string(),
-                },
-            )
-            .await;
+            let _ = write_frame(&mut stream, &error(e.to_string())).await;
             return;
         }
     };
+    if let Err(message) = compatible {
+        if !matches!(request, Request::Shutdown { .. }) {
+            let _ = write_frame(&mut stream, &error(message)).await;
+            return;
+        }
+    }
     let response = match request {
         Request::Session { session, request } => {
             route(&supervisor, stream, &session, request).await;

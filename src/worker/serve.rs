@@ -89,12 +89,10 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
     let (mut read, write) = stream.into_split();
     let (tx, rx) = unbounded_channel();
     tokio::task::spawn_local(writer(write, rx));
-    match read_frame::<Request, _>(&mut read).await {
+    // A peer of another protocol (a supervisor of another build) still gets
+    // the hello and may still stop this worker; nothing else.
+    let compatible = match read_frame::<Request, _>(&mut read).await {
         Ok(Request::Hello(hello)) => {
-            if let Err(message) = check_protocol(hello.protocol) {
-                let _ = tx.send(Response::Error { message });
-                return;
-            }
             let _ = tx.send(Response::Hello(Hello {
                 protocol: PROTOCOL_VERSION,
                 version: version().to_string(),
@@ -103,6 +101,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 capabilities: Vec::new(),
                 pid: Some(std::process::id()),
             }));
+            check_protocol(hello.protocol)
         }
         Ok(_) => {
             let _ = tx.send(Response::Error {
@@ -116,7 +115,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             });
             return;
         }
-    }
+    };
     let mut supervising = false;
     loop {
         let request = match read_frame::<Request, _>(&mut read).await {
