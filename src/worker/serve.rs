@@ -128,6 +128,10 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 break;
             }
         };
+        if let (Err(message), false) = (&compatible, matches!(request, Request::Stop)) {
+            let _ = tx.send(Response::Error { message: message.clone() });
+            break;
+        }
         match request {
             Request::Session { request, .. } => {
                 session_request(&worker, request, &tx, &signals).await

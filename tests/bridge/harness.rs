@@ -165,18 +165,27 @@ pub fn check(model: &str, scenarios: &[Scenario]) {
 /// result is memoized under a hash of the program and every model file, so
 /// an unchanged Bend computation is not repeated; CI never sets it.
 fn run_model(dir: &Path, main: &Path, program: &str) -> (bool, String, String) {
-    let cache = std::env::var("EUKHE_BRIDGE_CACHE").is_ok_and(|v| v == "1").then(|| {
-        let mut key = program.to_string();
-        let mut files = Vec::new();
-        collect_files(&repo().join("bend"), &mut files);
-        files.sort();
-        for file in files {
-            key.push_str(&std::fs::read_to_string(file).unwrap_or_default());
-        }
-        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bridge-cache").join(format!("{hash:016x}.out"))
-    });
-    if let Some(hit) = cache.as_ref().and_then(|path| std::fs::read_to_string(path).ok()) {
+    let cache = std::env::var("EUKHE_BRIDGE_CACHE")
+        .is_ok_and(|v| v == "1")
+        .then(|| {
+            let mut key = program.to_string();
+            let mut files = Vec::new();
+            collect_files(&repo().join("bend"), &mut files);
+            files.sort();
+            for file in files {
+                key.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+            }
+            let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            });
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join("bridge-cache")
+                .join(format!("{hash:016x}.out"))
+        });
+    if let Some(hit) = cache
+        .as_ref()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+    {
         return (true, hit, String::new());
     }
     let output = Command::new(bend())
@@ -190,7 +199,11 @@ fn run_model(dir: &Path, main: &Path, program: &str) -> (bool, String, String) {
         let _ = std::fs::create_dir_all(path.parent().unwrap());
         let _ = std::fs::write(path, &stdout);
     }
-    (output.status.success(), stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        output.status.success(),
+        stdout,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
