@@ -68,13 +68,9 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> 
         Err(e) => return Err(format!("cannot connect to {}: {e}", paths.socket.display())),
     };
     // A daemon that is shutting down may accept and then hang up: that is
-    // no daemon, not an error.
-    if write_frame(&mut stream, &Request::Hello(our_hello(role)))
-        .await
-        .is_err()
-    {
-        return Ok(None);
-    }
+    // no daemon, not an error. A daemon refusing us may have answered
+    // (and closed) before our hello was written: its answer still counts.
+    let _ = write_frame(&mut stream, &Request::Hello(our_hello(role))).await;
     match read_frame::<Response, _>(&mut stream).await {
         Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
         Ok(Response::Error { message }) => Err(message),

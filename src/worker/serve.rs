@@ -129,7 +129,9 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             }
         };
         if let (Err(message), false) = (&compatible, matches!(request, Request::Stop)) {
-            let _ = tx.send(Response::Error { message: message.clone() });
+            let _ = tx.send(Response::Error {
+                message: message.clone(),
+            });
             break;
         }
         match request {
