@@ -33,10 +33,13 @@ impl Scenario {
     }
 }
 
-/// A `u64` as a Bend `Wide` literal (three 24-bit limbs).
-pub fn wide(n: u64) -> String {
+/// A `u64` as a `(hi, mid, lo)` tuple of 24-bit limbs, which the model's
+/// bridge turns into a `Wide`. (A tuple, not a `wide3(..)` call: every call
+/// in a literal becomes an HVM definition, and a program holds at most
+/// 16384 of them.)
+pub fn limbs(n: u64) -> String {
     format!(
-        "wide3({}, {}, {})",
+        "({}, {}, {})",
         n >> 48,
         (n >> 24) & 0xFF_FFFF,
         n & 0xFF_FFFF
@@ -219,7 +222,7 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
 
 fn program(model: &str, scenarios: &[Scenario]) -> String {
     let mut program = format!(
-        "from ./bend/bridge/{model} import (run)\nfrom ./bend/lib/text import (lines_tree)\nfrom ./bend/lib/wide import (wide3)\n\n"
+        "from ./bend/bridge/{model} import (run)\nfrom ./bend/lib/text import (lines_tree)\n\n"
     );
     let chunks: Vec<&[Scenario]> = scenarios.chunks(40).collect();
     for (i, chunk) in chunks.iter().enumerate() {

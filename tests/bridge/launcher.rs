@@ -18,33 +18,23 @@ use eukhe::laws::idle_shutdown::{
 use eukhe::laws::timing::{QUIESCE_ANSWER_MS, QUIESCE_HOLD_MS};
 use eukhe::laws::work::{WorkKind, WorkSet};
 
-use super::harness::{self, list, Rng, Scenario};
+use super::harness::{self, limbs, list, Rng, Scenario};
 
 const HOLD: u64 = QUIESCE_HOLD_MS;
 const ANSWER: u64 = QUIESCE_ANSWER_MS;
 
-/// A u64 as a `(hi, mid, lo)` tuple of 24-bit limbs.
-fn tri(n: u64) -> String {
-    format!(
-        "({}, {}, {})",
-        n >> 48,
-        (n >> 24) & 0xFF_FFFF,
-        n & 0xFF_FFFF
-    )
-}
-
 fn step_term(a: u64, b: u64, c: u64, x: u64, y: u64, z: u64, v: u64) -> String {
     format!(
         "({a}, {b}, {c}, {}, {}, {}, {})",
-        tri(x),
-        tri(y),
-        tri(z),
-        tri(v)
+        limbs(x),
+        limbs(y),
+        limbs(z),
+        limbs(v)
     )
 }
 
 fn term(kind: u32, head: u64, steps: Vec<String>) -> String {
-    format!("({kind}, {}, {})", tri(head), list(steps))
+    format!("({kind}, {}, {})", limbs(head), list(steps))
 }
 
 fn work_set(bits: u8) -> WorkSet {

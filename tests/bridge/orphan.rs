@@ -8,18 +8,7 @@
 use eukhe::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict, WIRE_MS_MAX};
 use eukhe::laws::work::{WorkKind, WorkSet};
 
-use super::harness::{self, list, Rng, Scenario};
-
-/// A u64 as a `(hi, mid, lo)` tuple of 24-bit limbs (the bridge turns it
-/// into a Wide; tuples keep the generated program's book small).
-fn tri(n: u64) -> String {
-    format!(
-        "({}, {}, {})",
-        n >> 48,
-        (n >> 24) & 0xFF_FFFF,
-        n & 0xFF_FFFF
-    )
-}
+use super::harness::{self, limbs, list, Rng, Scenario};
 
 /// Steps per scenario: keeps each model line well under 300 characters.
 const STEPS: usize = 12;
@@ -46,7 +35,12 @@ fn scenarios(cases: &[Case]) -> Vec<Scenario> {
         .chunks(STEPS)
         .map(|chunk| {
             let term = list(chunk.iter().map(|&(lost, now, window, work)| {
-                format!("({}, {}, {}, {work})", tri(lost), tri(now), tri(window))
+                format!(
+                    "({}, {}, {}, {work})",
+                    limbs(lost),
+                    limbs(now),
+                    limbs(window)
+                )
             }));
             let mut s = Scenario::new(term);
             for &(lost, now, window, work) in chunk {

@@ -13,23 +13,11 @@ use eukhe::laws::revival::{
 use eukhe::laws::timing::{BUSY_REFRESH_MS, REVIVAL_CLOCK_SKEW_MS, TM};
 use eukhe::laws::work::{session_work, Activity, WorkKind, WorkSet};
 
-use super::harness::{self, list, Rng, Scenario};
+use super::harness::{self, limbs, list, Rng, Scenario};
 
 const R: u64 = BUSY_REFRESH_MS;
 const SKEW: u64 = REVIVAL_CLOCK_SKEW_MS;
 const TTL: u64 = TM.busy_evidence_ttl;
-
-/// A time as the Wide limbs `(hi, mid, lo)`: a tuple of numbers, which the
-/// generated Bend program holds far more cheaply than `harness::wide`'s
-/// `wide3(..)` calls (HVM's C runtime takes at most 0x4000 definitions).
-fn limbs(n: u64) -> String {
-    format!(
-        "({}, {}, {})",
-        n >> 48,
-        (n >> 24) & 0xFF_FFFF,
-        n & 0xFF_FFFF
-    )
-}
 
 /// Steps per scenario: a result string must stay short (the runtime prints
 /// it through a small stack).

@@ -10,21 +10,9 @@
 use eukhe::laws::restart::{restart_decide, restart_pause_ms, RestartVerdict};
 use eukhe::laws::timing::{relations_hold, timeouts_ordered, Tm, ORDERING, RESTART_WINDOW_MS, TM};
 
-use super::harness::{self, list, Rng, Scenario};
+use super::harness::{self, limbs, list, Rng, Scenario};
 
 const W: u64 = RESTART_WINDOW_MS;
-
-/// A time as the Wide limbs `(hi, mid, lo)`: a tuple of numbers, which the
-/// generated Bend program holds far more cheaply than `harness::wide`'s
-/// `wide3(..)` calls (HVM's C runtime takes at most 0x4000 definitions).
-fn limbs(n: u64) -> String {
-    format!(
-        "({}, {}, {})",
-        n >> 48,
-        (n >> 24) & 0xFF_FFFF,
-        n & 0xFF_FFFF
-    )
-}
 
 fn verdict_text(verdict: RestartVerdict) -> String {
     match verdict {
