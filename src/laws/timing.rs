@@ -221,6 +221,31 @@ impl Tm {
             self.restart_pause_max,
         ]
     }
+
+    /// The timeouts from values in [`TIMEOUT_NAMES`] order (the inverse of
+    /// [`Tm::values`]).
+    pub fn from_values(v: [u64; 18]) -> Tm {
+        Tm {
+            stop_grace: v[0],
+            kernel_teardown: v[1],
+            harness_close: v[2],
+            launcher_wait: v[3],
+            supervisor_drain: v[4],
+            kill_route: v[5],
+            child_drain: v[6],
+            client_relaunch_within: v[7],
+            worker_lost_exit: v[8],
+            busy_refresh: v[9],
+            busy_tick: v[10],
+            revival_window: v[11],
+            busy_evidence_ttl: v[12],
+            revival_clock_skew: v[13],
+            quiesce_answer: v[14],
+            quiesce_hold: v[15],
+            restart_window: v[16],
+            restart_pause_max: v[17],
+        }
+    }
 }
 
 /// Whether each relation of [`ORDERING`] holds for `tm`, in order.
@@ -256,7 +281,7 @@ mod tests {
             let mut values = TM.values();
             let needed: u64 = relation.waits_for.iter().map(|&i| values[i]).sum();
             values[relation.waiter] = needed - 1;
-            let tm = from_values(values);
+            let tm = Tm::from_values(values);
             assert!(!relations_hold(&tm)[index], "{}", relation.why);
         }
     }
@@ -278,28 +303,5 @@ mod tests {
         let mut extra = json;
         extra["surprise"] = 1.into();
         assert!(serde_json::from_value::<Tm>(extra).is_err());
-    }
-
-    fn from_values(v: [u64; 18]) -> Tm {
-        Tm {
-            stop_grace: v[0],
-            kernel_teardown: v[1],
-            harness_close: v[2],
-            launcher_wait: v[3],
-            supervisor_drain: v[4],
-            kill_route: v[5],
-            child_drain: v[6],
-            client_relaunch_within: v[7],
-            worker_lost_exit: v[8],
-            busy_refresh: v[9],
-            busy_tick: v[10],
-            revival_window: v[11],
-            busy_evidence_ttl: v[12],
-            revival_clock_skew: v[13],
-            quiesce_answer: v[14],
-            quiesce_hold: v[15],
-            restart_window: v[16],
-            restart_pause_max: v[17],
-        }
     }
 }

@@ -11,7 +11,6 @@
 //! over the snapshot, which is a restore (see `laws::notice`).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -21,6 +20,7 @@ use tokio::process::Command;
 
 use crate::laws::notice::KernelStart;
 use crate::protocol::message::Stream;
+use crate::session::store::write_json;
 
 /// Variables the shell sets for itself; they are not part of a namespace.
 const SHELL_OWN: [&str; 4] = ["_", "SHLVL", "PWD", "OLDPWD"];
@@ -85,23 +85,7 @@ impl Kernel {
 
     /// Take `namespace` as the kernel's and save it as the snapshot.
     pub fn update(&mut self, namespace: Namespace) -> Result<(), String> {
-        let tmp = self.snapshot.with_extension("tmp");
-        let context =
-            |e: std::io::Error| format!("namespace snapshot {}: {e}", self.snapshot.display());
-        let bytes = serde_json::to_vec(&namespace).map_err(|e| e.to_string())?;
-        {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(context)?;
-            file.write_all(&bytes).map_err(context)?;
-            file.sync_all().map_err(context)?;
-        }
-        std::fs::rename(&tmp, &self.snapshot).map_err(context)?;
+        write_json(&self.snapshot, &namespace)?;
         self.namespace = namespace;
         Ok(())
     }

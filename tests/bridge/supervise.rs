@@ -54,35 +54,12 @@ fn pauses(ns: &[u32]) -> Scenario {
     s
 }
 
-fn from_values(v: [u64; 18]) -> Tm {
-    Tm {
-        stop_grace: v[0],
-        kernel_teardown: v[1],
-        harness_close: v[2],
-        launcher_wait: v[3],
-        supervisor_drain: v[4],
-        kill_route: v[5],
-        child_drain: v[6],
-        client_relaunch_within: v[7],
-        worker_lost_exit: v[8],
-        busy_refresh: v[9],
-        busy_tick: v[10],
-        revival_window: v[11],
-        busy_evidence_ttl: v[12],
-        revival_clock_skew: v[13],
-        quiesce_answer: v[14],
-        quiesce_hold: v[15],
-        restart_window: v[16],
-        restart_pause_max: v[17],
-    }
-}
-
 fn tm_term(tag: u32, v: [u64; 18]) -> String {
     format!("({tag}, [], {})", list(v.iter().map(|&x| limbs(x))))
 }
 
 fn timing(v: [u64; 18]) -> Scenario {
-    let tm = from_values(v);
+    let tm = Tm::from_values(v);
     let bits: String = relations_hold(&tm)
         .iter()
         .map(|&b| if b { '1' } else { '0' })
