@@ -590,3 +590,31 @@ fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
         .unwrap();
     assert_eq!(config["ok"], false);
 }
+
+#[test]
+fn a_torn_transcript_tail_is_cut_and_reported_once() {
+    use std::io::Write;
+    let env = Env::new("torn");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "echo acknowledged"]);
+    env.ok(&["shutdown", "--force"]);
+    let transcript = env.dir.join("state/sessions").join(&id).join("transcript");
+    let good = std::fs::metadata(&transcript).unwrap().len();
+    // A record header promising 200 bytes, and only a few of them: what a
+    // crash in the middle of an append leaves.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&transcript)
+        .unwrap();
+    file.write_all(&[0, 0, 0, 200, 0xde, 0xad, 0xbe, 0xef, b'{', b'"'])
+        .unwrap();
+    drop(file);
+    assert_eq!(env.ok(&["bash", &id, "--", "echo after"]), "after\n");
+    let log = env.log(&id);
+    assert!(log.contains("acknowledged"), "{log}");
+    assert_eq!(log.matches("torn tail").count(), 1, "{log}");
+    assert!(
+        log.contains(&format!("10 bytes at offset {good} were cut off")),
+        "{log}"
+    );
+}
