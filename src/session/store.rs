@@ -17,6 +17,13 @@ pub struct SessionMeta {
     pub name: String,
     pub cwd: String,
     pub created_ms: u64,
+    /// The engine that turns the session's input into runs.
+    #[serde(default = "default_engine")]
+    pub engine: String,
+}
+
+fn default_engine() -> String {
+    "shell".into()
 }
 
 /// The worker process serving a session, as its supervisor launched it.

@@ -175,6 +175,7 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
         name: name.clone(),
         cwd,
         created_ms: wall_ms(),
+        engine: "shell".into(),
     };
     if let Err(message) = private_dir(&files.dir).and_then(|_| write_json(&files.meta(), &meta)) {
         return error(message);

@@ -303,7 +303,7 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 let (input, text) = w.queue.pop_front().expect("queue is not empty");
                 w.current_run = Some(input);
                 let started = w.append(EntryBody::RunStarted { input }).and_then(|_| {
-                    kernel::spawn(
+                    w.engine.start(
                         w.kernel.namespace(),
                         &text,
                         &w.files.scratch(),

@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::engine::{self, Engine};
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
@@ -27,6 +28,7 @@ use crate::session::transcript::{Entry, EntryBody, Transcript};
 
 pub struct Worker {
     pub meta: SessionMeta,
+    pub engine: Box<dyn Engine>,
     pub files: SessionFiles,
     transcript: Transcript,
     pub kernel: Kernel,
@@ -69,8 +71,10 @@ impl Worker {
                 .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
             Err(_) => LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS),
         };
+        let engine = engine::by_name(&meta.engine)?;
         let mut worker = Worker {
             meta,
+            engine,
             files,
             transcript,
             kernel,
