@@ -124,6 +124,22 @@ mod tests {
     }
 
     #[test]
+    fn notices_counts_every_restore_notice_shown() {
+        assert_eq!(View::default().notices(), 0);
+        let stored: Vec<StoredMessage> = (1..=3)
+            .map(|id| StoredMessage {
+                id,
+                kind: MessageKind::RestoreNotice { restore: id as u32 },
+            })
+            .chain([StoredMessage {
+                id: 4,
+                kind: MessageKind::Entry,
+            }])
+            .collect();
+        assert_eq!(View::attach(&stored).notices(), 3);
+    }
+
+    #[test]
     fn notice_wire_round_trips_and_rejects_unknown_kinds() {
         let message = StoredMessage {
             id: 9,

@@ -213,6 +213,18 @@ mod tests {
     }
 
     #[test]
+    fn the_budget_counts_the_failures_inside_the_window() {
+        let mut budget = RestartBudget::new();
+        assert_eq!(budget.failures_in_window(0), 0);
+        for at in [0, 10, 20] {
+            budget.record_failure(at);
+        }
+        assert_eq!(budget.failures_in_window(20), 3);
+        assert_eq!(budget.failures_in_window(10 + RESTART_WINDOW_MS), 1);
+        assert_eq!(budget.failures_in_window(20 + RESTART_WINDOW_MS), 0);
+    }
+
+    #[test]
     fn the_pause_doubles_and_is_capped() {
         assert_eq!(restart_pause_ms(0), 0);
         assert_eq!(restart_pause_ms(1), 250);
@@ -240,6 +252,8 @@ mod tests {
             r#"{"verdict":"restart","pause_ms":250,"failures":0}"#,
             r#"{"verdict":"restart","pause_ms":251,"failures":1}"#,
             r#"{"verdict":"restart","pause_ms":250,"failures":6}"#,
+            r#"{"verdict":"restart","pause_ms":8000,"failures":6}"#,
+            r#"{"verdict":"restart","pause_ms":0,"failures":0}"#,
             r#"{"verdict":"give_up","failures":5}"#,
             r#"{"verdict":"give_up","failures":-1}"#,
             r#"{"verdict":"give_up","failures":6,"extra":1}"#,

@@ -35,20 +35,6 @@ impl WorkKind {
         WorkKind::UnsettledChild,
         WorkKind::WorkflowRun,
     ];
-
-    /// The kind's name on the wire and in busy evidence.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkKind::Run => "run",
-            WorkKind::Compaction => "compaction",
-            WorkKind::QueuedInput => "queued_input",
-            WorkKind::AdmittedRunStart => "admitted_run_start",
-            WorkKind::BackgroundJob => "background_job",
-            WorkKind::UserBash => "user_bash",
-            WorkKind::UnsettledChild => "unsettled_child",
-            WorkKind::WorkflowRun => "workflow_run",
-        }
-    }
 }
 
 /// Something a session is doing or holding, as its worker reports it.
