@@ -108,7 +108,7 @@ impl Supervisor {
             .map(|slot| {
                 let (state, pid, build) = match &slot.state {
                     SlotState::Saved => ("saved", None, None),
-                    SlotState::Starting => ("restarting", None, None),
+                    SlotState::Starting => ("running", None, None),
                     SlotState::Restarting => ("restarting", None, None),
                     SlotState::GivenUp => ("given-up", None, None),
                     SlotState::Running { identity, build } => {
