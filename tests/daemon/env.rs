@@ -96,6 +96,9 @@ impl Env {
 impl Drop for Env {
     fn drop(&mut self) {
         let _ = self.command(&["shutdown", "--force"]).output();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
