@@ -8,8 +8,10 @@ use tokio::io::AsyncBufReadExt;
 
 use super::connect::{connect, Client};
 use super::render;
+use crate::laws::notice::{MessageKind, StoredMessage, View};
 use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
+use crate::session::transcript::{Entry, EntryBody};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -324,15 +326,14 @@ async fn attach(session: String) -> Result<ExitCode, String> {
     }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
-    // Each (re)attach replays the whole transcript; entries already shown
-    // are skipped, so every entry (every notice) shows once.
-    let mut shown_seq = 0;
+    // Each (re)attach replays the whole transcript; the view (the notice
+    // law's) shows every entry, every notice, once.
+    let mut view = View::default();
     loop {
         tokio::select! {
             response = client.receive() => match response {
                 Ok(Response::Entry(entry)) => {
-                    if entry.seq > shown_seq {
-                        shown_seq = entry.seq;
+                    if view.deliver(stored_message(&entry)) {
                         print!("{}", render::entry(&entry));
                     }
                 }
@@ -357,6 +358,21 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                 }
             },
         }
+    }
+}
+
+/// A transcript entry as the notice law sees it.
+fn stored_message(entry: &Entry) -> StoredMessage {
+    let kind = match entry.body {
+        EntryBody::Notice {
+            restore: Some(restore),
+            ..
+        } => MessageKind::RestoreNotice { restore },
+        _ => MessageKind::Entry,
+    };
+    StoredMessage {
+        id: entry.seq,
+        kind,
     }
 }
 

@@ -273,6 +273,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .map(|(id, _)| id.clone())
         .collect();
     let evidence = BusyJournal::new(&supervisor.borrow().paths.state).latest();
+    let mut adopted = Vec::new();
     for id in ids {
         let files = supervisor.borrow().files(&id);
         let record = read_json::<WorkerRecord>(&files.worker()).ok().flatten();
@@ -301,6 +302,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
                         slot.generation
                     };
                     tokio::task::spawn_local(watch(supervisor.clone(), id.clone(), generation));
+                    adopted.push(id.clone());
                 }
                 AdoptionVerdict::StopAndRelaunch => {
                     let _ = ask_worker(supervisor, &id, Request::Stop).await;
@@ -319,5 +321,21 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         {
             launch(supervisor, &id).await;
         }
+    }
+    // Serve only once the adopted workers are under supervision, so the
+    // first client already sees them with their pids.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+    let supervised = |s: &Supervisor, id: &String| {
+        matches!(
+            s.slots.get(id).map(|slot| &slot.state),
+            Some(SlotState::Running { .. })
+        )
+    };
+    while tokio::time::Instant::now() < deadline
+        && !adopted
+            .iter()
+            .all(|id| supervised(&supervisor.borrow(), id))
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -208,8 +208,9 @@ async fn session_request(
             }
         }
         SessionRequest::Attach => {
-            // Subscribe before reading the file, then skip live entries the
-            // replay already showed: each entry (each notice) shown once.
+            // Subscribe before reading the file, then leave out live entries
+            // the replay already carried. (Only traffic: the client's view,
+            // `laws::notice::View`, decides what is shown.)
             let (live_tx, mut live_rx) = unbounded_channel();
             let path = {
                 let mut w = worker.borrow_mut();
