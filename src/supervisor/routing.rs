@@ -25,8 +25,14 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
     // SAFETY: getuid(2) cannot fail.
     let own_uid = unsafe { libc::getuid() };
     loop {
-        if supervisor.borrow().shutting_down {
+        // End only once the shutdown's answer is out: ending earlier would
+        // cut the connection that is still stopping workers and answering.
+        if supervisor.borrow().answered_shutdown {
             return Ok(());
+        }
+        if supervisor.borrow().shutting_down {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
         }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -129,7 +135,11 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             message: format!("the daemon does not serve {other:?}"),
         },
     };
+    let stopped = matches!(response, Response::Shutdown { stopped: true, .. });
     let _ = write_frame(&mut stream, &response).await;
+    if stopped {
+        supervisor.borrow_mut().answered_shutdown = true;
+    }
 }
 
 fn error(message: impl Into<String>) -> Response {

@@ -41,7 +41,10 @@ pub struct Supervisor {
     pub paths: Paths,
     pub config: Config,
     pub slots: BTreeMap<String, Slot>,
+    /// A shutdown was decided: no new connections, no restarts.
     pub shutting_down: bool,
+    /// The shutdown's answer is out: the process may end.
+    pub answered_shutdown: bool,
 }
 
 impl Supervisor {
@@ -74,6 +77,7 @@ impl Supervisor {
             config,
             slots,
             shutting_down: false,
+            answered_shutdown: false,
         }
     }
 
