@@ -1,0 +1,279 @@
+//! A private systemd for tests: PID 1 of new PID, mount, UTS, IPC and
+//! cgroup namespaces, booted into its own minimal target over a
+//! copy-on-write overlay of the host, with gettys and unrelated services
+//! masked.
+//!
+//! It never changes the host: every write lands in the overlay's upper
+//! directory under the test's temporary directory; its processes live in
+//! a cgroup made for it (removed at teardown); and teardown ends only the
+//! processes it started, by pid: killing the private PID 1 ends the whole
+//! PID namespace.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+/// Units the private systemd must never start.
+const MASKED: &[&str] = &[
+    "getty@.service",
+    "serial-getty@.service",
+    "console-getty.service",
+    "container-getty@.service",
+    "getty.target",
+    "systemd-networkd.service",
+    "systemd-resolved.service",
+    "systemd-timesyncd.service",
+    "cron.service",
+    "ssh.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+];
+
+const TARGET: &str = "eukhe-test.target";
+
+pub struct PrivateSystemd {
+    pub dir: PathBuf,
+    unshare: Child,
+    /// The private PID 1, as the host sees it.
+    pub pid: u32,
+    cgroup: PathBuf,
+}
+
+/// Why a private systemd cannot run here, if it cannot.
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root to create namespaces and mount an overlay".into());
+    }
+    for tool in [
+        "/usr/bin/unshare",
+        "/usr/bin/nsenter",
+        "/lib/systemd/systemd",
+    ] {
+        if !Path::new(tool).exists() {
+            return Some(format!("{tool} is missing"));
+        }
+    }
+    None
+}
+
+/// The cgroup v2 hierarchy of the host (hybrid hosts mount it at `unified`).
+fn cgroup2_root() -> PathBuf {
+    let unified = PathBuf::from("/sys/fs/cgroup/unified");
+    if unified.join("cgroup.procs").exists() {
+        unified
+    } else {
+        PathBuf::from("/sys/fs/cgroup")
+    }
+}
+
+impl PrivateSystemd {
+    /// Boot a private systemd and wait until it has reached its target.
+    pub fn boot(name: &str) -> Result<PrivateSystemd, String> {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("systemd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["upper", "work", "root"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let cgroup = cgroup2_root().join(format!("eukhe-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&cgroup)
+            .map_err(|e| format!("cannot make cgroup {}: {e}", cgroup.display()))?;
+        let script = dir.join("boot.sh");
+        std::fs::write(&script, boot_script(&dir)).map_err(|e| e.to_string())?;
+        let procs = cgroup.join("cgroup.procs");
+        let mut command = Command::new("/usr/bin/unshare");
+        command
+            .args([
+                "--fork",
+                "--pid",
+                "--mount",
+                "--uts",
+                "--ipc",
+                "--cgroup",
+                "/bin/bash",
+            ])
+            .arg(&script)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(dir.join("boot.log")).map_err(|e| e.to_string())?)
+            .stderr(std::fs::File::create(dir.join("boot.err")).map_err(|e| e.to_string())?);
+        // Join the test's cgroup before unsharing, so the private systemd's
+        // cgroup root (and everything it creates) is inside it.
+        // SAFETY: between fork and exec the closure only writes one file.
+        unsafe {
+            command.pre_exec(move || {
+                std::fs::write(&procs, std::process::id().to_string())?;
+                Ok(())
+            });
+        }
+        let unshare = command
+            .spawn()
+            .map_err(|e| format!("cannot run unshare: {e}"))?;
+        let mut booted = PrivateSystemd {
+            dir,
+            pid: 0,
+            unshare,
+            cgroup,
+        };
+        booted.pid = booted.wait_for_pid1()?;
+        booted.wait_until_running()?;
+        Ok(booted)
+    }
+
+    fn wait_for_pid1(&mut self) -> Result<u32, String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let children =
+                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.unshare.id()))
+                    .unwrap_or_default();
+            if let Some(pid) = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                if comm.trim() == "systemd" {
+                    return Ok(pid);
+                }
+            }
+            if let Ok(Some(status)) = self.unshare.try_wait() {
+                return Err(format!(
+                    "the private systemd did not start ({status}): {}",
+                    self.boot_log()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the private systemd did not start within 20 s: {}",
+                    self.boot_log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait_until_running(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = self.exec(&["systemctl", "is-system-running"]);
+            let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
+            if state == "running" || state == "degraded" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the private systemd is {state:?} after 30 s: {}",
+                    self.boot_log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn boot_log(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("boot.err")).unwrap_or_default();
+        log.lines().rev().take(10).collect::<Vec<_>>().join(" | ")
+    }
+
+    /// Run a command inside (all its namespaces, its root), as root.
+    pub fn exec(&self, command: &[&str]) -> Output {
+        Command::new("/usr/bin/nsenter")
+            .args([
+                "-t",
+                &self.pid.to_string(),
+                "-m",
+                "-p",
+                "-u",
+                "-i",
+                "-C",
+                "-r",
+                "-w",
+            ])
+            .args(command)
+            .output()
+            .expect("run nsenter")
+    }
+
+    /// The overlay's view of `path` inside (for writing files in).
+    pub fn path(&self, path: &str) -> PathBuf {
+        self.dir.join("upper").join(path.trim_start_matches('/'))
+    }
+}
+
+impl Drop for PrivateSystemd {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the private PID 1 this harness started; its
+        // death ends every process of its PID namespace.
+        if self.pid != 0 {
+            unsafe {
+                libc::kill(self.pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+        remove_cgroup(&self.cgroup);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Remove a cgroup and the ones below it, deepest first, once empty.
+fn remove_cgroup(cgroup: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut dirs = Vec::new();
+        collect_dirs(cgroup, &mut dirs);
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in &dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+        if !cgroup.exists() || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn collect_dirs(dir: &Path, dirs: &mut Vec<PathBuf>) {
+    if !dir.is_dir() {
+        return;
+    }
+    dirs.push(dir.to_path_buf());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_dirs(&entry.path(), dirs);
+        }
+    }
+}
+
+/// The script that runs as PID 1's parent inside the new namespaces: mount
+/// the overlay and the API filesystems, write the minimal target and the
+/// masks into the overlay, and become systemd.
+fn boot_script(dir: &Path) -> String {
+    let d = dir.display();
+    let masks: String = MASKED
+        .iter()
+        .map(|unit| format!("ln -sf /dev/null \"$root/etc/systemd/system/{unit}\"\n"))
+        .collect();
+    format!(
+        r#"set -eu
+root={d}/root
+mount --make-rprivate /
+mount -t overlay overlay -o lowerdir=/,upperdir={d}/upper,workdir={d}/work "$root"
+mount -t proc proc "$root/proc"
+mount -t sysfs sysfs "$root/sys"
+mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
+mount --rbind /dev "$root/dev"
+mount -t tmpfs tmpfs "$root/run"
+mount -t tmpfs tmpfs "$root/tmp"
+mkdir -p "$root/etc/systemd/system"
+{masks}cat > "$root/etc/systemd/system/{TARGET}" <<'UNIT'
+[Unit]
+Description=eukhe test target (a minimal boot)
+UNIT
+echo eukhe-test > "$root/etc/hostname"
+exec chroot "$root" /lib/systemd/systemd --system --unit={TARGET}
+"#
+    )
+}
