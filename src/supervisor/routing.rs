@@ -149,7 +149,10 @@ fn error(message: impl Into<String>) -> Response {
 }
 
 async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<String>) -> Response {
-    let id = new_id();
+    let mut id = new_id();
+    while supervisor.borrow().slots.contains_key(&id) {
+        id = new_id();
+    }
     let name = name.unwrap_or_else(|| id.clone());
     if let Err(message) = validate_name(&name) {
         return error(message);
