@@ -618,3 +618,74 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
         "{log}"
     );
 }
+
+#[test]
+fn socket_activation_starts_the_daemon_and_it_notifies_the_manager() {
+    use std::os::unix::net::UnixDatagram;
+    let env = Env::new("activation");
+    let socket = env.dir.join("run/eukhe.sock");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let notify_path = env.dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // systemd's own activator: it listens, and starts the daemon with the
+    // listening socket (LISTEN_FDS) on the first connection.
+    let mut activator = std::process::Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&socket)
+        .arg(format!(
+            "--setenv=EUKHE_STATE_DIR={}",
+            env.dir.join("state").display()
+        ))
+        .arg(format!("--setenv=EUKHE_SOCKET={}", socket.display()))
+        .arg(format!("--setenv=NOTIFY_SOCKET={}", notify_path.display()))
+        .arg(env!("CARGO_BIN_EXE_eukhe"))
+        .arg("daemon")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (from the systemd package)");
+    wait_until(Duration::from_secs(5), "the activator listens", || {
+        socket.exists()
+    });
+    let id = env.ok(&["new"]).trim().to_string();
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 512];
+    while !messages.iter().any(|m: &String| m.contains("READY=1")) {
+        let n = notify.recv(&mut buf).expect("READY=1 from the daemon");
+        messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let daemon = env.daemon_pid();
+    // The activator execs the daemon in its own place on the first
+    // connection: the daemon is the process this test started.
+    assert_eq!(
+        daemon,
+        activator.id(),
+        "the daemon runs from the activation"
+    );
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo activated"]),
+        "activated\n"
+    );
+    env.ok(&["shutdown", "--force"]);
+    while !messages.iter().any(|m| m.contains("STOPPING=1")) {
+        let n = notify.recv(&mut buf).expect("STOPPING=1 from the daemon");
+        messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("STATUS=") || m.contains("\nSTATUS=")),
+        "{messages:?}"
+    );
+    wait_until(Duration::from_secs(10), "the daemon ends", || {
+        !alive(daemon)
+    });
+    assert!(
+        socket.exists(),
+        "the activated socket stays with its manager"
+    );
+    let _ = activator.kill();
+    let _ = activator.wait();
+}

@@ -4,3 +4,4 @@
 
 pub mod busy_journal;
 pub mod process;
+pub mod systemd;

@@ -130,6 +130,9 @@ fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(
         .env("EUKHE_SOCKET", &paths.socket)
         .env("EUKHE_STATE_DIR", &paths.state)
         .env("EUKHE_WORKER_LOST_EXIT_MS", lost_exit)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);

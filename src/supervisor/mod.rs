@@ -15,6 +15,7 @@ use std::rc::Rc;
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::config::Config;
+use crate::host::systemd;
 use crate::paths::Paths;
 use crate::session::store::private_dir;
 
@@ -23,6 +24,7 @@ pub use slots::Supervisor;
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), String> {
     let paths = Paths::from_env()?;
+    let activated = systemd::activated_listener()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -30,10 +32,21 @@ pub fn main() -> Result<(), String> {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let config = Config::load(&paths.config)?;
-        let listener = bind(&paths).await?;
+        let socket_activated = activated.is_some();
+        let listener = match activated {
+            Some(listener) => UnixListener::from_std(listener)
+                .map_err(|e| format!("the activated socket: {e}"))?,
+            None => bind(&paths).await?,
+        };
         private_dir(&paths.state)?;
-        let supervisor = Rc::new(RefCell::new(Supervisor::new(paths.clone(), config)));
+        let mut books = Supervisor::new(paths.clone(), config);
+        books.socket_activated = socket_activated;
+        let supervisor = Rc::new(RefCell::new(books));
         launch::adopt_and_revive(&supervisor).await;
+        systemd::notify(&format!(
+            "READY=1\nSTATUS={}",
+            supervisor.borrow().status_line()
+        ));
         eprintln!(
             "eukhe daemon {}: serving {}",
             std::process::id(),

@@ -11,6 +11,7 @@ use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::process::{is_alive, signal};
+use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::{QUIESCE_ANSWER_MS, TM};
@@ -24,7 +25,22 @@ use crate::session::transcript::read_entries;
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
     // SAFETY: getuid(2) cannot fail.
     let own_uid = unsafe { libc::getuid() };
+    let watchdog = systemd::watchdog_ping_interval();
+    let mut last_ping = tokio::time::Instant::now();
+    let mut last_status = String::new();
     loop {
+        // The watchdog is fed from this loop, so a hung loop gets killed.
+        if let Some(interval) = watchdog {
+            if last_ping.elapsed() >= interval {
+                systemd::notify("WATCHDOG=1");
+                last_ping = tokio::time::Instant::now();
+            }
+        }
+        let status = supervisor.borrow().status_line();
+        if status != last_status {
+            systemd::notify(&format!("STATUS={status}"));
+            last_status = status;
+        }
         // End only once the shutdown's answer is out: ending earlier would
         // cut the connection that is still stopping workers and answering.
         if supervisor.borrow().answered_shutdown {
@@ -360,7 +376,12 @@ fn running_ids(supervisor: &Shared) -> Vec<String> {
 fn stop_serving(supervisor: &Shared) {
     let mut s = supervisor.borrow_mut();
     s.shutting_down = true;
-    let _ = std::fs::remove_file(&s.paths.socket);
+    systemd::notify("STOPPING=1");
+    // An activated socket belongs to the service manager, which keeps
+    // listening and starts the next daemon on the next connection.
+    if !s.socket_activated {
+        let _ = std::fs::remove_file(&s.paths.socket);
+    }
 }
 
 async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {

@@ -45,6 +45,8 @@ pub struct Supervisor {
     pub shutting_down: bool,
     /// The shutdown's answer is out: the process may end.
     pub answered_shutdown: bool,
+    /// The socket came from the service manager, which owns its file.
+    pub socket_activated: bool,
 }
 
 impl Supervisor {
@@ -78,7 +80,26 @@ impl Supervisor {
             slots,
             shutting_down: false,
             answered_shutdown: false,
+            socket_activated: false,
         }
+    }
+
+    /// One line for the service manager's `STATUS=`.
+    pub fn status_line(&self) -> String {
+        let running = self
+            .slots
+            .values()
+            .filter(|s| matches!(s.state, SlotState::Running { .. }))
+            .count();
+        let busy = self
+            .slots
+            .values()
+            .filter(|s| matches!(s.state, SlotState::Running { .. }) && !s.work.is_empty())
+            .count();
+        format!(
+            "{} sessions, {running} running, {busy} busy",
+            self.slots.len()
+        )
     }
 
     pub fn files(&self, id: &str) -> SessionFiles {
