@@ -54,3 +54,48 @@ fn a_private_systemd_boots_its_minimal_target_and_leaves_the_host_alone() {
         "teardown removes the test's cgroups: {leftovers:?}"
     );
 }
+
+#[test]
+fn the_units_verify_clean_with_systemd_analyze() {
+    if let Some(why) = unavailable() {
+        eprintln!("a private systemd cannot run here: {why}; not run");
+        return;
+    }
+    let systemd = PrivateSystemd::boot("verify").unwrap_or_else(|e| panic!("{e}"));
+    // The overlay's lower layer is the host's /, so the built binary and the
+    // repository's units are visible inside; install them where the units
+    // expect them (in the overlay only).
+    let units = concat!(env!("CARGO_MANIFEST_DIR"), "/units");
+    let install = format!(
+        "install -D -m 755 {} /usr/bin/eukhe && install -d /usr/lib/systemd/user && install -m 644 {units}/* /usr/lib/systemd/user/",
+        env!("CARGO_BIN_EXE_eukhe")
+    );
+    let out = systemd.exec(&["sh", "-c", &install]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Man pages arrive with the packages; until then their link is not checked.
+    let out = systemd.exec(&[
+        "systemd-analyze",
+        "verify",
+        "--man=no",
+        "/usr/lib/systemd/user/eukhe.socket",
+        "/usr/lib/systemd/user/eukhe.service",
+        "/usr/lib/systemd/user/eukhe@.service",
+    ]);
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "systemd-analyze verify:\n{report}"
+    );
+    assert!(
+        !std::path::Path::new("/usr/lib/systemd/user/eukhe.socket").exists(),
+        "nothing installed on the host"
+    );
+}

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use super::state::Worker;
 use crate::build_id::{build_id, version};
+use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
 use crate::laws::timing::TM;
@@ -47,6 +48,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     tokio::task::spawn_local(run_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tick_loop(worker.clone(), signals.clone()));
     worker.borrow_mut().work_changed();
+    systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
     // SAFETY: getuid(2) cannot fail.
     let own_uid = unsafe { libc::getuid() };
     loop {
@@ -371,8 +373,18 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
 }
 
 async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
+    // The watchdog is fed from the worker's own loop: a hung worker is
+    // killed by its manager and counts as a failure.
+    let watchdog = systemd::watchdog_ping_interval();
+    let mut last_ping = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Some(interval) = watchdog {
+            if last_ping.elapsed() >= interval {
+                systemd::notify("WATCHDOG=1");
+                last_ping = tokio::time::Instant::now();
+            }
+        }
         let verdict = {
             let mut w = worker.borrow_mut();
             if w.stopping {
@@ -411,6 +423,7 @@ async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
             return;
         }
         w.gate_event(GateEvent::Stop);
+        systemd::notify("STOPPING=1");
         w.record_busy_now();
         w.stopping = true;
         w.running_groups.clone()
