@@ -405,31 +405,17 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
             let ids = running_ids(supervisor);
             let asked_at = mono_ms();
             // Ask every worker at once; each answer is timed when it comes.
-            let asks: Vec<_> = ids
-                .iter()
-                .map(|id| {
-                    let supervisor = supervisor.clone();
-                    let id = id.clone();
-                    tokio::task::spawn_local(async move {
-                        let answer = tokio::time::timeout(
-                            Duration::from_millis(QUIESCE_ANSWER_MS),
-                            ask_worker(&supervisor, &id, Request::Quiesce),
-                        )
-                        .await;
-                        match answer {
-                            Ok(Ok(Response::Quiesce { answer })) => QuiesceReply::Answered {
-                                answer,
-                                at_ms: mono_ms(),
-                            },
-                            _ => QuiesceReply::Silent,
+            let replies: Vec<QuiesceReply> =
+                ask_each(supervisor, &ids, Request::Quiesce, QUIESCE_ANSWER_MS)
+                    .await
+                    .into_iter()
+                    .map(|reply| match reply {
+                        Some((Response::Quiesce { answer }, at_ms)) => {
+                            QuiesceReply::Answered { answer, at_ms }
                         }
+                        _ => QuiesceReply::Silent,
                     })
-                })
-                .collect();
-            let mut replies = Vec::new();
-            for ask in asks {
-                replies.push(ask.await.unwrap_or(QuiesceReply::Silent));
-            }
+                    .collect();
             match idle_shutdown_commits(asked_at, &replies) {
                 ShutdownCommit::StopWorkers => {
                     stop_serving(supervisor);
@@ -440,9 +426,7 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
                     }
                 }
                 ShutdownCommit::ReopenAndAnswerBusy => {
-                    for id in &ids {
-                        let _ = ask_worker(supervisor, id, Request::Release).await;
-                    }
+                    ask_each(supervisor, &ids, Request::Release, QUIESCE_ANSWER_MS).await;
                     Response::Shutdown {
                         stopped: false,
                         message: "the daemon is busy: it keeps serving".into(),
@@ -451,6 +435,39 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
             }
         }
     }
+}
+
+/// Send `request` to each worker at once, each on its own connection; a
+/// reply is kept with the monotonic time it arrived, if it came within
+/// `within_ms`.
+async fn ask_each(
+    supervisor: &Shared,
+    ids: &[String],
+    request: Request,
+    within_ms: u64,
+) -> Vec<Option<(Response, u64)>> {
+    let asks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (supervisor, id, request) = (supervisor.clone(), id.clone(), request.clone());
+            tokio::task::spawn_local(async move {
+                let reply = tokio::time::timeout(
+                    Duration::from_millis(within_ms),
+                    ask_worker(&supervisor, &id, request),
+                )
+                .await;
+                match reply {
+                    Ok(Ok(response)) => Some((response, mono_ms())),
+                    _ => None,
+                }
+            })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(asks.len());
+    for ask in asks {
+        replies.push(ask.await.unwrap_or(None));
+    }
+    replies
 }
 
 /// Stop workers: ask each to stop, and kill (by identity) any that is
@@ -465,23 +482,7 @@ async fn stop_all(supervisor: &Shared, ids: &[String]) {
             },
         )
         .collect();
-    let stops: Vec<_> = ids
-        .iter()
-        .map(|id| {
-            let supervisor = supervisor.clone();
-            let id = id.clone();
-            tokio::task::spawn_local(async move {
-                let _ = tokio::time::timeout(
-                    Duration::from_millis(TM.stop_grace),
-                    ask_worker(&supervisor, &id, Request::Stop),
-                )
-                .await;
-            })
-        })
-        .collect();
-    for stop in stops {
-        let _ = stop.await;
-    }
+    ask_each(supervisor, ids, Request::Stop, TM.stop_grace).await;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
     while identities.iter().any(|&i| is_alive(i)) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
