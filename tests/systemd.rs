@@ -33,25 +33,21 @@ fn a_private_systemd_boots_its_minimal_target_and_leaves_the_host_alone() {
         "the host's /etc is untouched"
     );
     let dir = systemd.dir.clone();
+    let cgroup = systemd.cgroup().to_path_buf();
+    assert!(
+        cgroup.exists(),
+        "the private systemd runs in its own cgroup"
+    );
     drop(systemd);
     assert!(!dir.exists(), "teardown removes the harness directory");
     assert_eq!(
         std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
         host_hostname
     );
-    let leftovers: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/unified")
-        .or_else(|_| std::fs::read_dir("/sys/fs/cgroup"))
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("eukhe-test-{}", std::process::id()))
-        })
-        .collect();
     assert!(
-        leftovers.is_empty(),
-        "teardown removes the test's cgroups: {leftovers:?}"
+        !cgroup.exists(),
+        "teardown removes the test's cgroup: {}",
+        cgroup.display()
     );
 }
 
@@ -62,20 +58,18 @@ fn the_units_verify_clean_with_systemd_analyze() {
         return;
     }
     let systemd = PrivateSystemd::boot("verify").unwrap_or_else(|e| panic!("{e}"));
-    // The overlay's lower layer is the host's /, so the built binary and the
-    // repository's units are visible inside; install them where the units
-    // expect them (in the overlay only).
-    let units = concat!(env!("CARGO_MANIFEST_DIR"), "/units");
-    let install = format!(
-        "install -D -m 755 {} /usr/bin/eukhe && install -d /usr/lib/systemd/user && install -m 644 {units}/* /usr/lib/systemd/user/",
-        env!("CARGO_BIN_EXE_eukhe")
-    );
-    let out = systemd.exec(&["sh", "-c", &install]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Install the built binary and the repository's units where the units
+    // expect them, inside (the overlay) only.
+    let install = |from: &str, inside: &str, mode| {
+        systemd
+            .install(std::path::Path::new(from), inside, mode)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    install(env!("CARGO_BIN_EXE_eukhe"), "/usr/bin/eukhe", 0o755);
+    for unit in ["eukhe.socket", "eukhe.service", "eukhe@.service"] {
+        let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
+        install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
+    }
     // Man pages arrive with the packages; until then their link is not checked.
     let out = systemd.exec(&[
         "systemd-analyze",

@@ -196,9 +196,26 @@ impl PrivateSystemd {
             .expect("run nsenter")
     }
 
-    /// The overlay's view of `path` inside (for writing files in).
+    /// The cgroup made for this private systemd (gone after teardown).
+    pub fn cgroup(&self) -> &Path {
+        &self.cgroup
+    }
+
+    /// Where a file written inside lands: the overlay's upper directory.
     pub fn path(&self, path: &str) -> PathBuf {
         self.dir.join("upper").join(path.trim_start_matches('/'))
+    }
+
+    /// Copy a host file to `inside` (through the private root, so the write
+    /// goes through the overlay) with `mode`.
+    pub fn install(&self, from: &Path, inside: &str, mode: u32) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let target =
+            PathBuf::from(format!("/proc/{}/root", self.pid)).join(inside.trim_start_matches('/'));
+        let context = |e: std::io::Error| format!("install {} as {inside}: {e}", from.display());
+        std::fs::create_dir_all(target.parent().unwrap()).map_err(context)?;
+        std::fs::copy(from, &target).map_err(context)?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(context)
     }
 }
 
