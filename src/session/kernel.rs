@@ -311,6 +311,7 @@ mod tests {
         assert!(!after.env.contains_key("SHLVL"));
         let (_, out, _) = run(&after, "echo $GREETING from $(pwd)", &dir);
         assert_eq!(out, "hi from /tmp\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -212,6 +212,7 @@ mod tests {
             .seq,
             3
         );
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     #[test]
@@ -241,6 +242,7 @@ mod tests {
             })
         );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     #[test]
@@ -268,5 +270,6 @@ mod tests {
         let last = bytes.len() - 2;
         bytes[last] ^= 0xFF;
         assert_eq!(parse(&bytes).0.len(), 1);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }
