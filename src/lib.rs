@@ -14,6 +14,7 @@ pub mod host;
 pub mod laws;
 pub mod paths;
 pub mod protocol;
+pub mod runtime;
 pub mod session;
 pub mod supervisor;
 pub mod worker;

@@ -98,14 +98,7 @@ pub enum Command {
 
 /// Run a client command.
 pub fn run(command: Command) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => return fail(format!("cannot start: {e}")),
-    };
-    match runtime.block_on(client(command)) {
+    match crate::runtime::block_on_local("client", client(command)) {
         Ok(code) => code,
         Err(message) => fail(message),
     }

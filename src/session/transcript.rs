@@ -179,6 +179,13 @@ mod tests {
         dir.join("transcript")
     }
 
+    fn input(input: u64) -> EntryBody {
+        EntryBody::Input {
+            input,
+            text: format!("input {input}"),
+        }
+    }
+
     #[test]
     fn entries_survive_reopen_in_order() {
         let path = temp("reopen");
@@ -219,14 +226,7 @@ mod tests {
     fn a_torn_tail_is_found_cut_and_reported() {
         let path = temp("torn");
         let (mut t, _, _) = Transcript::open(&path).unwrap();
-        t.append(
-            1,
-            EntryBody::Input {
-                input: 1,
-                text: "a".into(),
-            },
-        )
-        .unwrap();
+        t.append(1, input(1)).unwrap();
         drop(t);
         let good = std::fs::metadata(&path).unwrap().len();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -249,22 +249,8 @@ mod tests {
     fn a_corrupt_record_ends_the_good_prefix() {
         let path = temp("corrupt");
         let (mut t, _, _) = Transcript::open(&path).unwrap();
-        t.append(
-            1,
-            EntryBody::Input {
-                input: 1,
-                text: "a".into(),
-            },
-        )
-        .unwrap();
-        t.append(
-            1,
-            EntryBody::Input {
-                input: 2,
-                text: "b".into(),
-            },
-        )
-        .unwrap();
+        t.append(1, input(1)).unwrap();
+        t.append(1, input(2)).unwrap();
         drop(t);
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 2;

@@ -25,12 +25,7 @@ pub use slots::Supervisor;
 pub fn main() -> Result<(), String> {
     let paths = Paths::from_env()?;
     let activated = systemd::activated_listener()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the supervisor runtime: {e}"))?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    crate::runtime::block_on_local("supervisor", async move {
         let config = Config::load(&paths.config)?;
         let socket_activated = activated.is_some();
         let listener = match activated {

@@ -18,12 +18,7 @@ pub use state::Worker;
 /// Run the worker of `session` until it stops.
 pub fn main(session: &str) -> Result<(), String> {
     let paths = Paths::from_env()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the worker runtime: {e}"))?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    crate::runtime::block_on_local("worker", async move {
         let worker = Rc::new(RefCell::new(Worker::open(&paths, session)?));
         serve::run(worker, &paths).await
     })
