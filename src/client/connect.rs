@@ -136,7 +136,13 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
                 .await?
             {
                 Response::Shutdown { stopped: true, .. } => {
+                    let activated = asking.daemon.has(Capability::SocketActivated);
                     drop(asking);
+                    if activated {
+                        // The service manager starts the next daemon on
+                        // the next connection.
+                        return wait_for_activation(&paths, role).await;
+                    }
                     wait_socket_free(&paths).await;
                     let daemon = start_daemon(&paths).await?;
                     wait_for_daemon(&paths, role, daemon).await
@@ -218,6 +224,24 @@ async fn wait_for_daemon(
             return Err(format!(
                 "the daemon did not start within 10 s; see {}",
                 paths.state.join("daemon.log").display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Connect until a daemon other than the one that just stopped answers
+/// (the old one may still accept while it ends).
+async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(client) = handshake(paths, role).await? {
+            return Ok(client);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "no daemon answered on {} within 10 s after the old one stopped; `systemctl --user status eukhe.service` says why",
+                paths.socket.display()
             ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

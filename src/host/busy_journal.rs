@@ -1,7 +1,13 @@
-//! The busy-evidence journal of the process backend: an append-only file
-//! (`busy.log`, 0600, in a 0700 state directory, so no other user can
-//! forge evidence) with one JSON line per record. The supervisor reads the
-//! latest record per session at boot and feeds `laws::revival`.
+//! Busy evidence: where workers record it and where the supervisor reads
+//! the latest record of each session at boot to feed `laws::revival`.
+//!
+//! - Process backend: `busy.log` in the 0700 state directory (0600, one
+//!   JSON line per record, fsynced), so no other user can forge evidence.
+//! - systemd backend: structured journald entries (`MESSAGE_ID`
+//!   [`BUSY_MESSAGE_ID`]). Only entries whose trusted fields say they came
+//!   from this user (`_UID`) and from that session's own worker unit
+//!   (`_SYSTEMD_USER_UNIT`) count, and their time is journald's receive
+//!   time, so nobody can forge or back-date a revival.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -9,11 +15,17 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::escape::worker_unit;
+use super::journald;
+use super::sd_journal::{newest_first, JournalEntry};
 use crate::laws::revival::{BusyRecord, BusyState};
 use crate::laws::work::WorkSet;
 use crate::session::store::private_append;
 
-/// One line of the journal.
+/// Marks a journal entry as eukhe busy evidence (journald's MESSAGE_ID).
+pub const BUSY_MESSAGE_ID: &str = "4b9f0c6e1d2a4e8f9a3b5c7d1e2f4a6b";
+
+/// One busy-evidence record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalLine {
     pub session: String,
@@ -24,44 +36,212 @@ pub struct JournalLine {
     pub build: String,
 }
 
-pub struct BusyJournal {
-    path: PathBuf,
+/// Where busy evidence lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BusyJournal {
+    /// `busy.log` in the state directory (the process backend).
+    File(PathBuf),
+    /// The user journal (the systemd backend).
+    Journald,
+}
+
+fn state_word(state: BusyState) -> &'static str {
+    match state {
+        BusyState::Busy => "busy",
+        BusyState::Idle => "idle",
+    }
 }
 
 impl BusyJournal {
-    pub fn new(state_dir: &Path) -> Self {
-        BusyJournal {
-            path: state_dir.join("busy.log"),
-        }
+    /// The file journal of the process backend.
+    pub fn file(state_dir: &Path) -> Self {
+        BusyJournal::File(state_dir.join("busy.log"))
     }
 
-    /// Append a record durably.
+    /// Append a record durably (the file) or hand it to journald.
     pub fn record(&self, line: &JournalLine) -> Result<(), String> {
-        let mut file = private_append(&self.path)?;
-        let mut text = serde_json::to_string(line).map_err(|e| e.to_string())?;
-        text.push('\n');
-        file.write_all(text.as_bytes())
-            .and_then(|_| file.sync_data())
-            .map_err(|e| format!("busy journal {}: {e}", self.path.display()))
-    }
-
-    /// The latest record of each session (unreadable lines are skipped).
-    pub fn latest(&self) -> HashMap<String, BusyRecord> {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
-            return HashMap::new();
-        };
-        let mut latest = HashMap::new();
-        for line in text.lines() {
-            if let Ok(entry) = serde_json::from_str::<JournalLine>(line) {
-                latest.insert(
-                    entry.session,
-                    BusyRecord {
-                        state: entry.state,
-                        at_ms: entry.at_ms,
-                    },
-                );
+        match self {
+            BusyJournal::File(path) => {
+                let mut file = private_append(path)?;
+                let mut text = serde_json::to_string(line).map_err(|e| e.to_string())?;
+                text.push('\n');
+                file.write_all(text.as_bytes())
+                    .and_then(|_| file.sync_data())
+                    .map_err(|e| format!("busy journal {}: {e}", path.display()))
+            }
+            BusyJournal::Journald => {
+                let work = serde_json::to_string(&line.work).map_err(|e| e.to_string())?;
+                let state = state_word(line.state);
+                let message = match line.state {
+                    BusyState::Busy => format!("busy evidence: busy with {work}"),
+                    BusyState::Idle => "busy evidence: idle".to_string(),
+                };
+                journald::send(&[
+                    ("MESSAGE", &message),
+                    ("MESSAGE_ID", BUSY_MESSAGE_ID),
+                    ("PRIORITY", "6"),
+                    ("SYSLOG_IDENTIFIER", "eukhe"),
+                    ("EUKHE_SESSION", &line.session),
+                    ("EUKHE_BUSY", state),
+                    ("EUKHE_WORK", &work),
+                    ("EUKHE_BUILD", &line.build),
+                ])
+                .map_err(|e| format!("busy evidence of session {}: {e}", line.session))
             }
         }
-        latest
+    }
+
+    /// The latest record of each session.
+    pub fn latest(&self) -> Result<HashMap<String, BusyRecord>, String> {
+        match self {
+            BusyJournal::File(path) => Ok(latest_in_file(path)),
+            BusyJournal::Journald => {
+                // SAFETY: getuid(2) cannot fail.
+                let own_uid = unsafe { libc::getuid() };
+                let mut latest = HashMap::new();
+                newest_first(
+                    &[
+                        format!("MESSAGE_ID={BUSY_MESSAGE_ID}"),
+                        format!("_UID={own_uid}"),
+                    ],
+                    &["EUKHE_SESSION", "EUKHE_BUSY", "_UID", "_SYSTEMD_USER_UNIT"],
+                    |entry| {
+                        if let Some((session, record)) = trusted_record(&entry, own_uid) {
+                            latest.entry(session).or_insert(record);
+                        }
+                        true
+                    },
+                )?;
+                Ok(latest)
+            }
+        }
+    }
+}
+
+/// The latest record per session in a file journal (unreadable lines,
+/// such as a torn last line, are skipped).
+fn latest_in_file(path: &Path) -> HashMap<String, BusyRecord> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return HashMap::new();
+    };
+    let mut latest = HashMap::new();
+    for line in text.lines() {
+        if let Ok(entry) = serde_json::from_str::<JournalLine>(line) {
+            latest.insert(
+                entry.session,
+                BusyRecord {
+                    state: entry.state,
+                    at_ms: entry.at_ms,
+                },
+            );
+        }
+    }
+    latest
+}
+
+/// The session and record a journal entry stands for, if it is to be
+/// trusted: written by `own_uid`, from the worker unit of the session it
+/// names. Its time is journald's receive time, never a field the sender set.
+pub fn trusted_record(entry: &JournalEntry, own_uid: u32) -> Option<(String, BusyRecord)> {
+    let session = entry.get("EUKHE_SESSION")?;
+    if entry.get("_UID")? != own_uid.to_string() {
+        return None;
+    }
+    if entry.get("_SYSTEMD_USER_UNIT")? != worker_unit(session) {
+        return None;
+    }
+    let state = match entry.get("EUKHE_BUSY")? {
+        "busy" => BusyState::Busy,
+        "idle" => BusyState::Idle,
+        _ => return None,
+    };
+    let at_ms = (entry.received_ms > 0).then_some(entry.received_ms);
+    Some((session.to_string(), BusyRecord { state, at_ms }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(fields: &[(&str, &str)], received_ms: u64) -> JournalEntry {
+        JournalEntry {
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            received_ms,
+        }
+    }
+
+    const GENUINE: &[(&str, &str)] = &[
+        ("EUKHE_SESSION", "1a2b3c4d"),
+        ("EUKHE_BUSY", "busy"),
+        ("_UID", "4242"),
+        ("_SYSTEMD_USER_UNIT", "eukhe@1a2b3c4d.service"),
+    ];
+
+    #[test]
+    fn a_record_from_the_sessions_own_worker_unit_is_trusted_with_journald_time() {
+        let (session, record) = trusted_record(&entry(GENUINE, 1_700_000_000_000), 4242).unwrap();
+        assert_eq!(session, "1a2b3c4d");
+        assert_eq!(record.state, BusyState::Busy);
+        assert_eq!(record.at_ms, Some(1_700_000_000_000));
+    }
+
+    #[test]
+    fn forged_records_are_not_trusted() {
+        let with = |name: &str, value: &str| {
+            let mut fields: Vec<(&str, &str)> = GENUINE.to_vec();
+            fields.retain(|(k, _)| *k != name);
+            if !value.is_empty() {
+                fields.push((name, value));
+            }
+            entry(&fields, 1)
+        };
+        // Another user, another unit (a shell of the same user, or another
+        // session's worker), no unit at all, an unknown state.
+        assert_eq!(trusted_record(&with("_UID", "1000"), 4242), None);
+        assert_eq!(
+            trusted_record(&with("_SYSTEMD_USER_UNIT", "app.slice"), 4242),
+            None
+        );
+        assert_eq!(
+            trusted_record(&with("_SYSTEMD_USER_UNIT", "eukhe@99999999.service"), 4242),
+            None
+        );
+        assert_eq!(trusted_record(&with("_SYSTEMD_USER_UNIT", ""), 4242), None);
+        assert_eq!(trusted_record(&with("EUKHE_BUSY", "maybe"), 4242), None);
+    }
+
+    #[test]
+    fn the_file_journal_keeps_the_latest_record_per_session() {
+        let dir = std::env::temp_dir().join(format!("eukhe-busy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let journal = BusyJournal::file(&dir);
+        for (session, state, at) in [
+            ("a", BusyState::Busy, 1),
+            ("b", BusyState::Busy, 2),
+            ("a", BusyState::Idle, 3),
+        ] {
+            journal
+                .record(&JournalLine {
+                    session: session.into(),
+                    state,
+                    at_ms: Some(at),
+                    work: WorkSet::EMPTY,
+                    build: "b".into(),
+                })
+                .unwrap();
+        }
+        let latest = journal.latest().unwrap();
+        assert_eq!(
+            latest["a"],
+            BusyRecord {
+                state: BusyState::Idle,
+                at_ms: Some(3)
+            }
+        );
+        assert_eq!(latest["b"].at_ms, Some(2));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

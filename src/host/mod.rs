@@ -1,7 +1,45 @@
-//! The host: processes and the busy-evidence journal. The process backend
-//! (the embedded default) lives here; the systemd backend will sit beside
-//! it behind the same functions.
+//! The host: what eukhe runs on. Two backends sit behind the same seams:
+//!
+//! - the process backend (the embedded default): workers are detached
+//!   processes, busy evidence is `busy.log`, logs go to files;
+//! - the systemd backend (`EUKHE_HOST=systemd`, set by the units): workers
+//!   are `eukhe@<session>.service` units started through the user
+//!   manager's D-Bus API, busy evidence and logs go to journald.
 
 pub mod busy_journal;
+pub mod escape;
+pub mod journald;
+pub mod log;
 pub mod process;
+pub mod sd_journal;
 pub mod systemd;
+pub mod units;
+
+/// Which backend this process runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostKind {
+    Process,
+    Systemd,
+}
+
+impl HostKind {
+    /// The backend named by `EUKHE_HOST` (`systemd` or `process`; unset is
+    /// `process`).
+    pub fn from_env() -> Result<HostKind, String> {
+        match std::env::var("EUKHE_HOST").as_deref() {
+            Err(_) | Ok("") | Ok("process") => Ok(HostKind::Process),
+            Ok("systemd") => Ok(HostKind::Systemd),
+            Ok(other) => Err(format!(
+                "EUKHE_HOST={other:?} is not a backend: use \"systemd\" or \"process\""
+            )),
+        }
+    }
+
+    /// The busy-evidence journal of this backend.
+    pub fn busy_journal(self, state_dir: &std::path::Path) -> busy_journal::BusyJournal {
+        match self {
+            HostKind::Process => busy_journal::BusyJournal::file(state_dir),
+            HostKind::Systemd => busy_journal::BusyJournal::Journald,
+        }
+    }
+}

@@ -13,6 +13,9 @@ pub enum Capability {
     IdleShutdown,
     /// Routes session requests to per-session workers.
     Workers,
+    /// Its socket belongs to the service manager, which starts the next
+    /// daemon on the next connection: a replacing client starts none.
+    SocketActivated,
 }
 
 impl Capability {
@@ -20,6 +23,7 @@ impl Capability {
         match self {
             Capability::IdleShutdown => "idle_shutdown",
             Capability::Workers => "workers",
+            Capability::SocketActivated => "socket_activated",
         }
     }
 }

@@ -1,19 +1,16 @@
-//! Launching, watching, restarting, adopting and reviving workers on the
-//! process backend. Every decision is a call into `laws`.
+//! Launching, watching, restarting, adopting and reviving workers, on
+//! either backend (see `backend`). Every decision is a call into `laws`.
 
 use std::cell::RefCell;
-use std::os::unix::process::CommandExt as _;
-use std::process::Stdio;
 use std::rc::Rc;
 use std::time::Duration;
 
 use tokio::net::UnixStream;
 
+use super::backend;
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
-use crate::host::busy_journal::BusyJournal;
-use crate::host::process::{identity_of, is_alive, signal};
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
@@ -23,7 +20,6 @@ use crate::laws::timing::TM;
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, Hello, PROTOCOL_VERSION};
-use crate::session::store::{read_json, SessionFiles, WorkerRecord};
 use crate::session::transcript::{EntryBody, Transcript};
 
 pub type Shared = Rc<RefCell<Supervisor>>;
@@ -74,24 +70,17 @@ pub async fn ask_worker(
 /// Launch the worker of `id` (after dealing with any earlier process the
 /// way `survivor_step` says) and start watching it.
 pub async fn launch(supervisor: &Shared, id: &str) {
-    let files = supervisor.borrow().files(id);
-    let earlier = read_json::<WorkerRecord>(&files.worker())
-        .ok()
-        .flatten()
-        .map(|r| r.identity);
+    let earlier = backend::surviving_worker(supervisor, id).await;
+    let mut holder = earlier;
     let mut stop_sent = false;
     loop {
-        match survivor_step(earlier, earlier.and_then(|e| identity_of(e.pid)), stop_sent) {
+        match survivor_step(earlier, holder, stop_sent) {
             LaunchStep::Launch => break,
             LaunchStep::StopEarlier => {
                 let earlier = earlier.expect("a step to stop needs an earlier process");
-                signal(earlier, libc::SIGTERM);
-                wait_gone(earlier, TM.stop_grace).await;
-                if is_alive(earlier) {
-                    signal(earlier, libc::SIGKILL);
-                    wait_gone(earlier, TM.kill_route + TM.child_drain).await;
-                }
+                backend::stop_worker(supervisor, id, earlier).await;
                 stop_sent = true;
+                holder = backend::surviving_worker(supervisor, id).await;
             }
             LaunchStep::CountFailure => {
                 failed(supervisor, id, "its earlier worker survived being stopped").await;
@@ -108,51 +97,11 @@ pub async fn launch(supervisor: &Shared, id: &str) {
         slot.generation += 1;
         slot.generation
     };
-    let spawned = spawn_worker(supervisor, id, &files);
-    if let Err(e) = spawned {
+    if let Err(e) = backend::start_worker(supervisor, id).await {
         failed(supervisor, id, &e).await;
         return;
     }
     tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
-}
-
-fn spawn_worker(supervisor: &Shared, id: &str, files: &SessionFiles) -> Result<(), String> {
-    let paths = supervisor.borrow().paths.clone();
-    let lost_exit = crate::config::window_text(supervisor.borrow().config.worker_lost_exit_ms);
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
-    let log = crate::session::store::private_append(&files.log())?;
-    let log2 = log.try_clone().map_err(|e| e.to_string())?;
-    let mut command = tokio::process::Command::new(exe);
-    command
-        .arg("worker")
-        .arg(id)
-        .env("EUKHE_SOCKET", &paths.socket)
-        .env("EUKHE_STATE_DIR", &paths.state)
-        .env("EUKHE_WORKER_LOST_EXIT_MS", lost_exit)
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2);
-    // SAFETY: setsid(2) is async-signal-safe; the worker gets its own
-    // session and process group, so it outlives this supervisor.
-    unsafe {
-        command.as_std_mut().pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
-    // Reap the child whenever it ends; the watcher notices through its
-    // control connection.
-    tokio::task::spawn_local(async move {
-        let _ = child.wait().await;
-    });
-    Ok(())
 }
 
 /// Hold a control connection to the worker; when it ends, the worker has
@@ -209,7 +158,8 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     }
     let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
     if current && !supervisor.borrow().shutting_down {
-        failed(&supervisor, &id, "its worker ended").await;
+        let why = backend::why_worker_ended(&supervisor, &id).await;
+        failed(&supervisor, &id, &why).await;
     }
 }
 
@@ -231,7 +181,21 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         slot.work = Default::default();
         verdict
     };
-    eprintln!("eukhe daemon: session {id}: {why}: {verdict:?}");
+    match verdict {
+        RestartVerdict::Restart {
+            pause_ms,
+            failures_in_window,
+        } => tracing::warn!(
+            session = id,
+            failures = failures_in_window,
+            "session {id}: {why}; restarting it in {pause_ms} ms (failure {failures_in_window} in the window)"
+        ),
+        RestartVerdict::GiveUp { failures_in_window } => tracing::error!(
+            session = id,
+            failures = failures_in_window,
+            "session {id}: {why}; given up after {failures_in_window} failures in the window"
+        ),
+    }
     match verdict {
         RestartVerdict::Restart { pause_ms, .. } => {
             tokio::time::sleep(Duration::from_millis(pause_ms)).await;
@@ -258,13 +222,6 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
     }
 }
 
-async fn wait_gone(identity: ProcessIdentity, within_ms: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
-    while is_alive(identity) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// At start: adopt live workers of this build, replace the others, and
 /// revive dead workers whose busy evidence is fresh.
 pub async fn adopt_and_revive(supervisor: &Shared) {
@@ -275,18 +232,26 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .filter(|(_, slot)| slot.state != SlotState::GivenUp)
         .map(|(id, _)| id.clone())
         .collect();
-    let evidence = BusyJournal::new(&supervisor.borrow().paths.state).latest();
+    let evidence = {
+        let s = supervisor.borrow();
+        s.host.busy_journal(&s.paths.state).latest()
+    };
+    let evidence = evidence.unwrap_or_else(|e| {
+        tracing::error!("cannot read busy evidence, so no session is revived: {e}");
+        Default::default()
+    });
+    let mut live = backend::live_workers(supervisor).await.unwrap_or_else(|e| {
+        tracing::error!("cannot list live workers: {e}");
+        Default::default()
+    });
     let mut adopted = Vec::new();
     for id in ids {
-        let files = supervisor.borrow().files(&id);
-        let record = read_json::<WorkerRecord>(&files.worker()).ok().flatten();
-        let live = record.as_ref().filter(|r| is_alive(r.identity));
-        if let Some(record) = live {
+        if let Some(identity) = live.remove(&id) {
             let reachable = connect_worker(supervisor, &id).await;
-            let build = reachable
-                .as_ref()
-                .map(|(_, h)| h.build_id.clone())
-                .unwrap_or_else(|_| record.build_id.clone());
+            let build = match &reachable {
+                Ok((_, hello)) => hello.build_id.clone(),
+                Err(_) => String::new(),
+            };
             let verdict = adoption_verdict(
                 build_id(),
                 &LiveWorker {
@@ -304,12 +269,19 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
                         slot.state = SlotState::Starting;
                         slot.generation
                     };
+                    tracing::info!(
+                        session = id,
+                        pid = identity.pid,
+                        "adopted the worker of session {id}"
+                    );
                     tokio::task::spawn_local(watch(supervisor.clone(), id.clone(), generation));
                     adopted.push(id.clone());
                 }
                 AdoptionVerdict::StopAndRelaunch => {
-                    let _ = ask_worker(supervisor, &id, Request::Stop).await;
-                    wait_gone(record.identity, TM.stop_grace).await;
+                    tracing::info!(
+                        session = id,
+                        "the worker of session {id} is another build ({build:?}): replacing it"
+                    );
                     launch(supervisor, &id).await;
                 }
             }
@@ -322,8 +294,19 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         )
         .is_none()
         {
+            tracing::info!(session = id, "reviving session {id} from its busy evidence");
             launch(supervisor, &id).await;
         }
+    }
+    for (id, identity) in live {
+        if supervisor.borrow().slots.contains_key(&id) {
+            continue;
+        }
+        tracing::warn!(
+            session = id,
+            pid = identity.pid,
+            "a live worker serves {id:?}, which is no session of this state directory; left alone"
+        );
     }
     // Serve only once the adopted workers are under supervision, so the
     // first client already sees them with their pids.

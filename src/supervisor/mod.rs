@@ -4,6 +4,7 @@
 //! adopts or replaces the workers it finds at start, revives sessions from
 //! busy evidence, and routes session requests to the session's worker.
 
+mod backend;
 mod launch;
 mod routing;
 mod slots;
@@ -15,7 +16,8 @@ use std::rc::Rc;
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::config::Config;
-use crate::host::systemd;
+use crate::host::units::UserManager;
+use crate::host::{log, systemd, HostKind};
 use crate::paths::Paths;
 use crate::session::store::private_dir;
 
@@ -24,28 +26,42 @@ pub use slots::Supervisor;
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), String> {
     let paths = Paths::from_env()?;
+    let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
+    log::init(host, "daemon", None);
     crate::runtime::block_on_local("supervisor", async move {
         let config = Config::load(&paths.config)?;
         let socket_activated = activated.is_some();
-        let listener = match activated {
-            Some(listener) => UnixListener::from_std(listener)
+        let listener = match (activated, host) {
+            (Some(listener), _) => UnixListener::from_std(listener)
                 .map_err(|e| format!("the activated socket: {e}"))?,
-            None => bind(&paths).await?,
+            (None, HostKind::Process) => bind(&paths).await?,
+            (None, HostKind::Systemd) => {
+                return Err(
+                    "on the systemd backend the socket comes from eukhe.socket: `systemctl --user start eukhe.socket`".into(),
+                )
+            }
         };
         private_dir(&paths.state)?;
+        let units = match host {
+            HostKind::Systemd => Some(UserManager::connect().await?),
+            HostKind::Process => None,
+        };
         let mut books = Supervisor::new(paths.clone(), config);
         books.socket_activated = socket_activated;
+        books.host = host;
+        books.units = units;
         let supervisor = Rc::new(RefCell::new(books));
         launch::adopt_and_revive(&supervisor).await;
         systemd::notify(&format!(
             "READY=1\nSTATUS={}",
             supervisor.borrow().status_line()
         ));
-        eprintln!(
-            "eukhe daemon {}: serving {}",
+        tracing::info!(
+            "serving {} on the {host:?} backend (pid {}): {}",
+            paths.socket.display(),
             std::process::id(),
-            paths.socket.display()
+            supervisor.borrow().status_line()
         );
         // The socket file is removed when the shutdown is decided, before
         // the answer goes out: removing it later could delete the socket

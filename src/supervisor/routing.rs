@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
 
+use super::backend;
 use super::launch::{ask_worker, connect_worker, launch, Shared};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
-use crate::host::process::{is_alive, signal};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
-use crate::laws::timing::{QUIESCE_ANSWER_MS, TM};
+use crate::laws::timing::QUIESCE_ANSWER_MS;
 use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
@@ -28,6 +28,8 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
     let watchdog = systemd::watchdog_ping_interval();
     let mut last_ping = tokio::time::Instant::now();
     let mut last_status = String::new();
+    let mut terms = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
     loop {
         // The watchdog is fed from this loop, so a hung loop gets killed.
         if let Some(interval) = watchdog {
@@ -52,6 +54,14 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
         }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
+            _ = terms.recv() => {
+                // A clean stop of the supervisor alone: workers keep running
+                // (they are units of their own, or detached processes) and
+                // the next supervisor adopts them.
+                systemd::notify("STOPPING=1");
+                tracing::info!("stopping on SIGTERM; workers keep running");
+                return Ok(());
+            }
             _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
         };
         let Ok((mut stream, _)) = accepted else {
@@ -82,16 +92,20 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
     }
 }
 
-fn hello() -> Hello {
+fn hello(socket_activated: bool) -> Hello {
+    let mut capabilities = vec![
+        Capability::IdleShutdown.name().into(),
+        Capability::Workers.name().into(),
+    ];
+    if socket_activated {
+        capabilities.push(Capability::SocketActivated.name().into());
+    }
     Hello {
         protocol: PROTOCOL_VERSION,
         version: version().to_string(),
         build_id: build_id().to_string(),
         role: Role::Daemon,
-        capabilities: vec![
-            Capability::IdleShutdown.name().into(),
-            Capability::Workers.name().into(),
-        ],
+        capabilities,
         pid: Some(std::process::id()),
     }
 }
@@ -101,9 +115,10 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
     // version shares: a client of another protocol still learns who runs
     // here (so the replacement law can decide) and may still ask an idle
     // daemon to go; anything else needs the same protocol.
+    let activated = supervisor.borrow().socket_activated;
     let compatible = match read_frame::<Request, _>(&mut stream).await {
         Ok(Request::Hello(theirs)) => {
-            if write_frame(&mut stream, &Response::Hello(hello()))
+            if write_frame(&mut stream, &Response::Hello(hello(activated)))
                 .await
                 .is_err()
             {
@@ -325,7 +340,7 @@ fn status(supervisor: &Shared) -> Response {
         pid: std::process::id(),
         backend: "process".into(),
         protocol: PROTOCOL_VERSION,
-        capabilities: hello().capabilities,
+        capabilities: hello(supervisor.borrow().socket_activated).capabilities,
         sessions: s.slots.len() as u32,
         running: count(|slot| matches!(slot.state, SlotState::Running { .. })),
         busy: count(|slot| {
@@ -470,29 +485,25 @@ async fn ask_each(
     replies
 }
 
-/// Stop workers: ask each to stop, and kill (by identity) any that is
-/// still alive after the stop grace.
+/// Stop workers, all at once: each is asked to stop and ended by force
+/// (by identity, or through its unit) if it outlives the stop grace.
 async fn stop_all(supervisor: &Shared, ids: &[String]) {
-    let identities: Vec<_> = ids
+    let stops: Vec<_> = ids
         .iter()
         .filter_map(
             |id| match supervisor.borrow().slots.get(id).map(|s| s.state.clone()) {
-                Some(SlotState::Running { identity, .. }) => Some(identity),
+                Some(SlotState::Running { identity, .. }) => Some((id.clone(), identity)),
                 _ => None,
             },
         )
+        .map(|(id, identity)| {
+            let supervisor = supervisor.clone();
+            tokio::task::spawn_local(async move {
+                backend::stop_worker(&supervisor, &id, identity).await
+            })
+        })
         .collect();
-    ask_each(supervisor, ids, Request::Stop, TM.stop_grace).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
-    while identities.iter().any(|&i| is_alive(i)) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    for &identity in &identities {
-        if signal(identity, libc::SIGKILL) {
-            eprintln!(
-                "eukhe daemon: worker {} outlived its stop grace and was killed",
-                identity.pid
-            );
-        }
+    for stop in stops {
+        let _ = stop.await;
     }
 }

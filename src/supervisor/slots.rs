@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
+use crate::host::units::UserManager;
+use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
@@ -47,6 +49,10 @@ pub struct Supervisor {
     pub answered_shutdown: bool,
     /// The socket came from the service manager, which owns its file.
     pub socket_activated: bool,
+    /// The backend workers run on.
+    pub host: HostKind,
+    /// The user manager, on the systemd backend.
+    pub units: Option<UserManager>,
 }
 
 impl Supervisor {
@@ -81,6 +87,8 @@ impl Supervisor {
             shutting_down: false,
             answered_shutdown: false,
             socket_activated: false,
+            host: HostKind::Process,
+            units: None,
         }
     }
 

@@ -18,6 +18,7 @@ pub use state::Worker;
 /// Run the worker of `session` until it stops.
 pub fn main(session: &str) -> Result<(), String> {
     let paths = Paths::from_env()?;
+    crate::host::log::init(crate::host::HostKind::from_env()?, "worker", Some(session));
     crate::runtime::block_on_local("worker", async move {
         let worker = Rc::new(RefCell::new(Worker::open(&paths, session)?));
         serve::run(worker, &paths).await

@@ -47,6 +47,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     let signals = Signals::default();
     tokio::task::spawn_local(run_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tick_loop(worker.clone(), signals.clone()));
+    tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
     worker.borrow_mut().work_changed();
     systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
     // SAFETY: getuid(2) cannot fail.
@@ -410,6 +411,19 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 return;
             }
         }
+    }
+}
+
+/// SIGTERM (StopUnit, a shutdown of the machine) is a stop like the
+/// supervisor's: queued input stays for the next worker.
+async fn stop_on_sigterm(worker: Rc<RefCell<Worker>>, signals: Signals) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terms) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    if terms.recv().await.is_some() {
+        tracing::info!("stopping on SIGTERM");
+        stop(&worker, &signals).await;
     }
 }
 

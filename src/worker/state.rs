@@ -10,13 +10,13 @@ use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
+use crate::host::HostKind;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
 use crate::laws::notice::{restore_notice, MessageKind};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::timing::WORKER_LOST_EXIT_DEFAULT_MS;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::paths::Paths;
 use crate::protocol::message::{Response, WorkerInfo};
@@ -66,10 +66,12 @@ impl Worker {
             })
             .collect();
         let (kernel, start) = Kernel::start(&files.namespace(), &meta.cwd, env)?;
+        // The supervisor passes its setting on the process backend; a unit
+        // started by systemd reads the configuration itself.
         let lost_window = match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
             Ok(text) => crate::config::parse_window(&text)
                 .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
-            Err(_) => LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS),
+            Err(_) => crate::config::Config::load(&paths.config)?.worker_lost_exit_ms,
         };
         let engine = engine::by_name(&meta.engine)?;
         let mut worker = Worker {
@@ -84,7 +86,7 @@ impl Worker {
             bash_running: 0,
             gate: RunGate::Open,
             latest_record: None,
-            journal: BusyJournal::new(&paths.state),
+            journal: HostKind::from_env()?.busy_journal(&paths.state),
             lost_since_ms: Some(mono_ms()),
             lost_window,
             subscribers: Vec::new(),
@@ -230,7 +232,7 @@ impl Worker {
         };
         match self.journal.record(&line) {
             Ok(()) => self.latest_record = Some(OwnRecord { state, at_ms: now }),
-            Err(e) => eprintln!("eukhe worker {}: {e}", self.meta.id),
+            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
         }
     }
 
@@ -247,7 +249,7 @@ impl Worker {
             build: build_id().to_string(),
         };
         if let Err(e) = self.journal.record(&line) {
-            eprintln!("eukhe worker {}: {e}", self.meta.id);
+            tracing::error!("cannot record busy evidence: {e}");
         }
     }
 

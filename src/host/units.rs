@@ -1,0 +1,242 @@
+//! Worker units through the user manager's D-Bus API: `StartUnit`,
+//! `StopUnit`, `ListUnitsByPatterns`, unit properties, and the manager's
+//! signals (`PropertiesChanged` on units, `JobRemoved`), never by running
+//! `systemctl`.
+//!
+//! The connection is the manager's private socket
+//! (`$XDG_RUNTIME_DIR/systemd/private`, peer to peer, as `systemctl --user`
+//! uses it), so no session bus daemon is needed; the manager sends its
+//! signals on such connections unconditionally.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use tokio::sync::watch;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+
+const DESTINATION: &str = "org.freedesktop.systemd1";
+const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
+const MANAGER: &str = "org.freedesktop.systemd1.Manager";
+const UNIT: &str = "org.freedesktop.systemd1.Unit";
+const SERVICE: &str = "org.freedesktop.systemd1.Service";
+const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+
+/// A connection to this user's service manager.
+#[derive(Clone)]
+pub struct UserManager {
+    connection: zbus::Connection,
+    /// Bumped at every unit or job signal: waiters re-read what they wait on.
+    changes: watch::Receiver<u64>,
+}
+
+/// Where a unit stands, as the manager says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnitState {
+    /// `active`, `activating`, `deactivating`, `inactive`, `failed`, ...
+    pub active: String,
+    pub sub: String,
+    /// The service's result: `success`, `exit-code`, `signal`,
+    /// `core-dump`, `watchdog`, `timeout`, ...
+    pub result: String,
+    /// The main process, 0 when there is none.
+    pub main_pid: u32,
+}
+
+impl UnitState {
+    /// The unit has no processes left to wait for.
+    pub fn is_down(&self) -> bool {
+        self.active == "inactive" || self.active == "failed"
+    }
+
+    /// Why a unit that went down did so, in words for a log line.
+    pub fn why_down(&self) -> String {
+        match self.result.as_str() {
+            "success" => "its worker unit stopped".into(),
+            "exit-code" => "its worker unit exited with an error".into(),
+            "signal" | "core-dump" => "its worker unit was killed by a signal".into(),
+            "watchdog" => "its worker unit was killed by the watchdog (hung)".into(),
+            "timeout" => "its worker unit timed out".into(),
+            other => format!("its worker unit failed ({other})"),
+        }
+    }
+}
+
+fn dbus_error(what: &str, unit: &str, e: zbus::Error) -> String {
+    format!("{what} {unit} through the user manager: {e}")
+}
+
+impl UserManager {
+    /// The manager's private socket for this user.
+    pub fn private_socket() -> Option<PathBuf> {
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("systemd/private"))
+    }
+
+    /// Connect, subscribe to the manager's signals and start relaying them.
+    pub async fn connect() -> Result<UserManager, String> {
+        let path = Self::private_socket()
+            .ok_or("no XDG_RUNTIME_DIR: cannot find the user manager's socket")?;
+        let stream = tokio::net::UnixStream::connect(&path)
+            .await
+            .map_err(|e| format!("cannot reach the user manager at {}: {e}", path.display()))?;
+        let connection = zbus::connection::Builder::unix_stream(stream)
+            .p2p()
+            .build()
+            .await
+            .map_err(|e| format!("the user manager at {}: {e}", path.display()))?;
+        let (tell, changes) = watch::channel(0u64);
+        let mut messages = zbus::MessageStream::from(&connection);
+        tokio::task::spawn_local(async move {
+            while let Some(Ok(message)) = messages.next().await {
+                let header = message.header();
+                let relevant = header.message_type() == zbus::message::Type::Signal
+                    && matches!(
+                        header.member().map(|m| m.as_str()),
+                        Some("PropertiesChanged" | "JobRemoved" | "UnitRemoved")
+                    );
+                if relevant {
+                    tell.send_modify(|n| *n += 1);
+                }
+            }
+        });
+        let manager = UserManager {
+            connection,
+            changes,
+        };
+        manager
+            .call::<()>(MANAGER_PATH, MANAGER, "Subscribe", &())
+            .await
+            .map_err(|e| format!("subscribing to the user manager's signals: {e}"))?;
+        Ok(manager)
+    }
+
+    async fn call<R>(
+        &self,
+        path: &str,
+        interface: &str,
+        method: &str,
+        body: &(impl serde::Serialize + zbus::zvariant::DynamicType),
+    ) -> Result<R, zbus::Error>
+    where
+        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
+    {
+        let reply = self
+            .connection
+            .call_method(Some(DESTINATION), path, Some(interface), method, body)
+            .await?;
+        reply.body().deserialize::<R>()
+    }
+
+    /// Start `unit` (a no-op if it is already active).
+    pub async fn start(&self, unit: &str) -> Result<(), String> {
+        self.call::<OwnedObjectPath>(MANAGER_PATH, MANAGER, "StartUnit", &(unit, "replace"))
+            .await
+            .map(|_| ())
+            .map_err(|e| dbus_error("cannot start", unit, e))
+    }
+
+    /// Stop `unit` (its stop timeout bounds how long that takes).
+    pub async fn stop(&self, unit: &str) -> Result<(), String> {
+        match self
+            .call::<OwnedObjectPath>(MANAGER_PATH, MANAGER, "StopUnit", &(unit, "replace"))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(dbus_error("cannot stop", unit, e)),
+        }
+    }
+
+    /// Forget that `unit` failed (so a fresh start is not refused by a
+    /// start limit the supervisor's own budget already covers).
+    pub async fn reset_failed(&self, unit: &str) {
+        let _ = self
+            .call::<()>(MANAGER_PATH, MANAGER, "ResetFailedUnit", &(unit,))
+            .await;
+    }
+
+    /// The loaded units matching `pattern` that are active, activating or
+    /// deactivating: `(unit name, its state)`.
+    pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, String> {
+        type Listed = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            OwnedObjectPath,
+            u32,
+            String,
+            OwnedObjectPath,
+        );
+        let states = ["active", "activating", "deactivating", "reloading"];
+        let listed: Vec<Listed> = self
+            .call(
+                MANAGER_PATH,
+                MANAGER,
+                "ListUnitsByPatterns",
+                &(states.as_slice(), [pattern].as_slice()),
+            )
+            .await
+            .map_err(|e| dbus_error("cannot list", pattern, e))?;
+        let mut live = Vec::with_capacity(listed.len());
+        for (name, ..) in listed {
+            let state = self.state(&name).await?;
+            live.push((name, state));
+        }
+        Ok(live)
+    }
+
+    /// The state of `unit` (loading it if needed: an unknown instance of a
+    /// template is simply inactive).
+    pub async fn state(&self, unit: &str) -> Result<UnitState, String> {
+        let path: OwnedObjectPath = self
+            .call(MANAGER_PATH, MANAGER, "LoadUnit", &(unit,))
+            .await
+            .map_err(|e| dbus_error("cannot load", unit, e))?;
+        let get = |interface: &'static str, property: &'static str| {
+            let path = path.clone();
+            async move {
+                self.call::<OwnedValue>(path.as_str(), PROPERTIES, "Get", &(interface, property))
+                    .await
+                    .map_err(|e| dbus_error(&format!("cannot read {property} of"), unit, e))
+            }
+        };
+        let text = |value: OwnedValue| String::try_from(value).unwrap_or_default();
+        Ok(UnitState {
+            active: text(get(UNIT, "ActiveState").await?),
+            sub: text(get(UNIT, "SubState").await?),
+            result: text(get(SERVICE, "Result").await?),
+            main_pid: u32::try_from(get(SERVICE, "MainPID").await?).unwrap_or(0),
+        })
+    }
+
+    /// Wait until `unit`'s state satisfies `done`, re-reading it at each
+    /// signal from the manager (and at least every second), for at most
+    /// `within`. Returns the last state read.
+    pub async fn wait_for(
+        &self,
+        unit: &str,
+        within: Duration,
+        done: impl Fn(&UnitState) -> bool,
+    ) -> Result<UnitState, String> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut changes = self.changes.clone();
+        loop {
+            changes.borrow_and_update();
+            let state = self.state(unit).await?;
+            if done(&state) || tokio::time::Instant::now() >= deadline {
+                return Ok(state);
+            }
+            let wake = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+            let _ = tokio::time::timeout_at(wake, changes.changed()).await;
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The supervisor's seam to the host: how a worker is started, found,
+//! stopped and found dead, on the process backend (detached processes,
+//! signalled by identity) or on the systemd backend (`eukhe@<session>`
+//! units through the user manager). The decisions around these calls
+//! (survivors, adoption, restart) stay in `launch`, through `laws`.
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::launch::{ask_worker, Shared};
+use crate::host::escape::{session_of_unit, worker_unit, WORKER_UNIT_PATTERN};
+use crate::host::process::{identity_of, is_alive, signal};
+use crate::host::units::{UnitState, UserManager};
+use crate::laws::adoption::ProcessIdentity;
+use crate::laws::timing::TM;
+use crate::protocol::message::Request;
+use crate::session::store::{read_json, WorkerRecord};
+
+/// How long a worker unit may take to become active (Type=notify: until
+/// the worker's READY=1) before it counts as failed.
+const UNIT_START_WITHIN: Duration = Duration::from_secs(10);
+
+fn units(supervisor: &Shared) -> Option<UserManager> {
+    supervisor.borrow().units.clone()
+}
+
+/// A unit state's process, as an identity (a unit without a main process
+/// still counts as live, with pid 0, so it is stopped before a launch).
+fn unit_identity(state: &UnitState) -> ProcessIdentity {
+    identity_of(state.main_pid).unwrap_or(ProcessIdentity {
+        pid: state.main_pid,
+        start_time: 0,
+    })
+}
+
+/// The live worker process of `id` left from before, if any.
+pub async fn surviving_worker(supervisor: &Shared, id: &str) -> Option<ProcessIdentity> {
+    match units(supervisor) {
+        Some(units) => {
+            let state = units.state(&worker_unit(id)).await.ok()?;
+            (!state.is_down()).then(|| unit_identity(&state))
+        }
+        None => {
+            let files = supervisor.borrow().files(id);
+            read_json::<WorkerRecord>(&files.worker())
+                .ok()
+                .flatten()
+                .map(|record| record.identity)
+                .filter(|&identity| is_alive(identity))
+        }
+    }
+}
+
+/// Every live worker, by session: the process records of the process
+/// backend, or the live `eukhe@*` units of the user manager.
+pub async fn live_workers(supervisor: &Shared) -> Result<HashMap<String, ProcessIdentity>, String> {
+    match units(supervisor) {
+        Some(units) => Ok(units
+            .live_units(WORKER_UNIT_PATTERN)
+            .await?
+            .into_iter()
+            .filter_map(|(unit, state)| Some((session_of_unit(&unit)?, unit_identity(&state))))
+            .collect()),
+        None => {
+            let ids: Vec<String> = supervisor.borrow().slots.keys().cloned().collect();
+            let mut live = HashMap::new();
+            for id in ids {
+                if let Some(identity) = surviving_worker(supervisor, &id).await {
+                    live.insert(id, identity);
+                }
+            }
+            Ok(live)
+        }
+    }
+}
+
+/// Start the worker of `id`. Under systemd this returns once the unit is
+/// active (the worker serves its socket) or has failed.
+pub async fn start_worker(supervisor: &Shared, id: &str) -> Result<(), String> {
+    match units(supervisor) {
+        Some(units) => {
+            let unit = worker_unit(id);
+            // The supervisor's restart budget decides; systemd's start
+            // limit must not refuse a restart the budget allows.
+            units.reset_failed(&unit).await;
+            units.start(&unit).await?;
+            let state = units
+                .wait_for(&unit, UNIT_START_WITHIN, |s| s.active != "activating")
+                .await?;
+            if state.active == "active" {
+                Ok(())
+            } else {
+                Err(format!("session {id}: {}", state.why_down()))
+            }
+        }
+        None => spawn_process(supervisor, id),
+    }
+}
+
+fn spawn_process(supervisor: &Shared, id: &str) -> Result<(), String> {
+    let (paths, files, lost_exit) = {
+        let s = supervisor.borrow();
+        let lost_exit = crate::config::window_text(s.config.worker_lost_exit_ms);
+        (s.paths.clone(), s.files(id), lost_exit)
+    };
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let log = crate::session::store::private_append(&files.log())?;
+    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    let mut command = tokio::process::Command::new(exe);
+    command
+        .arg("worker")
+        .arg(id)
+        .env("EUKHE_SOCKET", &paths.socket)
+        .env("EUKHE_STATE_DIR", &paths.state)
+        .env("EUKHE_WORKER_LOST_EXIT_MS", lost_exit)
+        .env_remove("EUKHE_HOST")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    // SAFETY: setsid(2) is async-signal-safe; the worker gets its own
+    // session and process group, so it outlives this supervisor.
+    unsafe {
+        command.as_std_mut().pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
+    // Reap the child whenever it ends; the watcher notices through its
+    // control connection.
+    tokio::task::spawn_local(async move {
+        let _ = child.wait().await;
+    });
+    Ok(())
+}
+
+/// Whether the worker `identity` of `id` is still there.
+async fn still_there(units: Option<&UserManager>, id: &str, identity: ProcessIdentity) -> bool {
+    match units {
+        Some(units) => units
+            .state(&worker_unit(id))
+            .await
+            .map(|s| !s.is_down())
+            .unwrap_or(false),
+        None => is_alive(identity),
+    }
+}
+
+async fn wait_gone(
+    units: Option<&UserManager>,
+    id: &str,
+    identity: ProcessIdentity,
+    within_ms: u64,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
+    while still_there(units, id, identity).await && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Stop the worker `identity` of `id`: ask it (it keeps queued input for
+/// the next worker), wait out the stop grace, then end it by force (SIGKILL
+/// by identity, or StopUnit). Returns whether it is gone.
+pub async fn stop_worker(supervisor: &Shared, id: &str, identity: ProcessIdentity) -> bool {
+    let units = units(supervisor);
+    let _ = tokio::time::timeout(
+        Duration::from_millis(TM.stop_grace),
+        ask_worker(supervisor, id, Request::Stop),
+    )
+    .await;
+    wait_gone(units.as_ref(), id, identity, TM.stop_grace).await;
+    if still_there(units.as_ref(), id, identity).await {
+        match &units {
+            Some(units) => {
+                if let Err(e) = units.stop(&worker_unit(id)).await {
+                    tracing::warn!(session = id, "{e}");
+                }
+            }
+            None => {
+                signal(identity, libc::SIGKILL);
+            }
+        }
+        tracing::warn!(
+            session = id,
+            "the worker outlived its stop grace and was ended by force"
+        );
+        wait_gone(
+            units.as_ref(),
+            id,
+            identity,
+            TM.kill_route + TM.child_drain + 5_000,
+        )
+        .await;
+    }
+    !still_there(units.as_ref(), id, identity).await
+}
+
+/// After a worker's control connection ended: why, as far as the host
+/// knows. Under systemd this waits (up to the stop grace) for the unit to
+/// go down and reads its result: exit, signal or watchdog.
+pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {
+    let Some(units) = units(supervisor) else {
+        return "its worker ended".into();
+    };
+    let unit = worker_unit(id);
+    match units
+        .wait_for(
+            &unit,
+            Duration::from_millis(TM.stop_grace + 5_000),
+            UnitState::is_down,
+        )
+        .await
+    {
+        Ok(state) if state.is_down() => state.why_down(),
+        Ok(state) => format!("its worker hung up while {unit} stayed {}", state.active),
+        Err(e) => format!("its worker ended ({e})"),
+    }
+}
