@@ -1,15 +1,343 @@
 //! Tests against a real systemd, booted privately (see `systemd/harness.rs`).
 //! They need root; elsewhere each says why it did not run.
 
+#[path = "systemd/eukhe.rs"]
+mod eukhe;
 #[path = "systemd/harness.rs"]
 mod harness;
 
+use std::time::Duration;
+
+use eukhe::{wait_until, Installed};
 use harness::{unavailable, PrivateSystemd};
+
+/// Why these tests cannot run here, printed as the reason they did not.
+fn skip() -> bool {
+    match unavailable() {
+        Some(why) => {
+            eprintln!("a private systemd cannot run here: {why}; not run");
+            true
+        }
+        None => false,
+    }
+}
+
+fn worker(id: &str) -> String {
+    format!("eukhe@{id}.service")
+}
+
+/// Scenario 1: the first connect activates the supervisor; a new session
+/// is a worker unit; commands run; its journal reads as a session's log.
+#[test]
+fn the_first_connect_activates_the_supervisor_and_a_session_is_a_worker_unit() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("activate", &[]);
+    assert_eq!(eukhe.unit("eukhe.socket", "ActiveState"), "active");
+    assert_eq!(
+        eukhe.unit("eukhe.service", "ActiveState"),
+        "inactive",
+        "nothing runs before the first client"
+    );
+    let id = eukhe.eukhe("new --name first").trim().to_string();
+    assert_eq!(eukhe.unit("eukhe.service", "ActiveState"), "active");
+    assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
+    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    assert_eq!(status["backend"], "systemd");
+    assert_eq!(
+        status["pid"].as_u64().unwrap() as u32,
+        eukhe.main_pid("eukhe.service"),
+        "the client talks to the activated service"
+    );
+    assert_eq!(
+        eukhe.session(&id)["pid"].as_u64().unwrap() as u32,
+        eukhe.main_pid(&worker(&id)),
+        "the session's worker is its unit's main process"
+    );
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- 'cd /tmp && echo hello'")),
+        "hello\n"
+    );
+    assert_eq!(eukhe.eukhe(&format!("bash {id} -- pwd")), "/tmp\n");
+    eukhe.eukhe(&format!("send {id} 'echo from a run'"));
+    wait_until(Duration::from_secs(10), "run 1 is in the journal", || {
+        eukhe.journal(&worker(&id)).contains("run 1 exited 0")
+    });
+    let journal = eukhe.journal(&worker(&id));
+    for line in [
+        &format!("serving session {id}"),
+        "supervised",
+        "run 1 started",
+        "busy evidence: busy",
+        "busy evidence: idle",
+    ] {
+        assert!(
+            journal.contains(line),
+            "no {line:?} in the worker's journal:\n{journal}"
+        );
+    }
+    let structured = eukhe.user_ok(&format!(
+        "journalctl --user -u {} EUKHE_SESSION={id} EUKHE_RUN=1 -o cat --no-pager",
+        worker(&id)
+    ));
+    assert!(structured.contains("run 1 started"), "{structured}");
+    assert!(eukhe.eukhe(&format!("log {id}")).contains("from a run"));
+}
+
+/// Scenario 2: a killed worker is restarted after the pause; the sixth
+/// failure in the window gives the session up.
+#[test]
+fn a_killed_worker_unit_restarts_after_the_pause_and_the_sixth_failure_gives_up() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("restart", &[]);
+    let id = eukhe.eukhe("new").trim().to_string();
+    for failure in 1..=5u64 {
+        let before = eukhe.main_pid(&worker(&id));
+        eukhe.kill("KILL", before);
+        wait_until(
+            Duration::from_secs(20),
+            &format!("the worker runs again after failure {failure}"),
+            || {
+                let session = eukhe.session(&id);
+                session["failures_in_window"] == failure
+                    && session["state"] == "idle"
+                    && session["pid"].as_u64().map(|p| p as u32) != Some(before)
+            },
+        );
+        assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
+    }
+    let supervisor_log = eukhe.journal("eukhe.service");
+    for pause in [250, 500, 1000, 2000, 4000] {
+        assert!(
+            supervisor_log.contains(&format!("restarting it in {pause} ms")),
+            "no {pause} ms pause in:\n{supervisor_log}"
+        );
+    }
+    assert!(supervisor_log.contains("its worker unit was killed by a signal"));
+    eukhe.kill("KILL", eukhe.main_pid(&worker(&id)));
+    wait_until(Duration::from_secs(10), "the session is given up", || {
+        eukhe.session(&id)["state"] == "given-up"
+    });
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 6);
+    assert_ne!(eukhe.unit(&worker(&id), "ActiveState"), "active");
+    assert!(eukhe
+        .journal("eukhe.service")
+        .contains("given up after 6 failures"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_ne!(
+        eukhe.unit(&worker(&id), "ActiveState"),
+        "active",
+        "systemd does not restart a given-up worker"
+    );
+}
+
+/// Scenario 3: a hung worker is killed by the watchdog and counted.
+#[test]
+fn a_hung_worker_is_killed_by_the_watchdog_and_counted_as_a_failure() {
+    if skip() {
+        return;
+    }
+    // A short watchdog keeps the test short; the shipped unit says 30 s.
+    let eukhe = Installed::boot(
+        "watchdog",
+        &[(
+            "/etc/systemd/user/eukhe@.service.d/watchdog.conf",
+            "[Service]\nWatchdogSec=2s\n",
+        )],
+    );
+    let id = eukhe.eukhe("new").trim().to_string();
+    // Alive and pinging: well past the interval, it still runs.
+    std::thread::sleep(Duration::from_secs(3));
+    let hung = eukhe.main_pid(&worker(&id));
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+    eukhe.kill("STOP", hung);
+    wait_until(
+        Duration::from_secs(30),
+        "the hung worker is replaced",
+        || {
+            let session = eukhe.session(&id);
+            session["state"] == "idle" && session["pid"].as_u64().map(|p| p as u32) != Some(hung)
+        },
+    );
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 1);
+    let supervisor_log = eukhe.journal("eukhe.service");
+    assert!(
+        supervisor_log.contains("killed by the watchdog"),
+        "{supervisor_log}"
+    );
+    assert!(eukhe.journal(&worker(&id)).contains("Watchdog timeout"));
+    assert_eq!(eukhe.eukhe(&format!("bash {id} -- echo back")), "back\n");
+}
+
+/// Scenario 4: the supervisor dies while a run is busy; the worker unit
+/// keeps running, the next connect activates a supervisor that adopts it.
+#[test]
+fn a_killed_supervisor_is_reactivated_and_adopts_the_busy_worker_unit() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("adopt", &[]);
+    let id = eukhe.eukhe("new").trim().to_string();
+    eukhe.eukhe(&format!("send {id} 'sleep 3; echo survived'"));
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        eukhe.session(&id)["state"] == "busy"
+    });
+    let worker_pid = eukhe.main_pid(&worker(&id));
+    let supervisor = eukhe.main_pid("eukhe.service");
+    eukhe.kill("KILL", supervisor);
+    wait_until(Duration::from_secs(10), "the supervisor is dead", || {
+        eukhe.unit("eukhe.service", "ActiveState") != "active"
+    });
+    assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
+    assert_eq!(eukhe.main_pid(&worker(&id)), worker_pid);
+    let session = eukhe.session(&id);
+    let successor = eukhe.main_pid("eukhe.service");
+    assert_ne!(
+        successor, supervisor,
+        "the connect activated a new supervisor"
+    );
+    assert_eq!(
+        session["pid"].as_u64().unwrap() as u32,
+        worker_pid,
+        "adopted, not relaunched"
+    );
+    assert_eq!(session["failures_in_window"], 0);
+    wait_until(Duration::from_secs(15), "the run finishes", || {
+        eukhe
+            .eukhe(&format!("log {id}"))
+            .contains("[run 1 exited 0]")
+    });
+    assert!(eukhe.eukhe(&format!("log {id}")).contains("survived"));
+    assert!(eukhe
+        .journal("eukhe.service")
+        .contains(&format!("adopted the worker of session {id}")));
+}
+
+/// Scenario 5: a "reboot" while a run is busy: the busy session is revived
+/// from its journald evidence and its queued work resumes; an idle one is not.
+#[test]
+fn after_a_reboot_a_busy_session_is_revived_from_the_journal_and_an_idle_one_is_not() {
+    if skip() {
+        return;
+    }
+    let mut eukhe = Installed::boot("reboot", &[]);
+    let busy = eukhe.eukhe("new --name busy").trim().to_string();
+    let idle = eukhe.eukhe("new --name idle").trim().to_string();
+    eukhe.eukhe(&format!("bash {idle} -- true"));
+    eukhe.eukhe(&format!("send {busy} 'sleep 60'"));
+    eukhe.eukhe(&format!("send {busy} 'echo resumed after the reboot'"));
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        eukhe.session(&busy)["state"] == "busy"
+    });
+    eukhe.reboot();
+    assert_eq!(
+        eukhe.unit("eukhe.socket", "ActiveState"),
+        "active",
+        "the enabled socket is back after the reboot"
+    );
+    assert_eq!(eukhe.unit(&worker(&busy), "ActiveState"), "inactive");
+    // The first connect activates a supervisor, which revives before serving.
+    let sessions = eukhe.sessions();
+    assert_eq!(sessions.as_array().unwrap().len(), 2);
+    wait_until(Duration::from_secs(20), "the queued input ran", || {
+        eukhe
+            .eukhe(&format!("log {busy}"))
+            .contains("resumed after the reboot")
+    });
+    assert_eq!(eukhe.unit(&worker(&busy), "ActiveState"), "active");
+    assert_eq!(
+        eukhe.session(&idle)["state"],
+        "saved",
+        "an idle session is not revived"
+    );
+    assert_eq!(eukhe.unit(&worker(&idle), "ActiveState"), "inactive");
+    assert!(eukhe
+        .journal("eukhe.service")
+        .contains(&format!("reviving session {busy} from its busy evidence")));
+}
+
+/// Scenario 6: builds on the socket: a busy older daemon is kept, an idle
+/// one is replaced through socket activation, an older client uses a newer
+/// daemon; the session and its transcript survive.
+#[test]
+fn replacement_rules_hold_through_socket_activation() {
+    if skip() {
+        return;
+    }
+    let old = "[Service]\nEnvironment=EUKHE_VERSION=0.0.1 EUKHE_BUILD_ID=old-build\n";
+    let eukhe = Installed::boot(
+        "replace",
+        &[
+            ("/etc/systemd/user/eukhe.service.d/old.conf", old),
+            ("/etc/systemd/user/eukhe@.service.d/old.conf", old),
+        ],
+    );
+    let as_old = "EUKHE_VERSION=0.0.1 EUKHE_BUILD_ID=old-build eukhe";
+    let id = eukhe.user_ok(&format!("{as_old} new")).trim().to_string();
+    eukhe.user_ok(&format!("{as_old} send {id} 'sleep 3; echo old run done'"));
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        eukhe.session(&id)["state"] == "busy"
+    });
+    // The newer build is installed (the drop-ins go away); the old daemon runs on.
+    eukhe.root("rm -r /etc/systemd/user/eukhe.service.d /etc/systemd/user/eukhe@.service.d");
+    eukhe.user_ok("systemctl --user daemon-reload");
+    let old_daemon = eukhe.main_pid("eukhe.service");
+    let kept = eukhe.user("eukhe ls");
+    assert!(kept.status.success());
+    assert!(
+        String::from_utf8_lossy(&kept.stderr).contains("busy"),
+        "a busy older daemon is kept, and the client says so: {}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    assert_eq!(eukhe.main_pid("eukhe.service"), old_daemon);
+    wait_until(Duration::from_secs(15), "the run finishes", || {
+        eukhe
+            .user_ok(&format!("{as_old} log {id}"))
+            .contains("[run 1 exited 0]")
+    });
+    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    assert_eq!(
+        status["version"],
+        env!("CARGO_PKG_VERSION"),
+        "replaced when idle"
+    );
+    let new_daemon = status["pid"].as_u64().unwrap() as u32;
+    assert_ne!(new_daemon, old_daemon);
+    assert_eq!(
+        eukhe.main_pid("eukhe.service"),
+        new_daemon,
+        "the new daemon came through socket activation"
+    );
+    assert!(eukhe.eukhe(&format!("log {id}")).contains("old run done"));
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
+        "on the new build\n"
+    );
+    assert_ne!(
+        eukhe.session(&id)["build"],
+        "old-build",
+        "the worker was replaced too"
+    );
+    let older = eukhe.user(&format!("{as_old} ls"));
+    assert!(older.status.success());
+    assert!(
+        String::from_utf8_lossy(&older.stderr).contains("is older than the running daemon"),
+        "{}",
+        String::from_utf8_lossy(&older.stderr)
+    );
+    assert_eq!(
+        eukhe.main_pid("eukhe.service"),
+        new_daemon,
+        "an older client replaces nothing"
+    );
+}
 
 #[test]
 fn a_private_systemd_boots_its_minimal_target_and_leaves_the_host_alone() {
-    if let Some(why) = unavailable() {
-        eprintln!("a private systemd cannot run here: {why}; not run");
+    if skip() {
         return;
     }
     let host_hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
@@ -53,8 +381,7 @@ fn a_private_systemd_boots_its_minimal_target_and_leaves_the_host_alone() {
 
 #[test]
 fn the_units_verify_clean_with_systemd_analyze() {
-    if let Some(why) = unavailable() {
-        eprintln!("a private systemd cannot run here: {why}; not run");
+    if skip() {
         return;
     }
     let systemd = PrivateSystemd::boot("verify").unwrap_or_else(|e| panic!("{e}"));

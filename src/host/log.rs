@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::Layer;
 
@@ -28,6 +29,10 @@ pub fn init(host: HostKind, role: &'static str, session: Option<&str>) {
     if let Some(session) = session {
         fixed.push(("EUKHE_SESSION", session.to_string()));
     }
+    // eukhe's own events, info and above; the libraries' debugging stays out.
+    let ours = filter_fn(|meta| {
+        meta.target().starts_with("eukhe") && *meta.level() <= tracing::Level::INFO
+    });
     let journald = (host == HostKind::Systemd)
         .then(|| tracing_journald::layer().ok())
         .flatten();
@@ -36,7 +41,8 @@ pub fn init(host: HostKind, role: &'static str, session: Option<&str>) {
             let layer = layer
                 .with_syslog_identifier("eukhe".into())
                 .with_field_prefix(Some("EUKHE".into()))
-                .with_custom_fields(fixed);
+                .with_custom_fields(fixed)
+                .with_filter(ours);
             tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
         }
         None => {
@@ -45,7 +51,7 @@ pub fn init(host: HostKind, role: &'static str, session: Option<&str>) {
                 None => format!("eukhe {role}"),
             };
             tracing::subscriber::set_global_default(
-                tracing_subscriber::registry().with(StderrLines { prefix }),
+                tracing_subscriber::registry().with(StderrLines { prefix }.with_filter(ours)),
             )
         }
     };

@@ -35,6 +35,13 @@ impl HostKind {
         }
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            HostKind::Process => "process",
+            HostKind::Systemd => "systemd",
+        }
+    }
+
     /// The busy-evidence journal of this backend.
     pub fn busy_journal(self, state_dir: &std::path::Path) -> busy_journal::BusyJournal {
         match self {

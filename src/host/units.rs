@@ -3,12 +3,11 @@
 //! signals (`PropertiesChanged` on units, `JobRemoved`), never by running
 //! `systemctl`.
 //!
-//! The connection is the manager's private socket
-//! (`$XDG_RUNTIME_DIR/systemd/private`, peer to peer, as `systemctl --user`
-//! uses it), so no session bus daemon is needed; the manager sends its
-//! signals on such connections unconditionally.
+//! The connection is the user bus (`$DBUS_SESSION_BUS_ADDRESS`, else
+//! `$XDG_RUNTIME_DIR/bus`: dbus-user-session or dbus-broker). The
+//! manager's private socket is not used: it names itself with a
+//! well-known name where D-Bus clients expect a unique one.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -67,35 +66,27 @@ fn dbus_error(what: &str, unit: &str, e: zbus::Error) -> String {
 }
 
 impl UserManager {
-    /// The manager's private socket for this user.
-    pub fn private_socket() -> Option<PathBuf> {
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .filter(|d| !d.is_empty())
-            .map(|d| PathBuf::from(d).join("systemd/private"))
-    }
-
     /// Connect, subscribe to the manager's signals and start relaying them.
     pub async fn connect() -> Result<UserManager, String> {
-        let path = Self::private_socket()
-            .ok_or("no XDG_RUNTIME_DIR: cannot find the user manager's socket")?;
-        let stream = tokio::net::UnixStream::connect(&path)
-            .await
-            .map_err(|e| format!("cannot reach the user manager at {}: {e}", path.display()))?;
-        let connection = zbus::connection::Builder::unix_stream(stream)
-            .p2p()
+        let unreachable = |e: zbus::Error| {
+            format!("cannot reach the user manager on the user bus (is dbus-user-session installed?): {e}")
+        };
+        let connection = zbus::connection::Builder::session()
+            .map_err(unreachable)?
             .build()
             .await
-            .map_err(|e| format!("the user manager at {}: {e}", path.display()))?;
+            .map_err(unreachable)?;
+        let rule = "type='signal',path_namespace='/org/freedesktop/systemd1'";
+        let mut messages = zbus::MessageStream::for_match_rule(rule, &connection, None)
+            .await
+            .map_err(|e| format!("listening to the user manager's signals: {e}"))?;
         let (tell, changes) = watch::channel(0u64);
-        let mut messages = zbus::MessageStream::from(&connection);
         tokio::task::spawn_local(async move {
             while let Some(Ok(message)) = messages.next().await {
-                let header = message.header();
-                let relevant = header.message_type() == zbus::message::Type::Signal
-                    && matches!(
-                        header.member().map(|m| m.as_str()),
-                        Some("PropertiesChanged" | "JobRemoved" | "UnitRemoved")
-                    );
+                let relevant = matches!(
+                    message.header().member().map(|m| m.as_str()),
+                    Some("PropertiesChanged" | "JobRemoved" | "UnitRemoved")
+                );
                 if relevant {
                     tell.send_modify(|n| *n += 1);
                 }

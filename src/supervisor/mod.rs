@@ -58,8 +58,9 @@ pub fn main() -> Result<(), String> {
             supervisor.borrow().status_line()
         ));
         tracing::info!(
-            "serving {} on the {host:?} backend (pid {}): {}",
+            "serving {} on the {} backend (pid {}): {}",
             paths.socket.display(),
+            host.name(),
             std::process::id(),
             supervisor.borrow().status_line()
         );

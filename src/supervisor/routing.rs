@@ -338,9 +338,9 @@ fn status(supervisor: &Shared) -> Response {
         version: version().to_string(),
         build_id: build_id().to_string(),
         pid: std::process::id(),
-        backend: "process".into(),
+        backend: s.host.name().into(),
         protocol: PROTOCOL_VERSION,
-        capabilities: hello(supervisor.borrow().socket_activated).capabilities,
+        capabilities: hello(s.socket_activated).capabilities,
         sessions: s.slots.len() as u32,
         running: count(|slot| matches!(slot.state, SlotState::Running { .. })),
         busy: count(|slot| {

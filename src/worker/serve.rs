@@ -50,6 +50,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
     worker.borrow_mut().work_changed();
     systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
+    tracing::info!("serving session {id} on {}", socket.display());
     // SAFETY: getuid(2) cannot fail.
     let own_uid = unsafe { libc::getuid() };
     loop {
@@ -141,7 +142,8 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             Request::Session { request, .. } => {
                 session_request(&worker, request, &tx, &signals).await
             }
-            Request::Supervise { .. } => {
+            Request::Supervise { build_id } => {
+                tracing::info!(supervisor_build = build_id, "supervised");
                 supervising = true;
                 let mut w = worker.borrow_mut();
                 w.supervised_by(tx.clone());
@@ -157,6 +159,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 let _ = tx.send(Response::Ok);
             }
             Request::Stop => {
+                tracing::info!("stopping: asked by the supervisor");
                 stop(&worker, &signals).await;
                 let _ = tx.send(Response::Ok);
                 return;
@@ -169,6 +172,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
         }
     }
     if supervising {
+        tracing::info!("lost its supervisor; waiting for the next one");
         worker.borrow_mut().supervisor_lost();
     }
 }
@@ -306,6 +310,7 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             } else {
                 let (input, text) = w.queue.pop_front().expect("queue is not empty");
                 w.current_run = Some(input);
+                tracing::info!(run = input, "run {input} started");
                 let started = w.append(EntryBody::RunStarted { input }).and_then(|_| {
                     w.engine.start(
                         w.kernel.namespace(),
@@ -363,8 +368,10 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
         let mut w = worker.borrow_mut();
         w.set_namespace(namespace);
         if w.stopping {
+            tracing::info!(run = input, "run {input} interrupted by the stop");
             let _ = w.append(EntryBody::RunInterrupted { input });
         } else {
+            tracing::info!(run = input, status, "run {input} exited {status}");
             let _ = w.append(EntryBody::RunFinished { input, status });
         }
         w.current_run = None;
@@ -398,11 +405,15 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
         match verdict {
             OrphanVerdict::Wait => {}
             OrphanVerdict::ExitResumable => {
+                tracing::warn!(
+                    "no supervisor for the lost-exit window: exiting with its work resumable"
+                );
                 worker.borrow_mut().record_busy_now();
                 stop(&worker, &signals).await;
                 return;
             }
             OrphanVerdict::CloseSession => {
+                tracing::info!("no supervisor and no work: closing the session");
                 let _ = worker.borrow_mut().append(EntryBody::Notice {
                     text: "no supervisor and no work: the worker closed the session".into(),
                     restore: None,

@@ -1,7 +1,8 @@
 //! A private systemd for tests: PID 1 of new PID, mount, UTS, IPC and
 //! cgroup namespaces, booted into its own minimal target over a
 //! copy-on-write overlay of the host, with gettys and unrelated services
-//! masked.
+//! masked. Its journal is persistent (`/var/log/journal` in the overlay),
+//! so it survives a [`PrivateSystemd::reboot`].
 //!
 //! It never changes the host: every write lands in the overlay's upper
 //! directory under the test's temporary directory; its processes live in
@@ -83,6 +84,54 @@ impl PrivateSystemd {
             .map_err(|e| format!("cannot make cgroup {}: {e}", cgroup.display()))?;
         let script = dir.join("boot.sh");
         std::fs::write(&script, boot_script(&dir)).map_err(|e| e.to_string())?;
+        let unshare = Self::spawn(&dir, &cgroup)?;
+        let mut booted = PrivateSystemd {
+            dir,
+            pid: 0,
+            unshare,
+            cgroup,
+        };
+        booted.pid = booted.wait_for_pid1()?;
+        booted.wait_until_running()?;
+        Ok(booted)
+    }
+
+    /// A "reboot": kill this private systemd (and so every process it
+    /// ran, at once, as a power cut would) and boot a new one over the same
+    /// overlay, so files and the persistent journal carry over.
+    pub fn reboot(&mut self) -> Result<(), String> {
+        self.power_off();
+        // The old instance's cgroups are empty now; the new one makes its own.
+        for entry in std::fs::read_dir(&self.cgroup)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_cgroup(&entry.path());
+            }
+        }
+        self.unshare = Self::spawn(&self.dir, &self.cgroup)?;
+        self.pid = self.wait_for_pid1()?;
+        self.wait_until_running()
+    }
+
+    /// Kill the private PID 1 (its death ends its PID namespace) and the
+    /// `unshare` that started it, and wait for both.
+    fn power_off(&mut self) {
+        // SAFETY: kill(2) on the private PID 1 this harness started.
+        if self.pid != 0 {
+            unsafe {
+                libc::kill(self.pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+        self.pid = 0;
+    }
+
+    fn spawn(dir: &Path, cgroup: &Path) -> Result<Child, String> {
+        let script = dir.join("boot.sh");
         let procs = cgroup.join("cgroup.procs");
         let mut command = Command::new("/usr/bin/unshare");
         command
@@ -108,18 +157,9 @@ impl PrivateSystemd {
                 Ok(())
             });
         }
-        let unshare = command
+        command
             .spawn()
-            .map_err(|e| format!("cannot run unshare: {e}"))?;
-        let mut booted = PrivateSystemd {
-            dir,
-            pid: 0,
-            unshare,
-            cgroup,
-        };
-        booted.pid = booted.wait_for_pid1()?;
-        booted.wait_until_running()?;
-        Ok(booted)
+            .map_err(|e| format!("cannot run unshare: {e}"))
     }
 
     fn wait_for_pid1(&mut self) -> Result<u32, String> {
@@ -196,6 +236,27 @@ impl PrivateSystemd {
             .expect("run nsenter")
     }
 
+    /// Run `script` with `sh -c` inside as `user`, in its home, with the
+    /// environment a login would give it (runtime directory, user bus).
+    pub fn as_user(&self, user: &str, uid: u32, script: &str) -> Output {
+        let runtime = format!("XDG_RUNTIME_DIR=/run/user/{uid}");
+        let bus = format!("DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus");
+        let home = format!("HOME=/home/{user}");
+        let script = format!("cd ~ && {script}");
+        self.exec(&[
+            "runuser", "-u", user, "--", "env", &runtime, &bus, &home, "sh", "-c", &script,
+        ])
+    }
+
+    /// Write `contents` to `inside` (through the private root).
+    pub fn write(&self, inside: &str, contents: &str) -> Result<(), String> {
+        let target =
+            PathBuf::from(format!("/proc/{}/root", self.pid)).join(inside.trim_start_matches('/'));
+        let context = |e: std::io::Error| format!("write {inside}: {e}");
+        std::fs::create_dir_all(target.parent().unwrap()).map_err(context)?;
+        std::fs::write(&target, contents).map_err(context)
+    }
+
     /// The cgroup made for this private systemd (gone after teardown).
     pub fn cgroup(&self) -> &Path {
         &self.cgroup
@@ -221,15 +282,7 @@ impl PrivateSystemd {
 
 impl Drop for PrivateSystemd {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the private PID 1 this harness started; its
-        // death ends every process of its PID namespace.
-        if self.pid != 0 {
-            unsafe {
-                libc::kill(self.pid as i32, libc::SIGKILL);
-            }
-        }
-        let _ = self.unshare.kill();
-        let _ = self.unshare.wait();
+        self.power_off();
         remove_cgroup(&self.cgroup);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -284,10 +337,11 @@ mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs tmpfs "$root/run"
 mount -t tmpfs tmpfs "$root/tmp"
-mkdir -p "$root/etc/systemd/system"
+mkdir -p "$root/etc/systemd/system" "$root/var/log/journal"
 {masks}cat > "$root/etc/systemd/system/{TARGET}" <<'UNIT'
 [Unit]
 Description=eukhe test target (a minimal boot)
+Wants=systemd-journald.service systemd-logind.service
 UNIT
 echo eukhe-test > "$root/etc/hostname"
 exec chroot "$root" /lib/systemd/systemd --system --unit={TARGET}

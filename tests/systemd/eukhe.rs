@@ -1,0 +1,146 @@
+//! eukhe installed in a private systemd: the binary and units inside the
+//! overlay, a test user whose user manager runs `eukhe.socket` (enabled, so
+//! it comes back after a reboot), and helpers to drive it as that user.
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use super::harness::PrivateSystemd;
+
+pub const USER: &str = "eukhe-test";
+pub const UID: u32 = 4242;
+
+pub struct Installed {
+    pub systemd: PrivateSystemd,
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Wait until `done` holds, or panic naming `what`.
+pub fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Installed {
+    /// Boot, create the test user, install eukhe and its units (and the
+    /// given `(path, contents)` drop-ins), and start the user's manager with
+    /// `eukhe.socket` enabled.
+    pub fn boot(name: &str, drop_ins: &[(&str, &str)]) -> Installed {
+        let systemd = PrivateSystemd::boot(name).unwrap_or_else(|e| panic!("{e}"));
+        let installed = Installed { systemd };
+        installed.root(&format!("useradd -m -u {UID} -s /bin/sh {USER}"));
+        let install = |from: &str, inside: &str, mode| {
+            installed
+                .systemd
+                .install(std::path::Path::new(from), inside, mode)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        install(env!("CARGO_BIN_EXE_eukhe"), "/usr/bin/eukhe", 0o755);
+        for unit in ["eukhe.socket", "eukhe.service", "eukhe@.service"] {
+            let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
+            install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
+        }
+        for (path, contents) in drop_ins {
+            installed.write(path, contents);
+        }
+        installed.log_in();
+        installed.user_ok("systemctl --user enable --now eukhe.socket");
+        installed
+    }
+
+    /// Start the test user's manager (as a login would) and wait for its socket.
+    pub fn log_in(&self) {
+        self.root(&format!("systemctl start user@{UID}.service"));
+        wait_until(Duration::from_secs(20), "the user manager runs", || {
+            self.user("systemctl --user is-system-running")
+                .stdout
+                .starts_with(b"running")
+        });
+    }
+
+    /// Kill the private systemd with everything in it and boot it again
+    /// over the same disk; the user logs in again.
+    pub fn reboot(&mut self) {
+        self.systemd.reboot().unwrap_or_else(|e| panic!("{e}"));
+        self.log_in();
+    }
+
+    pub fn write(&self, inside: &str, contents: &str) {
+        self.systemd
+            .write(inside, contents)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Run `script` as root inside; panic if it fails.
+    pub fn root(&self, script: &str) -> String {
+        let out = self.systemd.exec(&["sh", "-c", script]);
+        assert!(out.status.success(), "{script}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn user(&self, script: &str) -> Output {
+        self.systemd.as_user(USER, UID, script)
+    }
+
+    /// Run `script` as the test user; panic if it fails; its stdout.
+    pub fn user_ok(&self, script: &str) -> String {
+        let out = self.user(script);
+        assert!(out.status.success(), "{script}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `eukhe <args>` as the test user (arguments are shell words).
+    pub fn eukhe(&self, args: &str) -> String {
+        self.user_ok(&format!("eukhe {args}"))
+    }
+
+    pub fn sessions(&self) -> serde_json::Value {
+        serde_json::from_str(&self.eukhe("ls --json")).expect("ls --json")
+    }
+
+    pub fn session(&self, id: &str) -> serde_json::Value {
+        self.sessions()
+            .as_array()
+            .expect("a list")
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no session {id}"))
+    }
+
+    /// A unit's property, as `systemctl --user show` reads it.
+    pub fn unit(&self, unit: &str, property: &str) -> String {
+        self.user_ok(&format!(
+            "systemctl --user show -p {property} --value {unit}"
+        ))
+        .trim()
+        .to_string()
+    }
+
+    /// A unit's main pid (inside the private PID namespace), 0 when none.
+    pub fn main_pid(&self, unit: &str) -> u32 {
+        self.unit(unit, "MainPID").parse().unwrap_or(0)
+    }
+
+    /// Send `signal` to `pid` (inside the private PID namespace).
+    pub fn kill(&self, signal: &str, pid: u32) {
+        assert_ne!(pid, 0, "no process to signal");
+        self.root(&format!("kill -s {signal} {pid}"));
+    }
+
+    /// A user unit's journal, message text only.
+    pub fn journal(&self, unit: &str) -> String {
+        self.user_ok(&format!("journalctl --user -u {unit} -o cat --no-pager"))
+    }
+}
