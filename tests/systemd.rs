@@ -285,10 +285,19 @@ fn replacement_rules_hold_through_socket_activation() {
     eukhe.root("rm -r /etc/systemd/user/eukhe.service.d /etc/systemd/user/eukhe@.service.d");
     eukhe.user_ok("systemctl --user daemon-reload");
     let old_daemon = eukhe.main_pid("eukhe.service");
-    let kept = eukhe.user("eukhe ls");
-    assert!(kept.status.success());
+    let background = eukhe.user("eukhe ls");
+    assert!(background.status.success());
     assert!(
-        String::from_utf8_lossy(&kept.stderr).contains("busy"),
+        String::from_utf8_lossy(&background.stderr)
+            .contains("only an interactive start replaces a daemon"),
+        "{}",
+        String::from_utf8_lossy(&background.stderr)
+    );
+    let kept = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
+    assert_eq!(String::from_utf8_lossy(&kept.stdout), "still served\n");
+    assert!(
+        String::from_utf8_lossy(&kept.stderr)
+            .contains("is busy: it keeps serving until it is idle"),
         "a busy older daemon is kept, and the client says so: {}",
         String::from_utf8_lossy(&kept.stderr)
     );
@@ -298,6 +307,10 @@ fn replacement_rules_hold_through_socket_activation() {
             .user_ok(&format!("{as_old} log {id}"))
             .contains("[run 1 exited 0]")
     });
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
+        "on the new build\n"
+    );
     let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
     assert_eq!(
         status["version"],
@@ -312,10 +325,6 @@ fn replacement_rules_hold_through_socket_activation() {
         "the new daemon came through socket activation"
     );
     assert!(eukhe.eukhe(&format!("log {id}")).contains("old run done"));
-    assert_eq!(
-        eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
-        "on the new build\n"
-    );
     assert_ne!(
         eukhe.session(&id)["build"],
         "old-build",
