@@ -8,6 +8,7 @@ mod harness;
 
 use std::time::Duration;
 
+use ::eukhe::host::busy_journal::BUSY_MESSAGE_ID;
 use eukhe::{wait_until, Installed};
 use harness::{unavailable, PrivateSystemd};
 
@@ -20,6 +21,11 @@ fn skip() -> bool {
         }
         None => false,
     }
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn worker(id: &str) -> String {
@@ -181,7 +187,9 @@ fn a_killed_supervisor_is_reactivated_and_adopts_the_busy_worker_unit() {
     }
     let eukhe = Installed::boot("adopt", &[]);
     let id = eukhe.eukhe("new").trim().to_string();
-    eukhe.eukhe(&format!("send {id} 'sleep 3; echo survived'"));
+    eukhe.eukhe(&format!(
+        "send {id} 'until [ -e ~/release ]; do sleep 0.1; done; echo survived'"
+    ));
     wait_until(Duration::from_secs(10), "the run is busy", || {
         eukhe.session(&id)["state"] == "busy"
     });
@@ -205,6 +213,8 @@ fn a_killed_supervisor_is_reactivated_and_adopts_the_busy_worker_unit() {
         "adopted, not relaunched"
     );
     assert_eq!(session["failures_in_window"], 0);
+    assert_eq!(session["state"], "busy", "the run is still going");
+    eukhe.user_ok("touch ~/release");
     wait_until(Duration::from_secs(15), "the run finishes", || {
         eukhe
             .eukhe(&format!("log {id}"))
@@ -232,6 +242,30 @@ fn after_a_reboot_a_busy_session_is_revived_from_the_journal_and_an_idle_one_is_
     wait_until(Duration::from_secs(10), "the run is busy", || {
         eukhe.session(&busy)["state"] == "busy"
     });
+    // Forged evidence that the idle session is busy, written to the journal
+    // by the same user: from a command inside the other session's worker,
+    // and from a unit of its own. Neither may revive it.
+    let forge = format!(
+        "python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b\"MESSAGE=forged\\nMESSAGE_ID={BUSY_MESSAGE_ID}\\nEUKHE_SESSION={idle}\\nEUKHE_BUSY=busy\\n\", \"/run/systemd/journal/socket\")'"
+    );
+    eukhe.eukhe(&format!("bash {busy} -- {}", shell_quote(&forge)));
+    eukhe.user_ok(&format!(
+        "systemd-run --user --wait --quiet sh -c {}",
+        shell_quote(&forge)
+    ));
+    wait_until(
+        Duration::from_secs(10),
+        "both forgeries are in the journal",
+        || {
+            eukhe
+            .user_ok(&format!(
+                "journalctl --user MESSAGE_ID={BUSY_MESSAGE_ID} EUKHE_SESSION={idle} EUKHE_BUSY=busy -o cat --no-pager"
+            ))
+            .matches("forged")
+            .count()
+            == 2
+        },
+    );
     eukhe.reboot();
     assert_eq!(
         eukhe.unit("eukhe.socket", "ActiveState"),
@@ -277,7 +311,11 @@ fn replacement_rules_hold_through_socket_activation() {
     );
     let as_old = "EUKHE_VERSION=0.0.1 EUKHE_BUILD_ID=old-build eukhe";
     let id = eukhe.user_ok(&format!("{as_old} new")).trim().to_string();
-    eukhe.user_ok(&format!("{as_old} send {id} 'sleep 3; echo old run done'"));
+    // The run holds until the test releases it, so it is busy for as long
+    // as the test needs, however slow the machine.
+    eukhe.user_ok(&format!(
+        "{as_old} send {id} 'until [ -e ~/release ]; do sleep 0.1; done; echo old run done'"
+    ));
     wait_until(Duration::from_secs(10), "the run is busy", || {
         eukhe.session(&id)["state"] == "busy"
     });
@@ -302,6 +340,7 @@ fn replacement_rules_hold_through_socket_activation() {
         String::from_utf8_lossy(&kept.stderr)
     );
     assert_eq!(eukhe.main_pid("eukhe.service"), old_daemon);
+    eukhe.user_ok("touch ~/release");
     wait_until(Duration::from_secs(15), "the run finishes", || {
         eukhe
             .user_ok(&format!("{as_old} log {id}"))

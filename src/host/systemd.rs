@@ -4,42 +4,34 @@
 //! `STATUS=`, `WATCHDOG=1`, `STOPPING=1`). Without systemd both are absent
 //! and these functions do nothing.
 
-use std::os::fd::FromRawFd;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::time::Duration;
 
-/// The first file descriptor passed by socket activation.
-const SD_LISTEN_FDS_START: i32 = 3;
-
-/// The listening socket this process was activated with, if any. The
-/// activation variables are removed so no child inherits them. Call before
-/// any thread starts.
+/// The listening socket this process was activated with, if any (the
+/// listenfd crate checks it is a Unix stream listener and makes it
+/// close-on-exec). With several sockets, the one named `eukhe.socket` in
+/// `LISTEN_FDNAMES` is taken. The activation variables are removed so no
+/// child inherits them. Call before any thread starts.
 pub fn activated_listener() -> Result<Option<UnixListener>, String> {
-    let for_us = std::env::var("LISTEN_PID")
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-        == Some(std::process::id());
-    let count = std::env::var("LISTEN_FDS")
-        .ok()
-        .and_then(|n| n.parse::<i32>().ok())
-        .unwrap_or(0);
-    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
-        std::env::remove_var(name);
-    }
-    if !for_us || count < 1 {
-        return Ok(None);
-    }
-    if count > 1 {
-        return Err(format!(
-            "socket activation passed {count} sockets; eukhe.socket listens on one"
-        ));
-    }
-    // SAFETY: systemd passed us fd 3 as an open listening socket that no
-    // other part of this process owns; F_SETFD only sets close-on-exec.
-    let listener = unsafe {
-        libc::fcntl(SD_LISTEN_FDS_START, libc::F_SETFD, libc::FD_CLOEXEC);
-        UnixListener::from_raw_fd(SD_LISTEN_FDS_START)
+    let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
+        .map(|names| names.split(':').map(str::to_string).collect())
+        .unwrap_or_default();
+    std::env::remove_var("LISTEN_FDNAMES");
+    let mut passed = listenfd::ListenFd::from_env();
+    let index = match (passed.len(), names.iter().position(|n| n == "eukhe.socket")) {
+        (0, _) => return Ok(None),
+        (_, Some(index)) => index,
+        (1, None) => 0,
+        (count, None) => {
+            return Err(format!(
+                "socket activation passed {count} sockets and none is named eukhe.socket"
+            ))
+        }
     };
+    let listener = passed
+        .take_unix_listener(index)
+        .map_err(|e| format!("the activated socket: {e}"))?
+        .ok_or("the activated socket was already taken")?;
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("the activated socket: {e}"))?;
