@@ -42,7 +42,10 @@ fn generate(out: &Path) -> Result<usize, String> {
         .filter(|s| !s.is_hide_set() && s.get_name() != "help")
     {
         let name = format!("eukhe-{}", sub.get_name());
-        let page = sub.clone().display_name(name.clone()).bin_name(format!("eukhe {}", sub.get_name()));
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("eukhe {}", sub.get_name()));
         written += write_man(&man, &name, page)?;
     }
     for (shell, file) in [

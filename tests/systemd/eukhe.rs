@@ -37,9 +37,7 @@ impl Installed {
     /// given `(path, contents)` drop-ins), and start the user's manager with
     /// `eukhe.socket` enabled.
     pub fn boot(name: &str, drop_ins: &[(&str, &str)]) -> Installed {
-        let systemd = PrivateSystemd::boot(name).unwrap_or_else(|e| panic!("{e}"));
-        let installed = Installed { systemd };
-        installed.root(&format!("useradd -m -u {UID} -s /bin/sh {USER}"));
+        let installed = Installed::bare(name);
         let install = |from: &str, inside: &str, mode| {
             installed
                 .systemd
@@ -56,6 +54,15 @@ impl Installed {
         }
         installed.log_in();
         installed.user_ok("systemctl --user enable --now eukhe.socket");
+        installed
+    }
+
+    /// Boot and create the test user; nothing of eukhe is installed and
+    /// the user is not logged in.
+    pub fn bare(name: &str) -> Installed {
+        let systemd = PrivateSystemd::boot(name).unwrap_or_else(|e| panic!("{e}"));
+        let installed = Installed { systemd };
+        installed.root(&format!("useradd -m -u {UID} -s /bin/sh {USER}"));
         installed
     }
 

@@ -1,0 +1,182 @@
+//! The Debian package installed, upgraded and removed inside a private
+//! systemd (never on the host): the socket is enabled for users with no
+//! manual step, an upgrade while a run is busy leaves the daemon serving
+//! until it is idle and the next interactive client replaces it, and
+//! removal stops the units and leaves the user's state.
+
+#[allow(dead_code)]
+#[path = "systemd/eukhe.rs"]
+mod eukhe;
+#[allow(dead_code)]
+#[path = "systemd/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use eukhe::{wait_until, Installed};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The next patch release of this version: the upgrade.
+fn next_version() -> String {
+    let v = semver::Version::parse(VERSION).expect("a semver version");
+    format!("{}.{}.{}", v.major, v.minor, v.patch + 1)
+}
+
+/// The Debian package of `version`, built by packaging/build-packages
+/// unless it is already there.
+fn deb(version: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let arch = String::from_utf8(
+        Command::new("dpkg")
+            .arg("--print-architecture")
+            .output()
+            .expect("dpkg")
+            .stdout,
+    )
+    .unwrap();
+    let deb = root
+        .join("target/packages")
+        .join(format!("eukhe_{version}_{}.deb", arch.trim()));
+    if !deb.exists() {
+        let mut build = Command::new(root.join("packaging/build-packages"));
+        if version != VERSION {
+            build.args(["--version", version]);
+        }
+        let status = build.status().expect("run packaging/build-packages");
+        assert!(
+            status.success(),
+            "packaging/build-packages --version {version} failed"
+        );
+    }
+    assert!(deb.exists(), "{} was not built", deb.display());
+    deb
+}
+
+/// Why the package test cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    if let Some(why) = harness::unavailable() {
+        return Some(why);
+    }
+    for tool in [
+        "/usr/bin/dpkg-buildpackage",
+        "/usr/bin/rpmbuild",
+        "/usr/bin/lintian",
+    ] {
+        if !Path::new(tool).exists() {
+            return Some(format!("{tool} is missing (scripts/setup installs it)"));
+        }
+    }
+    None
+}
+
+#[test]
+fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
+    if let Some(why) = unavailable() {
+        eprintln!("the package test cannot run here: {why}; not run");
+        return;
+    }
+    let next = next_version();
+    let (first, second) = (deb(VERSION), deb(&next));
+    let eukhe = Installed::bare("packages");
+    for deb in [&first, &second] {
+        let inside = format!(
+            "/var/cache/eukhe-test/{}",
+            deb.file_name().unwrap().to_string_lossy()
+        );
+        eukhe
+            .systemd
+            .install(deb, &inside, 0o644)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let apt = |deb: &Path| {
+        let name = deb.file_name().unwrap().to_string_lossy().into_owned();
+        eukhe.root(&format!(
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -q /var/cache/eukhe-test/{name}"
+        ))
+    };
+
+    // Install, log in: the socket listens with no manual step.
+    apt(&first);
+    eukhe.log_in();
+    assert_eq!(eukhe.unit("eukhe.socket", "ActiveState"), "active");
+    assert_eq!(eukhe.unit("eukhe.socket", "UnitFileState"), "enabled");
+    let id = eukhe.eukhe("new --name packaged").trim().to_string();
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- echo installed")),
+        "installed\n"
+    );
+    let man = eukhe.root("man -w eukhe eukhe-send");
+    assert!(
+        man.contains("eukhe.1") && man.contains("eukhe-send.1"),
+        "{man}"
+    );
+
+    // Upgrade while a run is busy: the old daemon keeps serving.
+    eukhe.eukhe(&format!(
+        "send {id} 'until [ -e ~/release ]; do sleep 0.1; done; echo busy through the upgrade'"
+    ));
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        eukhe.session(&id)["state"] == "busy"
+    });
+    let old_daemon = eukhe.main_pid("eukhe.service");
+    apt(&second);
+    assert_eq!(
+        eukhe.root("eukhe --version").trim(),
+        format!("eukhe {next}")
+    );
+    let kept = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
+    assert_eq!(String::from_utf8_lossy(&kept.stdout), "still served\n");
+    assert!(
+        String::from_utf8_lossy(&kept.stderr)
+            .contains("is busy: it keeps serving until it is idle"),
+        "{}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    assert_eq!(
+        eukhe.main_pid("eukhe.service"),
+        old_daemon,
+        "not restarted by the upgrade"
+    );
+    eukhe.user_ok("touch ~/release");
+    wait_until(Duration::from_secs(15), "the run finishes", || {
+        eukhe
+            .eukhe(&format!("log {id}"))
+            .contains("[run 1 exited 0]")
+    });
+
+    // Idle now: the next interactive client replaces the daemon.
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- echo upgraded")),
+        "upgraded\n"
+    );
+    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    assert_eq!(status["version"], next.as_str());
+    assert_ne!(status["pid"].as_u64().unwrap() as u32, old_daemon);
+    let log = eukhe.eukhe(&format!("log {id}"));
+    for line in ["installed", "busy through the upgrade", "upgraded"] {
+        assert!(log.contains(line), "the transcript lost {line:?}:\n{log}");
+    }
+
+    // Remove: the units stop, the user's state stays.
+    eukhe.root("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q eukhe");
+    for unit in [
+        "eukhe.socket",
+        "eukhe.service",
+        &format!("eukhe@{id}.service"),
+    ] {
+        assert_ne!(
+            eukhe.unit(unit, "ActiveState"),
+            "active",
+            "{unit} still runs"
+        );
+    }
+    assert!(eukhe.user("command -v eukhe").stdout.is_empty());
+    let state = eukhe.user_ok(&format!("ls ~/.local/state/eukhe/sessions/{id}"));
+    assert!(
+        state.contains("transcript") && state.contains("meta.json"),
+        "{state}"
+    );
+}
