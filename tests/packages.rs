@@ -25,8 +25,9 @@ fn next_version() -> String {
     format!("{}.{}.{}", v.major, v.minor, v.patch + 1)
 }
 
-/// The Debian package of `version`, built by packaging/build-packages
-/// unless it is already there.
+/// The Debian package of `version`, built now by packaging/build-packages
+/// from this checkout (cargo's cache makes a rebuild of unchanged sources
+/// take seconds), so a package left from other sources is never tested.
 fn deb(version: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let arch = String::from_utf8(

@@ -445,7 +445,8 @@ fn the_units_verify_clean_with_systemd_analyze() {
         let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
         install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
     }
-    // Man pages arrive with the packages; until then their link is not checked.
+    // The man pages come with the packages: tests/packages.rs verifies the
+    // installed units with their man:eukhe(1) link.
     let out = systemd.exec(&[
         "systemd-analyze",
         "verify",
