@@ -469,3 +469,43 @@ fn the_units_verify_clean_with_systemd_analyze() {
         "nothing installed on the host"
     );
 }
+
+/// A benchmark, not a test (bench/run runs it): session start through
+/// `eukhe@.service` against `systemd-run --user` starting a trivial
+/// transient service, alternated in one shell inside, so neither pays the
+/// way in. Prints `BENCH {"name": [microseconds, ...]}`.
+#[test]
+#[ignore = "a benchmark: bench/run runs it"]
+fn bench_systemd_session_start() {
+    if skip() {
+        return;
+    }
+    let rounds: u32 = std::env::var("EUKHE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let eukhe = Installed::boot("bench", &[]);
+    eukhe.eukhe("status"); // a warm supervisor
+    let script = format!(
+        r#"now() {{ date +%s%6N; }}
+for i in $(seq 1 {rounds}); do
+  a=$(now); eukhe new >/dev/null; b=$(now)
+  systemd-run --user --wait --quiet true; c=$(now)
+  echo "$((b - a)) $((c - b))"
+done"#
+    );
+    let out = eukhe.user_ok(&script);
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for line in out.lines() {
+        let mut times = line.split_whitespace().map(|t| t.parse::<u64>().unwrap());
+        ours.push(times.next().unwrap());
+        floor.push(times.next().unwrap());
+    }
+    println!(
+        "BENCH {}",
+        serde_json::json!({
+            "eukhe new (eukhe@.service)": ours,
+            "systemd-run --user --wait true": floor,
+        })
+    );
+}

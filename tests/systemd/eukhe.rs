@@ -44,7 +44,10 @@ impl Installed {
                 .install(std::path::Path::new(from), inside, mode)
                 .unwrap_or_else(|e| panic!("{e}"))
         };
-        install(env!("CARGO_BIN_EXE_eukhe"), "/usr/bin/eukhe", 0o755);
+        // The benchmarks install their release binary instead.
+        let binary = std::env::var("EUKHE_TEST_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_eukhe").to_string());
+        install(&binary, "/usr/bin/eukhe", 0o755);
         for unit in ["eukhe.socket", "eukhe.service", "eukhe@.service"] {
             let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
             install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
