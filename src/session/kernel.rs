@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsRawFd;
+
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
@@ -104,6 +106,13 @@ impl Running {
     }
 }
 
+/// The size of a command's output pipes.
+const PIPE_BYTES: usize = 1024 * 1024;
+
+/// The most one read takes: one output entry, which must fit a wire frame
+/// (1 MiB) even when JSON escapes every byte six-fold.
+const READ_BYTES: usize = 128 * 1024;
+
 /// Start `command` in `namespace`. `scratch` is a private directory for
 /// the namespace the shell writes back.
 pub fn spawn(
@@ -144,6 +153,19 @@ eval "$1""#;
         .kill_on_drop(false)
         .spawn()
         .map_err(|e| format!("cannot start bash: {e}"))?;
+    // A bigger pipe lets a fast writer get ahead while the worker stores
+    // what it read, so each read (one transcript record, one fsync) is full.
+    for fd in [
+        child.stdout.as_ref().map(|p| p.as_raw_fd()),
+        child.stderr.as_ref().map(|p| p.as_raw_fd()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // SAFETY: fcntl(2) on a pipe this process owns; failure leaves the
+        // default size, which is only slower.
+        unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_BYTES as libc::c_int) };
+    }
     Ok(Running {
         child,
         namespace_out,
@@ -159,8 +181,8 @@ impl Running {
     ) -> (i32, Option<Namespace>) {
         let mut stdout = self.child.stdout.take();
         let mut stderr = self.child.stderr.take();
-        let mut out_buf = vec![0u8; 64 * 1024];
-        let mut err_buf = vec![0u8; 64 * 1024];
+        let mut out_buf = vec![0u8; READ_BYTES];
+        let mut err_buf = vec![0u8; READ_BYTES];
         let mut out_text = Utf8Chunks::default();
         let mut err_text = Utf8Chunks::default();
         while stdout.is_some() || stderr.is_some() {

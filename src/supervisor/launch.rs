@@ -111,8 +111,10 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     let connected = loop {
         match connect_worker(&supervisor, &id).await {
             Ok(connection) => break Some(connection),
+            // A worker binds its socket within milliseconds of starting:
+            // a short retry keeps session start fast.
             Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
+                tokio::time::sleep(Duration::from_millis(2)).await
             }
             Err(_) => break None,
         }
@@ -144,13 +146,14 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                     return;
                 }
                 slot.work = info.work;
-                slot.state = SlotState::Running {
+                let running = SlotState::Running {
                     identity: ProcessIdentity {
                         pid: info.pid,
                         start_time: info.start_time,
                     },
                     build: hello.build_id.clone(),
                 };
+                s.set_state(&id, running);
             }
             Ok(_) => {}
             Err(_) => break,
@@ -174,11 +177,12 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
             return;
         }
         let verdict = slot.budget.record_failure(mono_ms());
-        slot.state = match verdict {
+        slot.work = Default::default();
+        let state = match verdict {
             RestartVerdict::Restart { .. } => SlotState::Restarting,
             RestartVerdict::GiveUp { .. } => SlotState::GivenUp,
         };
-        slot.work = Default::default();
+        s.set_state(id, state);
         verdict
     };
     match verdict {

@@ -244,7 +244,12 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
 /// Wait until the session's worker is under supervision.
 async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
+    let changed = supervisor.borrow().changed.clone();
     loop {
+        // Registered before the state is read, so no change slips between.
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         match state {
             Some(SlotState::Running { .. }) => return Ok(()),
@@ -255,7 +260,9 @@ async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
                     "session {id}: its worker did not start within 10 s"
                 ))
             }
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            _ => {
+                let _ = tokio::time::timeout_at(deadline, notified).await;
+            }
         }
     }
 }

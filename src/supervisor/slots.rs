@@ -53,6 +53,8 @@ pub struct Supervisor {
     pub host: HostKind,
     /// The user manager, on the systemd backend.
     pub units: Option<UserManager>,
+    /// Woken whenever a slot's state changes (see `set_state`).
+    pub changed: std::rc::Rc<tokio::sync::Notify>,
 }
 
 impl Supervisor {
@@ -89,6 +91,15 @@ impl Supervisor {
             socket_activated: false,
             host: HostKind::Process,
             units: None,
+            changed: Default::default(),
+        }
+    }
+
+    /// Set the state of `id`'s slot and wake whoever waits on a change.
+    pub fn set_state(&mut self, id: &str, state: SlotState) {
+        if let Some(slot) = self.slots.get_mut(id) {
+            slot.state = state;
+            self.changed.notify_waiters();
         }
     }
 
