@@ -5,6 +5,10 @@
 //! # How long a worker waits for a lost supervisor before acting alone
 //! # (milliseconds, or "never"). Default: 300000 (5 minutes).
 //! worker_lost_exit_ms = 300000
+//! # On the process backend, a supervised worker that shows no sign of life
+//! # for this long is hung: it is killed and counts as a failure (under
+//! # systemd the units' WatchdogSec does this). Default: 30000, at least 2000.
+//! worker_watchdog_ms = 30000
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` overrides the file.
@@ -21,6 +25,19 @@ use crate::laws::timing::WORKER_LOST_EXIT_DEFAULT_MS;
 pub struct Config {
     #[serde(default = "default_lost_exit")]
     pub worker_lost_exit_ms: LostExitWindow,
+    #[serde(default = "default_watchdog")]
+    pub worker_watchdog_ms: u64,
+}
+
+/// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
+pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = 30_000;
+
+/// Workers show a sign of life every second; a shorter watchdog would kill
+/// healthy ones.
+pub const WORKER_WATCHDOG_MIN_MS: u64 = 2_000;
+
+fn default_watchdog() -> u64 {
+    WORKER_WATCHDOG_DEFAULT_MS
 }
 
 fn default_lost_exit() -> LostExitWindow {
@@ -31,6 +48,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             worker_lost_exit_ms: default_lost_exit(),
+            worker_watchdog_ms: default_watchdog(),
         }
     }
 }
@@ -55,14 +73,21 @@ impl Config {
 
     /// Parse the file's text; an error names the line it is on.
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| match e.span() {
+        let config: Config = toml::from_str(text).map_err(|e| match e.span() {
             Some(span) => {
                 let line = text[..span.start.min(text.len())].matches('\n').count();
                 let source = text.lines().nth(line).unwrap_or("").trim();
                 format!("line {} ({source}): {}", line + 1, e.message())
             }
             None => e.message().to_string(),
-        })
+        })?;
+        if config.worker_watchdog_ms < WORKER_WATCHDOG_MIN_MS {
+            return Err(format!(
+                "worker_watchdog_ms = {} is below the minimum {WORKER_WATCHDOG_MIN_MS}: workers show a sign of life only every second",
+                config.worker_watchdog_ms
+            ));
+        }
+        Ok(config)
     }
 }
 

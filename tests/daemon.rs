@@ -692,3 +692,55 @@ fn socket_activation_starts_the_daemon_and_it_notifies_the_manager() {
     let _ = activator.kill();
     let _ = activator.wait();
 }
+
+#[test]
+fn a_hung_worker_is_killed_by_the_supervisors_watchdog_and_counted() {
+    let env = Env::new("watchdog");
+    let config_home = env.dir.join("config");
+    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
+    std::fs::write(
+        config_home.join("eukhe/config.toml"),
+        "worker_watchdog_ms = 2000\n",
+    )
+    .unwrap();
+    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let id = env.ok(&["new"]).trim().to_string();
+    // Well past the interval, a live worker is left alone.
+    std::thread::sleep(Duration::from_millis(3000));
+    assert_eq!(env.session(&id)["failures_in_window"], 0);
+    let hung = env.worker_pid(&id).unwrap();
+    // SAFETY: kill(2) on the worker this test's daemon started.
+    unsafe { libc::kill(hung as i32, libc::SIGSTOP) };
+    wait_until(
+        Duration::from_secs(15),
+        "the hung worker is replaced",
+        || {
+            let session = env.session(&id);
+            session["state"] == "idle" && session["pid"].as_u64() != Some(hung as u64)
+        },
+    );
+    assert!(!alive(hung), "the hung worker was killed");
+    assert_eq!(env.session(&id)["failures_in_window"], 1);
+    assert_eq!(env.ok(&["bash", &id, "--", "echo back"]), "back\n");
+}
+
+#[test]
+fn a_watchdog_shorter_than_the_sign_of_life_is_refused() {
+    let env = Env::new("watchdog-config");
+    let config_home = env.dir.join("config");
+    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
+    std::fs::write(
+        config_home.join("eukhe/config.toml"),
+        "worker_watchdog_ms = 500\n",
+    )
+    .unwrap();
+    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let out = env.run(&["status"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("worker_watchdog_ms = 500 is below the minimum 2000"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -11,6 +11,7 @@ use super::backend;
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
+use crate::host::process::{is_alive, signal};
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
@@ -135,8 +136,30 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         failed(&supervisor, &id, "its worker hung up").await;
         return;
     }
+    // On the process backend the supervisor is the watchdog: a worker
+    // silent for the watchdog interval is hung (under systemd the unit's
+    // WatchdogSec kills it instead).
+    let watchdog = {
+        let s = supervisor.borrow();
+        s.units
+            .is_none()
+            .then(|| Duration::from_millis(s.config.worker_watchdog_ms))
+    };
+    let mut hung = None;
     loop {
-        match read_frame::<Response, _>(&mut stream).await {
+        let frame = match watchdog {
+            Some(interval) => {
+                match tokio::time::timeout(interval, read_frame::<Response, _>(&mut stream)).await {
+                    Ok(frame) => frame,
+                    Err(_) => {
+                        hung = Some(interval);
+                        break;
+                    }
+                }
+            }
+            None => read_frame::<Response, _>(&mut stream).await,
+        };
+        match frame {
             Ok(Response::Worker(info)) => {
                 let mut s = supervisor.borrow_mut();
                 let Some(slot) = s.slots.get_mut(&id) else {
@@ -160,9 +183,34 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         }
     }
     let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
+    if let Some(interval) = hung.filter(|_| current) {
+        let identity = match supervisor.borrow().slots.get(&id).map(|s| &s.state) {
+            Some(SlotState::Running { identity, .. }) => Some(*identity),
+            _ => None,
+        };
+        if let Some(identity) = identity {
+            signal(identity, libc::SIGKILL);
+            wait_until_gone(identity).await;
+        }
+        let why = format!(
+            "its worker hung (no sign of life for {} ms) and was killed",
+            interval.as_millis()
+        );
+        failed(&supervisor, &id, &why).await;
+        return;
+    }
     if current && !supervisor.borrow().shutting_down {
         let why = backend::why_worker_ended(&supervisor, &id).await;
         failed(&supervisor, &id, &why).await;
+    }
+}
+
+/// Wait (up to the kill route and child drain) for a killed process to go.
+async fn wait_until_gone(identity: ProcessIdentity) {
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(TM.kill_route + TM.child_drain);
+    while is_alive(identity) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

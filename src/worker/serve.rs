@@ -385,8 +385,15 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
     // killed by its manager and counts as a failure.
     let watchdog = systemd::watchdog_ping_interval();
     let mut last_ping = tokio::time::Instant::now();
+    let mut last_sign_of_life = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
+        // The supervisor's own watchdog (process backend) hears from this
+        // loop too: a hung worker falls silent.
+        if last_sign_of_life.elapsed() >= Duration::from_secs(1) {
+            worker.borrow().sign_of_life();
+            last_sign_of_life = tokio::time::Instant::now();
+        }
         if let Some(interval) = watchdog {
             if last_ping.elapsed() >= interval {
                 systemd::notify("WATCHDOG=1");

@@ -288,6 +288,13 @@ impl Worker {
         self.gate = gate_at(self.gate, mono_ms());
     }
 
+    /// Tell the supervisor this worker lives (its watchdog's ping).
+    pub fn sign_of_life(&self) {
+        if let Some(supervisor) = &self.supervisor {
+            let _ = supervisor.send(Response::Worker(self.info()));
+        }
+    }
+
     pub fn supervised_by(&mut self, tx: UnboundedSender<Response>) {
         self.supervisor = Some(tx);
         self.lost_since_ms = None;
