@@ -744,3 +744,47 @@ fn a_watchdog_shorter_than_the_sign_of_life_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn state_is_private_and_no_environment_value_reaches_a_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new("private");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "export API_TOKEN=s3cr3t-t0ken-value"]);
+    env.ok(&["send", &id, "echo run with the token set"]);
+    wait_until(Duration::from_secs(10), "the run finishes", || {
+        env.log(&id).contains("[run 1 exited 0]")
+    });
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let state = env.dir.join("state");
+    let session = state.join("sessions").join(&id);
+    for dir in [&state, &session] {
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    }
+    for file in ["meta.json", "transcript", "namespace.json", "worker.json"] {
+        assert_eq!(mode(&session.join(file)), 0o600, "{file}");
+    }
+    assert_eq!(mode(&state.join("busy.log")), 0o600, "busy evidence");
+    // The snapshot keeps the value (0600, for the kernel); no log does.
+    let mut logs = vec![state.join("busy.log"), state.join("daemon.log")];
+    for entry in std::fs::read_dir(&session).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "log") {
+            logs.push(entry.path());
+        }
+    }
+    assert!(logs.len() >= 3, "the worker's log is among {logs:?}");
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !text.contains("s3cr3t-t0ken-value"),
+            "{} holds an environment value",
+            log.display()
+        );
+    }
+}

@@ -121,9 +121,14 @@ impl BusyJournal {
 /// The latest record per session in a file journal (unreadable lines,
 /// such as a torn last line, are skipped).
 fn latest_in_file(path: &Path) -> HashMap<String, BusyRecord> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return HashMap::new();
-    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => latest_in_text(&text),
+        Err(_) => HashMap::new(),
+    }
+}
+
+/// The latest record per session in the text of a file journal.
+pub fn latest_in_text(text: &str) -> HashMap<String, BusyRecord> {
     let mut latest = HashMap::new();
     for line in text.lines() {
         if let Ok(entry) = serde_json::from_str::<JournalLine>(line) {

@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -74,12 +75,20 @@ impl Transcript {
     /// any torn tail that was cut off.
     pub fn open(path: &Path) -> Result<(Transcript, Vec<Entry>, Option<TornTail>), String> {
         let context = |e: std::io::Error| format!("transcript {}: {e}", path.display());
+        // 0600: a transcript is the session's memory, nobody else's to read.
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
+            .mode(0o600)
             .open(path)
             .map_err(context)?;
+        // One written by an earlier version may be 0644.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(context)?;
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(context)?;
         let (entries, good_len) = parse(&bytes);
