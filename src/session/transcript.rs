@@ -68,6 +68,8 @@ pub struct Transcript {
     path: PathBuf,
     file: File,
     next_seq: u64,
+    /// The length of the good records: a failed append is cut back to it.
+    len: u64,
 }
 
 impl Transcript {
@@ -109,6 +111,7 @@ impl Transcript {
                 path: path.to_path_buf(),
                 file,
                 next_seq,
+                len: good_len as u64,
             },
             entries,
             torn,
@@ -134,9 +137,17 @@ impl Transcript {
         record.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         record.extend_from_slice(&crc32(&payload).to_be_bytes());
         record.extend_from_slice(&payload);
-        let context = |e: std::io::Error| format!("transcript {}: {e}", self.path.display());
-        self.file.write_all(&record).map_err(context)?;
-        self.file.sync_data().map_err(context)?;
+        let written = self
+            .file
+            .write_all(&record)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = written {
+            // A full disk can take part of a record: cut it off, or every
+            // later record would sit behind a torn one and be unreadable.
+            let _ = self.file.set_len(self.len);
+            return Err(format!("transcript {}: {e}", self.path.display()));
+        }
+        self.len += record.len() as u64;
         self.next_seq += 1;
         Ok(entry)
     }
@@ -186,6 +197,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("transcript")
+    }
+
+    /// A write that the disk cuts short (here: the file size limit, as a
+    /// full disk would) leaves no torn record behind: later entries stay
+    /// readable.
+    #[test]
+    fn a_failed_append_is_cut_back_and_later_entries_stay_readable() {
+        let path = temp("full");
+        let (mut transcript, _, _) = Transcript::open(&path).unwrap();
+        transcript.append(1, input(1)).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        // SAFETY: this test runs in a process of its own (nextest); the
+        // limit makes writes past `len + 16` fail with EFBIG instead of
+        // raising SIGXFSZ, which is ignored here.
+        let old = unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let mut old = std::mem::zeroed::<libc::rlimit>();
+            libc::getrlimit(libc::RLIMIT_FSIZE, &mut old);
+            let limit = libc::rlimit {
+                rlim_cur: len + 16,
+                rlim_max: old.rlim_max,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
+            old
+        };
+        let big = EntryBody::Notice {
+            text: "x".repeat(4096),
+            restore: None,
+        };
+        let failed = transcript.append(2, big);
+        // SAFETY: restores the limit read above.
+        unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &old) };
+        assert!(failed.is_err());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "cut back");
+        transcript.append(3, input(2)).unwrap();
+        let (_, entries, torn) = Transcript::open(&path).unwrap();
+        assert_eq!(torn, None);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[1].seq, 2, "the failed entry took no number");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     fn input(input: u64) -> EntryBody {

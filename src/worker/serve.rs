@@ -308,17 +308,24 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             if w.current_run.is_some() || w.queue.is_empty() || !w.gate_admits_run() {
                 None
             } else {
-                let (input, text) = w.queue.pop_front().expect("queue is not empty");
+                let (input, text) = w.queue.front().cloned().expect("queue is not empty");
+                // The input leaves the queue only once its start is stored:
+                // on a full disk it waits, and runs when space returns.
+                if let Err(e) = w.append(EntryBody::RunStarted { input }) {
+                    tracing::error!(run = input, "cannot start run {input}: {e}");
+                    drop(w);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                w.queue.pop_front();
                 w.current_run = Some(input);
                 tracing::info!(run = input, "run {input} started");
-                let started = w.append(EntryBody::RunStarted { input }).and_then(|_| {
-                    w.engine.start(
-                        w.kernel.namespace(),
-                        &text,
-                        &w.files.scratch(),
-                        &format!("run-{input}"),
-                    )
-                });
+                let started = w.engine.start(
+                    w.kernel.namespace(),
+                    &text,
+                    &w.files.scratch(),
+                    &format!("run-{input}"),
+                );
                 w.work_changed();
                 Some((input, started))
             }
@@ -337,18 +344,23 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 let result = running
                     .finish(|stream, data| {
                         let mut w = worker.borrow_mut();
-                        w.tell_waiters(
-                            input,
-                            Response::Output {
-                                stream,
-                                data: data.clone(),
-                            },
-                        );
-                        let _ = w.append(EntryBody::Output {
+                        // Stored first, then shown (a full disk: shown, and
+                        // counted for a notice once space returns).
+                        let output = Response::Output {
+                            stream,
+                            data: data.clone(),
+                        };
+                        let bytes = data.len();
+                        if w.append(EntryBody::Output {
                             input: Some(input),
                             stream,
                             data,
-                        });
+                        })
+                        .is_err()
+                        {
+                            w.unstored_output += bytes as u64;
+                        }
+                        w.tell_waiters(input, output);
                     })
                     .await;
                 worker
@@ -365,18 +377,42 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 (127, None)
             }
         };
-        let mut w = worker.borrow_mut();
-        w.set_namespace(namespace);
-        if w.stopping {
+        let ending = if worker.borrow().stopping {
             tracing::info!(run = input, "run {input} interrupted by the stop");
-            let _ = w.append(EntryBody::RunInterrupted { input });
+            EntryBody::RunInterrupted { input }
         } else {
             tracing::info!(run = input, status, "run {input} exited {status}");
-            let _ = w.append(EntryBody::RunFinished { input, status });
-        }
+            EntryBody::RunFinished { input, status }
+        };
+        append_until_stored(&worker, ending).await;
+        let mut w = worker.borrow_mut();
+        w.set_namespace(namespace);
         w.current_run = None;
         w.end_waiters(input, status);
         w.work_changed();
+    }
+}
+
+/// Store `body`, retrying while the disk is full (the run's end must be
+/// on record, or a restart would call a finished run interrupted). Gives up
+/// only when the worker stops.
+async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) {
+    loop {
+        let stored = worker.borrow_mut().append(body.clone());
+        match stored {
+            Ok(_) => {
+                worker.borrow_mut().notice_unstored_output();
+                return;
+            }
+            Err(e) if !worker.borrow().stopping => {
+                tracing::error!("{e}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => {
+                tracing::error!("{e}; the worker is stopping");
+                return;
+            }
+        }
     }
 }
 

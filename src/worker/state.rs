@@ -46,6 +46,8 @@ pub struct Worker {
     supervisor: Option<UnboundedSender<Response>>,
     pub running_groups: Vec<u32>,
     pub stopping: bool,
+    /// Output bytes shown but not stored (the disk was full).
+    pub unstored_output: u64,
 }
 
 impl Worker {
@@ -94,6 +96,7 @@ impl Worker {
             supervisor: None,
             running_groups: Vec::new(),
             stopping: false,
+            unstored_output: 0,
         };
         if let Some(torn) = torn {
             worker.append(EntryBody::Notice {
@@ -176,6 +179,22 @@ impl Worker {
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
+    }
+
+    /// Once the transcript takes entries again, say how much output it
+    /// could not keep.
+    pub fn notice_unstored_output(&mut self) {
+        if self.unstored_output == 0 {
+            return;
+        }
+        let bytes = self.unstored_output;
+        let stored = self.append(EntryBody::Notice {
+            text: format!("{bytes} bytes of output could not be stored: the disk was full"),
+            restore: None,
+        });
+        if stored.is_ok() {
+            self.unstored_output = 0;
+        }
     }
 
     /// Queue input as a new run.
