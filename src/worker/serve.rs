@@ -313,29 +313,36 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 // on a full disk it waits, and runs when space returns.
                 if let Err(e) = w.append(EntryBody::RunStarted { input }) {
                     tracing::error!(run = input, "cannot start run {input}: {e}");
-                    drop(w);
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
+                    Some(Err(()))
+                } else {
+                    w.queue.pop_front();
+                    w.current_run = Some(input);
+                    tracing::info!(run = input, "run {input} started");
+                    let started = w.engine.start(
+                        w.kernel.namespace(),
+                        &text,
+                        &w.files.scratch(),
+                        &format!("run-{input}"),
+                    );
+                    w.work_changed();
+                    Some(Ok((input, started)))
                 }
-                w.queue.pop_front();
-                w.current_run = Some(input);
-                tracing::info!(run = input, "run {input} started");
-                let started = w.engine.start(
-                    w.kernel.namespace(),
-                    &text,
-                    &w.files.scratch(),
-                    &format!("run-{input}"),
-                );
-                w.work_changed();
-                Some((input, started))
             }
         };
-        let Some((input, started)) = next else {
-            tokio::select! {
-                _ = signals.run.notified() => {}
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        let (input, started) = match next {
+            Some(Ok(next)) => next,
+            // Not stored: retry once the disk may have room again.
+            Some(Err(())) => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             }
-            continue;
+            None => {
+                tokio::select! {
+                    _ = signals.run.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+                continue;
+            }
         };
         let (status, namespace) = match started {
             Ok(running) => {
