@@ -154,7 +154,8 @@ async fn still_there(units: Option<&UserManager>, id: &str, identity: ProcessIde
     }
 }
 
-async fn wait_gone(
+/// Wait up to `within_ms` for the worker `identity` of `id` to be gone.
+pub async fn wait_gone(
     units: Option<&UserManager>,
     id: &str,
     identity: ProcessIdentity,

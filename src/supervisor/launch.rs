@@ -11,7 +11,7 @@ use super::backend;
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
-use crate::host::process::{is_alive, signal};
+use crate::host::process::signal;
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
@@ -190,7 +190,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         };
         if let Some(identity) = identity {
             signal(identity, libc::SIGKILL);
-            wait_until_gone(identity).await;
+            backend::wait_gone(None, &id, identity, TM.kill_route + TM.child_drain).await;
         }
         let why = format!(
             "its worker hung (no sign of life for {} ms) and was killed",
@@ -202,15 +202,6 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     if current && !supervisor.borrow().shutting_down {
         let why = backend::why_worker_ended(&supervisor, &id).await;
         failed(&supervisor, &id, &why).await;
-    }
-}
-
-/// Wait (up to the kill route and child drain) for a killed process to go.
-async fn wait_until_gone(identity: ProcessIdentity) {
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(TM.kill_route + TM.child_drain);
-    while is_alive(identity) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
