@@ -194,6 +194,17 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_record_is_trusted_as_idle_and_one_without_a_time_has_none() {
+        let mut fields: Vec<(&str, &str)> = GENUINE.to_vec();
+        fields.retain(|(k, _)| *k != "EUKHE_BUSY");
+        fields.push(("EUKHE_BUSY", "idle"));
+        let (_, record) = trusted_record(&entry(&fields, 5), 4242).unwrap();
+        assert_eq!(record.state, BusyState::Idle);
+        let (_, untimed) = trusted_record(&entry(GENUINE, 0), 4242).unwrap();
+        assert_eq!(untimed.at_ms, None, "no revival on a record without a time");
+    }
+
+    #[test]
     fn forged_records_are_not_trusted() {
         let with = |name: &str, value: &str| {
             let mut fields: Vec<(&str, &str)> = GENUINE.to_vec();
