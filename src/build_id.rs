@@ -114,6 +114,38 @@ mod tests {
         assert_eq!(ours, theirs);
     }
 
+    /// A minimal ELF64 image: one PT_NOTE program header whose segment is
+    /// `note_bytes` long, over one GNU build-id note (desc de ad be ef).
+    fn image(note_bytes: u64) -> Vec<u8> {
+        let mut image = vec![0u8; 64];
+        image[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        image[0x20..0x28].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        image[0x36..0x38].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        image[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let mut header = vec![0u8; 56];
+        header[..4].copy_from_slice(&4u32.to_le_bytes()); // PT_NOTE
+        header[8..16].copy_from_slice(&120u64.to_le_bytes()); // p_offset
+        header[32..40].copy_from_slice(&note_bytes.to_le_bytes()); // p_filesz
+        image.extend(header);
+        for word in [4u32, 4, 3] {
+            image.extend(word.to_le_bytes());
+        }
+        image.extend(b"GNU\0");
+        image.extend([0xde, 0xad, 0xbe, 0xef]);
+        image
+    }
+
+    #[test]
+    fn a_note_is_read_only_within_its_segment() {
+        assert_eq!(gnu_build_id(&image(24)).as_deref(), Some("deadbeef"));
+        assert_eq!(
+            gnu_build_id(&image(8)),
+            None,
+            "the segment ends before the note"
+        );
+        assert_eq!(gnu_build_id(&image(0)), None);
+    }
+
     #[test]
     fn images_without_a_note_or_truncated_have_none() {
         assert_eq!(gnu_build_id(b"#!/bin/sh\n"), None);
