@@ -565,15 +565,7 @@ fn an_attached_client_relaunches_a_lost_supervisor_within_a_minute() {
 
 #[test]
 fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
-    let env = Env::new("config");
-    let config_home = env.dir.join("config");
-    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
-    std::fs::write(
-        config_home.join("eukhe/config.toml"),
-        "worker_lost_exit_ms = \"soon\"\n",
-    )
-    .unwrap();
-    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let env = Env::new("config").with_config("worker_lost_exit_ms = \"soon\"\n");
     let out = env.run(&["new"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -695,15 +687,7 @@ fn socket_activation_starts_the_daemon_and_it_notifies_the_manager() {
 
 #[test]
 fn a_hung_worker_is_killed_by_the_supervisors_watchdog_and_counted() {
-    let env = Env::new("watchdog");
-    let config_home = env.dir.join("config");
-    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
-    std::fs::write(
-        config_home.join("eukhe/config.toml"),
-        "worker_watchdog_ms = 2000\n",
-    )
-    .unwrap();
-    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let env = Env::new("watchdog").with_config("worker_watchdog_ms = 2000\n");
     let id = env.ok(&["new"]).trim().to_string();
     // Well past the interval, a live worker is left alone.
     std::thread::sleep(Duration::from_millis(3000));
@@ -726,15 +710,7 @@ fn a_hung_worker_is_killed_by_the_supervisors_watchdog_and_counted() {
 
 #[test]
 fn a_watchdog_shorter_than_the_sign_of_life_is_refused() {
-    let env = Env::new("watchdog-config");
-    let config_home = env.dir.join("config");
-    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
-    std::fs::write(
-        config_home.join("eukhe/config.toml"),
-        "worker_watchdog_ms = 500\n",
-    )
-    .unwrap();
-    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    let env = Env::new("watchdog-config").with_config("worker_watchdog_ms = 500\n");
     let out = env.run(&["status"]);
     assert!(!out.status.success());
     assert!(

@@ -114,6 +114,11 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         man.contains("eukhe.1") && man.contains("eukhe-send.1"),
         "{man}"
     );
+    // The installed units verify clean, their man:eukhe(1) link included.
+    eukhe
+        .systemd
+        .verify_units(true)
+        .unwrap_or_else(|report| panic!("{report}"));
 
     // Upgrade while a run is busy: the old daemon keeps serving.
     eukhe.eukhe(&format!(

@@ -36,7 +36,8 @@ pub fn init(host: HostKind, role: &'static str, session: Option<&str>) {
     let journald = (host == HostKind::Systemd)
         .then(|| tracing_journald::layer().ok())
         .flatten();
-    let installed = match journald {
+    // A second init (tests in one process) keeps the first logger.
+    let _ = match journald {
         Some(layer) => {
             let layer = layer
                 .with_syslog_identifier("eukhe".into())
@@ -55,8 +56,6 @@ pub fn init(host: HostKind, role: &'static str, session: Option<&str>) {
             )
         }
     };
-    // A second init (tests in one process) keeps the first logger.
-    let _ = installed;
 }
 
 /// One line per event on standard error: `eukhe worker 1a2b3c4d: message

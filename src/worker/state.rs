@@ -11,6 +11,7 @@ use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
 use crate::host::HostKind;
+use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
@@ -48,6 +49,8 @@ pub struct Worker {
     pub stopping: bool,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
+    /// This process, read once: `info` goes out with every sign of life.
+    identity: ProcessIdentity,
 }
 
 impl Worker {
@@ -97,6 +100,7 @@ impl Worker {
             running_groups: Vec::new(),
             stopping: false,
             unstored_output: 0,
+            identity: own_identity(),
         };
         if let Some(torn) = torn {
             worker.append(EntryBody::Notice {
@@ -132,7 +136,7 @@ impl Worker {
         write_json(
             &worker.files.worker(),
             &WorkerRecord {
-                identity: own_identity(),
+                identity: worker.identity,
                 build_id: build_id().to_string(),
             },
         )?;
@@ -273,11 +277,10 @@ impl Worker {
     }
 
     pub fn info(&self) -> WorkerInfo {
-        let me = own_identity();
         WorkerInfo {
             session: self.meta.id.clone(),
-            pid: me.pid,
-            start_time: me.start_time,
+            pid: self.identity.pid,
+            start_time: self.identity.start_time,
             build_id: build_id().to_string(),
             work: self.work(),
         }

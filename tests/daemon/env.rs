@@ -35,6 +35,15 @@ impl Env {
         self
     }
 
+    /// This environment with `text` as its config file.
+    pub fn with_config(self, text: &str) -> Env {
+        let config_home = self.dir.join("config");
+        std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
+        std::fs::write(config_home.join("eukhe/config.toml"), text).unwrap();
+        let home = config_home.display().to_string();
+        self.with("XDG_CONFIG_HOME", &home)
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_eukhe"));
         command

@@ -248,6 +248,32 @@ impl PrivateSystemd {
         ])
     }
 
+    /// `systemd-analyze verify` on eukhe's installed user units: Ok when it
+    /// passes and prints nothing, else its report. `check_man` also checks
+    /// each unit's `man:` documentation link.
+    pub fn verify_units(&self, check_man: bool) -> Result<(), String> {
+        let mut command = vec!["systemd-analyze", "verify"];
+        if !check_man {
+            command.push("--man=no");
+        }
+        command.extend([
+            "/usr/lib/systemd/user/eukhe.socket",
+            "/usr/lib/systemd/user/eukhe.service",
+            "/usr/lib/systemd/user/eukhe@.service",
+        ]);
+        let out = self.exec(&command);
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() && report.trim().is_empty() {
+            Ok(())
+        } else {
+            Err(format!("systemd-analyze verify:\n{report}"))
+        }
+    }
+
     /// Write `contents` to `inside` (through the private root).
     pub fn write(&self, inside: &str, contents: &str) -> Result<(), String> {
         let target =
