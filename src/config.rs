@@ -9,6 +9,11 @@
 //! # for this long is hung: it is killed and counts as a failure (under
 //! # systemd the units' WatchdogSec does this). Default: 30000, at least 2000.
 //! worker_watchdog_ms = 30000
+//! # `eukhe cancel`: a run gets this long after SIGINT before SIGTERM, and
+//! # again before SIGKILL. Default: 1000; at least 1, and short enough that a
+//! # stop outlasts it (cancel_grace_ms + kill_route <= stop_grace, 2000 by
+//! # default: `eukhe laws` shows the timeouts).
+//! cancel_grace_ms = 1000
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` overrides the file.
@@ -18,7 +23,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::laws::orphan::LostExitWindow;
-use crate::laws::timing::WORKER_LOST_EXIT_DEFAULT_MS;
+use crate::laws::timing::{timeouts_ordered, Tm, TM, WORKER_LOST_EXIT_DEFAULT_MS};
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +32,8 @@ pub struct Config {
     pub worker_lost_exit_ms: LostExitWindow,
     #[serde(default = "default_watchdog")]
     pub worker_watchdog_ms: u64,
+    #[serde(default = "default_cancel_grace")]
+    pub cancel_grace_ms: u64,
 }
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
@@ -40,6 +47,10 @@ fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS
 }
 
+fn default_cancel_grace() -> u64 {
+    TM.cancel_grace
+}
+
 fn default_lost_exit() -> LostExitWindow {
     LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS)
 }
@@ -49,6 +60,7 @@ impl Default for Config {
         Config {
             worker_lost_exit_ms: default_lost_exit(),
             worker_watchdog_ms: default_watchdog(),
+            cancel_grace_ms: default_cancel_grace(),
         }
     }
 }
@@ -87,7 +99,30 @@ impl Config {
                 config.worker_watchdog_ms
             ));
         }
+        if config.cancel_grace_ms == 0 {
+            return Err(
+                "cancel_grace_ms = 0: a cancelled run needs some time to end after SIGINT".into(),
+            );
+        }
+        if !timeouts_ordered(&config.timeouts()) {
+            return Err(format!(
+                "cancel_grace_ms = {} is too long: a stop's grace ({} ms) must outlast it plus the delivery of a kill ({} ms), so at most {}",
+                config.cancel_grace_ms,
+                TM.stop_grace,
+                TM.kill_route,
+                TM.stop_grace.saturating_sub(TM.kill_route)
+            ));
+        }
         Ok(config)
+    }
+
+    /// The daemon's timeouts with this configuration's settings applied
+    /// (the cancel grace; the other timeouts are the law module's).
+    pub fn timeouts(&self) -> Tm {
+        Tm {
+            cancel_grace: self.cancel_grace_ms,
+            ..TM
+        }
     }
 }
 
@@ -134,5 +169,30 @@ mod tests {
         assert!(!err.is_empty());
         let err = Config::parse("colour = \"blue\"").unwrap_err();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn the_cancel_grace_is_at_least_one_ms_and_a_stop_outlasts_it() {
+        assert_eq!(Config::default().cancel_grace_ms, TM.cancel_grace);
+        assert_eq!(Config::parse("").unwrap().cancel_grace_ms, 1_000);
+        assert_eq!(
+            Config::parse("cancel_grace_ms = 1")
+                .unwrap()
+                .cancel_grace_ms,
+            1
+        );
+        let longest = TM.stop_grace - TM.kill_route;
+        let config = Config::parse(&format!("cancel_grace_ms = {longest}")).unwrap();
+        assert_eq!(config.cancel_grace_ms, longest);
+        assert!(timeouts_ordered(&config.timeouts()));
+        let err = Config::parse("cancel_grace_ms = 0").unwrap_err();
+        assert!(err.contains("cancel_grace_ms = 0"), "{err}");
+        let err = Config::parse(&format!("cancel_grace_ms = {}", longest + 1)).unwrap_err();
+        assert!(err.contains("too long"), "{err}");
+        assert!(err.contains(&format!("at most {longest}")), "{err}");
+        let err = Config::parse(&format!("cancel_grace_ms = {}", u64::MAX)).unwrap_err();
+        assert!(err.contains("too long"), "{err}");
+        let err = Config::parse("cancel_grace_ms = -5").unwrap_err();
+        assert!(!err.is_empty());
     }
 }

@@ -3,7 +3,8 @@
 //! The law-critical decisions live in [`laws`]: pure functions of their
 //! inputs, each checked against an executable Bend model in `bend/`. The
 //! rest is a thin shell around them: [`protocol`] (the wire),
-//! [`supervisor`], [`worker`], [`session`] (transcript, kernel, files),
+//! [`supervisor`], [`worker`], [`kernel`] (the session's live shell and its
+//! runs), [`session`] (transcript, snapshot, files),
 //! [`host`] (processes, busy evidence) and [`client`] (the command line).
 
 pub mod build_id;
@@ -11,6 +12,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod host;
+pub mod kernel;
 pub mod laws;
 pub mod paths;
 pub mod protocol;

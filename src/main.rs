@@ -13,6 +13,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),
+        Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),
         Command::Laws { json } => print_laws(json),
         command => eukhe::client::run(command),
     }

@@ -2,7 +2,7 @@
 //!
 //! - socket: `$EUKHE_SOCKET`, else `$XDG_RUNTIME_DIR/eukhe/eukhe.sock`
 //!   (without a runtime directory: `/tmp/eukhe-<uid>/eukhe.sock`); worker
-//!   sockets live beside it in `workers/`.
+//!   sockets live beside it in `workers/`, kernel sockets in `kernels/`.
 //! - state: `$EUKHE_STATE_DIR`, else `$XDG_STATE_HOME/eukhe`, else
 //!   `~/.local/state/eukhe`.
 //! - config: `$XDG_CONFIG_HOME/eukhe/config.toml`, else
@@ -64,6 +64,13 @@ impl Paths {
     pub fn worker_socket(&self, session: &str) -> PathBuf {
         self.socket_dir()
             .join("workers")
+            .join(format!("{session}.sock"))
+    }
+
+    /// The socket of `session`'s kernel.
+    pub fn kernel_socket(&self, session: &str) -> PathBuf {
+        self.socket_dir()
+            .join("kernels")
             .join(format!("{session}.sock"))
     }
 

@@ -31,6 +31,14 @@ pub enum Command {
     /// Run one session's worker (started by the supervisor, never by hand).
     #[command(hide = true)]
     Worker { session: String },
+    /// Run one session's kernel (started by its worker, never by hand).
+    #[command(hide = true)]
+    Kernel {
+        session: String,
+        /// Fork into the background once the kernel serves.
+        #[arg(long)]
+        detach: bool,
+    },
     /// Create a session and print its id.
     New {
         #[arg(long)]
@@ -256,7 +264,10 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
-        Command::Daemon | Command::Worker { .. } | Command::Laws { .. } => {
+        Command::Daemon
+        | Command::Worker { .. }
+        | Command::Kernel { .. }
+        | Command::Laws { .. } => {
             unreachable!("served without a client")
         }
     }

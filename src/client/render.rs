@@ -11,16 +11,19 @@ pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
         );
     }
     let mut out = format!(
-        "{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n",
-        "ID", "NAME", "STATE", "PID", "FAILURES", "BUILD"
+        "{:<10} {:<20} {:<11} {:>8} {:>8} {:>5} {:>8}  {}\n",
+        "ID", "NAME", "STATE", "PID", "KERNEL", "JOBS", "FAILURES", "BUILD"
     );
+    let pid = |p: Option<u32>| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
     for s in sessions {
         out += &format!(
-            "{:<10} {:<20} {:<11} {:>8} {:>8}  {}\n",
+            "{:<10} {:<20} {:<11} {:>8} {:>8} {:>5} {:>8}  {}\n",
             s.id,
             s.name,
             s.state,
-            s.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            pid(s.pid),
+            pid(s.kernel_pid),
+            s.jobs,
             s.failures_in_window,
             s.build.as_deref().unwrap_or("-")
         );
@@ -76,7 +79,18 @@ pub fn entry(entry: &Entry) -> String {
             data,
             ..
         } => data.clone(),
-        EntryBody::RunFinished { input, status } => format!("[run {input} exited {status}]\n"),
+        EntryBody::RunFinished {
+            input,
+            status,
+            signal,
+            cancelled,
+        } => match (cancelled, signal) {
+            (true, Some(signal)) => format!("[run {input} cancelled: signal {signal}]\n"),
+            (true, None) => format!("[run {input} cancelled: exited {status}]\n"),
+            (false, Some(signal)) => format!("[run {input} killed by signal {signal}]\n"),
+            (false, None) => format!("[run {input} exited {status}]\n"),
+        },
+        EntryBody::Withdrawn { input } => format!("[run {input} withdrawn]\n"),
         EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
         EntryBody::Bash { command } => format!("[bash] $ {command}\n"),
         EntryBody::BashFinished { status } => format!("[bash exited {status}]\n"),

@@ -17,6 +17,7 @@
 //! | [`adoption`] | adopt or replace live workers, survivor handling | `bend/launcher.bend` |
 //! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
+//! | [`runs`] | a run's lifecycle: reconcile on (re)connect, next run, withdraw, kernel accept, end record | `bend/runs.bend` |
 
 pub mod adoption;
 pub mod idle_shutdown;
@@ -25,5 +26,6 @@ pub mod orphan;
 pub mod replace;
 pub mod restart;
 pub mod revival;
+pub mod runs;
 pub mod timing;
 pub mod work;

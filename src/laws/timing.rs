@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Names of the timeouts, in the order [`Tm::values`] returns them.
-pub const TIMEOUT_NAMES: [&str; 18] = [
+pub const TIMEOUT_NAMES: [&str; 19] = [
     "stop_grace",
     "kernel_teardown",
     "harness_close",
@@ -31,6 +31,7 @@ pub const TIMEOUT_NAMES: [&str; 18] = [
     "quiesce_hold",
     "restart_window",
     "restart_pause_max",
+    "cancel_grace",
 ];
 
 /// Every timeout constant of the daemon.
@@ -73,6 +74,9 @@ pub struct Tm {
     pub restart_window: u64,
     /// The longest pause before restarting a failed worker.
     pub restart_pause_max: u64,
+    /// A cancelled run gets this long after SIGINT before SIGTERM, and again
+    /// before SIGKILL.
+    pub cancel_grace: u64,
 }
 
 /// The daemon's timeouts.
@@ -95,6 +99,7 @@ pub const TM: Tm = Tm {
     quiesce_hold: 5_000,
     restart_window: 900_000,
     restart_pause_max: 30_000,
+    cancel_grace: 1_000,
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
@@ -113,6 +118,8 @@ pub const BUSY_REFRESH_MS: u64 = TM.busy_refresh;
 pub const REVIVAL_WINDOW_MS: u64 = TM.revival_window;
 /// The restart window (15 minutes, monotonic).
 pub const RESTART_WINDOW_MS: u64 = TM.restart_window;
+/// The cancel grace: SIGINT, this long, SIGTERM, this long, SIGKILL.
+pub const CANCEL_GRACE_MS: u64 = TM.cancel_grace;
 
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {
@@ -141,13 +148,19 @@ const QUIESCE_ANSWER: usize = 14;
 const QUIESCE_HOLD: usize = 15;
 const RESTART_WINDOW: usize = 16;
 const RESTART_PAUSE_MAX: usize = 17;
+const CANCEL_GRACE: usize = 18;
 
 /// The ordering relations, in the order the model checks them.
-pub const ORDERING: [Relation; 7] = [
+pub const ORDERING: [Relation; 8] = [
     Relation {
         waiter: STOP_GRACE,
         waits_for: &[KERNEL_TEARDOWN, HARNESS_CLOSE],
         why: "stop grace covers kernel teardown and harness close",
+    },
+    Relation {
+        waiter: STOP_GRACE,
+        waits_for: &[CANCEL_GRACE, KILL_ROUTE],
+        why: "a stop outlasts a cancel's first grace plus the delivery of its kill",
     },
     Relation {
         waiter: SUPERVISOR_DRAIN,
@@ -199,7 +212,7 @@ pub const ORDERING: [Relation; 7] = [
 
 impl Tm {
     /// The values in [`TIMEOUT_NAMES`] order.
-    pub fn values(&self) -> [u64; 18] {
+    pub fn values(&self) -> [u64; 19] {
         [
             self.stop_grace,
             self.kernel_teardown,
@@ -219,12 +232,13 @@ impl Tm {
             self.quiesce_hold,
             self.restart_window,
             self.restart_pause_max,
+            self.cancel_grace,
         ]
     }
 
     /// The timeouts from values in [`TIMEOUT_NAMES`] order (the inverse of
     /// [`Tm::values`]).
-    pub fn from_values(v: [u64; 18]) -> Tm {
+    pub fn from_values(v: [u64; 19]) -> Tm {
         Tm {
             stop_grace: v[0],
             kernel_teardown: v[1],
@@ -244,6 +258,7 @@ impl Tm {
             quiesce_hold: v[15],
             restart_window: v[16],
             restart_pause_max: v[17],
+            cancel_grace: v[18],
         }
     }
 }
@@ -293,6 +308,20 @@ mod tests {
         assert_eq!(BUSY_REFRESH_MS, 300_000);
         assert_eq!(REVIVAL_WINDOW_MS, 1_500_000);
         assert_eq!(RESTART_WINDOW_MS, 900_000);
+    }
+
+    #[test]
+    fn a_stop_outlasts_a_cancel_first_grace_and_its_kill() {
+        let stop_relation = ORDERING
+            .iter()
+            .position(|r| r.waiter == STOP_GRACE && r.waits_for.contains(&CANCEL_GRACE))
+            .expect("the cancel grace is ordered against the stop grace");
+        let mut tm = TM;
+        tm.cancel_grace = tm.stop_grace - tm.kill_route;
+        assert!(relations_hold(&tm)[stop_relation]);
+        tm.cancel_grace += 1;
+        assert!(!relations_hold(&tm)[stop_relation]);
+        assert!(!timeouts_ordered(&tm));
     }
 
     #[test]

@@ -43,8 +43,12 @@ pub enum Request {
     Quiesce,
     /// Supervisor to worker: the shutdown did not commit; reopen the gate.
     Release,
-    /// Supervisor to worker: stop, keeping resumable work.
+    /// Supervisor to worker: stop, keeping resumable work (the kernel and
+    /// its runs keep running).
     Stop,
+    /// Supervisor to worker: stop the session's kernel (every process of
+    /// the session ends), then the worker (`shutdown --force`).
+    StopWithKernel,
 }
 
 /// A request served by a session's worker.
@@ -59,6 +63,22 @@ pub enum SessionRequest {
     Log,
     /// The transcript, then live entries until the client leaves.
     Attach,
+    /// Cancel the running run; with `all`, withdraw every queued input too.
+    Cancel { all: bool },
+    /// The queued inputs.
+    Queue,
+    /// Withdraw queued input `run` (it never runs).
+    Withdraw { run: u64 },
+}
+
+/// One queued input, as `eukhe queue` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueuedInput {
+    pub run: u64,
+    pub text: String,
+    /// Wall-clock milliseconds when it was queued.
+    pub at_ms: u64,
 }
 
 /// How `shutdown` stops the daemon.
@@ -92,6 +112,12 @@ pub struct SessionInfo {
     pub pid: Option<u32>,
     pub build: Option<String>,
     pub failures_in_window: u32,
+    /// Processes that runs left running (background jobs).
+    #[serde(default)]
+    pub jobs: u32,
+    /// The session's kernel (its live shell), while it lives.
+    #[serde(default)]
+    pub kernel_pid: Option<u32>,
 }
 
 /// The daemon as `eukhe status` shows it.
@@ -121,6 +147,11 @@ pub struct WorkerInfo {
     pub start_time: u64,
     pub build_id: String,
     pub work: WorkSet,
+    /// Processes that runs left running.
+    #[serde(default)]
+    pub background: u32,
+    #[serde(default)]
+    pub kernel_pid: Option<u32>,
 }
 
 /// What comes back.
@@ -167,5 +198,15 @@ pub enum Response {
     Worker(WorkerInfo),
     Quiesce {
         answer: QuiesceAnswer,
+    },
+    /// The answer to `cancel`: the run cancelled (if one ran) and the
+    /// inputs withdrawn.
+    Cancelled {
+        run: Option<u64>,
+        withdrawn: Vec<u64>,
+    },
+    /// The answer to `queue`.
+    Queue {
+        inputs: Vec<QueuedInput>,
     },
 }

@@ -6,6 +6,7 @@
 
 pub mod frame;
 pub mod hello;
+pub mod kernel;
 pub mod message;
 
 pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME_BYTES};

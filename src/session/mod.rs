@@ -1,7 +1,7 @@
-//! A session: its durable transcript, its kernel (the shell namespace that
-//! persists between commands) and its metadata on disk.
+//! A session: its durable transcript, its shell-state snapshot and its
+//! metadata on disk (the live shell itself is `crate::kernel`).
 
 pub mod crc32;
-pub mod kernel;
+pub mod snapshot;
 pub mod store;
 pub mod transcript;

@@ -1,5 +1,6 @@
 //! A session's files under the state directory:
-//! `sessions/<id>/{meta.json, transcript, namespace.json, worker.json, given-up}`.
+//! `sessions/<id>/{meta.json, transcript, snapshot.json, worker.json, kernel.json,
+//! spool/, scratch/, given-up}` (`namespace.json` is an earlier version's snapshot).
 //! Directories are 0700 and files 0600: nobody else reads a session.
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -154,6 +155,34 @@ impl SessionFiles {
     pub fn log(&self) -> PathBuf {
         self.dir.join("worker.log")
     }
+    /// The whole shell state (`session::snapshot`).
+    pub fn snapshot(&self) -> PathBuf {
+        self.dir.join("snapshot.json")
+    }
+    /// The live kernel's identity and build.
+    pub fn kernel(&self) -> PathBuf {
+        self.dir.join("kernel.json")
+    }
+    /// Held (flock) by the live kernel: one kernel per session.
+    pub fn kernel_lock(&self) -> PathBuf {
+        self.dir.join("kernel.lock")
+    }
+    /// Jobs' output and ends (`kernel::spool`).
+    pub fn spool(&self) -> PathBuf {
+        self.dir.join("spool")
+    }
+    pub fn kernel_log(&self) -> PathBuf {
+        self.dir.join("kernel.log")
+    }
+}
+
+/// The kernel serving a session, as it recorded itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRecord {
+    pub identity: ProcessIdentity,
+    pub build_id: String,
+    pub protocol: u32,
 }
 
 /// Every session under `state`, by creation time.

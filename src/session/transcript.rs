@@ -43,11 +43,27 @@ pub enum EntryBody {
         input: Option<u64>,
         stream: Stream,
         data: String,
+        /// The offset in the kernel's spool of the run's output after this
+        /// entry: a worker that reconnects resumes from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spool_end: Option<u64>,
     },
     /// Run `input` ended with `status`.
-    RunFinished { input: u64, status: i32 },
-    /// Run `input` was cut short by a worker's end; it does not run again.
+    RunFinished {
+        input: u64,
+        status: i32,
+        /// The signal that ended it, if one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Whether `eukhe cancel` ended it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
+    },
+    /// Run `input` was cut short: the kernel running it is gone. It does
+    /// not run again.
     RunInterrupted { input: u64 },
+    /// Queued input `input` was withdrawn before it ran; it never runs.
+    Withdrawn { input: u64 },
     /// User bash started.
     Bash { command: String },
     /// User bash ended.
@@ -272,7 +288,9 @@ mod tests {
                 3,
                 EntryBody::RunFinished {
                     input: 1,
-                    status: 0
+                    status: 0,
+                    signal: None,
+                    cancelled: false,
                 }
             )
             .unwrap()

@@ -167,14 +167,20 @@ pub async fn wait_gone(
     }
 }
 
-/// Stop the worker `identity` of `id`: ask it (it keeps queued input for
-/// the next worker), wait out the stop grace, then end it by force (SIGKILL
-/// by identity, or StopUnit). Returns whether it is gone.
-pub async fn stop_worker(supervisor: &Shared, id: &str, identity: ProcessIdentity) -> bool {
+/// Stop the worker `identity` of `id`: ask it with `request` (`Stop`: it
+/// keeps queued input for the next worker and its kernel keeps its runs;
+/// `StopWithKernel`: the kernel ends too), wait out the stop grace, then end
+/// it by force (SIGKILL by identity, or StopUnit). Returns whether it is gone.
+pub async fn stop_worker(
+    supervisor: &Shared,
+    id: &str,
+    identity: ProcessIdentity,
+    request: Request,
+) -> bool {
     let units = units(supervisor);
     let _ = tokio::time::timeout(
         Duration::from_millis(TM.stop_grace),
-        ask_worker(supervisor, id, Request::Stop),
+        ask_worker(supervisor, id, request),
     )
     .await;
     wait_gone(units.as_ref(), id, identity, TM.stop_grace).await;

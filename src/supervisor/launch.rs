@@ -79,7 +79,7 @@ pub async fn launch(supervisor: &Shared, id: &str) {
             LaunchStep::Launch => break,
             LaunchStep::StopEarlier => {
                 let earlier = earlier.expect("a step to stop needs an earlier process");
-                backend::stop_worker(supervisor, id, earlier).await;
+                backend::stop_worker(supervisor, id, earlier, Request::Stop).await;
                 stop_sent = true;
                 holder = backend::surviving_worker(supervisor, id).await;
             }
@@ -169,6 +169,8 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                     return;
                 }
                 slot.work = info.work;
+                slot.background = info.background;
+                slot.kernel_pid = info.kernel_pid;
                 let running = SlotState::Running {
                     identity: ProcessIdentity {
                         pid: info.pid,

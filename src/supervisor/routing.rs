@@ -231,6 +231,8 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
             state: SlotState::Saved,
             budget: RestartBudget::new(),
             work: WorkSet::EMPTY,
+            background: 0,
+            kernel_pid: None,
             generation: 0,
         },
     );
@@ -417,7 +419,12 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
         }
         ShutdownMode::Force => {
             stop_serving(supervisor);
-            stop_all(supervisor, &running_ids(supervisor)).await;
+            stop_all(
+                supervisor,
+                &running_ids(supervisor),
+                Request::StopWithKernel,
+            )
+            .await;
             Response::Shutdown {
                 stopped: true,
                 message: "the daemon and every worker stopped".into(),
@@ -441,7 +448,7 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
             match idle_shutdown_commits(asked_at, &replies) {
                 ShutdownCommit::StopWorkers => {
                     stop_serving(supervisor);
-                    stop_all(supervisor, &ids).await;
+                    stop_all(supervisor, &ids, Request::Stop).await;
                     Response::Shutdown {
                         stopped: true,
                         message: "the daemon was idle and stopped".into(),
@@ -494,7 +501,7 @@ async fn ask_each(
 
 /// Stop workers, all at once: each is asked to stop and ended by force
 /// (by identity, or through its unit) if it outlives the stop grace.
-async fn stop_all(supervisor: &Shared, ids: &[String]) {
+async fn stop_all(supervisor: &Shared, ids: &[String], request: Request) {
     let stops: Vec<_> = ids
         .iter()
         .filter_map(
@@ -504,9 +511,9 @@ async fn stop_all(supervisor: &Shared, ids: &[String]) {
             },
         )
         .map(|(id, identity)| {
-            let supervisor = supervisor.clone();
+            let (supervisor, request) = (supervisor.clone(), request.clone());
             tokio::task::spawn_local(async move {
-                backend::stop_worker(&supervisor, &id, identity).await
+                backend::stop_worker(&supervisor, &id, identity, request).await
             })
         })
         .collect();

@@ -35,6 +35,9 @@ pub struct Slot {
     pub state: SlotState,
     pub budget: RestartBudget,
     pub work: WorkSet,
+    /// Background jobs and the kernel, as the worker last reported them.
+    pub background: u32,
+    pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
 }
@@ -77,6 +80,8 @@ impl Supervisor {
                         state,
                         budget: RestartBudget::new(),
                         work: WorkSet::EMPTY,
+                        background: 0,
+                        kernel_pid: None,
                         generation: 0,
                     },
                 )
@@ -167,6 +172,8 @@ impl Supervisor {
                     pid,
                     build,
                     failures_in_window: slot.budget.failures_in_window(now_ms),
+                    jobs: slot.background,
+                    kernel_pid: slot.kernel_pid,
                 }
             })
             .collect()

@@ -5,6 +5,7 @@
 //! lost, all as the law modules decide.
 
 pub mod engine;
+mod link;
 mod serve;
 mod state;
 

@@ -12,17 +12,19 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
+use super::state::JobKind;
 use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
+use crate::laws::runs::{next_run, RunRecord};
 use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Role};
+use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
-use crate::session::kernel::{self, signal_group};
 use crate::session::store::private_dir;
 use crate::session::transcript::{read_entries, EntryBody};
 
@@ -45,6 +47,22 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot protect {}: {e}", socket.display()))?;
     let signals = Signals::default();
+    let failure: Rc<RefCell<Option<String>>> = Rc::default();
+    {
+        let (worker, signals, failure, paths) = (
+            worker.clone(),
+            signals.clone(),
+            failure.clone(),
+            paths.clone(),
+        );
+        tokio::task::spawn_local(async move {
+            if let Err(e) = super::link::run(worker.clone(), paths, signals.run.clone()).await {
+                tracing::error!("{e}");
+                *failure.borrow_mut() = Some(e);
+                stop(&worker, &signals).await;
+            }
+        });
+    }
     tokio::task::spawn_local(run_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tick_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
@@ -67,7 +85,11 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
         }
     }
     let _ = std::fs::remove_file(&socket);
-    Ok(())
+    let failed = failure.borrow_mut().take();
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 async fn refuse(stream: UnixStream, message: &str) {
@@ -159,8 +181,14 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 let _ = tx.send(Response::Ok);
             }
             Request::Stop => {
-                tracing::info!("stopping: asked by the supervisor");
+                tracing::info!("stopping: asked by the supervisor (the kernel keeps its runs)");
                 stop(&worker, &signals).await;
+                let _ = tx.send(Response::Ok);
+                return;
+            }
+            Request::StopWithKernel => {
+                tracing::info!("stopping with the kernel: asked by the supervisor");
+                stop_with_kernel(&worker, &signals).await;
                 let _ = tx.send(Response::Ok);
                 return;
             }
@@ -199,7 +227,51 @@ async fn session_request(
                 }
             }
         }
-        SessionRequest::Bash { command } => user_bash(worker, command, tx).await,
+        SessionRequest::Bash { command } => {
+            // A worker just started connects to its kernel first.
+            while worker.borrow().kernel.is_none() && !worker.borrow().stopping {
+                tokio::select! {
+                    _ = signals.run.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+            user_bash(worker, command, tx)
+        }
+        SessionRequest::Cancel { all } => {
+            let mut w = worker.borrow_mut();
+            let run = w.current_run();
+            if let Some(run) = run {
+                tracing::info!(run, "cancelling run {run}");
+                w.send_kernel(ToKernel::Cancel {
+                    job: format!("r{run}"),
+                });
+            }
+            let mut withdrawn = Vec::new();
+            if all {
+                let queued: Vec<u64> = w.queue.iter().map(|q| q.run).collect();
+                for queued in queued {
+                    match w.withdraw(queued) {
+                        Ok(()) => withdrawn.push(queued),
+                        Err(message) => {
+                            let _ = tx.send(Response::Error { message });
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(Response::Cancelled { run, withdrawn });
+        }
+        SessionRequest::Queue => {
+            let inputs = worker.borrow().queue.iter().cloned().collect();
+            let _ = tx.send(Response::Queue { inputs });
+        }
+        SessionRequest::Withdraw { run } => {
+            let withdrawn = worker.borrow_mut().withdraw(run);
+            let _ = tx.send(match withdrawn {
+                Ok(()) => Response::Ok,
+                Err(message) => Response::Error { message },
+            });
+        }
         SessionRequest::Log => {
             let path = worker.borrow().files.transcript();
             match read_entries(&path) {
@@ -247,165 +319,102 @@ async fn session_request(
     }
 }
 
-async fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &UnboundedSender<Response>) {
-    let started = {
-        let mut w = worker.borrow_mut();
-        if w.stopping {
-            Err("the session's worker is stopping".to_string())
-        } else {
-            w.append(EntryBody::Bash {
-                command: command.clone(),
-            })
-            .and_then(|_| {
-                let tag = format!("bash-{}", crate::clock::mono_ms());
-                kernel::spawn(w.kernel.namespace(), &command, &w.files.scratch(), &tag)
-            })
-        }
-    };
-    let running = match started {
-        Ok(running) => running,
-        Err(message) => {
-            let _ = tx.send(Response::Error { message });
-            return;
-        }
-    };
-    let group = running.process_group();
-    {
-        let mut w = worker.borrow_mut();
-        w.bash_running += 1;
-        w.running_groups.extend(group);
-        w.work_changed();
-    }
-    let (status, namespace) = running
-        .finish(|stream, data| {
-            let _ = tx.send(Response::Output {
-                stream,
-                data: data.clone(),
-            });
-            let _ = worker.borrow_mut().append(EntryBody::Output {
-                input: None,
-                stream,
-                data,
-            });
-        })
-        .await;
+/// User bash runs at once in the kernel, beside any run in progress; the
+/// kernel merges the shell state it leaves when it ends.
+fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &UnboundedSender<Response>) {
     let mut w = worker.borrow_mut();
-    w.running_groups.retain(|g| Some(*g) != group);
-    w.bash_running -= 1;
-    w.set_namespace(namespace);
-    let _ = w.append(EntryBody::BashFinished { status });
+    let refused = if w.stopping {
+        Some("the session's worker is stopping".to_string())
+    } else {
+        w.append(EntryBody::Bash {
+            command: command.clone(),
+        })
+        .err()
+    };
+    if let Some(message) = refused {
+        let _ = tx.send(Response::Error { message });
+        return;
+    }
+    let job = w.next_bash_job();
+    super::link::hand(
+        &mut w,
+        &job,
+        Some(&command),
+        JobKind::Bash { client: tx.clone() },
+    );
     w.work_changed();
-    let _ = tx.send(Response::Exit { status });
 }
 
 async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
     loop {
-        let next = {
+        let started = {
             let mut w = worker.borrow_mut();
             if w.stopping {
                 return;
             }
-            if w.current_run.is_some() || w.queue.is_empty() || !w.gate_admits_run() {
-                None
+            let due = w.kernel.is_some() && next_run(&w.book, true).is_some();
+            let next = if due {
+                let admits = w.gate_admits_run();
+                next_run(&w.book, admits)
             } else {
-                let (input, text) = w.queue.front().cloned().expect("queue is not empty");
-                // The input leaves the queue only once its start is stored:
-                // on a full disk it waits, and runs when space returns.
-                if let Err(e) = w.append(EntryBody::RunStarted { input }) {
-                    tracing::error!(run = input, "cannot start run {input}: {e}");
-                    Some(Err(()))
-                } else {
-                    w.queue.pop_front();
-                    w.current_run = Some(input);
-                    tracing::info!(run = input, "run {input} started");
-                    let started = w.engine.start(
-                        w.kernel.namespace(),
-                        &text,
-                        &w.files.scratch(),
-                        &format!("run-{input}"),
-                    );
-                    w.work_changed();
-                    Some(Ok((input, started)))
-                }
-            }
+                None
+            };
+            next.map(|run| w.start_run(run))
         };
-        let (input, started) = match next {
-            Some(Ok(next)) => next,
-            // Not stored: retry once the disk may have room again.
-            Some(Err(())) => {
+        match started {
+            // Not stored (a full disk): retry once there may be room.
+            Some(Err(e)) => {
+                tracing::error!("{e}");
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
             }
+            Some(Ok(())) => {}
             None => {
                 tokio::select! {
                     _ = signals.run.notified() => {}
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
-                continue;
             }
-        };
-        let (status, namespace) = match started {
-            Ok(running) => {
-                let group = running.process_group();
-                worker.borrow_mut().running_groups.extend(group);
-                let result = running
-                    .finish(|stream, data| {
-                        let mut w = worker.borrow_mut();
-                        // Stored first, then shown (a full disk: shown, and
-                        // counted for a notice once space returns).
-                        let output = Response::Output {
-                            stream,
-                            data: data.clone(),
-                        };
-                        let bytes = data.len();
-                        if w.append(EntryBody::Output {
-                            input: Some(input),
-                            stream,
-                            data,
-                        })
-                        .is_err()
-                        {
-                            w.unstored_output += bytes as u64;
-                        }
-                        w.tell_waiters(input, output);
-                    })
-                    .await;
-                worker
-                    .borrow_mut()
-                    .running_groups
-                    .retain(|g| Some(*g) != group);
-                result
-            }
-            Err(message) => {
-                let _ = worker.borrow_mut().append(EntryBody::Notice {
-                    text: message,
-                    restore: None,
-                });
-                (127, None)
-            }
-        };
-        let ending = if worker.borrow().stopping {
-            tracing::info!(run = input, "run {input} interrupted by the stop");
-            EntryBody::RunInterrupted { input }
-        } else {
-            tracing::info!(run = input, status, "run {input} exited {status}");
-            EntryBody::RunFinished { input, status }
-        };
-        append_until_stored(&worker, ending).await;
-        let mut w = worker.borrow_mut();
-        w.set_namespace(namespace);
-        w.current_run = None;
-        w.end_waiters(input, status);
-        w.work_changed();
+        }
     }
 }
 
-/// Store `body`, retrying while the disk is full (the run's end must be
+impl Worker {
+    /// Start queued input `run`: its start is stored first, then the kernel
+    /// is given it (the input leaves the queue only once its start is
+    /// stored: on a full disk it waits).
+    fn start_run(&mut self, run: u64) -> Result<(), String> {
+        let Some(queued) = self.queue.iter().find(|q| q.run == run).cloned() else {
+            return Err(format!("run {run} is not queued"));
+        };
+        self.append(EntryBody::RunStarted { input: run })
+            .map_err(|e| format!("cannot start run {run}: {e}"))?;
+        self.queue.retain(|q| q.run != run);
+        self.book.insert(run, RunRecord::Started);
+        self.started_text.insert(run, queued.text.clone());
+        tracing::info!(run, "run {run} started");
+        super::link::hand(
+            self,
+            &format!("r{run}"),
+            Some(&queued.text),
+            JobKind::Run {
+                input: run,
+                lost: false,
+            },
+        );
+        self.work_changed();
+        Ok(())
+    }
+}
+
+/// Store with `store`, retrying while the disk is full (a run's end must be
 /// on record, or a restart would call a finished run interrupted). Gives up
 /// only when the worker stops.
-async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) {
+pub async fn append_until_stored_with(
+    worker: &Rc<RefCell<Worker>>,
+    store: impl Fn(&mut Worker) -> Result<(), String>,
+) {
     loop {
-        let stored = worker.borrow_mut().append(body.clone());
+        let stored = store(&mut worker.borrow_mut());
         match stored {
             Ok(_) => {
                 worker.borrow_mut().notice_unstored_output();
@@ -456,7 +465,7 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             OrphanVerdict::Wait => {}
             OrphanVerdict::ExitResumable => {
                 tracing::warn!(
-                    "no supervisor for the lost-exit window: exiting with its work resumable"
+                    "no supervisor for the lost-exit window: exiting; the kernel keeps its runs"
                 );
                 worker.borrow_mut().record_busy_now();
                 stop(&worker, &signals).await;
@@ -488,11 +497,11 @@ async fn stop_on_sigterm(worker: Rc<RefCell<Worker>>, signals: Signals) {
     }
 }
 
-/// Stop: close the gate for good, tear down running commands (TERM, then
-/// KILL after the kernel teardown time), keep queued input for a later
-/// worker, and end the process's loops.
+/// Stop: close the gate for good and end the process's loops. The kernel
+/// and its runs keep running (a worker that leaves aborts nothing); queued
+/// input stays for the next worker.
 async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
-    let groups = {
+    {
         let mut w = worker.borrow_mut();
         if w.stopping {
             return;
@@ -501,22 +510,21 @@ async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
         systemd::notify("STOPPING=1");
         w.record_busy_now();
         w.stopping = true;
-        w.running_groups.clone()
-    };
-    for &group in &groups {
-        signal_group(group, libc::SIGTERM);
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown);
-    while tokio::time::Instant::now() < deadline && !worker.borrow().running_groups.is_empty() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    for &group in &worker.borrow().running_groups {
-        signal_group(group, libc::SIGKILL);
-    }
-    // Give the run loop a moment to store how the run ended.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.harness_close);
-    while tokio::time::Instant::now() < deadline && worker.borrow().current_run.is_some() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     signals.exit.notify_one();
+}
+
+/// Stop the session's kernel (every process of the session ends), then the
+/// worker: `shutdown --force`.
+async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
+    let connected = {
+        let w = worker.borrow();
+        w.send_kernel(ToKernel::Stop);
+        w.kernel.is_some()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
+    while connected && worker.borrow().kernel.is_some() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop(worker, signals).await;
 }

@@ -1,11 +1,11 @@
 //! The worker's state and the synchronous steps on it. Every decision is a
 //! call into `laws`; this file only keeps the books.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::engine::{self, Engine};
+use super::engine;
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
@@ -15,28 +15,56 @@ use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
-use crate::laws::notice::{restore_notice, MessageKind};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
+use crate::laws::runs::{may_withdraw, RunId, RunRecord};
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::paths::Paths;
-use crate::protocol::message::{Response, WorkerInfo};
-use crate::session::kernel::{Kernel, Namespace};
+use crate::protocol::kernel::ToKernel;
+use crate::protocol::message::{QueuedInput, Response, WorkerInfo};
 use crate::session::store::{
     private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord,
 };
 use crate::session::transcript::{Entry, EntryBody, Transcript};
 
+/// A job the worker follows in its kernel.
+pub struct Followed {
+    pub kind: JobKind,
+    /// Its end is stored (output may still come until it settles).
+    pub ended: bool,
+    /// Bytes of a UTF-8 character cut at the end of a record, per stream.
+    pub carry: [Vec<u8>; 2],
+}
+
+pub enum JobKind {
+    /// Run `input`; `lost`: its kernel is gone, so its end is an interruption.
+    Run { input: RunId, lost: bool },
+    /// User bash, answered to this client.
+    Bash { client: UnboundedSender<Response> },
+}
+
 pub struct Worker {
     pub meta: SessionMeta,
-    pub engine: Box<dyn Engine>,
     pub files: SessionFiles,
     transcript: Transcript,
-    pub kernel: Kernel,
-    pub queue: VecDeque<(u64, String)>,
+    /// Every input's latest record, as `laws::runs` reads it.
+    pub book: BTreeMap<RunId, RunRecord>,
+    /// Queued inputs in order (a copy of the `Queued` part of the book,
+    /// with their text and when they were queued).
+    pub queue: VecDeque<QueuedInput>,
     next_input: u64,
-    pub current_run: Option<u64>,
-    pub bash_running: u32,
+    /// Where each run's stored output reaches in the kernel's spool.
+    pub spool_offsets: HashMap<RunId, u64>,
+    /// The text of every run started and not ended (to hand it again).
+    pub started_text: HashMap<RunId, String>,
+    /// The link to the session's kernel, once connected.
+    pub kernel: Option<UnboundedSender<ToKernel>>,
+    pub kernel_pid: Option<u32>,
+    /// Processes that runs left running, as the kernel counts them.
+    pub background: u32,
+    /// Jobs the worker follows in the kernel.
+    pub jobs: HashMap<String, Followed>,
+    bash_seq: u64,
     gate: RunGate,
     latest_record: Option<OwnRecord>,
     journal: BusyJournal,
@@ -45,7 +73,6 @@ pub struct Worker {
     subscribers: Vec<UnboundedSender<Response>>,
     waiters: HashMap<u64, Vec<UnboundedSender<Response>>>,
     supervisor: Option<UnboundedSender<Response>>,
-    pub running_groups: Vec<u32>,
     pub stopping: bool,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
@@ -63,14 +90,6 @@ impl Worker {
             read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
         private_dir(&files.scratch())?;
         let (transcript, entries, torn) = Transcript::open(&files.transcript())?;
-        let env = std::env::vars()
-            .filter(|(name, _)| {
-                !name.starts_with("EUKHE_")
-                    && !name.starts_with("LISTEN_")
-                    && name != "NOTIFY_SOCKET"
-            })
-            .collect();
-        let (kernel, start) = Kernel::start(&files.namespace(), &meta.cwd, env)?;
         // The supervisor passes its setting on the process backend; a unit
         // started by systemd reads the configuration itself.
         let lost_window = match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
@@ -78,17 +97,21 @@ impl Worker {
                 .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
             Err(_) => crate::config::Config::load(&paths.config)?.worker_lost_exit_ms,
         };
-        let engine = engine::by_name(&meta.engine)?;
+        engine::check(&meta.engine)?;
         let mut worker = Worker {
             meta,
-            engine,
             files,
             transcript,
-            kernel,
+            book: BTreeMap::new(),
             queue: VecDeque::new(),
             next_input: 1,
-            current_run: None,
-            bash_running: 0,
+            spool_offsets: HashMap::new(),
+            started_text: HashMap::new(),
+            kernel: None,
+            kernel_pid: None,
+            background: 0,
+            jobs: HashMap::new(),
+            bash_seq: 0,
             gate: RunGate::Open,
             latest_record: None,
             journal: HostKind::from_env()?.busy_journal(&paths.state),
@@ -97,7 +120,6 @@ impl Worker {
             subscribers: Vec::new(),
             waiters: HashMap::new(),
             supervisor: None,
-            running_groups: Vec::new(),
             stopping: false,
             unstored_output: 0,
             identity: own_identity(),
@@ -111,28 +133,7 @@ impl Worker {
                 restore: None,
             })?;
         }
-        let restores = entries
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.body,
-                    EntryBody::Notice {
-                        restore: Some(_),
-                        ..
-                    }
-                )
-            })
-            .count() as u32;
-        if let Some(MessageKind::RestoreNotice { restore }) = restore_notice(start, restores) {
-            worker.append(EntryBody::Notice {
-                text: format!(
-                    "kernel restored from its snapshot (restore {restore}): working directory {}",
-                    worker.kernel.namespace().cwd
-                ),
-                restore: Some(restore),
-            })?;
-        }
-        worker.rebuild_queue(&entries)?;
+        worker.rebuild_book(&entries);
         write_json(
             &worker.files.worker(),
             &WorkerRecord {
@@ -143,38 +144,80 @@ impl Worker {
         Ok(worker)
     }
 
-    /// Inputs never started are queued again; a run that was cut short by
-    /// the previous worker's end is marked interrupted and does not rerun.
-    fn rebuild_queue(&mut self, entries: &[Entry]) -> Result<(), String> {
-        let mut pending: Vec<(u64, String)> = Vec::new();
-        let mut started: Vec<u64> = Vec::new();
+    /// The book, the queue and the spool offsets, from the transcript.
+    fn rebuild_book(&mut self, entries: &[Entry]) {
+        let mut queue = Vec::new();
+        let mut texts = HashMap::new();
         for entry in entries {
             match &entry.body {
                 EntryBody::Input { input, text } => {
-                    pending.push((*input, text.clone()));
+                    self.book.insert(*input, RunRecord::Queued);
+                    texts.insert(*input, text.clone());
+                    queue.push(QueuedInput {
+                        run: *input,
+                        text: text.clone(),
+                        at_ms: entry.at_ms,
+                    });
                     self.next_input = self.next_input.max(input + 1);
                 }
+                EntryBody::Withdrawn { input } => {
+                    self.book.insert(*input, RunRecord::Withdrawn);
+                }
                 EntryBody::RunStarted { input } => {
-                    pending.retain(|(i, _)| i != input);
-                    started.push(*input);
+                    self.book.insert(*input, RunRecord::Started);
                 }
                 EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
-                    started.retain(|i| i != input);
+                    self.book.insert(*input, RunRecord::Ended);
+                }
+                EntryBody::Output {
+                    input: Some(input),
+                    spool_end: Some(end),
+                    ..
+                } => {
+                    self.spool_offsets.insert(*input, *end);
                 }
                 _ => {}
             }
         }
-        for input in started {
-            self.append(EntryBody::RunInterrupted { input })?;
-            self.append(EntryBody::Notice {
-                text: format!(
-                    "run {input} was cut short when its worker ended; it does not run again"
-                ),
-                restore: None,
-            })?;
-        }
-        self.queue = pending.into();
-        Ok(())
+        self.started_text = texts
+            .into_iter()
+            .filter(|(run, _)| self.book.get(run) == Some(&RunRecord::Started))
+            .collect();
+        self.queue = queue
+            .into_iter()
+            .filter(|q| self.book.get(&q.run) == Some(&RunRecord::Queued))
+            .collect();
+    }
+
+    /// How many restore notices the transcript holds.
+    pub fn restores(&self) -> Result<u32, String> {
+        let entries = crate::session::transcript::read_entries(&self.files.transcript())?;
+        Ok(entries
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.body,
+                    EntryBody::Notice {
+                        restore: Some(_),
+                        ..
+                    }
+                )
+            })
+            .count() as u32)
+    }
+
+    /// The run the kernel executes now (started, not ended).
+    pub fn current_run(&self) -> Option<RunId> {
+        self.book
+            .iter()
+            .find(|(_, r)| **r == RunRecord::Started)
+            .map(|(run, _)| *run)
+    }
+
+    /// A fresh job name for user bash.
+    pub fn next_bash_job(&mut self) -> String {
+        self.bash_seq += 1;
+        format!("b{}-{}", self.identity.pid, self.bash_seq)
     }
 
     /// Store an entry durably, then show it to every attached client.
@@ -204,27 +247,58 @@ impl Worker {
     /// Queue input as a new run.
     pub fn queue_input(&mut self, text: String) -> Result<u64, String> {
         let input = self.next_input;
-        self.append(EntryBody::Input {
+        let entry = self.append(EntryBody::Input {
             input,
             text: text.clone(),
         })?;
         self.next_input += 1;
-        self.queue.push_back((input, text));
+        self.book.insert(input, RunRecord::Queued);
+        self.queue.push_back(QueuedInput {
+            run: input,
+            text,
+            at_ms: entry.at_ms,
+        });
         self.work_changed();
         Ok(input)
+    }
+
+    /// Withdraw queued input `run`: it never runs.
+    pub fn withdraw(&mut self, run: RunId) -> Result<(), String> {
+        if !may_withdraw(&self.book, run) {
+            return Err(match self.book.get(&run) {
+                None => format!("there is no run {run}"),
+                Some(RunRecord::Withdrawn) => format!("run {run} is already withdrawn"),
+                Some(_) => format!("run {run} is not queued: it has started"),
+            });
+        }
+        self.append(EntryBody::Withdrawn { input: run })?;
+        self.book.insert(run, RunRecord::Withdrawn);
+        self.queue.retain(|q| q.run != run);
+        self.work_changed();
+        Ok(())
     }
 
     /// The session's work now.
     pub fn work(&self) -> WorkSet {
         let mut activities = Vec::new();
-        if self.current_run.is_some() {
+        if self.current_run().is_some() {
             activities.push(Activity::Work(WorkKind::Run));
         }
         if !self.queue.is_empty() {
             activities.push(Activity::Work(WorkKind::QueuedInput));
         }
-        if self.bash_running > 0 {
-            activities.push(Activity::Work(WorkKind::UserBash));
+        for job in self.jobs.values() {
+            activities.push(match (&job.kind, job.ended) {
+                (JobKind::Bash { .. }, false) => Activity::Work(WorkKind::UserBash),
+                (JobKind::Run { .. }, false) => Activity::Work(WorkKind::Run),
+                (_, true) => Activity::Work(WorkKind::UnsettledChild),
+            });
+        }
+        if self.background > 0 {
+            activities.push(Activity::Work(WorkKind::BackgroundJob));
+        }
+        if self.book.values().any(|r| *r == RunRecord::Withdrawn) {
+            activities.push(Activity::WithdrawnInput);
         }
         session_work(&activities)
     }
@@ -283,6 +357,8 @@ impl Worker {
             start_time: self.identity.start_time,
             build_id: build_id().to_string(),
             work: self.work(),
+            background: self.background,
+            kernel_pid: self.kernel_pid,
         }
     }
 
@@ -353,17 +429,6 @@ impl Worker {
         if let Some(waiters) = self.waiters.remove(&input) {
             for w in waiters {
                 let _ = w.send(Response::Exit { status });
-            }
-        }
-    }
-
-    pub fn set_namespace(&mut self, namespace: Option<Namespace>) {
-        if let Some(namespace) = namespace {
-            if let Err(e) = self.kernel.update(namespace) {
-                let _ = self.append(EntryBody::Notice {
-                    text: e,
-                    restore: None,
-                });
             }
         }
     }

@@ -1,0 +1,323 @@
+//! The kernel's books: its jobs, the snapshot, and the steps on them (start
+//! a job, take its report, its end, a cancel). A job is a run (`r<N>`) or
+//! user bash (`b<N>`); each is forked by the shell in its own process group
+//! from the snapshot as it is when the job starts, and its changes to the
+//! shell state are merged into the snapshot when it ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use tokio::sync::watch;
+
+use super::spool::{JobEnd, Spool};
+use super::zygote::{self, Pipes};
+use crate::laws::runs::{kernel_accepts, SpoolRun};
+use crate::protocol::kernel::JobState;
+use crate::protocol::message::Stream;
+use crate::session::snapshot::{parse_capture, Snapshot};
+use crate::session::store::SessionFiles;
+
+/// One job the kernel runs.
+pub struct Job {
+    /// Its spool file, appended by both output readers.
+    pub out: File,
+    /// The shell process that reports its end (its process group).
+    pub group: Option<u32>,
+    /// The state it started from: its changes are measured against it.
+    pub started_from: Snapshot,
+    pub end: Option<JobEnd>,
+    /// Output streams still open (0: settled).
+    pub open_streams: u8,
+    pub cancelled: bool,
+    /// Holds the FIFOs open for writing until the job has opened them, so
+    /// their readers do not see an end before it starts.
+    pub placeholders: Vec<File>,
+}
+
+pub struct Kernel {
+    pub files: SessionFiles,
+    pub spool: Spool,
+    pub snapshot: Snapshot,
+    pub jobs: HashMap<String, Job>,
+    pub pipes: Pipes,
+    pub shell_pid: u32,
+    /// The restore notice for the first worker, if this kernel started
+    /// over a snapshot.
+    pub restored: Option<String>,
+    /// Processes that runs left behind (children of the kernel other than
+    /// its shell).
+    pub background: u32,
+    /// Bumped on every change a follower may be waiting for.
+    pub changed: watch::Sender<u64>,
+    pub stopping: bool,
+    /// Notices for the worker (sent to the connected ones, in order).
+    pub notices: Vec<String>,
+}
+
+impl Kernel {
+    pub fn new(
+        files: SessionFiles,
+        snapshot: Snapshot,
+        restored: Option<String>,
+    ) -> Result<(Kernel, OwnedFd), String> {
+        let spool = Spool::open(&files.spool())?;
+        let (pipes, reports) = zygote::pipes()?;
+        let shell_pid = zygote::start(&pipes)?;
+        let (changed, _) = watch::channel(0);
+        Ok((
+            Kernel {
+                files,
+                spool,
+                snapshot,
+                jobs: HashMap::new(),
+                pipes,
+                shell_pid,
+                restored,
+                background: 0,
+                changed,
+                stopping: false,
+                notices: Vec::new(),
+            },
+            reports,
+        ))
+    }
+
+    pub fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn scratch(&self, job: &str, what: &str) -> PathBuf {
+        self.files.scratch().join(format!("{job}.{what}"))
+    }
+
+    /// What the spool knows, as `laws::runs` reads it.
+    fn spool_runs(&self) -> BTreeMap<u64, SpoolRun> {
+        self.spool
+            .jobs()
+            .into_iter()
+            .filter_map(|(job, end)| {
+                let run = job.strip_prefix('r')?.parse().ok()?;
+                Some((
+                    run,
+                    match end {
+                        Some(end) => SpoolRun::Ended { status: end.status },
+                        None => SpoolRun::Accepted,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Every job the spool knows, as a worker sees it.
+    pub fn job_states(&self) -> BTreeMap<String, JobState> {
+        self.spool
+            .jobs()
+            .into_iter()
+            .map(|(job, end)| {
+                let live = self.jobs.get(&job);
+                let state = match (live, end) {
+                    (Some(live), _) if live.end.is_none() || live.open_streams > 0 => {
+                        JobState::Running
+                    }
+                    (_, Some(end)) => JobState::Ended { end },
+                    (Some(_), None) => JobState::Running,
+                    (None, None) => JobState::Lost,
+                };
+                (job, state)
+            })
+            .collect()
+    }
+
+    /// Start `job` unless the spool knows it: `Ok(Some(readers))` of its
+    /// output when it started, `Ok(None)` when the spool knew it.
+    pub fn start(&mut self, job: &str, command: &str) -> Result<Option<Readers>, String> {
+        if self.stopping {
+            return Err("the kernel is stopping".into());
+        }
+        if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
+            if !kernel_accepts(&self.spool_runs(), run) {
+                return Ok(None);
+            }
+        }
+        let Some(out) = self.spool.accept(job)? else {
+            return Ok(None);
+        };
+        let restore = self.scratch(job, "restore");
+        std::fs::write(&restore, self.snapshot.restore_script())
+            .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+        let capture = self.scratch(job, "state");
+        let _ = std::fs::remove_file(&capture);
+        let mut placeholders = Vec::new();
+        let mut fifos = Vec::new();
+        let mut readers = Vec::new();
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let path = self.scratch(job, stream_name(stream));
+            let fifo = super::output::open_fifo(&path)?;
+            placeholders.push(fifo.placeholder);
+            fifos.push(path.clone());
+            readers.push((stream, fifo.reader));
+        }
+        let message = zygote::job_message([
+            job,
+            &fifos[0].to_string_lossy(),
+            &fifos[1].to_string_lossy(),
+            &restore.to_string_lossy(),
+            &capture.to_string_lossy(),
+            command,
+        ]);
+        let mut writer = File::from(
+            self.pipes
+                .jobs_write
+                .try_clone()
+                .map_err(|e| format!("kernel: {e}"))?,
+        );
+        writer
+            .write_all(&message)
+            .map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        self.jobs.insert(
+            job.to_string(),
+            Job {
+                out,
+                group: None,
+                started_from: self.snapshot.clone(),
+                end: None,
+                open_streams: 2,
+                cancelled: false,
+                placeholders,
+            },
+        );
+        self.bump();
+        Ok(Some(readers))
+    }
+
+    /// The job's shell is running, in its own process group.
+    pub fn started(&mut self, job: &str, group: u32) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.group = Some(group);
+            j.placeholders.clear();
+        }
+    }
+
+    /// Store output of `job`.
+    pub fn output(&mut self, job: &str, stream: Stream, bytes: &[u8]) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
+                let text = format!(
+                    "{} bytes of output of {job} could not be kept: {e}",
+                    bytes.len()
+                );
+                self.notices.push(text);
+            }
+            self.bump();
+        }
+    }
+
+    /// One of `job`'s output streams closed.
+    pub fn stream_closed(&mut self, job: &str) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        j.open_streams = j.open_streams.saturating_sub(1);
+        if j.open_streams == 0 {
+            if let Some(end) = &mut j.end {
+                end.settled = true;
+                let end = end.clone();
+                let _ = self.spool.set_end(job, &end);
+                self.forget_scratch(job);
+            }
+        }
+        self.bump();
+    }
+
+    /// `job`'s shell ended with `status`: keep its changes to the shell
+    /// state, and record its end.
+    pub fn ended(&mut self, job: &str, status: i32) {
+        let capture_path = self.scratch(job, "state");
+        let captured = std::fs::read(&capture_path).ok();
+        let _ = std::fs::remove_file(&capture_path);
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        if j.end.is_some() {
+            return;
+        }
+        j.placeholders.clear();
+        let mut notice = None;
+        let mut signal = None;
+        match captured.map(|bytes| parse_capture(&bytes)) {
+            Some(Ok(capture)) => {
+                let changes = j.started_from.changes_to(&capture.snapshot);
+                self.snapshot.apply(&changes);
+                if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
+                    notice = Some(format!("the shell state could not be saved: {e}"));
+                }
+                if !capture.dropped.is_empty() {
+                    notice = Some(format!(
+                        "not kept: function {} (eukhe's shell code needs that builtin)",
+                        capture.dropped.join(", ")
+                    ));
+                }
+            }
+            Some(Err(e)) => notice = Some(e),
+            None => {
+                if status > 128 && status < 128 + 65 {
+                    signal = Some(status - 128);
+                }
+                if !j.cancelled && signal.is_none() {
+                    notice = Some(
+                        "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
+                         the shell state is as it was before it"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        let end = JobEnd {
+            status,
+            signal,
+            cancelled: j.cancelled,
+            notice,
+            settled: j.open_streams == 0,
+        };
+        j.end = Some(end.clone());
+        if let Err(e) = self.spool.set_end(job, &end) {
+            self.notices
+                .push(format!("the end of {job} could not be kept: {e}"));
+        }
+        if end.settled {
+            self.forget_scratch(job);
+        }
+        self.bump();
+    }
+
+    fn forget_scratch(&self, job: &str) {
+        for what in ["restore", "out", "err"] {
+            let _ = std::fs::remove_file(self.scratch(job, what));
+        }
+    }
+
+    /// The worker has stored `job`: drop it from the books and the spool.
+    pub fn forget(&mut self, job: &str) {
+        let done = match self.jobs.get(job) {
+            Some(j) => j.end.is_some() && j.open_streams == 0,
+            None => true,
+        };
+        if done {
+            self.jobs.remove(job);
+            self.spool.forget(job);
+        }
+    }
+}
+
+/// A started job's output pipes, to be read by `output::read`.
+pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
+
+pub fn stream_name(stream: Stream) -> &'static str {
+    match stream {
+        Stream::Stdout => "out",
+        Stream::Stderr => "err",
+    }
+}

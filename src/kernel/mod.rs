@@ -1,0 +1,249 @@
+//! The kernel: one long-lived process per session that holds the session's
+//! shell and runs its jobs, so a run outlives its worker.
+//!
+//! It is not the worker's child: on the process backend it detaches (its
+//! own session and process group) and is a child subreaper, so every
+//! process a run starts stays its descendant. It keeps each job's output
+//! and end in a durable spool (`spool`) and serves its worker over a
+//! private socket (`protocol::kernel`): a worker that crashes, is replaced
+//! or leaves with work leaves the kernel and its runs running, and the next
+//! worker catches the transcript up from the spool. Only `Stop` (a forced
+//! shutdown, `rm`) or the kernel's own death ends its runs.
+//!
+//! - `zygote`: the kernel's shell, which forks every job.
+//! - `jobs`: the books (jobs, the snapshot) and the steps on them.
+//! - `output`: reading a job's output pipes into the spool.
+//! - `serve`: the socket, the job reports, reaping, the tick.
+//! - `tree`: the process tree (subreaper, background jobs, ending all).
+
+mod jobs;
+mod output;
+mod serve;
+pub mod spool;
+mod tree;
+mod zygote;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::build_id::build_id;
+use crate::host::process::own_identity;
+use crate::host::HostKind;
+use crate::paths::Paths;
+use crate::protocol::kernel::KERNEL_PROTOCOL;
+use crate::session::snapshot::{load_or_migrate, Snapshot};
+use crate::session::store::{
+    private_dir, read_json, write_json, KernelRecord, SessionFiles, SessionMeta,
+};
+
+pub use zygote::SCRIPT as SHELL_SCRIPT;
+
+/// What a restore cannot bring back.
+const NOT_RESTORED: &str = "background jobs and open file descriptors do not come back";
+
+/// Run the kernel of `session`. With `detach`, the process forks: the
+/// parent returns once the kernel serves (or says why it cannot), and the
+/// kernel lives on in its own session.
+pub fn main(session: &str, detach: bool) -> Result<(), String> {
+    let paths = Paths::from_env()?;
+    let files = SessionFiles::new(paths.session_dir(session));
+    let meta: SessionMeta =
+        read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
+    let ready = if detach {
+        Some(detach_from_parent()?)
+    } else {
+        None
+    };
+    let result = serve_session(&paths, &files, &meta, ready);
+    if let Err(e) = &result {
+        tracing::error!("{e}");
+    }
+    result
+}
+
+/// Fork; the parent waits for the child's word on a pipe and exits with
+/// it. Returns the child's end of the pipe.
+fn detach_from_parent() -> Result<std::fs::File, String> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two fds into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("kernel: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both fds are new and ours.
+    let (mut read, write) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    // SAFETY: no other thread runs yet (no runtime has started), so the
+    // child may do anything after fork.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!(
+            "kernel: cannot fork: {}",
+            std::io::Error::last_os_error()
+        )),
+        0 => {
+            drop(read);
+            // SAFETY: setsid(2) in the child, which leads no group yet.
+            unsafe { libc::setsid() };
+            Ok(write)
+        }
+        _ => {
+            drop(write);
+            let mut word = String::new();
+            let _ = read.read_to_string(&mut word);
+            match word.strip_prefix("ok") {
+                Some(_) => std::process::exit(0),
+                None if word.is_empty() => Err("kernel: it ended before it served".to_string()),
+                None => Err(word),
+            }
+        }
+    }
+}
+
+/// The lock that makes this the session's only kernel, held for life.
+fn take_lock(files: &SessionFiles) -> Result<std::fs::File, String> {
+    let path = files.kernel_lock();
+    let lock = crate::session::store::private_append(&path)?;
+    // SAFETY: flock(2) on a file we own.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "kernel: session {} already has a live kernel ({} is locked)",
+            files.dir.display(),
+            path.display()
+        ));
+    }
+    Ok(lock)
+}
+
+fn serve_session(
+    paths: &Paths,
+    files: &SessionFiles,
+    meta: &SessionMeta,
+    mut ready: Option<std::fs::File>,
+) -> Result<(), String> {
+    let say = |ready: &mut Option<std::fs::File>, word: &str| {
+        if let Some(mut pipe) = ready.take() {
+            let _ = pipe.write_all(word.as_bytes());
+        }
+    };
+    let started = start_kernel(paths, files, meta);
+    let (kernel, reports, listener, _lock, journal, cancel_grace) = match started {
+        Ok(parts) => parts,
+        Err(e) => {
+            say(&mut ready, &e);
+            return Err(e);
+        }
+    };
+    say(&mut ready, "ok");
+    // Standard streams go to the kernel's log (the worker's are not ours).
+    redirect_stdio(&files.kernel_log());
+    let ctx = Rc::new(serve::Context {
+        kernel,
+        session: meta.id.clone(),
+        cancel_grace,
+        exit: Rc::new(tokio::sync::Notify::new()),
+        workers: Rc::new(RefCell::new(Vec::new())),
+    });
+    let socket = paths.kernel_socket(&meta.id);
+    let result = crate::runtime::block_on_local("kernel", async move {
+        let listener =
+            tokio::net::UnixListener::from_std(listener).map_err(|e| format!("kernel: {e}"))?;
+        serve::run(ctx, listener, reports, journal).await
+    });
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(files.kernel());
+    result
+}
+
+type Started = (
+    serve::Shared,
+    std::os::fd::OwnedFd,
+    std::os::unix::net::UnixListener,
+    std::fs::File,
+    crate::host::busy_journal::BusyJournal,
+    Duration,
+);
+
+fn start_kernel(
+    paths: &Paths,
+    files: &SessionFiles,
+    meta: &SessionMeta,
+) -> Result<Started, String> {
+    let host = HostKind::from_env()?;
+    crate::host::log::init(host, "kernel", Some(&meta.id));
+    tree::become_subreaper()?;
+    private_dir(&files.scratch())?;
+    let lock = take_lock(files)?;
+    let config = crate::config::Config::load(&paths.config)?;
+    let (snapshot, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())? {
+        Some(snapshot) => {
+            let text = format!(
+                "working directory {}, {} variables, {} functions, {} aliases, options and traps; {NOT_RESTORED}",
+                snapshot.cwd(),
+                count(&snapshot, "var:"),
+                count(&snapshot, "func:"),
+                count(&snapshot, "alias:")
+            );
+            (snapshot, Some(text))
+        }
+        None => {
+            let env: BTreeMap<String, String> = std::env::vars()
+                .filter(|(name, _)| {
+                    !name.starts_with("EUKHE_")
+                        && !name.starts_with("LISTEN_")
+                        && name != "NOTIFY_SOCKET"
+                })
+                .collect();
+            let snapshot = Snapshot::fresh(&meta.cwd, &env);
+            snapshot.save(&files.snapshot())?;
+            (snapshot, None)
+        }
+    };
+    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
+    let listener = serve::listen(&paths.kernel_socket(&meta.id))?;
+    write_json(
+        &files.kernel(),
+        &KernelRecord {
+            identity: own_identity(),
+            build_id: build_id().to_string(),
+            protocol: KERNEL_PROTOCOL,
+        },
+    )?;
+    Ok((
+        Rc::new(RefCell::new(kernel)),
+        reports,
+        listener,
+        lock,
+        host.busy_journal(&paths.state),
+        Duration::from_millis(config.cancel_grace_ms),
+    ))
+}
+
+fn count(snapshot: &Snapshot, prefix: &str) -> usize {
+    snapshot
+        .items
+        .keys()
+        .filter(|k| k.starts_with(prefix))
+        .count()
+}
+
+fn redirect_stdio(log: &std::path::Path) {
+    let Ok(file) = crate::session::store::private_append(log) else {
+        return;
+    };
+    let null = std::fs::File::open("/dev/null").ok();
+    // SAFETY: dup2(2) onto the standard fds, with fds we own.
+    unsafe {
+        if let Some(null) = &null {
+            libc::dup2(null.as_raw_fd(), 0);
+        }
+        libc::dup2(file.as_raw_fd(), 1);
+        libc::dup2(file.as_raw_fd(), 2);
+    }
+}

@@ -1,0 +1,511 @@
+//! The kernel's event loops: job reports from its shell, children to reap,
+//! the socket its worker connects to, and the tick that counts background
+//! jobs and keeps busy evidence fresh while no worker is connected.
+
+use std::cell::RefCell;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio::sync::Notify;
+
+use super::jobs::{Kernel, Readers};
+use super::zygote::{self, Report};
+use super::{output, tree};
+use crate::build_id::build_id;
+use crate::clock::{mono_ms, wall_ms};
+use crate::host::busy_journal::{BusyJournal, JournalLine};
+use crate::host::process::own_identity;
+use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
+use crate::laws::timing::TM;
+use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::protocol::frame::{encode, read_frame, FrameError};
+use crate::protocol::kernel::{write_raw, FromKernel, ToKernel, KERNEL_PROTOCOL};
+use crate::session::store::private_dir;
+
+/// Frames waiting for a slow worker: a bound on the kernel's memory (each
+/// frame holds at most one spool record).
+const OUTBOX_FRAMES: usize = 16;
+
+/// The most of a spool one follower reads at a time.
+const FOLLOW_READ_BYTES: usize = 256 * 1024;
+
+pub type Shared = Rc<RefCell<Kernel>>;
+
+/// What the kernel's loops share besides the books.
+pub struct Context {
+    pub kernel: Shared,
+    pub session: String,
+    pub cancel_grace: Duration,
+    pub exit: Rc<Notify>,
+    pub workers: Rc<RefCell<Vec<mpsc::Sender<Vec<u8>>>>>,
+}
+
+pub async fn run(
+    ctx: Rc<Context>,
+    listener: UnixListener,
+    reports: OwnedFd,
+    journal: BusyJournal,
+) -> Result<(), String> {
+    tokio::task::spawn_local(read_reports(ctx.clone(), reports));
+    tokio::task::spawn_local(reap_children(ctx.clone()));
+    tokio::task::spawn_local(tick(ctx.clone(), journal));
+    tokio::task::spawn_local(stop_on_sigterm(ctx.clone()));
+    // SAFETY: getuid(2) cannot fail.
+    let own_uid = unsafe { libc::getuid() };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                if stream.peer_cred().map(|c| c.uid()).ok() != Some(own_uid) {
+                    continue;
+                }
+                tokio::task::spawn_local(connection(ctx.clone(), stream));
+            }
+            _ = ctx.exit.notified() => return Ok(()),
+        }
+    }
+}
+
+/// Listen on the kernel's socket (0600, in a 0700 directory).
+pub fn listen(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, String> {
+    if let Some(dir) = path.parent() {
+        private_dir(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| format!("kernel: cannot listen on {}: {e}", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("kernel: {e}"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("kernel: cannot protect {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+fn send(tx: &mpsc::Sender<Vec<u8>>, message: &FromKernel) -> bool {
+    match encode(message) {
+        Ok(frame) => tx.try_send(frame).is_ok() || !tx.is_closed(),
+        Err(_) => false,
+    }
+}
+
+/// Send to every connected worker (small control messages only).
+fn broadcast(ctx: &Context, message: &FromKernel) {
+    let Ok(frame) = encode(message) else { return };
+    ctx.workers.borrow_mut().retain(|tx| {
+        let sent = tx.try_send(frame.clone());
+        !matches!(sent, Err(mpsc::error::TrySendError::Closed(_)))
+    });
+}
+
+async fn writer(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) {
+    use tokio::io::AsyncWriteExt;
+    while let Some(frame) = rx.recv().await {
+        if write.write_all(&frame).await.is_err() {
+            break;
+        }
+    }
+}
+
+async fn connection(ctx: Rc<Context>, stream: UnixStream) {
+    let (mut read, write) = stream.into_split();
+    let (tx, rx) = mpsc::channel(OUTBOX_FRAMES);
+    tokio::task::spawn_local(writer(write, rx));
+    match read_frame::<ToKernel, _>(&mut read).await {
+        Ok(ToKernel::Hello { protocol, .. }) => {
+            let hello = {
+                let mut k = ctx.kernel.borrow_mut();
+                let identity = own_identity();
+                FromKernel::Hello {
+                    protocol: KERNEL_PROTOCOL,
+                    build_id: build_id().to_string(),
+                    pid: identity.pid,
+                    start_time: identity.start_time,
+                    restored: if protocol == KERNEL_PROTOCOL {
+                        k.restored.take()
+                    } else {
+                        None
+                    },
+                    jobs: k.job_states(),
+                    background: k.background,
+                }
+            };
+            let _ = tx.send(encode(&hello).unwrap_or_default()).await;
+            if protocol != KERNEL_PROTOCOL {
+                // Another version may only ask this kernel to stop.
+                if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(&mut read).await {
+                    stop(&ctx, &tx).await;
+                }
+                return;
+            }
+        }
+        _ => {
+            send(
+                &tx,
+                &FromKernel::Error {
+                    message: "expected hello first".into(),
+                },
+            );
+            return;
+        }
+    }
+    ctx.workers.borrow_mut().push(tx.clone());
+    loop {
+        let request = match read_frame::<ToKernel, _>(&mut read).await {
+            Ok(request) => request,
+            Err(FrameError::Closed) => break,
+            Err(e) => {
+                send(
+                    &tx,
+                    &FromKernel::Error {
+                        message: e.to_string(),
+                    },
+                );
+                break;
+            }
+        };
+        match request {
+            ToKernel::Hello { .. } => {}
+            ToKernel::Start { job, command } => {
+                let started = ctx.kernel.borrow_mut().start(&job, &command);
+                match started {
+                    Ok(Some(readers)) => {
+                        spawn_readers(&ctx, &job, readers);
+                        send(
+                            &tx,
+                            &FromKernel::Started {
+                                job,
+                                accepted: true,
+                            },
+                        );
+                    }
+                    Ok(None) => {
+                        send(
+                            &tx,
+                            &FromKernel::Started {
+                                job,
+                                accepted: false,
+                            },
+                        );
+                    }
+                    Err(message) => {
+                        send(&tx, &FromKernel::Error { message });
+                    }
+                }
+            }
+            ToKernel::Follow { job, from } => {
+                tokio::task::spawn_local(follow(ctx.clone(), tx.clone(), job, from));
+            }
+            ToKernel::Cancel { job } => {
+                tokio::task::spawn_local(cancel(ctx.clone(), job));
+            }
+            ToKernel::Forget { job } => ctx.kernel.borrow_mut().forget(&job),
+            ToKernel::Stop => {
+                stop(&ctx, &tx).await;
+                return;
+            }
+        }
+    }
+}
+
+fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
+    for (stream, reader) in readers {
+        tokio::task::spawn_local(output::read(
+            ctx.kernel.clone(),
+            job.to_string(),
+            stream,
+            reader,
+        ));
+    }
+}
+
+/// Stream `job`'s spool from `from`, then its end, then what is written
+/// until it settles.
+async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut from: u64) {
+    let mut changed = ctx.kernel.borrow().changed.subscribe();
+    let mut end_sent = false;
+    loop {
+        changed.borrow_and_update();
+        let (spool, state) = {
+            let k = ctx.kernel.borrow();
+            let state = match k.jobs.get(&job) {
+                Some(j) => (true, j.end.clone(), j.open_streams == 0),
+                // Not live here: what the spool holds is all there is.
+                None => (false, k.spool.end(&job), true),
+            };
+            (k.spool.clone(), state)
+        };
+        let (live, end, settled) = state;
+        // Everything written so far, record by record.
+        loop {
+            let chunk = match spool.read(&job, from, FOLLOW_READ_BYTES) {
+                Ok(chunk) => chunk,
+                Err(message) => {
+                    send(&tx, &FromKernel::Error { message });
+                    return;
+                }
+            };
+            if chunk.records.is_empty() {
+                break;
+            }
+            for (stream, bytes, end) in chunk.records {
+                let Ok(mut frame) = encode(&FromKernel::Output {
+                    job: job.clone(),
+                    stream,
+                    end,
+                }) else {
+                    return;
+                };
+                if write_raw(&mut frame, &bytes).await.is_err() || tx.send(frame).await.is_err() {
+                    return;
+                }
+            }
+            from = chunk.next;
+        }
+        if !end_sent && (end.is_some() || !live) {
+            end_sent = true;
+            let message = FromKernel::Ended {
+                job: job.clone(),
+                end: end.clone(),
+            };
+            if tx.send(encode(&message).unwrap_or_default()).await.is_err() {
+                return;
+            }
+        }
+        if end_sent && (settled || !live) {
+            let _ = tx
+                .send(encode(&FromKernel::Settled { job }).unwrap_or_default())
+                .await;
+            return;
+        }
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Cancel `job`: SIGINT to its process group, SIGTERM after the cancel
+/// grace, SIGKILL after another; an end is recorded even if its shell is
+/// killed before it can report.
+async fn cancel(ctx: Rc<Context>, job: String) {
+    let group = {
+        let mut k = ctx.kernel.borrow_mut();
+        let Some(j) = k.jobs.get_mut(&job) else {
+            return;
+        };
+        if j.end.is_some() {
+            return;
+        }
+        j.cancelled = true;
+        j.group
+    };
+    let Some(group) = group else { return };
+    let ended = || ctx.kernel.borrow().jobs.get(&job).is_none_or_ended();
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        tree::signal_group(group, signal);
+        let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
+        while tokio::time::Instant::now() < deadline {
+            if ended() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    if !ended() {
+        ctx.kernel.borrow_mut().ended(&job, 128 + libc::SIGKILL);
+    }
+}
+
+trait EndedJob {
+    fn is_none_or_ended(self) -> bool;
+}
+
+impl EndedJob for Option<&super::jobs::Job> {
+    fn is_none_or_ended(self) -> bool {
+        match self {
+            Some(j) => j.end.is_some(),
+            None => true,
+        }
+    }
+}
+
+async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
+    let Ok(mut reader) = tokio::net::unix::pipe::Receiver::from_owned_fd(reports) else {
+        tracing::error!("kernel: cannot read its shell's reports");
+        ctx.exit.notify_one();
+        return;
+    };
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        for report in zygote::parse_reports(&mut pending) {
+            let mut k = ctx.kernel.borrow_mut();
+            match report {
+                Report::Started { job, pid } => k.started(&job, pid),
+                Report::Ended { job, status } => {
+                    tracing::info!(job, status, "{job} exited {status}");
+                    k.ended(&job, status);
+                }
+            }
+        }
+        flush_notices(&ctx);
+    }
+}
+
+fn flush_notices(ctx: &Context) {
+    let notices = std::mem::take(&mut ctx.kernel.borrow_mut().notices);
+    for text in notices {
+        broadcast(ctx, &FromKernel::Notice { text });
+    }
+}
+
+/// Reap ended children: the shell (started again if it died) and the
+/// orphans of runs, which come to the kernel as their subreaper.
+async fn reap_children(ctx: Rc<Context>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut children) = signal(SignalKind::child()) else {
+        return;
+    };
+    loop {
+        let reaped = tree::reap();
+        let shell_died = {
+            let k = ctx.kernel.borrow();
+            reaped.contains(&k.shell_pid) && !k.stopping
+        };
+        if shell_died {
+            let restarted = {
+                let k = ctx.kernel.borrow();
+                zygote::start(&k.pipes)
+            };
+            match restarted {
+                Ok(pid) => {
+                    tracing::warn!("the kernel's shell died; started another ({pid})");
+                    ctx.kernel.borrow_mut().shell_pid = pid;
+                }
+                Err(e) => {
+                    tracing::error!("{e}");
+                    ctx.exit.notify_one();
+                    return;
+                }
+            }
+        }
+        count_background(&ctx);
+        if children.recv().await.is_none() {
+            return;
+        }
+    }
+}
+
+fn count_background(ctx: &Context) {
+    let count = {
+        let k = ctx.kernel.borrow();
+        tree::children(std::process::id())
+            .into_iter()
+            .filter(|&pid| pid != k.shell_pid)
+            .count() as u32
+    };
+    let changed = {
+        let mut k = ctx.kernel.borrow_mut();
+        let changed = k.background != count;
+        k.background = count;
+        changed
+    };
+    if changed {
+        tracing::info!(background = count, "background jobs: {count}");
+        broadcast(ctx, &FromKernel::Jobs { background: count });
+    }
+}
+
+/// The kernel's work set, as the work law reads it.
+fn work(k: &Kernel) -> WorkSet {
+    let mut activities = Vec::new();
+    for j in k.jobs.values() {
+        if j.end.is_none() {
+            activities.push(Activity::Work(WorkKind::Run));
+        } else if j.open_streams > 0 {
+            activities.push(Activity::Work(WorkKind::UnsettledChild));
+        }
+    }
+    if k.background > 0 {
+        activities.push(Activity::Work(WorkKind::BackgroundJob));
+    }
+    session_work(&activities)
+}
+
+/// Every second: count background jobs (reparented orphans send no
+/// signal), and while no worker is connected, keep busy evidence fresh as
+/// the refresh law says, so a reboot revives the session.
+async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
+    let mut latest: Option<OwnRecord> = None;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tree::reap();
+        count_background(&ctx);
+        flush_notices(&ctx);
+        let no_worker = {
+            ctx.workers.borrow_mut().retain(|tx| !tx.is_closed());
+            ctx.workers.borrow().is_empty()
+        };
+        if !no_worker {
+            latest = None;
+            continue;
+        }
+        let work = work(&ctx.kernel.borrow());
+        let now = mono_ms();
+        let state = match busy_refresh(work, latest, now) {
+            RefreshAction::Nothing => continue,
+            RefreshAction::RecordBusy => BusyState::Busy,
+            RefreshAction::RecordIdle => BusyState::Idle,
+        };
+        let line = JournalLine {
+            session: ctx.session.clone(),
+            state,
+            at_ms: Some(wall_ms()),
+            work,
+            build: build_id().to_string(),
+        };
+        match journal.record(&line) {
+            Ok(()) => latest = Some(OwnRecord { state, at_ms: now }),
+            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
+        }
+    }
+}
+
+/// End every process of the session, then the kernel.
+async fn stop(ctx: &Context, tx: &mpsc::Sender<Vec<u8>>) {
+    ctx.kernel.borrow_mut().stopping = true;
+    tracing::info!("stopping: every process of the session ends");
+    let killed = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
+    if killed > 0 {
+        tracing::warn!("{killed} processes did not end on SIGTERM and were killed");
+    }
+    let _ = tx
+        .send(encode(&FromKernel::Stopped).unwrap_or_default())
+        .await;
+    // Let the writer send it before the loops end.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    ctx.exit.notify_one();
+}
+
+/// SIGTERM (a manager stopping the kernel's unit, a shutdown of the
+/// machine) is a stop.
+async fn stop_on_sigterm(ctx: Rc<Context>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terms) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    if terms.recv().await.is_some() {
+        let (tx, _rx) = mpsc::channel(1);
+        stop(&ctx, &tx).await;
+    }
+}

@@ -1,0 +1,225 @@
+//! The kernel's spool: every job's output and end, on disk in the session's
+//! directory (0600), so output produced while no worker is connected is
+//! never lost and the end of a job that finished while no worker was there
+//! is known, even to the next kernel.
+//!
+//! - `<job>.out`: the job's output as records `[stream: u8][len: u32 BE][bytes]`.
+//!   Creating it (exclusively) is the kernel accepting the job: a job whose
+//!   file exists is never executed again (`laws::runs::kernel_accepts`).
+//! - `<job>.end`: how the job ended (JSON), written once its status is known
+//!   and again when its output is settled (every writer closed).
+//!
+//! A worker follows a job by byte offset into `<job>.out`; the transcript
+//! keeps the offset each stored output entry reaches, so a worker that
+//! reconnects resumes exactly where the transcript stops.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::message::Stream;
+use crate::session::store::{private_dir, read_json, write_json};
+
+/// The header of one output record.
+const RECORD_HEADER: usize = 5;
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobEnd {
+    /// The exit status (128 + signal when a signal ended it).
+    pub status: i32,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Whether `eukhe cancel` ended it.
+    pub cancelled: bool,
+    /// Something the user should know about the shell state it left.
+    pub notice: Option<String>,
+    /// Whether every writer of its output has closed.
+    pub settled: bool,
+}
+
+/// A job's output records read from an offset.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    pub records: Vec<(Stream, Vec<u8>, u64)>,
+    /// Where the next read starts.
+    pub next: u64,
+}
+
+/// One session's spool directory.
+#[derive(Clone, Debug)]
+pub struct Spool {
+    dir: PathBuf,
+}
+
+fn valid_job(job: &str) -> bool {
+    !job.is_empty()
+        && job.len() <= 32
+        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+impl Spool {
+    /// The spool in `dir`, created 0700 if missing.
+    pub fn open(dir: &Path) -> Result<Spool, String> {
+        private_dir(dir)?;
+        Ok(Spool {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn out_path(&self, job: &str) -> PathBuf {
+        self.dir.join(format!("{job}.out"))
+    }
+
+    fn end_path(&self, job: &str) -> PathBuf {
+        self.dir.join(format!("{job}.end"))
+    }
+
+    /// Accept `job`: `Ok(Some(file))` to append its output to, or `Ok(None)`
+    /// when the spool already knows it (it ran, or runs, already).
+    pub fn accept(&self, job: &str) -> Result<Option<File>, String> {
+        if !valid_job(job) {
+            return Err(format!("kernel: {job:?} is not a job name"));
+        }
+        match OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(self.out_path(job))
+        {
+            Ok(file) => Ok(Some(file)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(format!("spool {}: {e}", self.out_path(job).display())),
+        }
+    }
+
+    /// Append one output record; returns the offset after it.
+    pub fn append(file: &mut File, stream: Stream, bytes: &[u8]) -> std::io::Result<u64> {
+        let mut record = Vec::with_capacity(RECORD_HEADER + bytes.len());
+        record.push(match stream {
+            Stream::Stdout => 1,
+            Stream::Stderr => 2,
+        });
+        record.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        record.extend_from_slice(bytes);
+        file.write_all(&record)?;
+        file.stream_position()
+    }
+
+    /// Record how `job` ended.
+    pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
+        write_json(&self.end_path(job), end)
+    }
+
+    /// How `job` ended, if the spool knows.
+    pub fn end(&self, job: &str) -> Option<JobEnd> {
+        read_json(&self.end_path(job)).ok().flatten()
+    }
+
+    /// Every job in the spool, with its end when it has one.
+    pub fn jobs(&self) -> BTreeMap<String, Option<JobEnd>> {
+        let mut jobs = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return jobs;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(job) = name.strip_suffix(".out") {
+                jobs.insert(job.to_string(), self.end(job));
+            }
+        }
+        jobs
+    }
+
+    /// The length of `job`'s output file.
+    pub fn len(&self, job: &str) -> u64 {
+        std::fs::metadata(self.out_path(job)).map_or(0, |m| m.len())
+    }
+
+    /// Whole records of `job` from `offset`, at most about `max` bytes.
+    pub fn read(&self, job: &str, offset: u64, max: usize) -> Result<Chunk, String> {
+        let path = self.out_path(job);
+        let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Ok(Chunk {
+                    records: Vec::new(),
+                    next: offset,
+                })
+            }
+            Err(e) => return Err(context(e)),
+        };
+        file.seek(SeekFrom::Start(offset)).map_err(context)?;
+        let mut bytes = Vec::new();
+        file.take(max as u64 + RECORD_HEADER as u64 + (1 << 20))
+            .read_to_end(&mut bytes)
+            .map_err(context)?;
+        let mut chunk = Chunk {
+            records: Vec::new(),
+            next: offset,
+        };
+        let mut at = 0;
+        while at + RECORD_HEADER <= bytes.len() {
+            let stream = match bytes[at] {
+                1 => Stream::Stdout,
+                2 => Stream::Stderr,
+                other => return Err(format!("spool {}: bad record {other}", path.display())),
+            };
+            let len = u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+            let end = at + RECORD_HEADER + len;
+            if end > bytes.len() {
+                break;
+            }
+            chunk.next = offset + end as u64;
+            chunk
+                .records
+                .push((stream, bytes[at + RECORD_HEADER..end].to_vec(), chunk.next));
+            at = end;
+            if at >= max {
+                break;
+            }
+        }
+        Ok(chunk)
+    }
+
+    /// Forget `job` (its end is in the transcript).
+    pub fn forget(&self, job: &str) {
+        if valid_job(job) {
+            let _ = std::fs::remove_file(self.out_path(job));
+            let _ = std::fs::remove_file(self.end_path(job));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_accepted_once_and_its_records_resume_at_any_offset() {
+        let dir = std::env::temp_dir().join(format!("eukhe-spool-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&dir).unwrap();
+        let mut file = spool.accept("r1").unwrap().unwrap();
+        assert!(spool.accept("r1").unwrap().is_none(), "accepted twice");
+        let first = Spool::append(&mut file, Stream::Stdout, b"one\xff").unwrap();
+        Spool::append(&mut file, Stream::Stderr, b"two").unwrap();
+        let all = spool.read("r1", 0, 1 << 20).unwrap();
+        assert_eq!(all.records.len(), 2);
+        assert_eq!(all.records[0].1, b"one\xff");
+        let rest = spool.read("r1", first, 1 << 20).unwrap();
+        assert_eq!(
+            rest.records,
+            vec![(Stream::Stderr, b"two".to_vec(), all.next)]
+        );
+        assert_eq!(spool.jobs().get("r1"), Some(&None));
+        assert!(spool.accept("../x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

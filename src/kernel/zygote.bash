@@ -1,0 +1,81 @@
+# eukhe's kernel shell (the zygote): it holds no user state of its own.
+# Each job is forked from it in its own process group; the job's shell
+# restores the session's snapshot, runs the command, and captures the shell
+# state it leaves (with builtins only, immune to the user's options,
+# functions, aliases, IFS and PATH). The kernel (src/kernel/) merges that
+# capture into the snapshot.
+#
+# fd 3: jobs from the kernel, six NUL-terminated fields each (job id, stdout
+# path, stderr path, restore script, capture path, command); fd 4: reports
+# to the kernel, NUL-terminated: `started JOB PID`, `ended JOB STATUS`.
+set -m
+while :; do
+  IFS= read -r -d '' __eukhe_job <&3 || break
+  IFS= read -r -d '' __eukhe_out <&3 || break
+  IFS= read -r -d '' __eukhe_err <&3 || break
+  IFS= read -r -d '' __eukhe_restore <&3 || break
+  IFS= read -r -d '' __eukhe_state <&3 || break
+  IFS= read -r -d '' __eukhe_cmd <&3 || break
+  {
+    # The reporter outlives the job's cancel signals; its shell does not
+    # (a trapped signal is reset to its default in the subshell).
+    trap ':' INT TERM HUP
+    exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
+    printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
+    (
+      exec 3<&- 4>&-
+      . "$__eukhe_restore"
+      eval "$__eukhe_cmd"
+      # Everything below runs after the user's command, in its state.
+      { __eukhe_st=$? __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
+          __eukhe_pcs=${POSIXLY_CORRECT+x} __eukhe_pcv=${POSIXLY_CORRECT-}
+        # POSIX mode: special builtins (set, trap, unset, export) are found
+        # before any function of the same name.
+        POSIXLY_CORRECT=y
+        set +euCfvxET +o pipefail
+      } 2>/dev/null
+      __eukhe_traps=$(trap -p)
+      trap - DEBUG ERR RETURN EXIT
+      __eukhe_dropped=
+      for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
+        export -f "$__eukhe_f" 2>/dev/null && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
+      done
+      {
+        builtin printf 'cwd\0\0%s\0' "$(builtin pwd)"
+        builtin printf 'setopts\0%s\0' "$__eukhe_so"
+        builtin set +o; builtin printf '\0'
+        builtin printf 'shopts\0%s\0' "$__eukhe_bo"
+        builtin shopt -p; builtin printf '\0'
+        builtin printf 'umask\0\0'; builtin umask -p; builtin printf '\0'
+        builtin printf 'traps\0\0%s\0' "$__eukhe_traps"
+        builtin printf 'dropped\0\0%s\0' "$__eukhe_dropped"
+        if [[ -n $__eukhe_pcs ]]; then
+          builtin printf 'var\0POSIXLY_CORRECT\0declare -- POSIXLY_CORRECT=%s\0' "${__eukhe_pcv@Q}"
+        fi
+        builtin mapfile -t __eukhe_names < <(builtin compgen -v)
+        for __eukhe_n in "${__eukhe_names[@]}"; do
+          case $__eukhe_n in
+            __eukhe_*|POSIXLY_CORRECT|BASH|BASHOPTS|BASHPID|BASH_*|COMP_*|COLUMNS|LINES|DIRSTACK|EPOCHREALTIME|EPOCHSECONDS|EUID|FUNCNAME|GROUPS|HISTCMD|LINENO|OLDPWD|PIPESTATUS|PPID|PWD|RANDOM|SECONDS|SHELLOPTS|SHLVL|SRANDOM|UID|_) continue ;;
+          esac
+          builtin printf 'var\0%s\0' "$__eukhe_n"
+          builtin declare -p -- "$__eukhe_n"
+          builtin printf '\0'
+        done
+        builtin mapfile -t __eukhe_names < <(builtin compgen -A function)
+        for __eukhe_n in "${__eukhe_names[@]}"; do
+          builtin printf 'func\0%s\0' "$__eukhe_n"
+          builtin declare -f -- "$__eukhe_n"
+          builtin printf '\0'
+        done
+        for __eukhe_n in "${!BASH_ALIASES[@]}"; do
+          builtin printf 'alias\0%s\0' "$__eukhe_n"
+          builtin alias -- "$__eukhe_n"
+          builtin printf '\0'
+        done
+      } >"$__eukhe_state" 2>/dev/null
+      exit "$__eukhe_st"
+    )
+    printf 'ended\0%s\0%s\0' "$__eukhe_job" "$?" >&4
+  } &
+  jobs >/dev/null 2>&1
+done

@@ -1,0 +1,161 @@
+//! The kernel's shell: one `bash` running `zygote.bash`, which forks every
+//! job. It holds no user state, so it never needs restoring; if it dies,
+//! the kernel starts another on the same command and report pipes.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+/// The shell code every job runs in.
+pub const SCRIPT: &str = include_str!("zygote.bash");
+
+/// The pipes between the kernel and its shell (they outlive any one shell).
+pub struct Pipes {
+    /// The shell reads jobs here (its fd 3).
+    pub jobs_read: OwnedFd,
+    /// The kernel writes jobs here.
+    pub jobs_write: OwnedFd,
+    /// Jobs report here (their fd 4).
+    pub reports_write: OwnedFd,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2(2) writes two fds into the array we own; they are ours
+    // from here on, closed on exec unless passed on explicitly.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc != 0 {
+        return Err(format!(
+            "kernel: cannot make a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Make the pipes; returns them and the read end of the reports.
+pub fn pipes() -> Result<(Pipes, OwnedFd), String> {
+    let (jobs_read, jobs_write) = pipe()?;
+    let (reports_read, reports_write) = pipe()?;
+    Ok((
+        Pipes {
+            jobs_read,
+            jobs_write,
+            reports_write,
+        },
+        reports_read,
+    ))
+}
+
+fn bash() -> &'static str {
+    ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("bash")
+}
+
+/// Start a shell on `pipes`; returns its pid. Its environment is empty:
+/// every variable a job sees comes from the snapshot.
+pub fn start(pipes: &Pipes) -> Result<u32, String> {
+    let jobs = pipes.jobs_read.as_raw_fd();
+    let reports = pipes.reports_write.as_raw_fd();
+    let mut command = Command::new(bash());
+    command
+        .args(["--noprofile", "--norc", "-c", SCRIPT, "eukhe-kernel"])
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            for (from, to) in [(jobs, 3), (reports, 4)] {
+                // dup2 onto a different fd clears close-on-exec; the same
+                // fd would keep it, so go through a spare one first.
+                let spare = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10);
+                if spare < 0 || libc::dup2(spare, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
+    // The kernel reaps its children itself (`tree::reap`).
+    Ok(child.id())
+}
+
+/// The fields of one job for the shell, each NUL-terminated.
+pub fn job_message(fields: [&str; 6]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for field in fields {
+        bytes.extend_from_slice(field.as_bytes());
+        bytes.push(0);
+    }
+    bytes
+}
+
+/// One report from a job: `started JOB PID` or `ended JOB STATUS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    Started { job: String, pid: u32 },
+    Ended { job: String, status: i32 },
+}
+
+/// Reports parsed from the bytes read so far; what is left of an
+/// unfinished report stays in `pending`.
+pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
+    let mut reports = Vec::new();
+    loop {
+        let fields: Vec<&[u8]> = pending.splitn(4, |&b| b == 0).collect();
+        if fields.len() < 4 {
+            return reports;
+        }
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let (kind, job, value) = (text(fields[0]), text(fields[1]), text(fields[2]));
+        let used = fields[0].len() + fields[1].len() + fields[2].len() + 3;
+        pending.drain(..used);
+        match (kind.as_str(), value.parse::<i64>()) {
+            ("started", Ok(pid)) => reports.push(Report::Started {
+                job,
+                pid: pid as u32,
+            }),
+            ("ended", Ok(status)) => reports.push(Report::Ended {
+                job,
+                status: status as i32,
+            }),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_split_anywhere_are_parsed_whole() {
+        let bytes = b"started\0r1\0123\0ended\0r1\0130\0star";
+        let mut pending = bytes[..9].to_vec();
+        assert!(parse_reports(&mut pending).is_empty());
+        pending.extend_from_slice(&bytes[9..]);
+        assert_eq!(
+            parse_reports(&mut pending),
+            vec![
+                Report::Started {
+                    job: "r1".into(),
+                    pid: 123
+                },
+                Report::Ended {
+                    job: "r1".into(),
+                    status: 130
+                }
+            ]
+        );
+        assert_eq!(pending, b"star");
+    }
+}

@@ -1,0 +1,368 @@
+//! The namespace snapshot: the whole shell state of a session, saved after
+//! every job so that a kernel started again restores it.
+//!
+//! A snapshot is a map of *items*, each one piece of state with the shell
+//! text that restores it: the working directory, every variable (`declare
+//! -p`, less bash's read-only and dynamic ones), every function, every
+//! alias, `umask`, each `set -o` and `shopt` option, the traps. The kernel's
+//! shell captures the items a job leaves (`src/kernel/zygote.bash`); the
+//! kernel merges the job's *change set* (what it changed against the
+//! snapshot it started from) into the snapshot, so jobs that overlap each
+//! keep their own changes, applied in the order the jobs ended.
+//!
+//! Background jobs and open file descriptors are not shell text: a kernel
+//! started over a snapshot cannot bring them back, and its restore notice
+//! says so.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{read_json, write_json};
+
+/// Options a job's shell must not take from the snapshot: job control would
+/// take a run's background jobs out of its process group, and the others
+/// only mean something in an interactive shell.
+const SET_OPTIONS_NOT_KEPT: [&str; 5] = ["monitor", "history", "emacs", "vi", "posix"];
+const SHOPT_OPTIONS_NOT_KEPT: [&str; 2] = ["login_shell", "restricted_shell"];
+
+/// Item kinds, in the order a restore applies them: the directory and
+/// variables first, options that change how text parses before functions,
+/// and `set -o` last, so `set -e`, `set -u` and `set -C` never touch the
+/// restore itself.
+const KIND_ORDER: [&str; 8] = [
+    "cwd", "var", "umask", "alias", "trap", "shopt", "func", "set",
+];
+
+/// A session's shell state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// `kind:name` to the shell text that restores it.
+    pub items: BTreeMap<String, String>,
+}
+
+/// What one job's shell left behind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    pub snapshot: Snapshot,
+    /// Functions that could not be kept: their names shadow builtins that
+    /// eukhe's own shell code needs.
+    pub dropped: Vec<String>,
+}
+
+/// What one job changed: items set (to their new text) or removed (`None`).
+pub type ChangeSet = BTreeMap<String, Option<String>>;
+
+/// Quote `text` for the shell, in single quotes.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+impl Snapshot {
+    /// A fresh shell: `cwd`, the exported environment `env`, and aliases
+    /// expanded as an interactive shell expands them.
+    pub fn fresh<'a>(
+        cwd: &str,
+        env: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Snapshot {
+        let mut items = BTreeMap::new();
+        items.insert("cwd:".into(), cwd.to_string());
+        for (name, value) in env {
+            if is_name(name) && !matches!(name.as_str(), "SHLVL" | "PWD" | "OLDPWD" | "_") {
+                items.insert(
+                    format!("var:{name}"),
+                    format!("declare -x {name}={}", quote(value)),
+                );
+            }
+        }
+        items.insert(
+            "shopt:expand_aliases".into(),
+            "shopt -s expand_aliases".into(),
+        );
+        Snapshot { items }
+    }
+
+    /// The working directory the snapshot restores.
+    pub fn cwd(&self) -> &str {
+        self.items.get("cwd:").map_or("/", String::as_str)
+    }
+
+    /// Load the snapshot at `path`; `Ok(None)` when there is none.
+    pub fn load(path: &Path) -> Result<Option<Snapshot>, String> {
+        read_json(path)
+    }
+
+    /// Save the snapshot at `path` (0600, replaced atomically).
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        write_json(path, self)
+    }
+
+    /// The items `after` changed against `self` (the state a job started from).
+    pub fn changes_to(&self, after: &Snapshot) -> ChangeSet {
+        let mut changes = ChangeSet::new();
+        for (key, text) in &after.items {
+            if self.items.get(key) != Some(text) {
+                changes.insert(key.clone(), Some(text.clone()));
+            }
+        }
+        for key in self.items.keys() {
+            if !after.items.contains_key(key) {
+                changes.insert(key.clone(), None);
+            }
+        }
+        changes
+    }
+
+    /// Apply a job's change set.
+    pub fn apply(&mut self, changes: &ChangeSet) {
+        for (key, text) in changes {
+            match text {
+                Some(text) => self.items.insert(key.clone(), text.clone()),
+                None => self.items.remove(key),
+            };
+        }
+    }
+
+    /// The shell text that restores this state in a clean shell (sourced at
+    /// the top level of a job's shell, so `declare` makes globals).
+    pub fn restore_script(&self) -> String {
+        let mut script = String::new();
+        for kind in KIND_ORDER {
+            let prefix = format!("{kind}:");
+            for (key, text) in self.items.range(prefix.clone()..) {
+                if !key.starts_with(&prefix) {
+                    break;
+                }
+                match kind {
+                    "cwd" => {
+                        script += &format!("cd -- {} 2>/dev/null || cd /\n", quote(text));
+                    }
+                    _ => {
+                        script += text;
+                        script.push('\n');
+                    }
+                }
+            }
+        }
+        script
+    }
+}
+
+/// Parse what a job's shell captured: NUL-terminated triples of kind, name
+/// and text (see `src/kernel/zygote.bash`).
+pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
+    let text = String::from_utf8_lossy(bytes);
+    let fields: Vec<&str> = text.split('\0').collect();
+    if fields.len() < 4 || fields.len() % 3 != 1 {
+        return Err(format!(
+            "the shell's state capture is cut short ({} bytes)",
+            bytes.len()
+        ));
+    }
+    let mut capture = Capture::default();
+    let items = &mut capture.snapshot.items;
+    for triple in fields[..fields.len() - 1].chunks(3) {
+        let (kind, name, text) = (triple[0], triple[1], triple[2].trim_end_matches('\n'));
+        match kind {
+            "cwd" if !text.is_empty() => {
+                items.insert("cwd:".into(), text.to_string());
+            }
+            "setopts" => {
+                // `name` is $SHELLOPTS as the user left it; `text` lists
+                // every option (`set +o`), so options off are kept too.
+                let on: Vec<&str> = name.split(':').collect();
+                for line in text.lines() {
+                    let Some(option) = line.split_whitespace().nth(2) else {
+                        continue;
+                    };
+                    if SET_OPTIONS_NOT_KEPT.contains(&option) {
+                        continue;
+                    }
+                    let sign = if on.contains(&option) { '-' } else { '+' };
+                    items.insert(format!("set:{option}"), format!("set {sign}o {option}"));
+                }
+            }
+            "shopts" => {
+                let on: Vec<&str> = name.split(':').collect();
+                for line in text.lines() {
+                    let Some(option) = line.split_whitespace().nth(2) else {
+                        continue;
+                    };
+                    if SHOPT_OPTIONS_NOT_KEPT.contains(&option) {
+                        continue;
+                    }
+                    let flag = if on.contains(&option) { 's' } else { 'u' };
+                    items.insert(format!("shopt:{option}"), format!("shopt -{flag} {option}"));
+                }
+            }
+            "umask" if !text.is_empty() => {
+                items.insert("umask:".into(), text.to_string());
+            }
+            "traps" => {
+                let kept: Vec<&str> = trap_commands(text)
+                    .into_iter()
+                    .filter(|t| !t.starts_with("trap -- - "))
+                    .collect();
+                if !kept.is_empty() {
+                    items.insert("trap:".into(), kept.join("\n"));
+                }
+            }
+            "dropped" => {
+                capture.dropped = text.split_whitespace().map(str::to_string).collect();
+            }
+            "var" => {
+                items.insert(format!("var:{name}"), text.to_string());
+            }
+            "func" => {
+                items.insert(format!("func:{name}"), text.to_string());
+            }
+            "alias" => {
+                items.insert(format!("alias:{name}"), format!("alias -- {text}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(capture)
+}
+
+/// Split `trap -p` output into its commands (a trap's action may span
+/// lines inside its single quotes).
+fn trap_commands(text: &str) -> Vec<&str> {
+    let mut commands = Vec::new();
+    let mut start = 0;
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' if !quoted => escaped = true,
+            '\'' => quoted = !quoted,
+            '\n' if !quoted => {
+                commands.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < text.len() {
+        commands.push(&text[start..]);
+    }
+    commands
+}
+
+/// The snapshot a kernel starts over: the session's `snapshot.json`, else
+/// an earlier version's `namespace.json` (directory and exported
+/// environment) as a first snapshot.
+pub fn load_or_migrate(snapshot: &Path, namespace: &Path) -> Result<Option<Snapshot>, String> {
+    if let Some(snapshot) = Snapshot::load(snapshot)? {
+        return Ok(Some(snapshot));
+    }
+    #[derive(Deserialize)]
+    struct Namespace {
+        cwd: String,
+        env: BTreeMap<String, String>,
+    }
+    Ok(read_json::<Namespace>(namespace)?.map(|ns| Snapshot::fresh(&ns.cwd, &ns.env)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(triples: &[(&str, &str, &str)]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for (kind, name, text) in triples {
+            for field in [kind, name, text] {
+                bytes.extend_from_slice(field.as_bytes());
+                bytes.push(0);
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn options_are_kept_on_and_off_and_job_control_is_never_restored() {
+        let bytes = capture(&[
+            (
+                "setopts",
+                "braceexpand:monitor:pipefail",
+                "set -o braceexpand\nset +o errexit\nset -o monitor\nset +o pipefail\n",
+            ),
+            (
+                "shopts",
+                "extglob",
+                "shopt -u extglob\nshopt -s login_shell\n",
+            ),
+        ]);
+        let snapshot = parse_capture(&bytes).unwrap().snapshot;
+        assert_eq!(snapshot.items["set:pipefail"], "set -o pipefail");
+        assert_eq!(snapshot.items["set:errexit"], "set +o errexit");
+        assert!(!snapshot.items.contains_key("set:monitor"));
+        assert_eq!(snapshot.items["shopt:extglob"], "shopt -s extglob");
+        assert!(!snapshot.items.contains_key("shopt:login_shell"));
+    }
+
+    #[test]
+    fn a_cut_capture_is_an_error_not_an_empty_state() {
+        assert!(parse_capture(b"cwd\0\0/tmp").is_err());
+        assert!(parse_capture(b"").is_err());
+    }
+
+    #[test]
+    fn overlapping_jobs_each_keep_their_changes_in_the_order_they_ended() {
+        let start = Snapshot::fresh("/", &BTreeMap::new());
+        let mut a = start.clone();
+        a.items.insert("var:A".into(), "declare -x A='1'".into());
+        let mut b = start.clone();
+        b.items.insert("var:B".into(), "declare -x B='2'".into());
+        b.items.insert("cwd:".into(), "/tmp".into());
+        let mut current = start.clone();
+        current.apply(&start.changes_to(&a));
+        current.apply(&start.changes_to(&b));
+        assert_eq!(current.items["var:A"], "declare -x A='1'");
+        assert_eq!(current.items["var:B"], "declare -x B='2'");
+        assert_eq!(current.cwd(), "/tmp");
+        let mut unset = current.clone();
+        unset.items.remove("var:A");
+        current.apply(&current.changes_to(&unset));
+        assert!(!current.items.contains_key("var:A"));
+    }
+
+    #[test]
+    fn restore_sets_options_last_and_quotes_the_directory() {
+        let mut s = Snapshot::fresh("/tmp/it's here", &BTreeMap::new());
+        s.items
+            .insert("set:errexit".into(), "set -o errexit".into());
+        s.items
+            .insert("func:f".into(), "f () \n{ \n    :\n}".into());
+        let script = s.restore_script();
+        assert!(script.starts_with("cd -- '/tmp/it'\\''s here' 2>/dev/null || cd /\n"));
+        assert!(script.find("f ()").unwrap() < script.find("set -o errexit").unwrap());
+        assert!(script.find("shopt -s expand_aliases").unwrap() < script.find("f ()").unwrap());
+    }
+
+    #[test]
+    fn traps_keep_multi_line_actions_and_drop_defaults() {
+        let bytes = capture(&[(
+            "traps",
+            "",
+            "trap -- - EXIT\ntrap -- 'echo a\necho '\\''b'\\''\nx' USR1\ntrap -- - INT",
+        )]);
+        let snapshot = parse_capture(&bytes).unwrap().snapshot;
+        assert_eq!(
+            snapshot.items["trap:"],
+            "trap -- 'echo a\necho '\\''b'\\''\nx' USR1"
+        );
+    }
+}
