@@ -68,6 +68,22 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Cancel the running run (SIGINT, then SIGTERM and SIGKILL after the
+    /// cancel grace); exit 1 when there was nothing to cancel.
+    Cancel {
+        session: String,
+        /// Also withdraw every queued input.
+        #[arg(long)]
+        all: bool,
+    },
+    /// List the inputs queued in a session.
+    Queue {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Withdraw a queued input before it runs (it never runs).
+    Withdraw { session: String, run: u64 },
     /// Print a session's transcript.
     Log {
         session: String,
@@ -241,6 +257,57 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Attach { session } => attach(session).await,
+        Command::Cancel { session, all } => {
+            let mut client = connect(false).await?;
+            let request = Request::Session {
+                session,
+                request: SessionRequest::Cancel { all },
+            };
+            match client.ask(request).await? {
+                Response::Cancelled { run, withdrawn } => {
+                    if let Some(run) = run {
+                        println!("cancelling run {run}");
+                    }
+                    for input in &withdrawn {
+                        println!("withdrew run {input}");
+                    }
+                    if run.is_none() && withdrawn.is_empty() {
+                        println!("nothing to cancel");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Queue { session, json } => {
+            let mut client = connect(false).await?;
+            let request = Request::Session {
+                session,
+                request: SessionRequest::Queue,
+            };
+            match client.ask(request).await? {
+                Response::Queue { inputs } => {
+                    print!("{}", render::queue(&inputs, json));
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Withdraw { session, run } => {
+            let mut client = connect(false).await?;
+            let request = Request::Session {
+                session,
+                request: SessionRequest::Withdraw { run },
+            };
+            match client.ask(request).await? {
+                Response::Ok => {
+                    println!("withdrew run {run}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
         Command::Doctor { json } => {
             let checks = super::doctor::run().await;
             if json {

@@ -1,6 +1,6 @@
 //! How answers look: tables and transcripts for people, JSON for scripts.
 
-use crate::protocol::message::{SessionInfo, StatusInfo, Stream};
+use crate::protocol::message::{QueuedInput, SessionInfo, StatusInfo, Stream};
 use crate::session::transcript::{Entry, EntryBody};
 
 pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
@@ -29,6 +29,22 @@ pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
         );
     }
     out
+}
+
+pub fn queue(inputs: &[QueuedInput], json: bool) -> String {
+    if json {
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(inputs).unwrap_or_default()
+        );
+    }
+    if inputs.is_empty() {
+        return "nothing queued\n".into();
+    }
+    inputs
+        .iter()
+        .map(|q| format!("run {:<6} {}\n", q.run, q.text))
+        .collect()
 }
 
 pub fn status(status: &StatusInfo, json: bool) -> String {

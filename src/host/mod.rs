@@ -9,6 +9,7 @@
 pub mod busy_journal;
 pub mod escape;
 pub mod journald;
+pub mod kernel_unit;
 pub mod log;
 pub mod process;
 pub mod sd_journal;

@@ -141,6 +141,8 @@ fn serve_session(
         }
     };
     say(&mut ready, "ok");
+    // As a unit (Type=notify), the kernel is active once it serves.
+    crate::host::systemd::notify(&format!("READY=1\nSTATUS=kernel of session {}", meta.id));
     // Standard streams go to the kernel's log (the worker's are not ours).
     redirect_stdio(&files.kernel_log());
     let ctx = Rc::new(serve::Context {

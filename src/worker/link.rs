@@ -120,8 +120,12 @@ async fn connect(
     }
 }
 
-/// Start the session's kernel (detached: it is not this worker's child).
+/// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
+/// else a detached process (it is not this worker's child).
 async fn start_kernel(id: &str, paths: &Paths) -> Result<(), String> {
+    if crate::host::HostKind::from_env()? == crate::host::HostKind::Systemd {
+        return crate::host::kernel_unit::start(id).await;
+    }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
     let output = tokio::process::Command::new(exe)
