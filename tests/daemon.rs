@@ -59,11 +59,12 @@ fn queued_runs_go_one_at_a_time_in_order() {
 }
 
 #[test]
-fn a_killed_worker_restarts_after_the_pause_with_one_restore_notice() {
+fn a_killed_worker_restarts_after_the_pause_and_its_kernel_keeps_the_shell() {
     let env = Env::new("restart");
     let id = env.ok(&["new"]).trim().to_string();
-    env.ok(&["bash", &id, "--", "cd /tmp"]);
+    env.ok(&["bash", &id, "--", "cd /tmp; f() { echo kept; }"]);
     let first = env.worker_pid(&id).unwrap();
+    let kernel = env.kernel_pid(&id).unwrap();
     let killed_at = Instant::now();
     kill9(first);
     wait_until(Duration::from_secs(10), "the worker restarts", || {
@@ -74,11 +75,41 @@ fn a_killed_worker_restarts_after_the_pause_with_one_restore_notice() {
         "restarted before the 250 ms pause"
     );
     assert_eq!(env.session(&id)["failures_in_window"], 1);
-    assert_eq!(env.ok(&["bash", &id, "--", "pwd"]), "/tmp\n");
+    assert_eq!(env.ok(&["bash", &id, "--", "pwd; f"]), "/tmp\nkept\n");
+    assert_eq!(env.kernel_pid(&id), Some(kernel), "the kernel lived on");
+    let log = env.log(&id);
+    assert!(!log.contains("kernel restored"), "{log}");
+}
+
+#[test]
+fn a_killed_kernel_is_started_again_over_the_snapshot_with_one_restore_notice() {
+    let env = Env::new("kernel-restart");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&[
+        "bash",
+        &id,
+        "--",
+        "cd /tmp; f() { echo kept; }; alias a='echo aliased'",
+    ]);
+    let kernel = env.kernel_pid(&id).unwrap();
+    kill9(kernel);
+    wait_until(Duration::from_secs(10), "a new kernel serves", || {
+        env.kernel_pid(&id).is_some_and(|pid| pid != kernel)
+    });
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "pwd; f; a"]),
+        "/tmp\nkept\naliased\n"
+    );
+    // A kernel failure counts in the session's restart budget.
+    assert_eq!(env.session(&id)["failures_in_window"], 1);
     let log = env.log(&id);
     assert_eq!(
         log.matches("kernel restored from its snapshot").count(),
         1,
+        "{log}"
+    );
+    assert!(
+        log.contains("background jobs and open file descriptors do not come back"),
         "{log}"
     );
 }
@@ -236,24 +267,34 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
 }
 
 #[test]
-fn a_lost_worker_with_work_exits_resumable_and_is_revived_at_the_next_start() {
+fn a_lost_worker_with_work_exits_and_its_run_goes_on_until_the_next_supervisor_resumes_it() {
     let env = Env::new("revive").with("EUKHE_WORKER_LOST_EXIT_MS", "700");
     let id = env.ok(&["new"]).trim().to_string();
-    env.ok(&["send", &id, "sleep 30"]);
+    env.ok(&["send", &id, "sleep 4; echo first done"]);
     env.ok(&["send", &id, "echo resumed after revival"]);
     wait_until(Duration::from_secs(5), "the run is busy", || {
         env.session(&id)["state"] == "busy"
     });
     let worker = env.worker_pid(&id).unwrap();
+    let kernel = env.kernel_pid(&id).unwrap();
     kill9(env.daemon_pid());
     wait_until(Duration::from_secs(10), "the orphaned worker exits", || {
         !alive(worker)
     });
-    wait_until(Duration::from_secs(15), "the queued run resumes", || {
-        env.log(&id).contains("resumed after revival")
+    // The worker left; its run did not stop.
+    assert!(alive(kernel), "the kernel ended with its worker");
+    wait_until(Duration::from_secs(15), "the queued run runs", || {
+        env.log(&id).contains("[run 2 exited 0]")
     });
     let log = env.log(&id);
-    assert!(log.contains("[run 1 interrupted]"), "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert!(log.contains("\nresumed after revival\n"), "{log}");
+    assert_eq!(
+        log.lines().filter(|l| *l == "first done").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
     assert!(log.contains("[run 2 exited 0]"), "{log}");
 }
 
@@ -512,14 +553,14 @@ impl Drop for Attached {
 }
 
 #[test]
-fn an_attached_client_follows_a_worker_restart_and_shows_each_notice_once() {
+fn an_attached_client_follows_a_kernel_restart_and_shows_each_notice_once() {
     let env = Env::new("attach-restart");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo first"]);
     let mut attached = Attached::start(&env, &id);
     attached.expect("first");
-    let worker = env.worker_pid(&id).unwrap();
-    kill9(worker);
+    let kernel = env.kernel_pid(&id).unwrap();
+    kill9(kernel);
     attached.expect("kernel restored from its snapshot");
     env.ok(&["bash", &id, "--", "echo after the restart"]);
     attached.expect("after the restart");
@@ -740,10 +781,21 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
     };
     let state = env.dir.join("state");
     let session = state.join("sessions").join(&id);
-    for dir in [&state, &session] {
+    for dir in [
+        &state,
+        &session,
+        &session.join("spool"),
+        &session.join("scratch"),
+    ] {
         assert_eq!(mode(dir), 0o700, "{}", dir.display());
     }
-    for file in ["meta.json", "transcript", "namespace.json", "worker.json"] {
+    for file in [
+        "meta.json",
+        "transcript",
+        "snapshot.json",
+        "worker.json",
+        "kernel.json",
+    ] {
         assert_eq!(mode(&session.join(file)), 0o600, "{file}");
     }
     assert_eq!(mode(&state.join("busy.log")), 0o600, "busy evidence");
@@ -754,7 +806,10 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
             logs.push(entry.path());
         }
     }
-    assert!(logs.len() >= 3, "the worker's log is among {logs:?}");
+    assert!(
+        logs.len() >= 4,
+        "the worker's and kernel's logs are among {logs:?}"
+    );
     for log in logs {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(

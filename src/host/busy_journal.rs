@@ -5,8 +5,9 @@
 //!   JSON line per record, fsynced), so no other user can forge evidence.
 //! - systemd backend: structured journald entries (`MESSAGE_ID`
 //!   [`BUSY_MESSAGE_ID`]). Only entries whose trusted fields say they came
-//!   from this user (`_UID`) and from that session's own worker unit
-//!   (`_SYSTEMD_USER_UNIT`) count, and their time is journald's receive
+//!   from this user (`_UID`) and from that session's own worker unit or
+//!   its own kernel unit (`_SYSTEMD_USER_UNIT`: the kernel records while
+//!   no worker is connected) count, and their time is journald's receive
 //!   time, so nobody can forge or back-date a revival.
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::escape::worker_unit;
+use super::escape::{kernel_unit, worker_unit};
 use super::journald;
 use super::sd_journal::{newest_first, JournalEntry};
 use crate::laws::revival::{BusyRecord, BusyState};
@@ -145,14 +146,16 @@ pub fn latest_in_text(text: &str) -> HashMap<String, BusyRecord> {
 }
 
 /// The session and record a journal entry stands for, if it is to be
-/// trusted: written by `own_uid`, from the worker unit of the session it
-/// names. Its time is journald's receive time, never a field the sender set.
+/// trusted: written by `own_uid`, from the worker unit or the kernel unit
+/// of the session it names. Its time is journald's receive time, never a
+/// field the sender set.
 pub fn trusted_record(entry: &JournalEntry, own_uid: u32) -> Option<(String, BusyRecord)> {
     let session = entry.get("EUKHE_SESSION")?;
     if entry.get("_UID")? != own_uid.to_string() {
         return None;
     }
-    if entry.get("_SYSTEMD_USER_UNIT")? != worker_unit(session) {
+    let unit = entry.get("_SYSTEMD_USER_UNIT")?;
+    if unit != worker_unit(session) && unit != kernel_unit(session) {
         return None;
     }
     let state = match entry.get("EUKHE_BUSY")? {
@@ -194,6 +197,17 @@ mod tests {
     }
 
     #[test]
+    fn a_record_from_the_sessions_own_kernel_unit_is_trusted_too() {
+        let mut fields: Vec<(&str, &str)> = GENUINE.to_vec();
+        fields.retain(|(k, _)| *k != "_SYSTEMD_USER_UNIT");
+        fields.push(("_SYSTEMD_USER_UNIT", "eukhe-kernel@1a2b3c4d.service"));
+        let (session, record) = trusted_record(&entry(&fields, 7), 4242).unwrap();
+        assert_eq!(session, "1a2b3c4d");
+        assert_eq!(record.state, BusyState::Busy);
+        assert_eq!(record.at_ms, Some(7));
+    }
+
+    #[test]
     fn an_idle_record_is_trusted_as_idle_and_one_without_a_time_has_none() {
         let mut fields: Vec<(&str, &str)> = GENUINE.to_vec();
         fields.retain(|(k, _)| *k != "EUKHE_BUSY");
@@ -214,8 +228,9 @@ mod tests {
             }
             entry(&fields, 1)
         };
-        // Another user, another unit (a shell of the same user, or another
-        // session's worker), no unit at all, an unknown state.
+        // Another user, another unit (a shell of the same user, another
+        // session's worker or kernel, a unit named like a kernel unit but
+        // not one), no unit at all, an unknown state.
         assert_eq!(trusted_record(&with("_UID", "1000"), 4242), None);
         assert_eq!(
             trusted_record(&with("_SYSTEMD_USER_UNIT", "app.slice"), 4242),
@@ -224,6 +239,34 @@ mod tests {
         assert_eq!(
             trusted_record(&with("_SYSTEMD_USER_UNIT", "eukhe@99999999.service"), 4242),
             None
+        );
+        assert_eq!(
+            trusted_record(
+                &with("_SYSTEMD_USER_UNIT", "eukhe-kernel@99999999.service"),
+                4242
+            ),
+            None
+        );
+        for unit in [
+            "eukhe-kernel@1a2b3c4d.scope",
+            "eukhe-kernel-1a2b3c4d.service",
+            "eukhe-kernel@1a2b3c4d.service.d",
+            "other-eukhe-kernel@1a2b3c4d.service",
+        ] {
+            assert_eq!(
+                trusted_record(&with("_SYSTEMD_USER_UNIT", unit), 4242),
+                None,
+                "{unit}"
+            );
+        }
+        let mut from_kernel: Vec<(&str, &str)> = GENUINE.to_vec();
+        from_kernel.retain(|(k, _)| *k != "_SYSTEMD_USER_UNIT" && *k != "_UID");
+        from_kernel.push(("_SYSTEMD_USER_UNIT", "eukhe-kernel@1a2b3c4d.service"));
+        from_kernel.push(("_UID", "1000"));
+        assert_eq!(
+            trusted_record(&entry(&from_kernel, 1), 4242),
+            None,
+            "another user's kernel unit"
         );
         assert_eq!(trusted_record(&with("_SYSTEMD_USER_UNIT", ""), 4242), None);
         assert_eq!(trusted_record(&with("EUKHE_BUSY", "maybe"), 4242), None);

@@ -61,6 +61,11 @@ pub fn worker_unit(session: &str) -> String {
     format!("eukhe@{}.service", systemd_escape(session))
 }
 
+/// The kernel unit of `session`: `eukhe-kernel@<escaped session>.service`.
+pub fn kernel_unit(session: &str) -> String {
+    format!("eukhe-kernel@{}.service", systemd_escape(session))
+}
+
 /// The session a worker unit serves, if `unit` is one.
 pub fn session_of_unit(unit: &str) -> Option<String> {
     let instance = unit.strip_prefix("eukhe@")?.strip_suffix(".service")?;
@@ -114,6 +119,14 @@ mod tests {
         assert_eq!(session_of_unit("eukhe.service"), None);
         assert_eq!(session_of_unit("eukhe@.service"), None);
         assert_eq!(session_of_unit("other@x.service"), None);
+    }
+
+    #[test]
+    fn kernel_units_name_their_session_and_are_not_worker_units() {
+        assert_eq!(kernel_unit("1a2b3c4d"), "eukhe-kernel@1a2b3c4d.service");
+        assert_eq!(kernel_unit("a-b/c"), "eukhe-kernel@a\\x2db-c.service");
+        assert_ne!(kernel_unit("1a2b3c4d"), worker_unit("1a2b3c4d"));
+        assert_eq!(session_of_unit(&kernel_unit("1a2b3c4d")), None);
     }
 
     /// The real `systemd-escape` agrees on random text, where it is installed.

@@ -2,11 +2,102 @@
 //! `eukhe-kernel@<session>.service`, started and stopped through the user
 //! manager's D-Bus API like the worker units, so stopping, restarting or
 //! losing `eukhe@<session>` leaves it (and its runs) running.
+//!
+//! Each call connects to the user manager once and lets go of the
+//! connection when it returns: a worker starts its kernel rarely (at its
+//! own start, and after the kernel died), so it holds no connection for
+//! the rest of its life.
+
+use std::time::Duration;
+
+use super::escape::kernel_unit;
+use super::units::{UnitState, UserManager};
+
+/// How long a kernel unit may take to come up: a stop still in progress
+/// (the unit's `TimeoutStopSec`, 6 s, while it empties its cgroup) and
+/// then the start itself (`Type=notify`: until the kernel's READY=1).
+const START_WITHIN: Duration = Duration::from_secs(20);
+
+/// How long a kernel unit may take to go down: its `TimeoutStopSec` (6 s),
+/// after which the manager SIGKILLs the cgroup, with a margin.
+const STOP_WITHIN: Duration = Duration::from_secs(10);
+
+/// Why a kernel unit is not up, in words for a log line.
+fn why_not_up(unit: &str, state: &UnitState) -> String {
+    let why = match state.result.as_str() {
+        "success" if state.is_down() => "stopped".to_string(),
+        "exit-code" => "its kernel exited with an error".to_string(),
+        "signal" | "core-dump" => "its kernel was killed by a signal".to_string(),
+        "timeout" => "it timed out".to_string(),
+        "success" | "" => format!("it is {} ({})", state.active, state.sub),
+        other => format!("it failed ({other})"),
+    };
+    format!("{unit} did not come up: {why}")
+}
 
 /// Start the kernel unit of `session` and return once it is active (the
 /// kernel serves its socket) or has failed.
 pub async fn start(session: &str) -> Result<(), String> {
-    Err(format!(
-        "the kernel unit of session {session} cannot be started yet: eukhe-kernel@.service is not built"
-    ))
+    let unit = kernel_unit(session);
+    let units = UserManager::connect().await?;
+    // The session's restart budget decides; systemd's start limit must not
+    // refuse a start the budget allows.
+    units.reset_failed(&unit).await;
+    let state = units.start_and_wait(&unit, START_WITHIN).await?;
+    if state.active == "active" {
+        tracing::info!("started the session's kernel ({unit})");
+        Ok(())
+    } else {
+        Err(why_not_up(&unit, &state))
+    }
+}
+
+/// Stop the kernel unit of `session` (every process of the session ends:
+/// the kernel's teardown, then the manager empties the unit's cgroup) and
+/// return once it is down. Stopping a kernel that does not run is a no-op.
+pub async fn stop(session: &str) -> Result<(), String> {
+    let unit = kernel_unit(session);
+    let units = UserManager::connect().await?;
+    units.stop(&unit).await?;
+    let state = units
+        .wait_for(&unit, STOP_WITHIN, UnitState::is_down)
+        .await?;
+    if state.is_down() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{unit} is still {} after {} s",
+            state.active,
+            STOP_WITHIN.as_secs()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(active: &str, sub: &str, result: &str) -> UnitState {
+        UnitState {
+            active: active.into(),
+            sub: sub.into(),
+            result: result.into(),
+            main_pid: 0,
+        }
+    }
+
+    #[test]
+    fn a_kernel_unit_that_is_not_up_says_why() {
+        let unit = "eukhe-kernel@1a2b3c4d.service";
+        let why = |s: UnitState| why_not_up(unit, &s);
+        assert_eq!(
+            why(state("failed", "failed", "exit-code")),
+            "eukhe-kernel@1a2b3c4d.service did not come up: its kernel exited with an error"
+        );
+        assert!(why(state("failed", "failed", "signal")).ends_with("killed by a signal"));
+        assert!(why(state("inactive", "dead", "success")).ends_with(": stopped"));
+        assert!(why(state("activating", "start", "success")).ends_with("it is activating (start)"));
+        assert!(why(state("failed", "failed", "timeout")).ends_with("it timed out"));
+        assert!(why(state("failed", "failed", "resources")).ends_with("it failed (resources)"));
+    }
 }

@@ -19,6 +19,7 @@ const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const UNIT: &str = "org.freedesktop.systemd1.Unit";
 const SERVICE: &str = "org.freedesktop.systemd1.Service";
+const JOB: &str = "org.freedesktop.systemd1.Job";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 
 /// A connection to this user's service manager.
@@ -81,8 +82,15 @@ impl UserManager {
             .await
             .map_err(|e| format!("listening to the user manager's signals: {e}"))?;
         let (tell, changes) = watch::channel(0u64);
+        // The relay ends with the last clone of the manager (the stream
+        // holds the connection: it closes only then).
         tokio::task::spawn_local(async move {
-            while let Some(Ok(message)) = messages.next().await {
+            loop {
+                let message = tokio::select! {
+                    message = messages.next() => message,
+                    () = tell.closed() => return,
+                };
+                let Some(Ok(message)) = message else { return };
                 let relevant = matches!(
                     message.header().member().map(|m| m.as_str()),
                     Some("PropertiesChanged" | "JobRemoved" | "UnitRemoved")
@@ -126,6 +134,33 @@ impl UserManager {
             .await
             .map(|_| ())
             .map_err(|e| dbus_error("cannot start", unit, e))
+    }
+
+    /// Start `unit` and wait, for at most `within`, until the manager is
+    /// done with that start: the unit came up (for `Type=notify`, once it
+    /// said READY=1) or failed to. A stop in progress is waited out first,
+    /// so a unit still emptying its cgroup is started again, not reported
+    /// down. Returns the unit's state once the start job is gone.
+    pub async fn start_and_wait(&self, unit: &str, within: Duration) -> Result<UnitState, String> {
+        let job: OwnedObjectPath = self
+            .call(MANAGER_PATH, MANAGER, "StartUnit", &(unit, "replace"))
+            .await
+            .map_err(|e| dbus_error("cannot start", unit, e))?;
+        let deadline = tokio::time::Instant::now() + within;
+        let mut changes = self.changes.clone();
+        loop {
+            changes.borrow_and_update();
+            // A finished job leaves the bus: reading it fails.
+            let pending = self
+                .call::<OwnedValue>(job.as_str(), PROPERTIES, "Get", &(JOB, "State"))
+                .await
+                .is_ok();
+            if !pending || tokio::time::Instant::now() >= deadline {
+                return self.state(unit).await;
+            }
+            let wake = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+            let _ = tokio::time::timeout_at(wake, changes.changed()).await;
+        }
     }
 
     /// Stop `unit` (its stop timeout bounds how long that takes).

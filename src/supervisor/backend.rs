@@ -16,7 +16,7 @@ use crate::host::units::{UnitState, UserManager};
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::timing::TM;
 use crate::protocol::message::Request;
-use crate::session::store::{read_json, WorkerRecord};
+use crate::session::store::{read_json, KernelRecord, WorkerRecord};
 
 /// How long a worker unit may take to become active (Type=notify: until
 /// the worker's READY=1) before it counts as failed.
@@ -208,6 +208,29 @@ pub async fn stop_worker(
         .await;
     }
     !still_there(units.as_ref(), id, identity).await
+}
+
+/// End the kernel of `id` that no worker drives (its worker left or was
+/// stopped first): every process of the session ends. On the process
+/// backend it is signalled by identity (its SIGTERM handler ends its
+/// descendants); under systemd its unit is stopped.
+pub async fn stop_lone_kernel(supervisor: &Shared, id: &str) {
+    let files = supervisor.borrow().files(id);
+    let Some(record) = read_json::<KernelRecord>(&files.kernel()).ok().flatten() else {
+        return;
+    };
+    if !is_alive(record.identity) {
+        return;
+    }
+    tracing::info!(session = id, "stopping the session's kernel");
+    signal(record.identity, libc::SIGTERM);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+    while is_alive(record.identity) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if is_alive(record.identity) {
+        signal(record.identity, libc::SIGKILL);
+    }
 }
 
 /// After a worker's control connection ended: why, as far as the host

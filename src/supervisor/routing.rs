@@ -425,9 +425,13 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
                 Request::StopWithKernel,
             )
             .await;
+            let ids: Vec<String> = supervisor.borrow().slots.keys().cloned().collect();
+            for id in ids {
+                backend::stop_lone_kernel(supervisor, &id).await;
+            }
             Response::Shutdown {
                 stopped: true,
-                message: "the daemon and every worker stopped".into(),
+                message: "the daemon, every worker and every kernel stopped".into(),
             }
         }
         ShutdownMode::IfIdle => {

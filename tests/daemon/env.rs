@@ -100,11 +100,41 @@ impl Env {
     pub fn log(&self, id: &str) -> String {
         self.ok(&["log", id])
     }
+
+    /// The live kernel of `id`, as it recorded itself.
+    pub fn kernel_pid(&self, id: &str) -> Option<u32> {
+        let path = self.dir.join("state/sessions").join(id).join("kernel.json");
+        let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        let pid = record["identity"]["pid"].as_u64()? as u32;
+        alive(pid).then_some(pid)
+    }
+
+    /// Every live kernel of this installation.
+    pub fn kernel_pids(&self) -> Vec<u32> {
+        let Ok(sessions) = std::fs::read_dir(self.dir.join("state/sessions")) else {
+            return Vec::new();
+        };
+        sessions
+            .flatten()
+            .filter_map(|s| self.kernel_pid(&s.file_name().to_string_lossy()))
+            .collect()
+    }
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
         let _ = self.command(&["shutdown", "--force"]).output();
+        // Kernels outlive their workers: end any the forced shutdown left
+        // (SIGTERM ends every process of the session), by their recorded pid.
+        for kernel in self.kernel_pids() {
+            // SAFETY: kill(2) on a pid this test's own kernel recorded.
+            unsafe { libc::kill(kernel as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while alive(kernel) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            kill9(kernel);
+        }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
