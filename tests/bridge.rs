@@ -24,3 +24,6 @@ mod notice;
 
 #[path = "bridge/replace.rs"]
 mod replace;
+
+#[path = "bridge/runs.rs"]
+mod runs;

@@ -553,6 +553,47 @@ impl Drop for Attached {
 }
 
 #[test]
+fn in_attach_ctrl_c_cancels_the_running_run_ctrl_backslash_detaches_and_eof_waits_for_its_inputs() {
+    use std::io::Write;
+    let env = Env::new("attach-keys");
+    let id = env.ok(&["new"]).trim().to_string();
+    let mut attached = Attached::start(&env, &id);
+    let stdin = attached.child.stdin.as_mut().unwrap();
+    writeln!(stdin, "sleep 1000").unwrap();
+    writeln!(stdin, "echo after the cancel").unwrap();
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        env.session(&id)["state"] == "busy"
+    });
+    let client = attached.child.id();
+    // SAFETY: kill(2) on the attach client this test started.
+    unsafe { libc::kill(client as i32, libc::SIGINT) };
+    attached.expect("[run 1 cancelled: signal 2]");
+    attached.expect("after the cancel");
+    assert!(
+        alive(client),
+        "Ctrl-C ended the client instead of cancelling"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(client as i32, libc::SIGQUIT) };
+    let status = attached.child.wait().unwrap();
+    assert!(status.success(), "Ctrl-\\ should detach cleanly: {status}");
+
+    // End of input: the client leaves once what it sent has run.
+    let mut attached = Attached::start(&env, &id);
+    let mut stdin = attached.child.stdin.take().unwrap();
+    writeln!(stdin, "sleep 1; echo sent before the end").unwrap();
+    drop(stdin);
+    let started = Instant::now();
+    let status = attached.child.wait().unwrap();
+    assert!(status.success());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "left before its input ran"
+    );
+    attached.expect("sent before the end");
+}
+
+#[test]
 fn an_attached_client_follows_a_kernel_restart_and_shows_each_notice_once() {
     let env = Env::new("attach-restart");
     let id = env.ok(&["new"]).trim().to_string();

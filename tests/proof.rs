@@ -30,6 +30,11 @@ const LAWS: &[&str] = &[
     "replace_relation_exact",
     "replace_verdict_exact",
     "replace_rank_cut",
+    "run_starts_once",
+    "run_end_recorded_once",
+    "live_run_never_interrupted",
+    "orphan_exit_keeps_runs",
+    "withdrawn_input_never_runs",
 ];
 
 #[test]
@@ -70,6 +75,7 @@ fn every_model_type_checks() {
         "launcher",
         "notice",
         "replace",
+        "runs",
     ] {
         let path = harness::repo().join("bend").join(format!("{model}.bend"));
         let output = Command::new(harness::bend())

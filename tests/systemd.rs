@@ -441,7 +441,7 @@ fn the_units_verify_clean_with_systemd_analyze() {
             .unwrap_or_else(|e| panic!("{e}"))
     };
     install(env!("CARGO_BIN_EXE_eukhe"), "/usr/bin/eukhe", 0o755);
-    for unit in ["eukhe.socket", "eukhe.service", "eukhe@.service"] {
+    for unit in harness::UNITS {
         let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
         install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
     }

@@ -390,28 +390,62 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
 }
 
 async fn attach(session: String) -> Result<ExitCode, String> {
+    use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
     let mut client = open_attach(&session, true).await?;
     if interactive {
-        eprintln!("attached to {session}: typed lines are queued as input; Ctrl-D detaches");
+        eprintln!(
+            "attached to {session}: typed lines are queued as input; \
+             Ctrl-C cancels the running run, Ctrl-\\ or Ctrl-D detaches"
+        );
     }
+    let mut interrupts =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
     // Each (re)attach replays the whole transcript; the view (the notice
     // law's) shows every entry, every notice, once.
     let mut view = View::default();
+    let mut runs = RunsSeen::default();
     loop {
+        if !stdin_open && runs.sent_all_ended() {
+            return Ok(ExitCode::SUCCESS);
+        }
         tokio::select! {
             response = client.receive() => match response {
                 Ok(Response::Entry(entry)) => {
+                    runs.see(&entry.body);
                     if view.deliver(stored_message(&entry)) {
                         print!("{}", render::entry(&entry));
                     }
                 }
-                Ok(Response::Replayed | Response::Queued { .. }) => {}
+                Ok(Response::Queued { input }) => {
+                    runs.unanswered = runs.unanswered.saturating_sub(1);
+                    runs.sent.push(input);
+                }
+                Ok(Response::Replayed) => {}
+                Ok(Response::Cancelled { run: None, .. }) => eprintln!("eukhe: no run to cancel"),
+                Ok(Response::Cancelled { .. }) => {}
                 Ok(other) => return unexpected(other),
                 Err(_) => client = reattach(&session).await?,
             },
+            _ = interrupts.recv() => {
+                match runs.running {
+                    Some(run) => eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)"),
+                    None => eprintln!("eukhe: no run is running (Ctrl-\\ detaches)"),
+                }
+                if runs.running.is_some() {
+                    let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
+                    if client.send(&request).await.is_err() {
+                        client = reattach(&session).await?;
+                    }
+                }
+            }
+            _ = quits.recv() => {
+                eprintln!("eukhe: detached from {session}");
+                return Ok(ExitCode::SUCCESS);
+            }
             line = lines.next_line(), if stdin_open => match line {
                 Ok(Some(text)) if !text.trim().is_empty() => {
                     let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
@@ -419,16 +453,45 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                         client = reattach(&session).await?;
                         client.send(&request).await?;
                     }
+                    runs.unanswered += 1;
                 }
                 Ok(Some(_)) => {}
-                _ => {
-                    stdin_open = false;
-                    if interactive {
-                        return Ok(ExitCode::SUCCESS);
-                    }
-                }
+                // End of input: detach once what this client sent has run.
+                _ => stdin_open = false,
             },
         }
+    }
+}
+
+/// What an attached client knows of runs from the entries it sees.
+#[derive(Default)]
+struct RunsSeen {
+    running: Option<u64>,
+    /// Runs this client queued.
+    sent: Vec<u64>,
+    /// Inputs sent whose run number has not come back yet.
+    unanswered: u32,
+    ended: std::collections::HashSet<u64>,
+}
+
+impl RunsSeen {
+    fn see(&mut self, body: &EntryBody) {
+        match body {
+            EntryBody::RunStarted { input } => self.running = Some(*input),
+            EntryBody::RunFinished { input, .. }
+            | EntryBody::RunInterrupted { input }
+            | EntryBody::Withdrawn { input } => {
+                self.ended.insert(*input);
+                if self.running == Some(*input) {
+                    self.running = None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn sent_all_ended(&self) -> bool {
+        self.unanswered == 0 && self.sent.iter().all(|run| self.ended.contains(run))
     }
 }
 

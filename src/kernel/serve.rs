@@ -449,6 +449,13 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     let mut latest: Option<OwnRecord> = None;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        // A session removed from under the kernel takes its processes with it.
+        if !ctx.kernel.borrow().files.meta().exists() {
+            tracing::warn!("the session's directory is gone: stopping");
+            let (tx, _rx) = mpsc::channel(1);
+            stop(&ctx, &tx).await;
+            return;
+        }
         tree::reap();
         count_background(&ctx);
         flush_notices(&ctx);

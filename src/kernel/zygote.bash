@@ -8,6 +8,7 @@
 # fd 3: jobs from the kernel, six NUL-terminated fields each (job id, stdout
 # path, stderr path, restore script, capture path, command); fd 4: reports
 # to the kernel, NUL-terminated: `started JOB PID`, `ended JOB STATUS`.
+unset __eukhe_zygote
 set -m
 while :; do
   IFS= read -r -d '' __eukhe_job <&3 || break

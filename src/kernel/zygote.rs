@@ -61,9 +61,18 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
     let jobs = pipes.jobs_read.as_raw_fd();
     let reports = pipes.reports_write.as_raw_fd();
     let mut command = Command::new(bash());
+    // The script travels in a variable it unsets first, so `ps` and
+    // `systemctl status` show a short command line and no job inherits it.
     command
-        .args(["--noprofile", "--norc", "-c", SCRIPT, "eukhe-kernel"])
+        .args([
+            "--noprofile",
+            "--norc",
+            "-c",
+            "eval \"$__eukhe_zygote\"",
+            "bash",
+        ])
         .env_clear()
+        .env("__eukhe_zygote", SCRIPT)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -48,7 +48,7 @@ impl Installed {
         let binary = std::env::var("EUKHE_TEST_BINARY")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_eukhe").to_string());
         install(&binary, "/usr/bin/eukhe", 0o755);
-        for unit in ["eukhe.socket", "eukhe.service", "eukhe@.service"] {
+        for unit in super::harness::UNITS {
             let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
             install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
         }

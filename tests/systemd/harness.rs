@@ -33,6 +33,14 @@ const MASKED: &[&str] = &[
 
 const TARGET: &str = "eukhe-test.target";
 
+/// eukhe's user units (in `units/`, installed in `/usr/lib/systemd/user`).
+pub const UNITS: &[&str] = &[
+    "eukhe.socket",
+    "eukhe.service",
+    "eukhe@.service",
+    "eukhe-kernel@.service",
+];
+
 pub struct PrivateSystemd {
     pub dir: PathBuf,
     unshare: Child,
@@ -256,11 +264,11 @@ impl PrivateSystemd {
         if !check_man {
             command.push("--man=no");
         }
-        command.extend([
-            "/usr/lib/systemd/user/eukhe.socket",
-            "/usr/lib/systemd/user/eukhe.service",
-            "/usr/lib/systemd/user/eukhe@.service",
-        ]);
+        let paths: Vec<String> = UNITS
+            .iter()
+            .map(|unit| format!("/usr/lib/systemd/user/{unit}"))
+            .collect();
+        command.extend(paths.iter().map(String::as_str));
         let out = self.exec(&command);
         let report = format!(
             "{}{}",
