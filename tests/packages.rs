@@ -1,8 +1,9 @@
 //! The Debian package installed, upgraded and removed inside a private
 //! systemd (never on the host): the socket is enabled for users with no
 //! manual step, an upgrade while a run is busy leaves the daemon serving
-//! until it is idle and the next interactive client replaces it, and
-//! removal stops the units and leaves the user's state.
+//! until it is idle and the next interactive client replaces it (running
+//! user managers reload their unit files), and removal stops the units
+//! (kernels included) and leaves the user's state.
 
 #[allow(dead_code)]
 #[path = "systemd/eukhe.rs"]
@@ -41,17 +42,16 @@ fn deb(version: &str) -> PathBuf {
     let deb = root
         .join("target/packages")
         .join(format!("eukhe_{version}_{}.deb", arch.trim()));
-    if !deb.exists() {
-        let mut build = Command::new(root.join("packaging/build-packages"));
-        if version != VERSION {
-            build.args(["--version", version]);
-        }
-        let status = build.status().expect("run packaging/build-packages");
-        assert!(
-            status.success(),
-            "packaging/build-packages --version {version} failed"
-        );
+    let _ = std::fs::remove_file(&deb);
+    let mut build = Command::new(root.join("packaging/build-packages"));
+    if version != VERSION {
+        build.args(["--version", version]);
     }
+    let status = build.status().expect("run packaging/build-packages");
+    assert!(
+        status.success(),
+        "packaging/build-packages --version {version} failed"
+    );
     assert!(deb.exists(), "{} was not built", deb.display());
     deb
 }
@@ -109,6 +109,12 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         eukhe.eukhe(&format!("bash {id} -- echo installed")),
         "installed\n"
     );
+    let kernel = format!("eukhe-kernel@{id}.service");
+    assert_eq!(
+        eukhe.unit(&kernel, "ActiveState"),
+        "active",
+        "the session's shell runs in its kernel unit"
+    );
     let man = eukhe.root("man -w eukhe eukhe-send");
     assert!(
         man.contains("eukhe.1") && man.contains("eukhe-send.1"),
@@ -128,7 +134,19 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         eukhe.session(&id)["state"] == "busy"
     });
     let old_daemon = eukhe.main_pid("eukhe.service");
+    let units_loaded = || {
+        eukhe
+            .user_ok("systemctl --user show -p UnitsLoadTimestampMonotonic --value")
+            .trim()
+            .parse::<u64>()
+            .expect("a timestamp")
+    };
+    let loaded_before = units_loaded();
     apt(&second);
+    assert!(
+        units_loaded() > loaded_before,
+        "the upgrade reloads the running user manager, so new units are known"
+    );
     assert_eq!(
         eukhe.root("eukhe --version").trim(),
         format!("eukhe {next}")
@@ -172,6 +190,7 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         "eukhe.socket",
         "eukhe.service",
         &format!("eukhe@{id}.service"),
+        &kernel,
     ] {
         assert_ne!(
             eukhe.unit(unit, "ActiveState"),

@@ -238,6 +238,7 @@ impl Kernel {
         let capture_path = self.scratch(job, "state");
         let captured = std::fs::read(&capture_path).ok();
         let _ = std::fs::remove_file(&capture_path);
+        let _ = std::fs::remove_file(self.scratch(job, "state.names"));
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -250,9 +251,11 @@ impl Kernel {
         match captured.map(|bytes| parse_capture(&bytes)) {
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);
-                self.snapshot.apply(&changes);
-                if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
-                    notice = Some(format!("the shell state could not be saved: {e}"));
+                if !changes.is_empty() {
+                    self.snapshot.apply(&changes);
+                    if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
+                        notice = Some(format!("the shell state could not be saved: {e}"));
+                    }
                 }
                 if !capture.dropped.is_empty() {
                     notice = Some(format!(

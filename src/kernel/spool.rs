@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::message::Stream;
-use crate::session::store::{private_dir, read_json, write_json};
+use crate::session::store::{private_dir, read_json, write_json_unsynced};
 
 /// The header of one output record.
 const RECORD_HEADER: usize = 5;
@@ -113,7 +113,7 @@ impl Spool {
 
     /// Record how `job` ended.
     pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
-        write_json(&self.end_path(job), end)
+        write_json_unsynced(&self.end_path(job), end)
     }
 
     /// How `job` ended, if the spool knows.

@@ -35,25 +35,28 @@ while :; do
         POSIXLY_CORRECT=y
         set +euCfvxET +o pipefail
       } 2>/dev/null
-      __eukhe_traps=$(trap -p)
-      trap - DEBUG ERR RETURN EXIT
+      # Functions named like builtins this code needs are not kept (POSIX
+      # special builtins cannot be shadowed here, so `export` tests them).
       __eukhe_dropped=
       for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
         export -f "$__eukhe_f" 2>/dev/null && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
       done
+      # No forks below: names go through a scratch file, not a pipe.
       {
-        builtin printf 'cwd\0\0%s\0' "$(builtin pwd)"
+        builtin printf 'traps\0\0'; trap -p; builtin printf '\0'
+        trap - DEBUG ERR RETURN EXIT
+        builtin printf 'cwd\0\0'; builtin pwd; builtin printf '\0'
         builtin printf 'setopts\0%s\0' "$__eukhe_so"
         builtin set +o; builtin printf '\0'
         builtin printf 'shopts\0%s\0' "$__eukhe_bo"
         builtin shopt -p; builtin printf '\0'
         builtin printf 'umask\0\0'; builtin umask -p; builtin printf '\0'
-        builtin printf 'traps\0\0%s\0' "$__eukhe_traps"
         builtin printf 'dropped\0\0%s\0' "$__eukhe_dropped"
         if [[ -n $__eukhe_pcs ]]; then
           builtin printf 'var\0POSIXLY_CORRECT\0declare -- POSIXLY_CORRECT=%s\0' "${__eukhe_pcv@Q}"
         fi
-        builtin mapfile -t __eukhe_names < <(builtin compgen -v)
+        builtin compgen -v >"$__eukhe_state.names"
+        builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
         for __eukhe_n in "${__eukhe_names[@]}"; do
           case $__eukhe_n in
             __eukhe_*|POSIXLY_CORRECT|BASH|BASHOPTS|BASHPID|BASH_*|COMP_*|COLUMNS|LINES|DIRSTACK|EPOCHREALTIME|EPOCHSECONDS|EUID|FUNCNAME|GROUPS|HISTCMD|LINENO|OLDPWD|PIPESTATUS|PPID|PWD|RANDOM|SECONDS|SHELLOPTS|SHLVL|SRANDOM|UID|_) continue ;;
@@ -62,7 +65,8 @@ while :; do
           builtin declare -p -- "$__eukhe_n"
           builtin printf '\0'
         done
-        builtin mapfile -t __eukhe_names < <(builtin compgen -A function)
+        builtin compgen -A function >"$__eukhe_state.names"
+        builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
         for __eukhe_n in "${__eukhe_names[@]}"; do
           builtin printf 'func\0%s\0' "$__eukhe_n"
           builtin declare -f -- "$__eukhe_n"

@@ -19,12 +19,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{read_json, write_json};
+use super::store::{read_json, write_json_unsynced};
 
 /// Options a job's shell must not take from the snapshot: job control would
 /// take a run's background jobs out of its process group, and the others
 /// only mean something in an interactive shell.
-const SET_OPTIONS_NOT_KEPT: [&str; 5] = ["monitor", "history", "emacs", "vi", "posix"];
+const SET_OPTIONS_NOT_KEPT: [&str; 4] = ["monitor", "history", "emacs", "vi"];
 const SHOPT_OPTIONS_NOT_KEPT: [&str; 2] = ["login_shell", "restricted_shell"];
 
 /// Item kinds, in the order a restore applies them: the directory and
@@ -100,9 +100,12 @@ impl Snapshot {
         read_json(path)
     }
 
-    /// Save the snapshot at `path` (0600, replaced atomically).
+    /// Save the snapshot at `path` (0600, replaced atomically). Not synced:
+    /// a machine crash keeps the previous snapshot or this one, never a
+    /// torn one (rename), and costs at most the state changes of the last
+    /// few seconds; the transcript keeps every command that made them.
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        write_json(path, self)
+        write_json_unsynced(path, self)
     }
 
     /// The items `after` changed against `self` (the state a job started from).

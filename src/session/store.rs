@@ -93,8 +93,21 @@ pub fn private_dir(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", path.display()))
 }
 
-/// Write `value` as JSON to `path` atomically, 0600.
+/// Write `value` as JSON to `path` atomically, 0600, on disk before it
+/// returns.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    write_json_with(path, value, true)
+}
+
+/// Write `value` as JSON to `path` atomically, 0600, without waiting for
+/// the disk: for files whose writer's own crash must not lose them (the
+/// page cache keeps them) but that a machine crash makes moot or merely
+/// older (the kernel's spool ends and snapshot: a reboot ends the kernel).
+pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    write_json_with(path, value, false)
+}
+
+fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
     let context = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
@@ -108,7 +121,9 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
             .open(&tmp)
             .map_err(context)?;
         file.write_all(&bytes).map_err(context)?;
-        file.sync_all().map_err(context)?;
+        if sync {
+            file.sync_all().map_err(context)?;
+        }
     }
     std::fs::rename(&tmp, path).map_err(context)
 }

@@ -136,6 +136,18 @@ impl Transcript {
 
     /// Store an entry durably and return it.
     pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+        self.append_with(at_ms, body, true)
+    }
+
+    /// Store an entry that nobody is told about yet, without waiting for
+    /// the disk: the next synced append covers it (a crash of this process
+    /// keeps it in the page cache; a machine crash loses only what was
+    /// never acknowledged).
+    pub fn append_unsynced(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+        self.append_with(at_ms, body, false)
+    }
+
+    fn append_with(&mut self, at_ms: u64, body: EntryBody, sync: bool) -> Result<Entry, String> {
         let entry = Entry {
             seq: self.next_seq,
             at_ms,
@@ -153,10 +165,13 @@ impl Transcript {
         record.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         record.extend_from_slice(&crc32(&payload).to_be_bytes());
         record.extend_from_slice(&payload);
-        let written = self
-            .file
-            .write_all(&record)
-            .and_then(|_| self.file.sync_data());
+        let written = self.file.write_all(&record).and_then(|_| {
+            if sync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = written {
             // A full disk can take part of a record: cut it off, or every
             // later record would sit behind a torn one and be unreadable.

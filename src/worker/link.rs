@@ -330,7 +330,13 @@ async fn serve(
             }
             FromKernel::Jobs { background } => {
                 let mut w = worker.borrow_mut();
-                w.background = background;
+                let before = std::mem::replace(&mut w.background, background);
+                if before > 0 && background == 0 {
+                    let _ = w.append(EntryBody::Notice {
+                        text: "the last background job ended".into(),
+                        restore: None,
+                    });
+                }
                 w.work_changed();
             }
             FromKernel::Notice { text } => {

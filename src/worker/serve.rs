@@ -65,6 +65,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     }
     tokio::task::spawn_local(run_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tick_loop(worker.clone(), signals.clone()));
+    tokio::task::spawn_local(record_evidence(worker.clone()));
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
     worker.borrow_mut().work_changed();
     systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
@@ -326,7 +327,8 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &UnboundedSender
     let refused = if w.stopping {
         Some("the session's worker is stopping".to_string())
     } else {
-        w.append(EntryBody::Bash {
+        // Acknowledged only by its end, which is stored durably after it.
+        w.append_unacknowledged(EntryBody::Bash {
             command: command.clone(),
         })
         .err()
@@ -429,6 +431,18 @@ pub async fn append_until_stored_with(
                 return;
             }
         }
+    }
+}
+
+/// Record busy evidence whenever the work changes, as the refresh law says.
+async fn record_evidence(worker: Rc<RefCell<Worker>>) {
+    let due = worker.borrow().evidence_due.clone();
+    loop {
+        due.notified().await;
+        if worker.borrow().stopping {
+            return;
+        }
+        worker.borrow_mut().refresh_evidence();
     }
 }
 

@@ -65,6 +65,8 @@ pub struct Worker {
     /// Jobs the worker follows in the kernel.
     pub jobs: HashMap<String, Followed>,
     bash_seq: u64,
+    /// Wakes the task that records busy evidence.
+    pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
     gate: RunGate,
     latest_record: Option<OwnRecord>,
     journal: BusyJournal,
@@ -112,6 +114,7 @@ impl Worker {
             background: 0,
             jobs: HashMap::new(),
             bash_seq: 0,
+            evidence_due: Default::default(),
             gate: RunGate::Open,
             latest_record: None,
             journal: HostKind::from_env()?.busy_journal(&paths.state),
@@ -220,6 +223,15 @@ impl Worker {
         format!("b{}-{}", self.identity.pid, self.bash_seq)
     }
 
+    /// Store an entry that nobody is told about yet (the next durable
+    /// append makes it durable too), then show it to attached clients.
+    pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, String> {
+        let entry = self.transcript.append_unsynced(wall_ms(), body)?;
+        self.subscribers
+            .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
+        Ok(entry)
+    }
+
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
         let entry = self.transcript.append(wall_ms(), body)?;
@@ -304,8 +316,10 @@ impl Worker {
     }
 
     /// Record busy evidence as the refresh law says, and tell the supervisor.
+    /// Tell the supervisor, and have busy evidence recorded as the refresh
+    /// law says (by the evidence task, so no reply waits on its write).
     pub fn work_changed(&mut self) {
-        self.refresh_evidence();
+        self.evidence_due.notify_one();
         let info = self.info();
         if let Some(supervisor) = &self.supervisor {
             let _ = supervisor.send(Response::Worker(info));

@@ -149,6 +149,42 @@ impl Installed {
         self.root(&format!("kill -s {signal} {pid}"));
     }
 
+    /// The command lines of the processes in `unit`'s cgroup (and the
+    /// cgroups below it); none when the unit has no cgroup.
+    pub fn cgroup_processes(&self, unit: &str) -> Vec<String> {
+        // The path has backslashes (`app-eukhe\x2dkernel.slice`) and no quotes.
+        let cgroup = self.unit(unit, "ControlGroup");
+        if cgroup.is_empty() {
+            return Vec::new();
+        }
+        self.command_lines(&format!(
+            "find '/sys/fs/cgroup{cgroup}' -name cgroup.procs -exec cat {{}} + 2>/dev/null"
+        ))
+    }
+
+    /// The command lines of every process inside the private systemd.
+    pub fn processes(&self) -> Vec<String> {
+        self.command_lines("ls /proc | grep '^[0-9]*$'")
+    }
+
+    /// The command lines of the pids `pids` (a shell command) prints, one
+    /// a line, arguments separated by spaces (a process that ended between
+    /// the two is left out).
+    fn command_lines(&self, pids: &str) -> Vec<String> {
+        let out = self.systemd.exec(&[
+            "sh",
+            "-c",
+            &format!(
+                "{pids} | while read -r pid; do tr '\\0' ' ' < /proc/$pid/cmdline 2>/dev/null && echo; done"
+            ),
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|line| line.trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect()
+    }
+
     /// A user unit's journal, message text only.
     pub fn journal(&self, unit: &str) -> String {
         self.user_ok(&format!("journalctl --user -u {unit} -o cat --no-pager"))

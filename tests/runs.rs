@@ -1,0 +1,877 @@
+//! Durable runs (issue 11) on the process backend, through the real binary:
+//! a run outlives its worker, its lost supervisor and a replacement by
+//! another build; the session's shell keeps its whole state; background
+//! jobs; cancel, queue and withdraw.
+//!
+//! Every process a test starts is ended when it ends, by pid: the daemon,
+//! workers and kernels of its private installation (found by the state
+//! directory in their environment, and in `worker.json` and `kernel.json`),
+//! and every process left in a kernel's session (runs and their children).
+
+#[path = "daemon/env.rs"]
+mod env;
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use env::{alive, kill9, wait_until, Env};
+
+/// A process by pid and start time, so a reused pid is never taken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Identity {
+    pid: u32,
+    start: u64,
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (index 0 is the
+/// state), unless the process is gone or a zombie.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<String> = rest.split_whitespace().map(String::from).collect();
+    match fields.first().map(String::as_str) {
+        Some("Z") | Some("X") | None => None,
+        _ => Some(fields),
+    }
+}
+
+fn identity(pid: u32) -> Option<Identity> {
+    let fields = stat_fields(pid)?;
+    Some(Identity {
+        pid,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+fn still(who: Identity) -> bool {
+    identity(who.pid) == Some(who)
+}
+
+/// The session (`setsid`) a live process belongs to.
+fn session_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(3)?.parse().ok()
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .trim_end_matches('\0')
+                .replace('\0', " ")
+        })
+        .unwrap_or_default()
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    children
+}
+
+/// Every live descendant of `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    let mut next = children(pid);
+    while let Some(child) = next.pop() {
+        if !all.contains(&child) {
+            all.push(child);
+            next.extend(children(child));
+        }
+    }
+    all.retain(|&p| alive(p));
+    all
+}
+
+/// The live descendants of `pid` whose command line is `command`.
+fn descendants_running(pid: u32, command: &str) -> Vec<Identity> {
+    descendants(pid)
+        .into_iter()
+        .filter(|&p| cmdline(p) == command)
+        .filter_map(identity)
+        .collect()
+}
+
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The identity recorded in a `worker.json` or `kernel.json`.
+fn recorded(path: &std::path::Path) -> Option<Identity> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(Identity {
+        pid: json["identity"]["pid"].as_u64()? as u32,
+        start: json["identity"]["start_time"].as_u64()?,
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// How many lines of `log` are exactly `line`.
+fn lines_equal(log: &str, line: &str) -> usize {
+    log.lines().filter(|l| *l == line).count()
+}
+
+/// A private installation that ends everything it started when dropped.
+struct Install {
+    env: Env,
+    /// Daemons, workers and kernels this test has seen.
+    seen: RefCell<BTreeSet<Identity>>,
+}
+
+impl std::ops::Deref for Install {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
+
+impl Install {
+    fn new(name: &str) -> Install {
+        Install::from(Env::new(&format!("runs-{name}")))
+    }
+
+    fn from(env: Env) -> Install {
+        Install {
+            env,
+            seen: RefCell::new(BTreeSet::new()),
+        }
+    }
+
+    fn set_var(&mut self, name: &str, value: &str) {
+        self.env.vars.retain(|(n, _)| n != name);
+        self.env.vars.push((name.into(), value.into()));
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.env.dir.join("state")
+    }
+
+    fn session_dir(&self, id: &str) -> PathBuf {
+        self.state_dir().join("sessions").join(id)
+    }
+
+    fn note(&self, pid: u32) {
+        if let Some(who) = identity(pid) {
+            self.seen.borrow_mut().insert(who);
+        }
+    }
+
+    fn new_session(&self) -> String {
+        let id = self.ok(&["new"]).trim().to_string();
+        assert_eq!(id.len(), 8, "{id}");
+        id
+    }
+
+    fn send(&self, id: &str, input: &str) {
+        self.ok(&["send", id, input]);
+    }
+
+    fn bash(&self, id: &str, command: &str) -> String {
+        self.ok(&["bash", id, "--", command])
+    }
+
+    fn worker(&self, id: &str) -> u32 {
+        let pid = self.env.worker_pid(id).expect("the session has a worker");
+        self.note(pid);
+        pid
+    }
+
+    fn daemon(&self) -> u32 {
+        let pid = self.env.daemon_pid();
+        self.note(pid);
+        pid
+    }
+
+    /// The session's live kernel, as `kernel.json` names it.
+    fn kernel(&self, id: &str) -> Identity {
+        let path = self.session_dir(id).join("kernel.json");
+        let mut found = None;
+        wait_until(
+            Duration::from_secs(10),
+            "the session has a live kernel",
+            || {
+                found = recorded(&path).filter(|&k| still(k));
+                found.is_some()
+            },
+        );
+        let kernel = found.unwrap();
+        self.seen.borrow_mut().insert(kernel);
+        kernel
+    }
+
+    /// Wait until the log of `id` holds `needle`; returns the log. While a
+    /// worker restarts, `eukhe log` may be refused (it asks the worker):
+    /// that is retried until the deadline.
+    fn log_with(&self, id: &str, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        let mut last = String::new();
+        loop {
+            let out = self.run(&["log", id]);
+            if out.status.success() {
+                last = text(&out.stdout);
+                if last.contains(needle) {
+                    return last;
+                }
+            } else {
+                last = format!("(`eukhe log` failed: {})\n{last}", text(&out.stderr));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the log never showed {needle:?} within {within:?}:\n{last}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until a run's process `command` runs under the kernel.
+    fn run_process(&self, kernel: Identity, command: &str) -> Identity {
+        let mut found = Vec::new();
+        wait_until(
+            Duration::from_secs(10),
+            &format!("`{command}` runs under the kernel"),
+            || {
+                found = descendants_running(kernel.pid, command);
+                !found.is_empty()
+            },
+        );
+        found[0]
+    }
+
+    /// Processes of this installation: their environment names its state
+    /// directory (daemon, workers, kernels), or its files record them.
+    fn own_processes(&self) -> BTreeSet<Identity> {
+        let mut own = self.seen.borrow().clone();
+        let marker = format!("EUKHE_STATE_DIR={}", self.state_dir().display());
+        for pid in all_pids() {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if environ
+                .split(|&b| b == 0)
+                .any(|var| var == marker.as_bytes())
+            {
+                if let Some(who) = identity(pid) {
+                    own.insert(who);
+                }
+            }
+        }
+        if let Ok(sessions) = std::fs::read_dir(self.state_dir().join("sessions")) {
+            for session in sessions.flatten() {
+                for file in ["worker.json", "kernel.json"] {
+                    if let Some(who) = recorded(&session.path().join(file)) {
+                        own.insert(who);
+                    }
+                }
+            }
+        }
+        own
+    }
+}
+
+impl Drop for Install {
+    fn drop(&mut self) {
+        // The orderly way first: the daemon stops every worker and kernel.
+        let _ = self.env.command(&["shutdown", "--force"]).output();
+        let own = self.own_processes();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while own.iter().any(|&who| still(who)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // What is left, and every process in the sessions they lead (a
+        // kernel's runs, their children, the kernel's shell).
+        let mut leftovers: Vec<u32> = own
+            .iter()
+            .filter(|&&who| still(who))
+            .map(|who| who.pid)
+            .collect();
+        for pid in all_pids() {
+            let (Some(who), Some(sid)) = (identity(pid), session_of(pid)) else {
+                continue;
+            };
+            let led_by_ours = own.iter().any(|leader| {
+                leader.pid == sid
+                    && who.start >= leader.start
+                    && match identity(leader.pid) {
+                        Some(now) => now == *leader,
+                        None => true,
+                    }
+            });
+            if led_by_ours && pid != std::process::id() {
+                leftovers.push(pid);
+            }
+        }
+        leftovers.sort_unstable();
+        leftovers.dedup();
+        if !leftovers.is_empty() {
+            eprintln!("ending processes left behind: {leftovers:?}");
+        }
+        for pid in leftovers {
+            kill9(pid);
+        }
+    }
+}
+
+// Done when 1: a SIGKILLed worker leaves its run running; the next worker
+// records its end once.
+#[test]
+fn a_run_outlives_a_sigkilled_worker_and_its_end_is_recorded_once() {
+    let t = Install::new("worker-kill");
+    let id = t.new_session();
+    let file = t.dir.join("F");
+    t.send(
+        &id,
+        &format!("sleep 3; echo x >> {}; echo done", file.display()),
+    );
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 3");
+    let worker = t.worker(&id);
+    kill9(worker);
+    assert!(still(run), "the run's process died with its worker");
+    t.log_with(&id, "[run 1 exited 0]", Duration::from_secs(20));
+    // One more run: a late duplicate of the end would be stored by now.
+    let out = t.run(&["send", &id, "echo later", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = t.log(&id);
+    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert!(!log.contains("cut short"), "{log}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
+    let restarted = t.worker(&id);
+    assert_ne!(restarted, worker, "a new worker serves the session");
+    assert!(still(kernel), "the kernel outlived the worker");
+    assert_eq!(t.session(&id)["kernel_pid"], kernel.pid);
+}
+
+// Done when 2: the supervisor is lost past the lost-exit windows; the
+// worker exits, the run goes on, the next client's supervisor resumes it.
+#[test]
+fn a_run_outlives_its_lost_supervisor_and_the_next_supervisor_resumes_it() {
+    let mut t = Install::new("orphan");
+    t.set_var("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    let id = t.new_session();
+    let file = t.dir.join("F");
+    t.send(
+        &id,
+        &format!("sleep 5; echo x >> {}; echo done", file.display()),
+    );
+    t.send(&id, "echo second");
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 5");
+    let worker = t.worker(&id);
+    kill9(t.daemon());
+    // No client may speak now: it would start the next supervisor.
+    wait_until(Duration::from_secs(10), "the orphaned worker exits", || {
+        !alive(worker)
+    });
+    assert!(still(kernel), "the kernel left with its worker");
+    assert!(
+        still(run),
+        "the run's process ended with the worker (or the run was too short)"
+    );
+    let log = t.log_with(&id, "[run 2 exited 0]", Duration::from_secs(20));
+    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    assert_eq!(lines_equal(&log, "second"), 1, "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert!(!log.contains("cut short"), "{log}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
+    assert_eq!(t.session(&id)["kernel_pid"], kernel.pid);
+}
+
+// Done when 2: a worker of another build is replaced while its run is busy;
+// the run goes on under the new worker and its end is recorded once.
+#[test]
+fn a_busy_run_survives_the_replacement_of_another_builds_worker() {
+    let mut t = Install::new("builds");
+    t.set_var("EUKHE_BUILD_ID", "old-build");
+    let id = t.new_session();
+    let file = t.dir.join("F");
+    t.send(
+        &id,
+        &format!("sleep 5; echo x >> {}; echo done", file.display()),
+    );
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 5");
+    let old_worker = t.worker(&id);
+    assert_eq!(t.session(&id)["build"], "old-build");
+    kill9(t.daemon());
+    t.set_var("EUKHE_BUILD_ID", "new-build");
+    wait_until(
+        Duration::from_secs(15),
+        "the session runs on the new build",
+        || t.session(&id)["build"] == "new-build",
+    );
+    assert!(still(run), "the run's process ended with the replacement");
+    wait_until(Duration::from_secs(5), "the old worker ends", || {
+        !alive(old_worker)
+    });
+    t.log_with(&id, "[run 1 exited 0]", Duration::from_secs(20));
+    let out = t.run(&["send", &id, "echo later", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = t.log(&id);
+    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
+    assert!(still(kernel), "the kernel outlived the replacement");
+    t.worker(&id);
+}
+
+// Done when (spool): output written while no worker is connected is kept,
+// once and in order.
+#[test]
+fn output_written_while_no_worker_is_connected_is_kept_once_in_order() {
+    let t = Install::new("spool");
+    let id = t.new_session();
+    t.send(
+        &id,
+        "for i in $(seq 1 50); do echo line$i; sleep 0.05; done",
+    );
+    let log = t.log_with(&id, "\nline10\n", Duration::from_secs(10));
+    assert!(
+        !log.contains("[run 1 exited"),
+        "the run ended too soon:\n{log}"
+    );
+    let worker = t.worker(&id);
+    kill9(worker);
+    let log = t.log_with(&id, "[run 1 exited 0]", Duration::from_secs(20));
+    let lines: Vec<&str> = log.lines().filter(|l| l.starts_with("line")).collect();
+    let expected: Vec<String> = (1..=50).map(|i| format!("line{i}")).collect();
+    assert_eq!(lines, expected, "{log}");
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    assert_ne!(t.worker(&id), worker);
+}
+
+const SET_STATE: &str = "f() { echo \"fn:$1\"; }; alias hi='echo alias-hi'; secret='a b'; \
+                         umask 027; set -o pipefail; shopt -s extglob; trap 'echo got-usr1' USR1";
+
+const SHOW_STATE: &str = "f x; hi; echo \"secret:$secret\"; \
+                          bash -c 'echo \"child:${secret-unset}\"'; umask; \
+                          [[ -o pipefail ]] && echo pipefail-on; \
+                          shopt -q extglob && echo extglob-on; trap -p USR1";
+
+const STATE_SHOWN: &str = "fn:x\nalias-hi\nsecret:a b\nchild:unset\n0027\npipefail-on\n\
+                           extglob-on\ntrap -- 'echo got-usr1' SIGUSR1\n";
+
+// Done when 4: functions, aliases, unexported variables, umask, set -o and
+// shopt options and traps persist between commands, and come back when the
+// kernel is killed.
+#[test]
+fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
+    let t = Install::new("state");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, SET_STATE), "");
+    assert_eq!(t.bash(&id, SHOW_STATE), STATE_SHOWN);
+    let queued = t.run(&["send", &id, SHOW_STATE, "--wait"]);
+    assert!(queued.status.success(), "{}", text(&queued.stderr));
+    assert_eq!(text(&queued.stdout), STATE_SHOWN, "in a queued run");
+    let kernel = t.kernel(&id);
+    assert_eq!(t.session(&id)["kernel_pid"], kernel.pid);
+    assert!(
+        !t.log(&id).contains("kernel restored"),
+        "a first kernel restores nothing"
+    );
+    kill9(kernel.pid);
+    let mut next = kernel;
+    wait_until(
+        Duration::from_secs(15),
+        "a new kernel serves the session",
+        || {
+            next = recorded(&t.session_dir(&id).join("kernel.json"))
+                .filter(|&k| k != kernel && still(k))
+                .unwrap_or(kernel);
+            next != kernel && t.session(&id)["kernel_pid"] == next.pid
+        },
+    );
+    t.note(next.pid);
+    assert!(!alive(kernel.pid));
+    assert_eq!(t.bash(&id, SHOW_STATE), STATE_SHOWN, "after the restore");
+    let log = t.log(&id);
+    assert_eq!(
+        log.matches("kernel restored from its snapshot").count(),
+        1,
+        "{log}"
+    );
+    assert_ne!(t.session(&id)["state"], "given-up");
+}
+
+// Done when 4 (What to build 2: eukhe's shell code is immune to the user's
+// state, and leaves nothing in it): the user's shell has exactly the traps
+// the user set.
+#[test]
+fn the_users_shell_has_only_the_traps_the_user_set() {
+    let t = Install::new("traps");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "trap -p"), "", "in a new session");
+    assert_eq!(t.bash(&id, "trap -p"), "", "in the next command");
+    t.bash(&id, "trap 'echo bye' USR1");
+    assert_eq!(t.bash(&id, "trap -p"), "trap -- 'echo bye' SIGUSR1\n");
+}
+
+// Done when 4: a command that ends its shell or sets hostile options ends
+// or affects only its own run; eukhe's shell code is immune.
+#[test]
+fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
+    let t = Install::new("hostile");
+    let id = t.new_session();
+    t.bash(&id, "KEEP=kept");
+    let cases: [(&str, Option<i32>); 6] = [
+        ("exit 3", Some(3)),
+        ("exec true", Some(0)),
+        ("set -e; false; echo not-reached", None),
+        ("set -u; echo $nope; echo not-reached", None),
+        ("set -C", Some(0)),
+        ("builtin() { :; }", Some(0)),
+    ];
+    for (n, (command, status)) in cases.iter().enumerate() {
+        let out = t.run(&["send", &id, command, "--wait"]);
+        match status {
+            Some(status) => assert_eq!(out.status.code(), Some(*status), "{command}"),
+            None => assert!(
+                !out.status.success() && out.status.code().is_some(),
+                "{command}: {:?}",
+                out.status
+            ),
+        }
+        assert!(!text(&out.stdout).contains("not-reached"), "{command}");
+        // The next command works, sees the state, and its own changes keep.
+        let next = t.run(&[
+            "bash",
+            &id,
+            "--",
+            &format!("echo \"next:$KEEP\"; AFTER{n}={n}"),
+        ]);
+        assert!(
+            next.status.success(),
+            "after {command}: {}",
+            text(&next.stderr)
+        );
+        assert_eq!(text(&next.stdout), "next:kept\n", "after {command}");
+        wait_until(
+            Duration::from_secs(5),
+            &format!("the session is idle after {command}"),
+            || t.session(&id)["state"] == "idle",
+        );
+        assert_eq!(t.session(&id)["failures_in_window"], 0, "after {command}");
+    }
+    let kept = t.bash(
+        &id,
+        "echo $AFTER0 $AFTER1 $AFTER2 $AFTER3 $AFTER4 $AFTER5; [[ -o noclobber ]] && echo noclobber",
+    );
+    // `set -C` is the user's option (set -o options persist); it does not
+    // stop eukhe from keeping the state.
+    assert_eq!(kept, "0 1 2 3 4 5\nnoclobber\n");
+    let log = t.log(&id);
+    assert!(log.contains("[run 1 exited 3]"), "{log}");
+    assert!(!log.contains("given up"), "{log}");
+}
+
+// Done when 4: a queued run's stdin is /dev/null: `read` cannot swallow
+// the inputs queued behind it.
+#[test]
+fn a_queued_read_does_not_swallow_the_inputs_queued_behind_it() {
+    let t = Install::new("read");
+    let id = t.new_session();
+    t.send(&id, "sleep 0.5");
+    t.send(&id, "read x; echo \"got:$x\"");
+    t.send(&id, "echo after");
+    let last = t.run(&["send", &id, "echo last", "--wait"]);
+    assert!(last.status.success(), "{}", text(&last.stderr));
+    assert_eq!(text(&last.stdout), "last\n");
+    let log = t.log(&id);
+    assert_eq!(lines_equal(&log, "got:"), 1, "{log}");
+    assert_eq!(lines_equal(&log, "after"), 1, "{log}");
+    for run in 1..=4 {
+        assert!(log.contains(&format!("[run {run} exited 0]")), "{log}");
+    }
+}
+
+// Done when 5: `export PATH=/nowhere` loses nothing.
+#[test]
+fn resetting_path_after_export_path_nowhere_keeps_home_and_the_exports() {
+    let t = Install::new("path");
+    let id = t.new_session();
+    let home = std::env::var("HOME").expect("HOME is set for the tests");
+    assert_eq!(t.bash(&id, "export PATH=/nowhere; export KEEP=1"), "");
+    assert_eq!(
+        t.bash(&id, "PATH=/usr/bin:/bin; echo \"$HOME $KEEP\""),
+        format!("{home} 1\n")
+    );
+    assert_eq!(
+        t.bash(&id, "ls / >/dev/null && echo found; printenv KEEP"),
+        "found\n1\n"
+    );
+}
+
+// Done when 6: user bash beside a busy run; every change is kept.
+#[test]
+fn twenty_parallel_exports_beside_a_busy_run_are_all_kept() {
+    let t = Install::new("parallel");
+    let id = t.new_session();
+    t.send(&id, "sleep 5");
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 5");
+    let children: Vec<_> = (1..=20)
+        .map(|i| {
+            t.command(&["bash", &id, "--", &format!("export V{i}={i}")])
+                .output_in_thread()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.join().unwrap();
+        assert!(out.status.success(), "V{}: {}", i + 1, text(&out.stderr));
+    }
+    let show = "for i in $(seq 1 20); do v=V$i; printf '%s ' \"${!v}\"; done; echo";
+    let expected: String = (1..=20).map(|i| format!("{i} ")).collect::<String>() + "\n";
+    assert!(still(run), "the run was no longer busy");
+    assert_eq!(t.bash(&id, show), expected, "beside the run");
+    // After the run ends, in a queued run: the run's end kept them too.
+    let queued = t.run(&["send", &id, show, "--wait"]);
+    assert!(queued.status.success(), "{}", text(&queued.stderr));
+    assert_eq!(text(&queued.stdout), expected, "after the run");
+    assert!(t.log(&id).contains("[run 1 exited 0]"));
+}
+
+trait OutputInThread {
+    fn output_in_thread(self) -> std::thread::JoinHandle<Output>;
+}
+
+impl OutputInThread for std::process::Command {
+    fn output_in_thread(mut self) -> std::thread::JoinHandle<Output> {
+        std::thread::spawn(move || self.output().expect("run eukhe"))
+    }
+}
+
+// Done when 7: `cmd &` returns at once; the job keeps the session busy
+// until it ends, and does not hold the queue.
+#[test]
+fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
+    let t = Install::new("background");
+    let id = t.new_session();
+    t.kernel(&id);
+    let start = Instant::now();
+    let out = t.bash(&id, "sleep 4 & echo started");
+    let took = start.elapsed();
+    assert_eq!(out, "started\n");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    t.send(&id, "sleep 4 & echo from-run");
+    let next = t.run(&["send", &id, "echo next", "--wait"]);
+    assert!(next.status.success(), "{}", text(&next.stderr));
+    assert_eq!(text(&next.stdout), "next\n");
+    // The kernel counts the jobs its runs left behind every second.
+    let mut session = t.session(&id);
+    wait_until(
+        Duration::from_millis(1500),
+        "`ls` shows the background jobs",
+        || {
+            session = t.session(&id);
+            session["jobs"].as_u64().unwrap_or(0) >= 1
+        },
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(3500),
+        "too slow to tell: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(session["state"], "busy", "{session}");
+    wait_until(
+        Duration::from_secs(15),
+        "the session is idle with no jobs",
+        || {
+            let session = t.session(&id);
+            session["state"] == "idle" && session["jobs"] == 0
+        },
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(4),
+        "idle before the background jobs ended ({:?})",
+        start.elapsed()
+    );
+    // When the last one ends, a notice says so (once).
+    let log = t.log_with(&id, "background job", Duration::from_secs(5));
+    let notices = log
+        .lines()
+        .filter(|l| l.starts_with("! ") && l.contains("background job"))
+        .count();
+    assert_eq!(notices, 1, "{log}");
+    assert!(log.contains("from-run\n[run 1 exited 0]"), "{log}");
+    assert!(log.contains("[run 2 exited 0]"), "{log}");
+}
+
+// Done when 8: cancel ends the running run within the grace; its end says
+// cancelled with its signal, the next input runs, and nothing of it is left.
+#[test]
+fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
+    let t = Install::new("cancel");
+    let id = t.new_session();
+    // A session in use: a command has run before.
+    assert_eq!(t.bash(&id, "cd /tmp && echo ready"), "ready\n");
+    t.send(&id, "sleep 1000; echo not-reached");
+    t.send(&id, "echo after-cancel");
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 1000");
+    let start = Instant::now();
+    let out = t.run(&["cancel", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("cancelling run 1"));
+    let log = t.log_with(&id, "[run 1 cancelled", Duration::from_secs(10));
+    let took = start.elapsed();
+    // The default cancel grace is 1 s; SIGINT ends `sleep` at once.
+    assert!(took < Duration::from_secs(3), "took {took:?}:\n{log}");
+    let log = t.log_with(&id, "[run 2 exited 0]", Duration::from_secs(10));
+    assert_eq!(lines_equal(&log, "after-cancel"), 1, "{log}");
+    assert_eq!(
+        lines_equal(&log, "not-reached"),
+        0,
+        "the cancelled run went on after its `sleep`:\n{log}"
+    );
+    assert!(!still(run), "the run's sleep is still there");
+    assert!(
+        descendants_running(kernel.pid, "sleep 1000").is_empty(),
+        "a `sleep 1000` is left under the kernel"
+    );
+    assert_eq!(t.session(&id)["state"], "idle");
+    let json: serde_json::Value = serde_json::from_str(&t.ok(&["log", &id, "--json"])).unwrap();
+    let end = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "run_finished" && e["input"] == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(end["cancelled"], true, "{end}");
+    assert!(
+        log.contains("[run 1 cancelled: signal 2]"),
+        "the end does not name SIGINT ({end}):\n{log}"
+    );
+}
+
+// Done when 8: a run that ignores SIGINT gets SIGTERM after the grace.
+#[test]
+fn cancel_escalates_to_sigterm_after_the_grace_for_a_run_that_ignores_sigint() {
+    let t = Install::from(Env::new("runs-cancel-term").with_config("cancel_grace_ms = 500\n"));
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "cd /tmp && echo ready"), "ready\n");
+    t.send(&id, "trap '' INT; sleep 1000; echo not-reached");
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 1000");
+    let start = Instant::now();
+    assert!(t.run(&["cancel", &id]).status.success());
+    let log = t.log_with(&id, "[run 1 cancelled", Duration::from_secs(10));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(500),
+        "ended before the grace ({took:?}): SIGINT is ignored"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(log.contains("[run 1 cancelled: signal 15]"), "{log}");
+    assert_eq!(lines_equal(&log, "not-reached"), 0, "{log}");
+    assert!(!still(run));
+    assert!(descendants_running(kernel.pid, "sleep 1000").is_empty());
+}
+
+// Done when 8: nothing to cancel exits 1; `cancel --all` withdraws the
+// queue; `queue --json` lists inputs; `withdraw` refuses a running run.
+#[test]
+fn cancel_queue_and_withdraw_do_what_they_say_and_refuse_clearly() {
+    let t = Install::new("queue");
+    let id = t.new_session();
+    let nothing = t.run(&["cancel", &id]);
+    assert_eq!(nothing.status.code(), Some(1));
+    assert_eq!(text(&nothing.stdout), "nothing to cancel\n");
+
+    t.send(&id, "sleep 1000");
+    let kernel = t.kernel(&id);
+    t.run_process(kernel, "sleep 1000");
+    let marker = |n: u64| t.dir.join(format!("ran-{n}"));
+    for n in 2..=4 {
+        t.send(&id, &format!("touch {}", marker(n).display()));
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let queue: serde_json::Value = serde_json::from_str(&t.ok(&["queue", &id, "--json"])).unwrap();
+    let queue = queue.as_array().expect("a JSON array").clone();
+    assert_eq!(queue.len(), 3, "{queue:?}");
+    for (entry, n) in queue.iter().zip(2u64..) {
+        let keys: BTreeSet<&str> = entry
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, BTreeSet::from(["run", "text", "at_ms"]), "{entry}");
+        assert_eq!(entry["run"], n, "{entry}");
+        assert_eq!(
+            entry["text"],
+            format!("touch {}", marker(n).display()),
+            "{entry}"
+        );
+        let at = entry["at_ms"].as_u64().expect("at_ms is a number");
+        assert!(
+            at <= now_ms + 1000 && at + 60_000 >= now_ms,
+            "at_ms {at} is not wall-clock milliseconds of now ({now_ms})"
+        );
+    }
+
+    let refused = t.run(&["withdraw", &id, "1"]);
+    assert!(!refused.status.success());
+    let why = text(&refused.stderr);
+    assert!(
+        why.contains("run 1") && why.contains("started"),
+        "withdrawing the running run: {why:?}"
+    );
+    t.ok(&["withdraw", &id, "3"]);
+    let queue: serde_json::Value = serde_json::from_str(&t.ok(&["queue", &id, "--json"])).unwrap();
+    let runs: Vec<u64> = queue
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs, vec![2, 4]);
+
+    let all = t.run(&["cancel", &id, "--all"]);
+    assert_eq!(all.status.code(), Some(0), "{}", text(&all.stderr));
+    let said = text(&all.stdout);
+    for line in ["cancelling run 1", "withdrew run 2", "withdrew run 4"] {
+        assert!(said.contains(line), "{said}");
+    }
+    let log = t.log_with(&id, "[run 1 cancelled", Duration::from_secs(10));
+    for n in 2..=4 {
+        assert!(log.contains(&format!("[run {n} withdrawn]")), "{log}");
+    }
+    assert_eq!(t.ok(&["queue", &id]), "nothing queued\n");
+    let later = t.run(&["send", &id, "echo later", "--wait"]);
+    assert_eq!(text(&later.stdout), "later\n");
+    wait_until(Duration::from_secs(5), "the session is idle", || {
+        t.session(&id)["state"] == "idle"
+    });
+    for n in 2..=4 {
+        assert!(!marker(n).exists(), "withdrawn run {n} ran");
+    }
+}
