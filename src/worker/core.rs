@@ -1,0 +1,765 @@
+//! The worker's run lifecycle as a sans-IO state machine, in the manner of
+//! quinn-proto: the shell (`serve`, `link`) feeds it events (what the
+//! transcript holds, what the kernel reports, what clients ask, the time)
+//! and carries out the actions it returns (store an entry, tell the kernel,
+//! answer a client). It reads no clock and does no I/O, so every sequence
+//! of crashes, reconnects, kernel deaths, cancels and withdrawals is a unit
+//! test with a fake clock. Each decision it makes is a call into `laws`.
+//!
+//! Storing comes first where the specification needs it: the shell stores
+//! an input, a run's start or a withdrawal and only then tells the core
+//! (`queued`, `run_start_stored`, `withdrawn`), so the core never believes
+//! what the transcript does not hold.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::kernel::spool::JobEnd;
+use crate::laws::idle_shutdown::{
+    gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
+};
+use crate::laws::runs::{
+    end_is_recorded, may_withdraw, next_run, reconcile, KernelView, RunAction, RunId, RunRecord,
+    SpoolRun,
+};
+use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::protocol::kernel::{JobState, ToKernel};
+use crate::protocol::message::{QueuedInput, Response, Stream};
+use crate::session::transcript::{Entry, EntryBody};
+
+/// A client waiting for user bash, as the shell numbers it.
+pub type ClientId = u64;
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Store this entry durably before going on.
+    Store(EntryBody),
+    /// Store this entry, retrying while the disk is full (a run's end: a
+    /// restart must never call a finished run interrupted).
+    StoreUntilStored(EntryBody),
+    Kernel(ToKernel),
+    /// Tell the clients waiting on a run (`send --wait`).
+    Waiters(RunId, Response),
+    /// The run ended: answer its waiters with its status.
+    EndWaiters(RunId, i32),
+    Client(ClientId, Response),
+}
+
+/// Whose job the worker follows in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    /// Run `input`; `lost`: the kernel that accepted it is gone, so its end
+    /// is an interruption.
+    Run { input: RunId, lost: bool },
+    /// User bash, answered to this client.
+    Bash { client: ClientId },
+}
+
+#[derive(Clone, Debug)]
+struct Followed {
+    kind: JobKind,
+    /// Its end is stored (output may still come until it settles).
+    ended: bool,
+    /// Bytes of a UTF-8 character cut at the end of a record, per stream.
+    carry: [Vec<u8>; 2],
+}
+
+/// The books of one session's runs.
+#[derive(Debug)]
+pub struct RunCore {
+    book: BTreeMap<RunId, RunRecord>,
+    queue: VecDeque<QueuedInput>,
+    next_input: RunId,
+    spool_offsets: HashMap<RunId, u64>,
+    started_text: HashMap<RunId, String>,
+    jobs: HashMap<String, Followed>,
+    gate: RunGate,
+    connected: bool,
+    kernel_pid: Option<u32>,
+    background: u32,
+    bash_seq: u64,
+    /// Makes user bash job names unique to this worker (its pid).
+    job_tag: u32,
+}
+
+fn ms(now_us: u64) -> u64 {
+    now_us / 1000
+}
+
+impl RunCore {
+    /// The books as the stored transcript leaves them.
+    pub fn from_transcript(entries: &[Entry], job_tag: u32) -> RunCore {
+        let mut core = RunCore {
+            book: BTreeMap::new(),
+            queue: VecDeque::new(),
+            next_input: 1,
+            spool_offsets: HashMap::new(),
+            started_text: HashMap::new(),
+            jobs: HashMap::new(),
+            gate: RunGate::Open,
+            connected: false,
+            kernel_pid: None,
+            background: 0,
+            bash_seq: 0,
+            job_tag,
+        };
+        let mut queue = Vec::new();
+        let mut texts = HashMap::new();
+        for entry in entries {
+            match &entry.body {
+                EntryBody::Input { input, text } => {
+                    core.book.insert(*input, RunRecord::Queued);
+                    texts.insert(*input, text.clone());
+                    queue.push(QueuedInput {
+                        run: *input,
+                        text: text.clone(),
+                        at_ms: entry.at_ms,
+                    });
+                    core.next_input = core.next_input.max(input + 1);
+                }
+                EntryBody::Withdrawn { input } => {
+                    core.book.insert(*input, RunRecord::Withdrawn);
+                }
+                EntryBody::RunStarted { input } => {
+                    core.book.insert(*input, RunRecord::Started);
+                }
+                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
+                    core.book.insert(*input, RunRecord::Ended);
+                }
+                EntryBody::Output {
+                    input: Some(input),
+                    spool_end: Some(end),
+                    ..
+                } => {
+                    core.spool_offsets.insert(*input, *end);
+                }
+                _ => {}
+            }
+        }
+        core.started_text = texts
+            .into_iter()
+            .filter(|(run, _)| core.book.get(run) == Some(&RunRecord::Started))
+            .collect();
+        core.queue = queue
+            .into_iter()
+            .filter(|q| core.book.get(&q.run) == Some(&RunRecord::Queued))
+            .collect();
+        core
+    }
+
+    // ---- what the shell reads -------------------------------------------
+
+    /// The queued inputs, in order.
+    pub fn queue(&self) -> impl Iterator<Item = &QueuedInput> {
+        self.queue.iter()
+    }
+
+    /// The number the next queued input gets.
+    pub fn next_input(&self) -> RunId {
+        self.next_input
+    }
+
+    /// The run the kernel executes now (started, not ended).
+    pub fn current_run(&self) -> Option<RunId> {
+        self.book
+            .iter()
+            .find(|(_, r)| **r == RunRecord::Started)
+            .map(|(run, _)| *run)
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected
+    }
+
+    pub fn kernel_pid(&self) -> Option<u32> {
+        self.kernel_pid
+    }
+
+    pub fn background(&self) -> u32 {
+        self.background
+    }
+
+    /// The session's work now (the specification's one set).
+    pub fn work(&self) -> WorkSet {
+        let mut activities = Vec::new();
+        if self.current_run().is_some() {
+            activities.push(Activity::Work(WorkKind::Run));
+        }
+        if !self.queue.is_empty() {
+            activities.push(Activity::Work(WorkKind::QueuedInput));
+        }
+        for job in self.jobs.values() {
+            activities.push(match (job.kind, job.ended) {
+                (JobKind::Bash { .. }, false) => Activity::Work(WorkKind::UserBash),
+                (JobKind::Run { .. }, false) => Activity::Work(WorkKind::Run),
+                (_, true) => Activity::Work(WorkKind::UnsettledChild),
+            });
+        }
+        if self.background > 0 {
+            activities.push(Activity::Work(WorkKind::BackgroundJob));
+        }
+        if self.book.values().any(|r| *r == RunRecord::Withdrawn) {
+            activities.push(Activity::WithdrawnInput);
+        }
+        session_work(&activities)
+    }
+
+    // ---- the run gate (idle shutdown) ------------------------------------
+
+    /// The next queued input to start now, if the kernel is connected and
+    /// the run gate admits a run. The shell stores its start, then calls
+    /// [`RunCore::run_start_stored`].
+    pub fn next_start(&mut self, now_us: u64) -> Option<RunId> {
+        if !self.connected {
+            return None;
+        }
+        next_run(&self.book, true)?;
+        let (gate, output) = run_gate_step(self.gate, GateEvent::RunRequest, ms(now_us));
+        self.gate = gate;
+        next_run(&self.book, output == GateOutput::Run { admitted: true })
+    }
+
+    /// The supervisor asks the worker to quiesce for an idle shutdown.
+    pub fn quiesce(&mut self, now_us: u64) -> QuiesceAnswer {
+        match self.gate_event(GateEvent::Quiesce { work: self.work() }, now_us) {
+            GateOutput::Answer(answer) => answer,
+            _ => QuiesceAnswer::Busy,
+        }
+    }
+
+    pub fn gate_event(&mut self, event: GateEvent, now_us: u64) -> GateOutput {
+        let (gate, output) = run_gate_step(self.gate, event, ms(now_us));
+        self.gate = gate;
+        output
+    }
+
+    /// Time passes: a quiesced gate reopens by itself after its hold.
+    pub fn tick(&mut self, now_us: u64) {
+        self.gate = gate_at(self.gate, ms(now_us));
+    }
+
+    // ---- client requests, after the shell stored them --------------------
+
+    /// Input `run` is stored as queued.
+    pub fn queued(&mut self, run: RunId, text: String, at_ms: u64) {
+        self.book.insert(run, RunRecord::Queued);
+        self.queue.push_back(QueuedInput { run, text, at_ms });
+        self.next_input = self.next_input.max(run + 1);
+    }
+
+    /// Whether `run` may be withdrawn, or why not (one line for the user).
+    pub fn check_withdraw(&self, run: RunId) -> Result<(), String> {
+        if may_withdraw(&self.book, run) {
+            return Ok(());
+        }
+        Err(match self.book.get(&run) {
+            None => format!("there is no run {run}"),
+            Some(RunRecord::Withdrawn) => format!("run {run} is already withdrawn"),
+            Some(_) => format!("run {run} is not queued: it has started"),
+        })
+    }
+
+    /// `run`'s withdrawal is stored: it never runs.
+    pub fn withdrawn(&mut self, run: RunId) {
+        self.book.insert(run, RunRecord::Withdrawn);
+        self.queue.retain(|q| q.run != run);
+    }
+
+    /// Cancel: the running run (if any) is signalled; returns it and the
+    /// actions. (`--all` withdrawals go through `check_withdraw`/`withdrawn`.)
+    pub fn cancel(&self) -> (Option<RunId>, Vec<Action>) {
+        match self.current_run() {
+            Some(run) => (
+                Some(run),
+                vec![Action::Kernel(ToKernel::Cancel {
+                    job: format!("r{run}"),
+                })],
+            ),
+            None => (None, Vec::new()),
+        }
+    }
+
+    /// `run`'s start is stored: hand it to the kernel.
+    pub fn run_start_stored(&mut self, run: RunId) -> Vec<Action> {
+        let Some(queued) = self.queue.iter().find(|q| q.run == run).cloned() else {
+            return Vec::new();
+        };
+        self.queue.retain(|q| q.run != run);
+        self.book.insert(run, RunRecord::Started);
+        self.started_text.insert(run, queued.text.clone());
+        self.follow(
+            &format!("r{run}"),
+            Some(&queued.text),
+            JobKind::Run {
+                input: run,
+                lost: false,
+            },
+        )
+    }
+
+    /// User bash (its entry stored): run it in the kernel now, beside any
+    /// run in progress.
+    pub fn bash(&mut self, command: &str, client: ClientId) -> Vec<Action> {
+        self.bash_seq += 1;
+        let job = format!("b{}-{}", self.job_tag, self.bash_seq);
+        self.follow(&job, Some(command), JobKind::Bash { client })
+    }
+
+    fn follow(&mut self, job: &str, command: Option<&str>, kind: JobKind) -> Vec<Action> {
+        let from = match kind {
+            JobKind::Run { input, .. } => self.spool_offsets.get(&input).copied().unwrap_or(0),
+            JobKind::Bash { .. } => 0,
+        };
+        let mut actions = Vec::new();
+        if let Some(command) = command {
+            actions.push(Action::Kernel(ToKernel::Start {
+                job: job.to_string(),
+                command: command.to_string(),
+            }));
+        }
+        actions.push(Action::Kernel(ToKernel::Follow {
+            job: job.to_string(),
+            from,
+        }));
+        self.jobs.insert(
+            job.to_string(),
+            Followed {
+                kind,
+                ended: false,
+                carry: [Vec::new(), Vec::new()],
+            },
+        );
+        actions
+    }
+
+    // ---- the kernel ------------------------------------------------------
+
+    /// The kernel greeted this worker: settle every run the transcript
+    /// left open, as `laws::runs::reconcile` decides (runs a gone kernel
+    /// accepted against a dead kernel, the rest against this live one).
+    pub fn kernel_hello(
+        &mut self,
+        pid: u32,
+        jobs: &BTreeMap<String, JobState>,
+        background: u32,
+    ) -> Vec<Action> {
+        self.connected = true;
+        self.kernel_pid = Some(pid);
+        self.background = background;
+        let mut lost = (BTreeMap::new(), BTreeMap::new());
+        let mut live = (BTreeMap::new(), BTreeMap::new());
+        for (run, record) in &self.book {
+            match jobs.get(&format!("r{run}")) {
+                Some(JobState::Lost) => {
+                    lost.0.insert(*run, *record);
+                    lost.1.insert(*run, SpoolRun::Accepted);
+                }
+                Some(JobState::Running) => {
+                    live.0.insert(*run, *record);
+                    live.1.insert(*run, SpoolRun::Accepted);
+                }
+                Some(JobState::Ended { end }) => {
+                    live.0.insert(*run, *record);
+                    live.1.insert(*run, SpoolRun::Ended { status: end.status });
+                }
+                None => {
+                    live.0.insert(*run, *record);
+                }
+            }
+        }
+        let mut decided = reconcile(
+            &lost.0,
+            KernelView {
+                alive: false,
+                spool: &lost.1,
+            },
+        );
+        decided.extend(reconcile(
+            &live.0,
+            KernelView {
+                alive: true,
+                spool: &live.1,
+            },
+        ));
+        let mut actions = Vec::new();
+        for action in decided {
+            let (run, command, lost) = match action {
+                RunAction::Hand(run) => (run, self.started_text.get(&run).cloned(), false),
+                RunAction::Follow(run) | RunAction::RecordEnd(run, _) => (run, None, false),
+                RunAction::RecordInterrupted(run) => (run, None, true),
+            };
+            let kind = JobKind::Run { input: run, lost };
+            actions.extend(self.follow(&format!("r{run}"), command.as_deref(), kind));
+        }
+        // The spool's leftovers: user bash of an earlier worker (its client
+        // left with it) and runs whose end the transcript already holds.
+        for job in jobs.keys() {
+            let stored_run = job
+                .strip_prefix('r')
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|run| self.book.get(&run) == Some(&RunRecord::Ended));
+            if job.starts_with('b') || stored_run {
+                actions.push(Action::Kernel(ToKernel::Forget { job: job.clone() }));
+            }
+        }
+        actions
+    }
+
+    /// The link to the kernel is gone.
+    pub fn kernel_lost(&mut self) {
+        self.connected = false;
+        self.kernel_pid = None;
+        self.jobs.clear();
+    }
+
+    /// Output of `job`: stored, then shown. `end` is the spool offset after
+    /// it; a reconnect resumes there. A UTF-8 character cut by a record
+    /// boundary waits for its rest.
+    pub fn output(&mut self, job: &str, stream: Stream, end: u64, bytes: &[u8]) -> Vec<Action> {
+        let Some(followed) = self.jobs.get_mut(job) else {
+            return Vec::new();
+        };
+        let carry = &mut followed.carry[stream as usize];
+        carry.extend_from_slice(bytes);
+        let whole = match std::str::from_utf8(carry) {
+            Ok(_) => carry.len(),
+            Err(e) if e.error_len().is_none() && carry.len() - e.valid_up_to() < 4 => {
+                e.valid_up_to()
+            }
+            Err(_) => carry.len(),
+        };
+        let data = String::from_utf8_lossy(&carry[..whole]).into_owned();
+        carry.drain(..whole);
+        if data.is_empty() {
+            return Vec::new();
+        }
+        let response = Response::Output {
+            stream,
+            data: data.clone(),
+        };
+        match followed.kind {
+            JobKind::Run { input, .. } => {
+                self.spool_offsets.insert(input, end);
+                vec![
+                    Action::Store(EntryBody::Output {
+                        input: Some(input),
+                        stream,
+                        data,
+                        spool_end: Some(end),
+                    }),
+                    Action::Waiters(input, response),
+                ]
+            }
+            JobKind::Bash { client } => vec![
+                Action::Store(EntryBody::Output {
+                    input: None,
+                    stream,
+                    data,
+                    spool_end: None,
+                }),
+                Action::Client(client, response),
+            ],
+        }
+    }
+
+    /// `job` ended (`None`: the kernel that ran it is gone). A run's end is
+    /// stored once: only while the book has it started.
+    pub fn ended(&mut self, job: &str, end: Option<&JobEnd>) -> Vec<Action> {
+        let Some(followed) = self.jobs.get_mut(job) else {
+            return Vec::new();
+        };
+        if followed.ended {
+            return Vec::new();
+        }
+        followed.ended = true;
+        let mut actions = Vec::new();
+        match followed.kind {
+            JobKind::Run { input, .. } => {
+                if !end_is_recorded(&self.book, input) {
+                    return actions;
+                }
+                let status = match end {
+                    Some(end) => {
+                        actions.push(Action::StoreUntilStored(EntryBody::RunFinished {
+                            input,
+                            status: end.status,
+                            signal: end.signal,
+                            cancelled: end.cancelled,
+                        }));
+                        end.status
+                    }
+                    None => {
+                        actions.push(Action::StoreUntilStored(EntryBody::RunInterrupted {
+                            input,
+                        }));
+                        actions.push(Action::Store(EntryBody::Notice {
+                            text: format!(
+                                "run {input} was cut short: the kernel running it is gone; it does not run again"
+                            ),
+                            restore: None,
+                        }));
+                        255
+                    }
+                };
+                self.book.insert(input, RunRecord::Ended);
+                self.started_text.remove(&input);
+                actions.push(Action::EndWaiters(input, status));
+            }
+            JobKind::Bash { client } => {
+                let status = end.map_or(255, |e| e.status);
+                actions.push(Action::StoreUntilStored(EntryBody::BashFinished { status }));
+                actions.push(Action::Client(client, Response::Exit { status }));
+            }
+        }
+        if let Some(text) = end.and_then(|e| e.notice.clone()) {
+            actions.push(Action::Store(EntryBody::Notice {
+                text,
+                restore: None,
+            }));
+        }
+        actions
+    }
+
+    /// Every writer of `job`'s output closed: the kernel may forget it.
+    pub fn settled(&mut self, job: &str) -> Vec<Action> {
+        match self.jobs.remove(job) {
+            Some(_) => vec![Action::Kernel(ToKernel::Forget {
+                job: job.to_string(),
+            })],
+            None => Vec::new(),
+        }
+    }
+
+    /// The kernel counted the processes runs left behind.
+    pub fn background_jobs(&mut self, count: u32) -> Vec<Action> {
+        let before = std::mem::replace(&mut self.background, count);
+        if before > 0 && count == 0 {
+            vec![Action::Store(EntryBody::Notice {
+                text: "the last background job ended".into(),
+                restore: None,
+            })]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::laws::timing::TM;
+
+    fn entry(seq: u64, body: EntryBody) -> Entry {
+        Entry {
+            seq,
+            at_ms: seq,
+            body,
+        }
+    }
+
+    fn input(run: u64, text: &str) -> EntryBody {
+        EntryBody::Input {
+            input: run,
+            text: text.into(),
+        }
+    }
+
+    fn end(status: i32) -> JobEnd {
+        JobEnd {
+            status,
+            signal: None,
+            cancelled: false,
+            notice: None,
+            settled: true,
+        }
+    }
+
+    fn stores(actions: &[Action]) -> Vec<&EntryBody> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Store(b) | Action::StoreUntilStored(b) => Some(b),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A worker that crashed mid-run: the next one finds the run live in
+    /// the kernel, resumes its output where the transcript stops, and
+    /// stores its end once.
+    #[test]
+    fn a_reconnecting_worker_resumes_a_live_run_and_stores_its_end_once() {
+        let transcript = [
+            entry(1, input(1, "sleep 3; echo done")),
+            entry(2, EntryBody::RunStarted { input: 1 }),
+            entry(
+                3,
+                EntryBody::Output {
+                    input: Some(1),
+                    stream: Stream::Stdout,
+                    data: "half\n".into(),
+                    spool_end: Some(10),
+                },
+            ),
+        ];
+        let mut core = RunCore::from_transcript(&transcript, 7);
+        assert_eq!(core.current_run(), Some(1));
+        let jobs = BTreeMap::from([("r1".to_string(), JobState::Running)]);
+        let actions = core.kernel_hello(99, &jobs, 0);
+        assert_eq!(
+            actions,
+            vec![Action::Kernel(ToKernel::Follow {
+                job: "r1".into(),
+                from: 10
+            })],
+            "resumes from the stored offset and never starts the run again"
+        );
+        let out = core.output("r1", Stream::Stdout, 20, b"done\n");
+        assert!(matches!(
+            stores(&out)[..],
+            [EntryBody::Output {
+                spool_end: Some(20),
+                ..
+            }]
+        ));
+        let first = core.ended("r1", Some(&end(0)));
+        assert!(first.contains(&Action::StoreUntilStored(EntryBody::RunFinished {
+            input: 1,
+            status: 0,
+            signal: None,
+            cancelled: false
+        })));
+        assert!(first.contains(&Action::EndWaiters(1, 0)));
+        assert!(core.ended("r1", Some(&end(0))).is_empty(), "stored twice");
+        assert_eq!(core.current_run(), None);
+    }
+
+    /// The kernel died with the run (a reboot): the run is interrupted,
+    /// never rerun, and the queued input behind it runs next.
+    #[test]
+    fn a_run_of_a_gone_kernel_is_interrupted_once_and_the_queue_goes_on() {
+        let transcript = [
+            entry(1, input(1, "make")),
+            entry(2, EntryBody::RunStarted { input: 1 }),
+            entry(3, input(2, "echo next")),
+        ];
+        let mut core = RunCore::from_transcript(&transcript, 7);
+        let jobs = BTreeMap::from([("r1".to_string(), JobState::Lost)]);
+        let hello = core.kernel_hello(5, &jobs, 0);
+        assert!(!hello
+            .iter()
+            .any(|a| matches!(a, Action::Kernel(ToKernel::Start { .. }))));
+        assert_eq!(core.next_start(0), None, "one run at a time");
+        let ended = core.ended("r1", None);
+        assert_eq!(
+            stores(&ended)[0],
+            &EntryBody::RunInterrupted { input: 1 },
+            "{ended:?}"
+        );
+        assert_eq!(core.next_start(0), Some(2));
+        let start = core.run_start_stored(2);
+        assert_eq!(
+            start[0],
+            Action::Kernel(ToKernel::Start {
+                job: "r2".into(),
+                command: "echo next".into()
+            })
+        );
+    }
+
+    /// A worker that crashed between storing a run's start and handing it
+    /// over: no kernel ever had it, so it is handed now (it never ran).
+    #[test]
+    fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
+        let transcript = [
+            entry(1, input(1, "echo once")),
+            entry(2, EntryBody::RunStarted { input: 1 }),
+        ];
+        let mut core = RunCore::from_transcript(&transcript, 7);
+        let actions = core.kernel_hello(5, &BTreeMap::new(), 0);
+        assert_eq!(
+            actions[0],
+            Action::Kernel(ToKernel::Start {
+                job: "r1".into(),
+                command: "echo once".into()
+            })
+        );
+    }
+
+    #[test]
+    fn withdrawn_input_never_starts_and_is_not_work() {
+        let mut core = RunCore::from_transcript(&[], 7);
+        core.kernel_hello(5, &BTreeMap::new(), 0);
+        core.queued(1, "echo a".into(), 0);
+        assert!(core.check_withdraw(1).is_ok());
+        core.withdrawn(1);
+        assert!(core.work().is_empty());
+        assert_eq!(core.next_start(0), None);
+        assert_eq!(
+            core.check_withdraw(1).unwrap_err(),
+            "run 1 is already withdrawn"
+        );
+        core.queued(2, "sleep 9".into(), 0);
+        assert_eq!(core.next_start(0), Some(2));
+        core.run_start_stored(2);
+        assert_eq!(
+            core.check_withdraw(2).unwrap_err(),
+            "run 2 is not queued: it has started"
+        );
+        let (cancelled, actions) = core.cancel();
+        assert_eq!(cancelled, Some(2));
+        assert_eq!(
+            actions,
+            vec![Action::Kernel(ToKernel::Cancel { job: "r2".into() })]
+        );
+    }
+
+    /// The run gate on a fake clock: a quiesced idle worker starts nothing
+    /// until the gate's hold has passed.
+    #[test]
+    fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
+        let mut core = RunCore::from_transcript(&[], 7);
+        core.kernel_hello(5, &BTreeMap::new(), 0);
+        let t0 = 1_000_000_000u64;
+        assert_eq!(core.quiesce(t0), QuiesceAnswer::Idle);
+        core.queued(1, "echo late".into(), 0);
+        assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
+        let hold_us = TM.quiesce_hold * 1000;
+        core.tick(t0 + hold_us - 1_000);
+        assert_eq!(core.next_start(t0 + hold_us - 1_000), None);
+        core.tick(t0 + hold_us);
+        assert_eq!(core.next_start(t0 + hold_us), Some(1));
+    }
+
+    #[test]
+    fn a_character_cut_between_records_is_stored_whole() {
+        let mut core = RunCore::from_transcript(&[], 7);
+        core.kernel_hello(5, &BTreeMap::new(), 0);
+        core.bash("printf é", 3);
+        let e = "é".as_bytes();
+        let job = "b7-1";
+        assert!(core.output(job, Stream::Stdout, 6, &e[..1]).is_empty());
+        let rest = core.output(job, Stream::Stdout, 12, &e[1..]);
+        assert_eq!(
+            rest[1],
+            Action::Client(
+                3,
+                Response::Output {
+                    stream: Stream::Stdout,
+                    data: "é".into()
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn background_jobs_are_work_and_the_last_ones_end_is_noticed() {
+        let mut core = RunCore::from_transcript(&[], 7);
+        core.kernel_hello(5, &BTreeMap::new(), 2);
+        assert!(core.work().contains(WorkKind::BackgroundJob));
+        assert!(core.background_jobs(1).is_empty());
+        let last = core.background_jobs(0);
+        assert_eq!(stores(&last).len(), 1);
+        assert!(core.work().is_empty());
+    }
+}
