@@ -14,6 +14,19 @@ pub fn mono_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// Monotonic microseconds (the run core's clock).
+pub fn mono_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
 /// Wall-clock milliseconds since the Unix epoch (busy evidence, transcript).
 pub fn wall_ms() -> u64 {
     std::time::SystemTime::now()

@@ -302,6 +302,11 @@ impl Kernel {
         }
     }
 
+    /// Whether `job` has ended (or is not this kernel's).
+    pub fn job_ended(&self, job: &str) -> bool {
+        !self.jobs.get(job).is_some_and(|j| j.end.is_none())
+    }
+
     /// The worker has stored `job`: drop it from the books and the spool.
     pub fn forget(&mut self, job: &str) {
         let done = match self.jobs.get(job) {

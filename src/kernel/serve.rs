@@ -306,7 +306,7 @@ async fn cancel(ctx: Rc<Context>, job: String) {
         j.group
     };
     let Some(group) = group else { return };
-    let ended = || ctx.kernel.borrow().jobs.get(&job).is_none_or_ended();
+    let ended = || ctx.kernel.borrow().job_ended(&job);
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
         tree::signal_group(group, signal);
         let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
@@ -319,19 +319,6 @@ async fn cancel(ctx: Rc<Context>, job: String) {
     }
     if !ended() {
         ctx.kernel.borrow_mut().ended(&job, 128 + libc::SIGKILL);
-    }
-}
-
-trait EndedJob {
-    fn is_none_or_ended(self) -> bool;
-}
-
-impl EndedJob for Option<&super::jobs::Job> {
-    fn is_none_or_ended(self) -> bool {
-        match self {
-            Some(j) => j.end.is_some(),
-            None => true,
-        }
     }
 }
 

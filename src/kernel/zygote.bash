@@ -24,6 +24,9 @@ while :; do
     exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
     printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
     (
+      # The reporter's traps are not the user's (`trap -p` in a subshell
+      # shows the parent's until the subshell sets its own).
+      trap - INT TERM HUP
       exec 3<&- 4>&-
       . "$__eukhe_restore"
       eval "$__eukhe_cmd"

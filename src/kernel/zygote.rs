@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn reports_split_anywhere_are_parsed_whole() {
-        let bytes = b"started\0r1\0123\0ended\0r1\0130\0star";
+        let bytes = b"started\x00r1\x00123\x00ended\x00r1\x00130\x00star";
         let mut pending = bytes[..9].to_vec();
         assert!(parse_reports(&mut pending).is_empty());
         pending.extend_from_slice(&bytes[9..]);

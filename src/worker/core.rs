@@ -623,12 +623,14 @@ mod tests {
             }]
         ));
         let first = core.ended("r1", Some(&end(0)));
-        assert!(first.contains(&Action::StoreUntilStored(EntryBody::RunFinished {
-            input: 1,
-            status: 0,
-            signal: None,
-            cancelled: false
-        })));
+        assert!(
+            first.contains(&Action::StoreUntilStored(EntryBody::RunFinished {
+                input: 1,
+                status: 0,
+                signal: None,
+                cancelled: false
+            }))
+        );
         assert!(first.contains(&Action::EndWaiters(1, 0)));
         assert!(core.ended("r1", Some(&end(0))).is_empty(), "stored twice");
         assert_eq!(core.current_run(), None);
@@ -721,14 +723,15 @@ mod tests {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
         let t0 = 1_000_000_000u64;
-        assert_eq!(core.quiesce(t0), QuiesceAnswer::Idle);
+        assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
         core.queued(1, "echo late".into(), 0);
         assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
+        // Closed through the hold's last millisecond, open just after it.
         let hold_us = TM.quiesce_hold * 1000;
-        core.tick(t0 + hold_us - 1_000);
-        assert_eq!(core.next_start(t0 + hold_us - 1_000), None);
         core.tick(t0 + hold_us);
-        assert_eq!(core.next_start(t0 + hold_us), Some(1));
+        assert_eq!(core.next_start(t0 + hold_us), None);
+        core.tick(t0 + hold_us + 1_000);
+        assert_eq!(core.next_start(t0 + hold_us + 1_000), Some(1));
     }
 
     #[test]

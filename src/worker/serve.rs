@@ -12,13 +12,12 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use super::state::JobKind;
 use super::state::Worker;
 use crate::build_id::{build_id, version};
+use crate::clock::mono_us;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
-use crate::laws::runs::{next_run, RunRecord};
 use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Role};
@@ -230,7 +229,7 @@ async fn session_request(
         }
         SessionRequest::Bash { command } => {
             // A worker just started connects to its kernel first.
-            while worker.borrow().kernel.is_none() && !worker.borrow().stopping {
+            while !worker.borrow().core.connected() && !worker.borrow().stopping {
                 tokio::select! {
                     _ = signals.run.notified() => {}
                     _ = tokio::time::sleep(Duration::from_millis(20)) => {}
@@ -240,16 +239,14 @@ async fn session_request(
         }
         SessionRequest::Cancel { all } => {
             let mut w = worker.borrow_mut();
-            let run = w.current_run();
+            let (run, actions) = w.core.cancel();
             if let Some(run) = run {
                 tracing::info!(run, "cancelling run {run}");
-                w.send_kernel(ToKernel::Cancel {
-                    job: format!("r{run}"),
-                });
             }
+            w.apply(actions);
             let mut withdrawn = Vec::new();
             if all {
-                let queued: Vec<u64> = w.queue.iter().map(|q| q.run).collect();
+                let queued: Vec<u64> = w.core.queue().map(|q| q.run).collect();
                 for queued in queued {
                     match w.withdraw(queued) {
                         Ok(()) => withdrawn.push(queued),
@@ -263,7 +260,7 @@ async fn session_request(
             let _ = tx.send(Response::Cancelled { run, withdrawn });
         }
         SessionRequest::Queue => {
-            let inputs = worker.borrow().queue.iter().cloned().collect();
+            let inputs = worker.borrow().core.queue().cloned().collect();
             let _ = tx.send(Response::Queue { inputs });
         }
         SessionRequest::Withdraw { run } => {
@@ -337,13 +334,9 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &UnboundedSender
         let _ = tx.send(Response::Error { message });
         return;
     }
-    let job = w.next_bash_job();
-    super::link::hand(
-        &mut w,
-        &job,
-        Some(&command),
-        JobKind::Bash { client: tx.clone() },
-    );
+    let client = w.add_client(tx.clone());
+    let actions = w.core.bash(&command, client);
+    w.apply(actions);
     w.work_changed();
 }
 
@@ -354,13 +347,7 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             if w.stopping {
                 return;
             }
-            let due = w.kernel.is_some() && next_run(&w.book, true).is_some();
-            let next = if due {
-                let admits = w.gate_admits_run();
-                next_run(&w.book, admits)
-            } else {
-                None
-            };
+            let next = w.core.next_start(mono_us());
             next.map(|run| w.start_run(run))
         };
         match started {
@@ -385,24 +372,11 @@ impl Worker {
     /// is given it (the input leaves the queue only once its start is
     /// stored: on a full disk it waits).
     fn start_run(&mut self, run: u64) -> Result<(), String> {
-        let Some(queued) = self.queue.iter().find(|q| q.run == run).cloned() else {
-            return Err(format!("run {run} is not queued"));
-        };
         self.append(EntryBody::RunStarted { input: run })
             .map_err(|e| format!("cannot start run {run}: {e}"))?;
-        self.queue.retain(|q| q.run != run);
-        self.book.insert(run, RunRecord::Started);
-        self.started_text.insert(run, queued.text.clone());
         tracing::info!(run, "run {run} started");
-        super::link::hand(
-            self,
-            &format!("r{run}"),
-            Some(&queued.text),
-            JobKind::Run {
-                input: run,
-                lost: false,
-            },
-        );
+        let actions = self.core.run_start_stored(run);
+        self.apply(actions);
         self.work_changed();
         Ok(())
     }
@@ -411,12 +385,9 @@ impl Worker {
 /// Store with `store`, retrying while the disk is full (a run's end must be
 /// on record, or a restart would call a finished run interrupted). Gives up
 /// only when the worker stops.
-pub async fn append_until_stored_with(
-    worker: &Rc<RefCell<Worker>>,
-    store: impl Fn(&mut Worker) -> Result<(), String>,
-) {
+pub async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) {
     loop {
-        let stored = store(&mut worker.borrow_mut());
+        let stored = worker.borrow_mut().append(body.clone());
         match stored {
             Ok(_) => {
                 worker.borrow_mut().notice_unstored_output();
@@ -471,7 +442,7 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             if w.stopping {
                 return;
             }
-            w.expire_gate();
+            w.core.tick(mono_us());
             w.refresh_evidence();
             w.orphan_verdict()
         };

@@ -1,73 +1,45 @@
-//! The worker's state and the synchronous steps on it. Every decision is a
-//! call into `laws`; this file only keeps the books.
+//! The worker's state: the run core (`core`, sans-IO) and the I/O it is
+//! driven with (transcript, clients, the kernel link, busy evidence). Every
+//! decision is a call into `core` or `laws`; this file carries them out.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::core::{Action, ClientId, RunCore};
 use super::engine;
 use crate::build_id::build_id;
-use crate::clock::{mono_ms, wall_ms};
+use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::idle_shutdown::{
-    gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
-};
+use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::runs::{may_withdraw, RunId, RunRecord};
-use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::laws::runs::RunId;
+use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::kernel::ToKernel;
-use crate::protocol::message::{QueuedInput, Response, WorkerInfo};
+use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::store::{
     private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord,
 };
 use crate::session::transcript::{Entry, EntryBody, Transcript};
 
-/// A job the worker follows in its kernel.
-pub struct Followed {
-    pub kind: JobKind,
-    /// Its end is stored (output may still come until it settles).
-    pub ended: bool,
-    /// Bytes of a UTF-8 character cut at the end of a record, per stream.
-    pub carry: [Vec<u8>; 2],
-}
-
-pub enum JobKind {
-    /// Run `input`; `lost`: its kernel is gone, so its end is an interruption.
-    Run { input: RunId, lost: bool },
-    /// User bash, answered to this client.
-    Bash { client: UnboundedSender<Response> },
-}
-
 pub struct Worker {
     pub meta: SessionMeta,
     pub files: SessionFiles,
     transcript: Transcript,
-    /// Every input's latest record, as `laws::runs` reads it.
-    pub book: BTreeMap<RunId, RunRecord>,
-    /// Queued inputs in order (a copy of the `Queued` part of the book,
-    /// with their text and when they were queued).
-    pub queue: VecDeque<QueuedInput>,
-    next_input: u64,
-    /// Where each run's stored output reaches in the kernel's spool.
-    pub spool_offsets: HashMap<RunId, u64>,
-    /// The text of every run started and not ended (to hand it again).
-    pub started_text: HashMap<RunId, String>,
+    /// The run lifecycle's books and decisions.
+    pub core: RunCore,
     /// The link to the session's kernel, once connected.
     pub kernel: Option<UnboundedSender<ToKernel>>,
-    pub kernel_pid: Option<u32>,
-    /// Processes that runs left running, as the kernel counts them.
-    pub background: u32,
-    /// Jobs the worker follows in the kernel.
-    pub jobs: HashMap<String, Followed>,
-    bash_seq: u64,
+    /// Clients waiting for user bash, by the core's numbers.
+    clients: HashMap<ClientId, UnboundedSender<Response>>,
+    next_client: ClientId,
     /// Wakes the task that records busy evidence.
     pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
-    gate: RunGate,
     latest_record: Option<OwnRecord>,
     journal: BusyJournal,
     lost_since_ms: Option<u64>,
@@ -104,18 +76,11 @@ impl Worker {
             meta,
             files,
             transcript,
-            book: BTreeMap::new(),
-            queue: VecDeque::new(),
-            next_input: 1,
-            spool_offsets: HashMap::new(),
-            started_text: HashMap::new(),
+            core: RunCore::from_transcript(&entries, std::process::id()),
             kernel: None,
-            kernel_pid: None,
-            background: 0,
-            jobs: HashMap::new(),
-            bash_seq: 0,
+            clients: HashMap::new(),
+            next_client: 1,
             evidence_due: Default::default(),
-            gate: RunGate::Open,
             latest_record: None,
             journal: HostKind::from_env()?.busy_journal(&paths.state),
             lost_since_ms: Some(mono_ms()),
@@ -136,7 +101,6 @@ impl Worker {
                 restore: None,
             })?;
         }
-        worker.rebuild_book(&entries);
         write_json(
             &worker.files.worker(),
             &WorkerRecord {
@@ -145,51 +109,6 @@ impl Worker {
             },
         )?;
         Ok(worker)
-    }
-
-    /// The book, the queue and the spool offsets, from the transcript.
-    fn rebuild_book(&mut self, entries: &[Entry]) {
-        let mut queue = Vec::new();
-        let mut texts = HashMap::new();
-        for entry in entries {
-            match &entry.body {
-                EntryBody::Input { input, text } => {
-                    self.book.insert(*input, RunRecord::Queued);
-                    texts.insert(*input, text.clone());
-                    queue.push(QueuedInput {
-                        run: *input,
-                        text: text.clone(),
-                        at_ms: entry.at_ms,
-                    });
-                    self.next_input = self.next_input.max(input + 1);
-                }
-                EntryBody::Withdrawn { input } => {
-                    self.book.insert(*input, RunRecord::Withdrawn);
-                }
-                EntryBody::RunStarted { input } => {
-                    self.book.insert(*input, RunRecord::Started);
-                }
-                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
-                    self.book.insert(*input, RunRecord::Ended);
-                }
-                EntryBody::Output {
-                    input: Some(input),
-                    spool_end: Some(end),
-                    ..
-                } => {
-                    self.spool_offsets.insert(*input, *end);
-                }
-                _ => {}
-            }
-        }
-        self.started_text = texts
-            .into_iter()
-            .filter(|(run, _)| self.book.get(run) == Some(&RunRecord::Started))
-            .collect();
-        self.queue = queue
-            .into_iter()
-            .filter(|q| self.book.get(&q.run) == Some(&RunRecord::Queued))
-            .collect();
     }
 
     /// How many restore notices the transcript holds.
@@ -209,18 +128,54 @@ impl Worker {
             .count() as u32)
     }
 
-    /// The run the kernel executes now (started, not ended).
-    pub fn current_run(&self) -> Option<RunId> {
-        self.book
-            .iter()
-            .find(|(_, r)| **r == RunRecord::Started)
-            .map(|(run, _)| *run)
+    /// Carry out the core's actions. Returns the entries that must be
+    /// stored but could not be yet (a full disk): the caller retries them.
+    pub fn apply(&mut self, actions: Vec<Action>) -> Vec<EntryBody> {
+        let mut unstored = Vec::new();
+        for action in actions {
+            match action {
+                Action::Store(body) => {
+                    let bytes = match &body {
+                        EntryBody::Output { data, .. } => data.len() as u64,
+                        _ => 0,
+                    };
+                    if self.append(body).is_err() {
+                        self.unstored_output += bytes;
+                    }
+                }
+                Action::StoreUntilStored(body) => match self.append(body.clone()) {
+                    Ok(_) => self.notice_unstored_output(),
+                    Err(_) => unstored.push(body),
+                },
+                Action::Kernel(message) => self.send_kernel(message),
+                Action::Waiters(run, response) => self.tell_waiters(run, response),
+                Action::EndWaiters(run, status) => self.end_waiters(run, status),
+                Action::Client(client, response) => {
+                    let last = matches!(response, Response::Exit { .. });
+                    if let Some(tx) = self.clients.get(&client) {
+                        let _ = tx.send(response);
+                    }
+                    if last {
+                        self.clients.remove(&client);
+                    }
+                }
+            }
+        }
+        unstored
     }
 
-    /// A fresh job name for user bash.
-    pub fn next_bash_job(&mut self) -> String {
-        self.bash_seq += 1;
-        format!("b{}-{}", self.identity.pid, self.bash_seq)
+    /// Number a client that waits for user bash.
+    pub fn add_client(&mut self, tx: UnboundedSender<Response>) -> ClientId {
+        let id = self.next_client;
+        self.next_client += 1;
+        self.clients.insert(id, tx);
+        id
+    }
+
+    pub fn send_kernel(&self, message: ToKernel) {
+        if let Some(kernel) = &self.kernel {
+            let _ = kernel.send(message);
+        }
     }
 
     /// Store an entry that nobody is told about yet (the next durable
@@ -258,64 +213,30 @@ impl Worker {
 
     /// Queue input as a new run.
     pub fn queue_input(&mut self, text: String) -> Result<u64, String> {
-        let input = self.next_input;
+        let input = self.core.next_input();
         let entry = self.append(EntryBody::Input {
             input,
             text: text.clone(),
         })?;
-        self.next_input += 1;
-        self.book.insert(input, RunRecord::Queued);
-        self.queue.push_back(QueuedInput {
-            run: input,
-            text,
-            at_ms: entry.at_ms,
-        });
+        self.core.queued(input, text, entry.at_ms);
         self.work_changed();
         Ok(input)
     }
 
     /// Withdraw queued input `run`: it never runs.
     pub fn withdraw(&mut self, run: RunId) -> Result<(), String> {
-        if !may_withdraw(&self.book, run) {
-            return Err(match self.book.get(&run) {
-                None => format!("there is no run {run}"),
-                Some(RunRecord::Withdrawn) => format!("run {run} is already withdrawn"),
-                Some(_) => format!("run {run} is not queued: it has started"),
-            });
-        }
+        self.core.check_withdraw(run)?;
         self.append(EntryBody::Withdrawn { input: run })?;
-        self.book.insert(run, RunRecord::Withdrawn);
-        self.queue.retain(|q| q.run != run);
+        self.core.withdrawn(run);
         self.work_changed();
         Ok(())
     }
 
     /// The session's work now.
     pub fn work(&self) -> WorkSet {
-        let mut activities = Vec::new();
-        if self.current_run().is_some() {
-            activities.push(Activity::Work(WorkKind::Run));
-        }
-        if !self.queue.is_empty() {
-            activities.push(Activity::Work(WorkKind::QueuedInput));
-        }
-        for job in self.jobs.values() {
-            activities.push(match (&job.kind, job.ended) {
-                (JobKind::Bash { .. }, false) => Activity::Work(WorkKind::UserBash),
-                (JobKind::Run { .. }, false) => Activity::Work(WorkKind::Run),
-                (_, true) => Activity::Work(WorkKind::UnsettledChild),
-            });
-        }
-        if self.background > 0 {
-            activities.push(Activity::Work(WorkKind::BackgroundJob));
-        }
-        if self.book.values().any(|r| *r == RunRecord::Withdrawn) {
-            activities.push(Activity::WithdrawnInput);
-        }
-        session_work(&activities)
+        self.core.work()
     }
 
-    /// Record busy evidence as the refresh law says, and tell the supervisor.
     /// Tell the supervisor, and have busy evidence recorded as the refresh
     /// law says (by the evidence task, so no reply waits on its write).
     pub fn work_changed(&mut self) {
@@ -371,33 +292,17 @@ impl Worker {
             start_time: self.identity.start_time,
             build_id: build_id().to_string(),
             work: self.work(),
-            background: self.background,
-            kernel_pid: self.kernel_pid,
+            background: self.core.background(),
+            kernel_pid: self.core.kernel_pid(),
         }
-    }
-
-    /// Whether the run gate admits a new run now.
-    pub fn gate_admits_run(&mut self) -> bool {
-        let (gate, output) = run_gate_step(self.gate, GateEvent::RunRequest, mono_ms());
-        self.gate = gate;
-        output == GateOutput::Run { admitted: true }
     }
 
     pub fn gate_event(&mut self, event: GateEvent) -> GateOutput {
-        let (gate, output) = run_gate_step(self.gate, event, mono_ms());
-        self.gate = gate;
-        output
+        self.core.gate_event(event, mono_us())
     }
 
     pub fn quiesce(&mut self) -> QuiesceAnswer {
-        match self.gate_event(GateEvent::Quiesce { work: self.work() }) {
-            GateOutput::Answer(answer) => answer,
-            _ => QuiesceAnswer::Busy,
-        }
-    }
-
-    pub fn expire_gate(&mut self) {
-        self.gate = gate_at(self.gate, mono_ms());
+        self.core.quiesce(mono_us())
     }
 
     /// Tell the supervisor this worker lives (its watchdog's ping).
