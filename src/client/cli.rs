@@ -17,7 +17,19 @@ use crate::session::transcript::{Entry, EntryBody};
 #[command(
     name = "eukhe",
     version,
-    about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots"
+    about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots",
+    long_about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots.\n\n\
+A session is a durable transcript and a kernel: one long-lived process that holds the \
+session's shell. Queued inputs run in it one at a time, in order; `eukhe bash` runs at once \
+beside them. Everything a command leaves in the shell persists: the working directory, every \
+variable, functions, aliases, umask, set -o and shopt options, traps. A run outlives its \
+worker: a worker that crashes, is replaced or loses its daemon stops no run, and the next one \
+records the run's output and end exactly once. When the kernel itself is gone (a reboot, a \
+crash, `shutdown --force`), the run in flight is marked interrupted and never rerun, and a new \
+kernel restores the saved shell state (background jobs and open file descriptors cannot come \
+back; one restore notice says so). `eukhe cancel` ends the running run (SIGINT, then SIGTERM \
+and SIGKILL after the cancel grace); `eukhe queue` and `eukhe withdraw` show and withdraw \
+queued inputs."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -62,7 +74,8 @@ pub enum Command {
         #[arg(long)]
         wait: bool,
     },
-    /// Run user bash now in the session's namespace (`cd`, `export` persist).
+    /// Run a command now in the session's shell, beside any run in progress
+    /// (everything it leaves in the shell persists).
     Bash {
         session: String,
         #[arg(last = true, required = true)]
@@ -91,6 +104,8 @@ pub enum Command {
         json: bool,
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
+    /// Ctrl-C cancels the running run, Ctrl-\\ detaches, end of input
+    /// detaches once the inputs sent have run.
     Attach { session: String },
     /// The daemon's version, build, pid, backend and session counts.
     Status {
