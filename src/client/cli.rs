@@ -104,7 +104,7 @@ pub enum Command {
         json: bool,
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
-    /// Ctrl-C cancels the running run, Ctrl-\\ detaches, end of input
+    /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input
     /// detaches once the inputs sent have run.
     Attach { session: String },
     /// The daemon's version, build, pid, backend and session counts.
