@@ -35,6 +35,7 @@ const LAWS: &[&str] = &[
     "live_run_never_interrupted",
     "orphan_exit_keeps_runs",
     "withdrawn_input_never_runs",
+    "runs_one_at_a_time_in_order",
 ];
 
 #[test]

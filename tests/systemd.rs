@@ -404,7 +404,9 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
     }
     let eukhe = Installed::boot("kernel", &[]);
     let id = eukhe.eukhe("new").trim().to_string();
-    assert_eq!(eukhe.unit(&kernel(&id), "ActiveState"), "active");
+    wait_until(Duration::from_secs(10), "the kernel unit is up", || {
+        eukhe.unit(&kernel(&id), "ActiveState") == "active"
+    });
     let kernel_pid = eukhe.main_pid(&kernel(&id));
     assert_eq!(
         eukhe.session(&id)["kernel_pid"].as_u64().unwrap() as u32,
@@ -504,6 +506,47 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
     );
     let nothing = eukhe.user(&format!("eukhe cancel {id}"));
     assert_eq!(nothing.status.code(), Some(1), "nothing left to cancel");
+
+    // Stopping the kernel unit ends every process of the session, a
+    // process that left the run's group (setsid) included, within the
+    // unit's stop timeout; the session then gets a new kernel.
+    eukhe.eukhe(&format!("send {id} 'setsid sleep 2001 & sleep 1001'"));
+    wait_until(
+        Duration::from_secs(10),
+        "both sleeps run in the kernel unit",
+        || {
+            let processes = eukhe.cgroup_processes(&kernel(&id));
+            runs(&processes, "sleep 1001") && runs(&processes, "sleep 2001")
+        },
+    );
+    eukhe.user_ok(&format!("systemctl --user stop {}", kernel(&id)));
+    assert_eq!(
+        eukhe.unit(&kernel(&id), "Result"),
+        "success",
+        "the kernel's teardown fits in TimeoutStopSec"
+    );
+    let processes = eukhe.processes();
+    assert!(
+        !runs(&processes, "sleep 1001") && !runs(&processes, "sleep 2001"),
+        "a process a run started outlived the kernel unit's stop: {processes:?}"
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the session is served by a new kernel",
+        || eukhe.user(&format!("eukhe bash {id} -- echo again")).stdout == b"again\n",
+    );
+    assert_ne!(eukhe.main_pid(&kernel(&id)), kernel_pid);
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert_eq!(
+        log.matches("[run 3 ").count(),
+        1,
+        "run 3 ended once:\n{log}"
+    );
+    assert_eq!(
+        log.lines().filter(|l| *l == "done").count(),
+        1,
+        "run 1's output outlives its kernel:\n{log}"
+    );
 
     // A forced shutdown stops the kernel unit: a process that left the
     // run's group (setsid) still ends with it.

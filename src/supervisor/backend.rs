@@ -210,6 +210,15 @@ pub async fn stop_worker(
     !still_there(units.as_ref(), id, identity).await
 }
 
+/// Whether the kernel of `id` lives (as it recorded itself, by identity).
+pub fn kernel_lives(supervisor: &Shared, id: &str) -> bool {
+    let files = supervisor.borrow().files(id);
+    read_json::<KernelRecord>(&files.kernel())
+        .ok()
+        .flatten()
+        .is_some_and(|record| is_alive(record.identity))
+}
+
 /// End the kernel of `id` that no worker drives (its worker left or was
 /// stopped first): every process of the session ends. On the process
 /// backend it is signalled by identity (its SIGTERM handler ends its

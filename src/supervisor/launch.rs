@@ -332,6 +332,13 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
             }
             continue;
         }
+        // A live kernel is work in progress or its record: resumable now,
+        // however long ago its worker left.
+        if backend::kernel_lives(supervisor, &id) {
+            tracing::info!(session = id, "resuming session {id}: its kernel lives");
+            launch(supervisor, &id).await;
+            continue;
+        }
         if revival_veto(
             evidence.get(&id).copied(),
             wall_ms(),

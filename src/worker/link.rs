@@ -53,7 +53,7 @@ pub async fn run(
     let mut w = worker.borrow_mut();
     w.kernel = None;
     w.core.kernel_lost();
-    if w.stopping {
+    if w.stopping || w.kernel_stop_asked {
         Ok(())
     } else {
         Err(format!("the session's kernel is gone ({ended})"))

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
+use crate::host::process::is_alive;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
@@ -24,7 +25,7 @@ use crate::protocol::hello::{check_protocol, Role};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
-use crate::session::store::private_dir;
+use crate::session::store::{private_dir, read_json, KernelRecord};
 use crate::session::transcript::{read_entries, EntryBody};
 
 /// Shared wake-ups: the run loop, and the end of the worker.
@@ -462,7 +463,9 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                     text: "no supervisor and no work: the worker closed the session".into(),
                     restore: None,
                 });
-                stop(&worker, &signals).await;
+                // Nothing runs: the idle kernel goes too (the snapshot keeps
+                // its state for the next one).
+                stop_with_kernel(&worker, &signals).await;
                 return;
             }
         }
@@ -502,13 +505,18 @@ async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
 /// Stop the session's kernel (every process of the session ends), then the
 /// worker: `shutdown --force`.
 async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
-    let connected = {
-        let w = worker.borrow();
+    let kernel = {
+        let mut w = worker.borrow_mut();
+        w.kernel_stop_asked = true;
         w.send_kernel(ToKernel::Stop);
-        w.kernel.is_some()
+        read_json::<KernelRecord>(&w.files.kernel())
+            .ok()
+            .flatten()
+            .map(|k| k.identity)
     };
+    // Until the kernel process is gone, so nobody finds it alive after.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
-    while connected && worker.borrow().kernel.is_some() && tokio::time::Instant::now() < deadline {
+    while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop(worker, signals).await;

@@ -48,6 +48,8 @@ pub struct Worker {
     waiters: HashMap<u64, Vec<UnboundedSender<Response>>>,
     supervisor: Option<UnboundedSender<Response>>,
     pub stopping: bool,
+    /// The worker asked its kernel to stop: the link's end is expected.
+    pub kernel_stop_asked: bool,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
     /// This process, read once: `info` goes out with every sign of life.
@@ -89,6 +91,7 @@ impl Worker {
             waiters: HashMap::new(),
             supervisor: None,
             stopping: false,
+            kernel_stop_asked: false,
             unstored_output: 0,
             identity: own_identity(),
         };
