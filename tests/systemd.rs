@@ -631,7 +631,6 @@ fn after_a_reboot_the_run_in_flight_is_interrupted_once_and_the_shell_state_is_r
 /// keeps busy evidence fresh itself, from its own unit, and a reboot then
 /// revives the session.
 #[test]
-#[ignore = "fails until the kernel notices a worker that left: src/kernel/serve.rs keeps its sender in `workers`, so `is_closed` never turns true"]
 fn a_kernel_alone_with_a_run_records_busy_evidence_from_its_unit() {
     if skip() {
         return;

@@ -43,7 +43,8 @@ pub struct Context {
     pub session: String,
     pub cancel_grace: Duration,
     pub exit: Rc<Notify>,
-    pub workers: Rc<RefCell<Vec<mpsc::Sender<Vec<u8>>>>>,
+    /// The control channels of the connected workers.
+    pub workers: Rc<RefCell<Vec<mpsc::UnboundedSender<Vec<u8>>>>>,
 }
 
 pub async fn run(
@@ -88,36 +89,70 @@ pub fn listen(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener
     Ok(listener)
 }
 
-fn send(tx: &mpsc::Sender<Vec<u8>>, message: &FromKernel) -> bool {
-    match encode(message) {
-        Ok(frame) => tx.try_send(frame).is_ok() || !tx.is_closed(),
-        Err(_) => false,
+/// Send a control message (never held back by output waiting for a slow
+/// worker, never dropped).
+fn send(control: &mpsc::UnboundedSender<Vec<u8>>, message: &FromKernel) {
+    if let Ok(frame) = encode(message) {
+        let _ = control.send(frame);
     }
 }
 
-/// Send to every connected worker (small control messages only).
+/// Send a control message to every connected worker.
 fn broadcast(ctx: &Context, message: &FromKernel) {
     let Ok(frame) = encode(message) else { return };
-    ctx.workers.borrow_mut().retain(|tx| {
-        let sent = tx.try_send(frame.clone());
-        !matches!(sent, Err(mpsc::error::TrySendError::Closed(_)))
-    });
+    ctx.workers
+        .borrow_mut()
+        .retain(|control| control.send(frame.clone()).is_ok());
 }
 
-async fn writer(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) {
+/// One connection's writer: control messages first, then output (a
+/// bounded queue, so a slow worker holds back the spool's readers, not
+/// the kernel's memory).
+async fn writer(
+    mut write: OwnedWriteHalf,
+    mut control: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut output: mpsc::Receiver<Vec<u8>>,
+) {
     use tokio::io::AsyncWriteExt;
-    while let Some(frame) = rx.recv().await {
+    loop {
+        let frame = tokio::select! {
+            biased;
+            Some(frame) = control.recv() => frame,
+            Some(frame) = output.recv() => frame,
+            else => return,
+        };
         if write.write_all(&frame).await.is_err() {
-            break;
+            return;
         }
     }
 }
 
 async fn connection(ctx: Rc<Context>, stream: UnixStream) {
     let (mut read, write) = stream.into_split();
-    let (tx, rx) = mpsc::channel(OUTBOX_FRAMES);
-    tokio::task::spawn_local(writer(write, rx));
-    match read_frame::<ToKernel, _>(&mut read).await {
+    let (tx, output_rx) = mpsc::channel(OUTBOX_FRAMES);
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let writer = tokio::task::spawn_local(writer(write, control_rx, output_rx));
+    let mut followers = Vec::new();
+    serve_connection(&ctx, &mut read, &tx, &control, &mut followers).await;
+    // The worker is gone (or asked for the stop): its followers and writer
+    // end with it, and the kernel knows it has no worker.
+    for follower in followers {
+        follower.abort();
+    }
+    writer.abort();
+    ctx.workers
+        .borrow_mut()
+        .retain(|c| !c.same_channel(&control));
+}
+
+async fn serve_connection(
+    ctx: &Rc<Context>,
+    read: &mut tokio::net::unix::OwnedReadHalf,
+    tx: &mpsc::Sender<Vec<u8>>,
+    control: &mpsc::UnboundedSender<Vec<u8>>,
+    followers: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    match read_frame::<ToKernel, _>(read).await {
         Ok(ToKernel::Hello { protocol, .. }) => {
             let hello = {
                 let mut k = ctx.kernel.borrow_mut();
@@ -136,18 +171,18 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
                     background: k.background,
                 }
             };
-            let _ = tx.send(encode(&hello).unwrap_or_default()).await;
+            send(control, &hello);
             if protocol != KERNEL_PROTOCOL {
                 // Another version may only ask this kernel to stop.
-                if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(&mut read).await {
-                    stop(&ctx, &tx).await;
+                if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(read).await {
+                    stop(ctx, control).await;
                 }
                 return;
             }
         }
         _ => {
             send(
-                &tx,
+                control,
                 &FromKernel::Error {
                     message: "expected hello first".into(),
                 },
@@ -155,14 +190,14 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
             return;
         }
     }
-    ctx.workers.borrow_mut().push(tx.clone());
+    ctx.workers.borrow_mut().push(control.clone());
     loop {
-        let request = match read_frame::<ToKernel, _>(&mut read).await {
+        let request = match read_frame::<ToKernel, _>(read).await {
             Ok(request) => request,
             Err(FrameError::Closed) => break,
             Err(e) => {
                 send(
-                    &tx,
+                    control,
                     &FromKernel::Error {
                         message: e.to_string(),
                     },
@@ -176,9 +211,9 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
                 let started = ctx.kernel.borrow_mut().start(&job, &command);
                 match started {
                     Ok(Some(readers)) => {
-                        spawn_readers(&ctx, &job, readers);
+                        spawn_readers(ctx, &job, readers);
                         send(
-                            &tx,
+                            control,
                             &FromKernel::Started {
                                 job,
                                 accepted: true,
@@ -187,7 +222,7 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
                     }
                     Ok(None) => {
                         send(
-                            &tx,
+                            control,
                             &FromKernel::Started {
                                 job,
                                 accepted: false,
@@ -195,19 +230,26 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
                         );
                     }
                     Err(message) => {
-                        send(&tx, &FromKernel::Error { message });
+                        send(control, &FromKernel::Error { message });
                     }
                 }
             }
             ToKernel::Follow { job, from } => {
-                tokio::task::spawn_local(follow(ctx.clone(), tx.clone(), job, from));
+                followers.retain(|f| !f.is_finished());
+                followers.push(tokio::task::spawn_local(follow(
+                    ctx.clone(),
+                    tx.clone(),
+                    control.clone(),
+                    job,
+                    from,
+                )));
             }
             ToKernel::Cancel { job } => {
                 tokio::task::spawn_local(cancel(ctx.clone(), job));
             }
             ToKernel::Forget { job } => ctx.kernel.borrow_mut().forget(&job),
             ToKernel::Stop => {
-                stop(&ctx, &tx).await;
+                stop(ctx, control).await;
                 return;
             }
         }
@@ -227,7 +269,13 @@ fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
 
 /// Stream `job`'s spool from `from`, then its end, then what is written
 /// until it settles.
-async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut from: u64) {
+async fn follow(
+    ctx: Rc<Context>,
+    tx: mpsc::Sender<Vec<u8>>,
+    control: mpsc::UnboundedSender<Vec<u8>>,
+    job: String,
+    mut from: u64,
+) {
     let mut changed = ctx.kernel.borrow().changed.subscribe();
     let mut end_sent = false;
     loop {
@@ -247,7 +295,7 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
             let chunk = match spool.read(&job, from, FOLLOW_READ_BYTES) {
                 Ok(chunk) => chunk,
                 Err(message) => {
-                    send(&tx, &FromKernel::Error { message });
+                    send(&control, &FromKernel::Error { message });
                     return;
                 }
             };
@@ -439,15 +487,15 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
         // A session removed from under the kernel takes its processes with it.
         if !ctx.kernel.borrow().files.meta().exists() {
             tracing::warn!("the session's directory is gone: stopping");
-            let (tx, _rx) = mpsc::channel(1);
-            stop(&ctx, &tx).await;
+            let (control, _rx) = mpsc::unbounded_channel();
+            stop(&ctx, &control).await;
             return;
         }
         tree::reap();
         count_background(&ctx);
         flush_notices(&ctx);
         let no_worker = {
-            ctx.workers.borrow_mut().retain(|tx| !tx.is_closed());
+            ctx.workers.borrow_mut().retain(|c| !c.is_closed());
             ctx.workers.borrow().is_empty()
         };
         if !no_worker {
@@ -476,16 +524,14 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
 }
 
 /// End every process of the session, then the kernel.
-async fn stop(ctx: &Context, tx: &mpsc::Sender<Vec<u8>>) {
+async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
     ctx.kernel.borrow_mut().stopping = true;
     tracing::info!("stopping: every process of the session ends");
     let killed = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
     if killed > 0 {
         tracing::warn!("{killed} processes did not end on SIGTERM and were killed");
     }
-    let _ = tx
-        .send(encode(&FromKernel::Stopped).unwrap_or_default())
-        .await;
+    send(control, &FromKernel::Stopped);
     // Let the writer send it before the loops end.
     tokio::time::sleep(Duration::from_millis(20)).await;
     ctx.exit.notify_one();
@@ -499,7 +545,7 @@ async fn stop_on_sigterm(ctx: Rc<Context>) {
         return;
     };
     if terms.recv().await.is_some() {
-        let (tx, _rx) = mpsc::channel(1);
-        stop(&ctx, &tx).await;
+        let (control, _rx) = mpsc::unbounded_channel();
+        stop(&ctx, &control).await;
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Model: `bend/runs.bend`. Laws (`LAWS.bend`, section runs):
 //! `run_starts_once`, `run_end_recorded_once`, `live_run_never_interrupted`,
-//! `orphan_exit_keeps_runs`, `withdrawn_input_never_runs`.
+//! `orphan_exit_keeps_runs`, `withdrawn_input_never_runs`,
+//! `runs_one_at_a_time_in_order`.
 //!
 //! The specification (D1) says a worker whose supervisor stays lost exits
 //! "with work: records busy, aborts nothing; a later supervisor resumes",

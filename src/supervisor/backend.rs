@@ -232,6 +232,12 @@ pub async fn stop_lone_kernel(supervisor: &Shared, id: &str) {
         return;
     }
     tracing::info!(session = id, "stopping the session's kernel");
+    if units(supervisor).is_some() {
+        if let Err(e) = crate::host::kernel_unit::stop(id).await {
+            tracing::warn!(session = id, "{e}");
+        }
+        return;
+    }
     signal(record.identity, libc::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
     while is_alive(record.identity) && tokio::time::Instant::now() < deadline {

@@ -146,10 +146,13 @@ impl Worker {
                         self.unstored_output += bytes;
                     }
                 }
-                Action::StoreUntilStored(body) => match self.append(body.clone()) {
-                    Ok(_) => self.notice_unstored_output(),
-                    Err(_) => unstored.push(body),
-                },
+                Action::StoreUntilStored(body) => {
+                    log_end(&body);
+                    match self.append(body.clone()) {
+                        Ok(_) => self.notice_unstored_output(),
+                        Err(_) => unstored.push(body),
+                    }
+                }
                 Action::Kernel(message) => self.send_kernel(message),
                 Action::Waiters(run, response) => self.tell_waiters(run, response),
                 Action::EndWaiters(run, status) => self.end_waiters(run, status),
@@ -353,5 +356,18 @@ impl Worker {
                 let _ = w.send(Response::Exit { status });
             }
         }
+    }
+}
+
+/// The journal's line for a run's end (`EUKHE_RUN` names the run).
+fn log_end(body: &EntryBody) {
+    match body {
+        EntryBody::RunFinished { input, status, .. } => {
+            tracing::info!(run = input, status, "run {input} exited {status}")
+        }
+        EntryBody::RunInterrupted { input } => {
+            tracing::info!(run = input, "run {input} interrupted: its kernel is gone")
+        }
+        _ => {}
     }
 }
