@@ -3,15 +3,7 @@
 /// Monotonic milliseconds (CLOCK_MONOTONIC: comparable between processes
 /// of one boot, never stepped).
 pub fn mono_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-    }
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    mono_us() / 1000
 }
 
 /// Monotonic microseconds (the run core's clock).

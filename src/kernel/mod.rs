@@ -37,7 +37,7 @@ use crate::paths::Paths;
 use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::snapshot::{load_or_migrate, Snapshot};
 use crate::session::store::{
-    private_dir, read_json, write_json, KernelRecord, SessionFiles, SessionMeta,
+    private_dir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
 };
 
 pub use zygote::SCRIPT as SHELL_SCRIPT;
@@ -209,7 +209,9 @@ fn start_kernel(
     };
     let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
     let listener = serve::listen(&paths.kernel_socket(&meta.id))?;
-    write_json(
+    // Not synced: after a machine crash the recorded kernel is dead anyway,
+    // and it is only ever trusted by identity (pid and start time).
+    write_json_unsynced(
         &files.kernel(),
         &KernelRecord {
             identity: own_identity(),

@@ -136,11 +136,6 @@ impl Spool {
         jobs
     }
 
-    /// The length of `job`'s output file.
-    pub fn len(&self, job: &str) -> u64 {
-        std::fs::metadata(self.out_path(job)).map_or(0, |m| m.len())
-    }
-
     /// Whole records of `job` from `offset`, at most about `max` bytes.
     pub fn read(&self, job: &str, offset: u64, max: usize) -> Result<Chunk, String> {
         let path = self.out_path(job);

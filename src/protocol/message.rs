@@ -57,7 +57,8 @@ pub enum Request {
 pub enum SessionRequest {
     /// Queue input; with `wait`, stream the run and end with its exit.
     Send { text: String, wait: bool },
-    /// Run user bash now, from the kernel's namespace, updating it.
+    /// Run a command now in the session's shell, beside any run; what it
+    /// leaves in the shell persists.
     Bash { command: String },
     /// The transcript rebuilt from stored messages.
     Log,

@@ -47,6 +47,7 @@ pub async fn run(
         w.kernel = Some(tx);
         greet(&mut w, hello)?;
         w.work_changed();
+        w.kernel_connected.notify_waiters();
     }
     wake_runs.notify_one();
     let ended = serve(&worker, &mut read, &wake_runs).await;

@@ -229,11 +229,13 @@ async fn session_request(
             }
         }
         SessionRequest::Bash { command } => {
-            // A worker just started connects to its kernel first.
+            // A worker just started connects to its kernel first. (One
+            // thread: nothing can connect between the check and the wait.)
+            let connected = worker.borrow().kernel_connected.clone();
             while !worker.borrow().core.connected() && !worker.borrow().stopping {
                 tokio::select! {
-                    _ = signals.run.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = connected.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
             user_bash(worker, command, tx)

@@ -40,6 +40,8 @@ pub struct Worker {
     next_client: ClientId,
     /// Wakes the task that records busy evidence.
     pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
+    /// Wakes requests waiting for the kernel link (`notify_waiters`).
+    pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
     latest_record: Option<OwnRecord>,
     journal: BusyJournal,
     lost_since_ms: Option<u64>,
@@ -83,6 +85,7 @@ impl Worker {
             clients: HashMap::new(),
             next_client: 1,
             evidence_due: Default::default(),
+            kernel_connected: Default::default(),
             latest_record: None,
             journal: HostKind::from_env()?.busy_journal(&paths.state),
             lost_since_ms: Some(mono_ms()),
