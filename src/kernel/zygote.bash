@@ -58,16 +58,10 @@ while :; do
         if [[ -n $__eukhe_pcs ]]; then
           builtin printf 'var\0POSIXLY_CORRECT\0declare -- POSIXLY_CORRECT=%s\0' "${__eukhe_pcv@Q}"
         fi
-        builtin compgen -v >"$__eukhe_state.names"
-        builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
-        for __eukhe_n in "${__eukhe_names[@]}"; do
-          case $__eukhe_n in
-            __eukhe_*|POSIXLY_CORRECT|BASH|BASHOPTS|BASHPID|BASH_*|COMP_*|COLUMNS|LINES|DIRSTACK|EPOCHREALTIME|EPOCHSECONDS|EUID|FUNCNAME|GROUPS|HISTCMD|LINENO|OLDPWD|PIPESTATUS|PPID|PWD|RANDOM|SECONDS|SHELLOPTS|SHLVL|SRANDOM|UID|_) continue ;;
-          esac
-          builtin printf 'var\0%s\0' "$__eukhe_n"
-          builtin declare -p -- "$__eukhe_n"
-          builtin printf '\0'
-        done
+        # Every variable in one call, one statement a line (bash quotes
+        # values with control characters as $'...'); the kernel leaves out
+        # bash's own and eukhe's.
+        builtin printf 'vars\0\0'; builtin declare -p; builtin printf '\0'
         builtin compgen -A function >"$__eukhe_state.names"
         builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
         for __eukhe_n in "${__eukhe_names[@]}"; do

@@ -140,15 +140,42 @@ impl Snapshot {
         let mut script = String::new();
         for kind in KIND_ORDER {
             let prefix = format!("{kind}:");
-            for (key, text) in self.items.range(prefix.clone()..) {
-                if !key.starts_with(&prefix) {
-                    break;
-                }
-                match kind {
-                    "cwd" => {
-                        script += &format!("cd -- {} 2>/dev/null || cd /\n", quote(text));
+            let texts = self
+                .items
+                .range(prefix.clone()..)
+                .take_while(|(key, _)| key.starts_with(&prefix))
+                .map(|(_, text)| text.as_str());
+            match kind {
+                "cwd" => {
+                    for cwd in texts {
+                        script += &format!("cd -- {} 2>/dev/null || cd /\n", quote(cwd));
                     }
-                    _ => {
+                }
+                // One call per command, not one per option: the restore is
+                // on every job's way.
+                "shopt" => {
+                    let (mut on, mut off) = (Vec::new(), Vec::new());
+                    for text in texts {
+                        match text.split_whitespace().collect::<Vec<_>>()[..] {
+                            ["shopt", "-s", name] => on.push(name),
+                            ["shopt", "-u", name] => off.push(name),
+                            _ => {}
+                        }
+                    }
+                    for (flag, names) in [("-s", on), ("-u", off)] {
+                        if !names.is_empty() {
+                            script += &format!("shopt {flag} {}\n", names.join(" "));
+                        }
+                    }
+                }
+                "set" => {
+                    let options: Vec<&str> = texts.filter_map(|t| t.strip_prefix("set ")).collect();
+                    if !options.is_empty() {
+                        script += &format!("set {}\n", options.join(" "));
+                    }
+                }
+                _ => {
+                    for text in texts {
                         script += text;
                         script.push('\n');
                     }
@@ -224,6 +251,13 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
             "var" => {
                 items.insert(format!("var:{name}"), text.to_string());
             }
+            "vars" => {
+                for (name, statement) in declarations(text) {
+                    if kept_variable(name) {
+                        items.insert(format!("var:{name}"), statement.to_string());
+                    }
+                }
+            }
             "func" => {
                 items.insert(format!("func:{name}"), text.to_string());
             }
@@ -234,6 +268,84 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
         }
     }
     Ok(capture)
+}
+
+/// Variables that are bash's own (read-only, dynamic, per shell) or
+/// eukhe's: never part of a snapshot. (`POSIXLY_CORRECT` is captured apart:
+/// eukhe's capture sets it.)
+fn kept_variable(name: &str) -> bool {
+    const BASH_OWN: [&str; 24] = [
+        "POSIXLY_CORRECT",
+        "BASH",
+        "BASHOPTS",
+        "BASHPID",
+        "COLUMNS",
+        "LINES",
+        "DIRSTACK",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "EUID",
+        "FUNCNAME",
+        "GROUPS",
+        "HISTCMD",
+        "LINENO",
+        "OLDPWD",
+        "PIPESTATUS",
+        "PPID",
+        "PWD",
+        "RANDOM",
+        "SECONDS",
+        "SHELLOPTS",
+        "SHLVL",
+        "SRANDOM",
+        "UID",
+    ];
+    !(name.starts_with("__eukhe_")
+        || name.starts_with("BASH_")
+        || name.starts_with("COMP_")
+        || name == "_"
+        || BASH_OWN.contains(&name))
+}
+
+/// The statements of `declare -p` output, with the name each declares.
+/// A statement ends at a newline outside quotes and parentheses.
+fn declarations(text: &str) -> Vec<(&str, &str)> {
+    let mut statements = Vec::new();
+    let (mut start, mut depth) = (0, 0u32);
+    let (mut double, mut ansi, mut escaped) = (false, false, false);
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match b {
+            b'\\' if double || ansi => escaped = true,
+            b'"' if !ansi => double = !double,
+            b'\'' if ansi => ansi = false,
+            b'\'' if !double && i > 0 && bytes[i - 1] == b'$' => ansi = true,
+            b'(' if !double && !ansi => depth += 1,
+            b')' if !double && !ansi => depth = depth.saturating_sub(1),
+            b'\n' if !double && !ansi && depth == 0 => {
+                statements.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < text.len() {
+        statements.push(&text[start..]);
+    }
+    statements
+        .into_iter()
+        .filter_map(|statement| {
+            // declare -FLAGS NAME[=VALUE]
+            let rest = statement.strip_prefix("declare ")?;
+            let (_, rest) = rest.split_once(' ')?;
+            let name = rest.split('=').next()?;
+            is_name(name).then_some((name, statement))
+        })
+        .collect()
 }
 
 /// Split `trap -p` output into its commands (a trap's action may span
@@ -351,8 +463,29 @@ mod tests {
             .insert("func:f".into(), "f () \n{ \n    :\n}".into());
         let script = s.restore_script();
         assert!(script.starts_with("cd -- '/tmp/it'\\''s here' 2>/dev/null || cd /\n"));
-        assert!(script.find("f ()").unwrap() < script.find("set -o errexit").unwrap());
-        assert!(script.find("shopt -s expand_aliases").unwrap() < script.find("f ()").unwrap());
+        s.items.insert("set:pipefail".into(), "set +o pipefail".into());
+        s.items.insert("shopt:extglob".into(), "shopt -u extglob".into());
+        let script = s.restore_script();
+        assert!(script.find("f ()").unwrap() < script.find("set -o errexit +o pipefail\n").unwrap());
+        assert!(script.find("shopt -s expand_aliases\n").unwrap() < script.find("f ()").unwrap());
+        assert!(script.contains("shopt -u extglob\n"), "{script}");
+    }
+
+    #[test]
+    fn every_declaration_is_one_item_and_bash_own_variables_are_left_out() {
+        let text = "declare -- x=$'a\"b\\nc'\ndeclare -a arr=([0]=\"1 2\" [1]=$'x\\ny')\n\
+                    declare -A as=([k]=\"v\" [\" sp\"]=\"w\" )\ndeclare -- u\n\
+                    declare -i OPTIND=\"1\"\ndeclare -ir BASHPID\ndeclare -- __eukhe_st=\"0\"\n\
+                    declare -x MULTI=\"one\ntwo\"\n";
+        let bytes = capture(&[("vars", "", text)]);
+        let items = parse_capture(&bytes).unwrap().snapshot.items;
+        let names: Vec<&str> = items.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["var:MULTI", "var:OPTIND", "var:arr", "var:as", "var:u", "var:x"]
+        );
+        assert_eq!(items["var:arr"], "declare -a arr=([0]=\"1 2\" [1]=$'x\\ny')");
+        assert_eq!(items["var:MULTI"], "declare -x MULTI=\"one\ntwo\"");
     }
 
     #[test]
