@@ -14,6 +14,8 @@ use tokio::sync::watch;
 
 use super::spool::{JobEnd, Spool};
 use super::zygote::{self, Pipes};
+use crate::host::process::{identity_of, is_alive};
+use crate::laws::adoption::ProcessIdentity;
 use crate::laws::runs::{kernel_accepts, SpoolRun};
 use crate::protocol::kernel::JobState;
 use crate::protocol::message::Stream;
@@ -37,6 +39,31 @@ pub struct Job {
     pub placeholders: Vec<File>,
 }
 
+/// A shell forked by the kernel's shell that has restored one version of
+/// the snapshot and takes jobs from its FIFO.
+pub struct Template {
+    /// The snapshot version it restored.
+    version: u64,
+    fifo: PathBuf,
+    restore: PathBuf,
+    /// Traps and `set -o`, which each job applies itself (the template's
+    /// own loop must not run under the user's `set -e` or traps).
+    late: PathBuf,
+    /// The FIFO's end the kernel writes jobs to (dropping it ends the
+    /// template).
+    jobs: File,
+    /// The template's shell, once it reported ready.
+    shell: Option<ProcessIdentity>,
+}
+
+impl Template {
+    fn remove_files(&self) {
+        for path in [&self.fifo, &self.restore, &self.late] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
@@ -55,6 +82,10 @@ pub struct Kernel {
     pub stopping: bool,
     /// Notices for the worker (sent to the connected ones, in order).
     pub notices: Vec<String>,
+    /// Bumped each time the snapshot changes.
+    version: u64,
+    template: Option<Template>,
+    template_seq: u64,
 }
 
 impl Kernel {
@@ -80,6 +111,9 @@ impl Kernel {
                 changed,
                 stopping: false,
                 notices: Vec::new(),
+                version: 0,
+                template: None,
+                template_seq: 0,
             },
             reports,
         ))
@@ -145,9 +179,6 @@ impl Kernel {
         let Some(out) = self.spool.accept(job)? else {
             return Ok(None);
         };
-        let restore = self.scratch(job, "restore");
-        std::fs::write(&restore, self.snapshot.restore_script())
-            .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
         let mut placeholders = Vec::new();
@@ -160,23 +191,29 @@ impl Kernel {
             fifos.push(path.clone());
             readers.push((stream, fifo.reader));
         }
-        let message = zygote::job_message([
-            job,
-            &fifos[0].to_string_lossy(),
-            &fifos[1].to_string_lossy(),
-            &restore.to_string_lossy(),
-            &capture.to_string_lossy(),
-            command,
-        ]);
-        let mut writer = File::from(
-            self.pipes
-                .jobs_write
-                .try_clone()
-                .map_err(|e| format!("kernel: {e}"))?,
-        );
-        writer
-            .write_all(&message)
-            .map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
+        let capture = capture.to_string_lossy();
+        let handed = match self.ready_template() {
+            // The template restored all but traps and options: the job
+            // applies those (its `late` script) and runs at once.
+            Some(template) => {
+                let late = template.late.to_string_lossy().into_owned();
+                let message =
+                    zygote::message(&[job, &out_fifo, &err_fifo, &late, &capture, command]);
+                template.jobs.write_all(&message)
+            }
+            None => {
+                let restore = self.scratch(job, "restore");
+                std::fs::write(&restore, self.snapshot.restore_script())
+                    .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+                let restore = restore.to_string_lossy();
+                let message = zygote::message(&[
+                    "job", job, &out_fifo, &err_fifo, &restore, &capture, command,
+                ]);
+                self.shell_input()?.write_all(&message)
+            }
+        };
+        handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
         self.jobs.insert(
             job.to_string(),
             Job {
@@ -191,6 +228,83 @@ impl Kernel {
         );
         self.bump();
         Ok(Some(readers))
+    }
+
+    fn shell_input(&self) -> Result<File, String> {
+        let pipe = self.pipes.jobs_write.try_clone();
+        Ok(File::from(pipe.map_err(|e| format!("kernel: {e}"))?))
+    }
+
+    /// The template of the current snapshot, if it is up and alive.
+    fn ready_template(&mut self) -> Option<&mut Template> {
+        let template = self.template.as_mut()?;
+        let ready = template.version == self.version && template.shell.is_some_and(is_alive);
+        ready.then_some(template)
+    }
+
+    /// Have the shell fork a template over the current snapshot (the old
+    /// one ends: its job FIFO closes). Off every job's way: the next job
+    /// finds it restored.
+    pub fn prepare_template(&mut self) {
+        if let Some(old) = self.template.take() {
+            old.remove_files();
+        }
+        if self.stopping {
+            return;
+        }
+        self.template_seq += 1;
+        let name = format!("template-{}", self.template_seq);
+        let fifo = self.scratch(&name, "fifo");
+        let restore = self.scratch(&name, "restore");
+        let late = self.scratch(&name, "late");
+        let made = (|| -> Result<Template, String> {
+            let _ = std::fs::remove_file(&fifo);
+            super::output::make_fifo(&fifo)?;
+            // Read and write: never blocks, and the template sees the end
+            // only when the kernel drops it.
+            let jobs = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&fifo)
+                .map_err(|e| format!("kernel: {}: {e}", fifo.display()))?;
+            std::fs::write(&restore, self.snapshot.template_script())
+                .and_then(|_| std::fs::write(&late, self.snapshot.late_script()))
+                .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+            let message = zygote::message(&[
+                "template",
+                &fifo.to_string_lossy(),
+                &restore.to_string_lossy(),
+            ]);
+            self.shell_input()?
+                .write_all(&message)
+                .map_err(|e| format!("kernel: cannot ask for a template: {e}"))?;
+            Ok(Template {
+                version: self.version,
+                fifo: fifo.clone(),
+                restore: restore.clone(),
+                late: late.clone(),
+                jobs,
+                shell: None,
+            })
+        })();
+        match made {
+            Ok(template) => self.template = Some(template),
+            // Jobs then restore the snapshot themselves.
+            Err(e) => tracing::warn!("no template: {e}"),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// A template reported that it is ready.
+    pub fn template_ready(&mut self, fifo: &str, pid: u32) {
+        if let Some(template) = &mut self.template {
+            if template.fifo.to_string_lossy() == fifo {
+                template.shell = identity_of(pid);
+            }
+        }
     }
 
     /// The job's shell is running, in its own process group.
@@ -253,6 +367,7 @@ impl Kernel {
                 let changes = j.started_from.changes_to(&capture.snapshot);
                 if !changes.is_empty() {
                     self.snapshot.apply(&changes);
+                    self.version += 1;
                     if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
                         notice = Some(format!("the shell state could not be saved: {e}"));
                     }

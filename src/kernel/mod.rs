@@ -40,8 +40,6 @@ use crate::session::store::{
     private_dir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
 };
 
-pub use zygote::SCRIPT as SHELL_SCRIPT;
-
 /// What a restore cannot bring back.
 const NOT_RESTORED: &str = "background jobs and open file descriptors do not come back";
 
@@ -207,7 +205,8 @@ fn start_kernel(
             (snapshot, None)
         }
     };
-    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
+    let (mut kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
+    kernel.prepare_template();
     let listener = serve::listen(&paths.kernel_socket(&meta.id))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
     // and it is only ever trusted by identity (pid and start time).

@@ -28,16 +28,23 @@ pub struct Fifo {
     pub placeholder: File,
 }
 
-/// Make the FIFO at `path` (0600) and open both ends.
-pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
-    let _ = std::fs::remove_file(path);
-    let context = |e: std::io::Error| format!("kernel: output pipe {}: {e}", path.display());
+/// Make a FIFO at `path`, 0600.
+pub fn make_fifo(path: &Path) -> Result<(), String> {
     let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|e| format!("kernel: {e}"))?;
     // SAFETY: mkfifo(3) reads the NUL-terminated path we own.
     if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
-        return Err(context(std::io::Error::last_os_error()));
+        let e = std::io::Error::last_os_error();
+        return Err(format!("kernel: cannot make {}: {e}", path.display()));
     }
+    Ok(())
+}
+
+/// Make the FIFO at `path` (0600) and open both ends.
+pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
+    let _ = std::fs::remove_file(path);
+    let context = |e: std::io::Error| format!("kernel: output pipe {}: {e}", path.display());
+    make_fifo(path)?;
     let reader = pipe::OpenOptions::new()
         .open_receiver(path)
         .map_err(context)?;

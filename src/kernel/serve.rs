@@ -389,8 +389,13 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                 Report::Started { job, pid } => k.started(&job, pid),
                 Report::Ended { job, status } => {
                     tracing::info!(job, status, "{job} exited {status}");
+                    let version = k.version();
                     k.ended(&job, status);
+                    if k.version() != version {
+                        k.prepare_template();
+                    }
                 }
+                Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
             }
         }
         flush_notices(&ctx);

@@ -1,83 +1,48 @@
 # eukhe's kernel shell (the zygote): it holds no user state of its own.
-# Each job is forked from it in its own process group; the job's shell
-# restores the session's snapshot, runs the command, and captures the shell
-# state it leaves (with builtins only, immune to the user's options,
-# functions, aliases, IFS and PATH). The kernel (src/kernel/) merges that
-# capture into the snapshot.
+# Jobs are forked from it, or from a *template*: a shell it forks that has
+# already restored the session's snapshot (all but traps and `set -o`,
+# which each job applies), so a job does not wait for the restore.
 #
-# fd 3: jobs from the kernel, six NUL-terminated fields each (job id, stdout
-# path, stderr path, restore script, capture path, command); fd 4: reports
-# to the kernel, NUL-terminated: `started JOB PID`, `ended JOB STATUS`.
+# fd 3: commands from the kernel, NUL-terminated fields:
+#   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
+#   template FIFO RESTORE                          (fork a template that
+#     restores RESTORE, then takes jobs, `JOB STDOUT STDERR RESTORE CAPTURE
+#     COMMAND`, from FIFO on its fd 5 until it ends)
+# fd 4: reports to the kernel, NUL-terminated: `started JOB PID`,
+# `ended JOB STATUS`, `template FIFO PID`.
 unset __eukhe_zygote
 set -m
 while :; do
+  IFS= read -r -d '' __eukhe_kind <&3 || break
+  if [[ $__eukhe_kind == template ]]; then
+    IFS= read -r -d '' __eukhe_fifo <&3 || break
+    IFS= read -r -d '' __eukhe_restore <&3 || break
+    (
+      trap - INT TERM HUP
+      exec 3<&- 5<"$__eukhe_fifo"
+      . "$__eukhe_restore"
+      set -m
+      builtin printf 'template\0%s\0%s\0' "$__eukhe_fifo" "$BASHPID" >&4
+      while :; do
+        IFS= builtin read -r -d '' __eukhe_job <&5 || break
+        IFS= builtin read -r -d '' __eukhe_out <&5 || break
+        IFS= builtin read -r -d '' __eukhe_err <&5 || break
+        IFS= builtin read -r -d '' __eukhe_restore <&5 || break
+        IFS= builtin read -r -d '' __eukhe_state <&5 || break
+        IFS= builtin read -r -d '' __eukhe_cmd <&5 || break
+@JOB@
+        builtin jobs >/dev/null 2>&1
+      done
+    ) >/dev/null 2>&1 &
+    jobs >/dev/null 2>&1
+    continue
+  fi
   IFS= read -r -d '' __eukhe_job <&3 || break
   IFS= read -r -d '' __eukhe_out <&3 || break
   IFS= read -r -d '' __eukhe_err <&3 || break
   IFS= read -r -d '' __eukhe_restore <&3 || break
   IFS= read -r -d '' __eukhe_state <&3 || break
   IFS= read -r -d '' __eukhe_cmd <&3 || break
-  {
-    # The reporter outlives the job's cancel signals; its shell does not
-    # (a trapped signal is reset to its default in the subshell).
-    trap ':' INT TERM HUP
-    exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
-    printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
-    (
-      # The reporter's traps are not the user's (`trap -p` in a subshell
-      # shows the parent's until the subshell sets its own).
-      trap - INT TERM HUP
-      exec 3<&- 4>&-
-      . "$__eukhe_restore"
-      eval "$__eukhe_cmd"
-      # Everything below runs after the user's command, in its state.
-      { __eukhe_st=$? __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
-          __eukhe_pcs=${POSIXLY_CORRECT+x} __eukhe_pcv=${POSIXLY_CORRECT-}
-        # POSIX mode: special builtins (set, trap, unset, export) are found
-        # before any function of the same name.
-        POSIXLY_CORRECT=y
-        set +euCfvxET +o pipefail
-      } 2>/dev/null
-      # Functions named like builtins this code needs are not kept (POSIX
-      # special builtins cannot be shadowed here, so `export` tests them).
-      __eukhe_dropped=
-      for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
-        export -f "$__eukhe_f" 2>/dev/null && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
-      done
-      # No forks below: names go through a scratch file, not a pipe.
-      {
-        builtin printf 'traps\0\0'; trap -p; builtin printf '\0'
-        trap - DEBUG ERR RETURN EXIT
-        builtin printf 'cwd\0\0'; builtin pwd; builtin printf '\0'
-        builtin printf 'setopts\0%s\0' "$__eukhe_so"
-        builtin set +o; builtin printf '\0'
-        builtin printf 'shopts\0%s\0' "$__eukhe_bo"
-        builtin shopt -p; builtin printf '\0'
-        builtin printf 'umask\0\0'; builtin umask -p; builtin printf '\0'
-        builtin printf 'dropped\0\0%s\0' "$__eukhe_dropped"
-        if [[ -n $__eukhe_pcs ]]; then
-          builtin printf 'var\0POSIXLY_CORRECT\0declare -- POSIXLY_CORRECT=%s\0' "${__eukhe_pcv@Q}"
-        fi
-        # Every variable in one call, one statement a line (bash quotes
-        # values with control characters as $'...'); the kernel leaves out
-        # bash's own and eukhe's.
-        builtin printf 'vars\0\0'; builtin declare -p; builtin printf '\0'
-        builtin compgen -A function >"$__eukhe_state.names"
-        builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
-        for __eukhe_n in "${__eukhe_names[@]}"; do
-          builtin printf 'func\0%s\0' "$__eukhe_n"
-          builtin declare -f -- "$__eukhe_n"
-          builtin printf '\0'
-        done
-        for __eukhe_n in "${!BASH_ALIASES[@]}"; do
-          builtin printf 'alias\0%s\0' "$__eukhe_n"
-          builtin alias -- "$__eukhe_n"
-          builtin printf '\0'
-        done
-      } >"$__eukhe_state" 2>/dev/null
-      exit "$__eukhe_st"
-    )
-    printf 'ended\0%s\0%s\0' "$__eukhe_job" "$?" >&4
-  } &
+@JOB@
   jobs >/dev/null 2>&1
 done

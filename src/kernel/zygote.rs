@@ -6,8 +6,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-/// The shell code every job runs in.
-pub const SCRIPT: &str = include_str!("zygote.bash");
+/// The kernel's shell, with the job code (`job.bash`) in both places that
+/// fork a job: the shell itself and a prepared template.
+pub fn script() -> String {
+    include_str!("zygote.bash").replace("@JOB@", include_str!("job.bash"))
+}
 
 /// The pipes between the kernel and its shell (they outlive any one shell).
 pub struct Pipes {
@@ -72,7 +75,7 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
             "bash",
         ])
         .env_clear()
-        .env("__eukhe_zygote", SCRIPT)
+        .env("__eukhe_zygote", script())
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -98,8 +101,8 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
     Ok(child.id())
 }
 
-/// The fields of one job for the shell, each NUL-terminated.
-pub fn job_message(fields: [&str; 6]) -> Vec<u8> {
+/// Fields for the shell, each NUL-terminated.
+pub fn message(fields: &[&str]) -> Vec<u8> {
     let mut bytes = Vec::new();
     for field in fields {
         bytes.extend_from_slice(field.as_bytes());
@@ -108,11 +111,13 @@ pub fn job_message(fields: [&str; 6]) -> Vec<u8> {
     bytes
 }
 
-/// One report from a job: `started JOB PID` or `ended JOB STATUS`.
+/// One report: `started JOB PID`, `ended JOB STATUS` (a job), or
+/// `template FIFO PID` (a template is ready to take jobs from FIFO).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
     Started { job: String, pid: u32 },
     Ended { job: String, status: i32 },
+    Template { fifo: String, pid: u32 },
 }
 
 /// Reports parsed from the bytes read so far; what is left of an
@@ -136,6 +141,10 @@ pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
             ("ended", Ok(status)) => reports.push(Report::Ended {
                 job,
                 status: status as i32,
+            }),
+            ("template", Ok(pid)) => reports.push(Report::Template {
+                fifo: job,
+                pid: pid as u32,
             }),
             _ => {}
         }

@@ -137,8 +137,28 @@ impl Snapshot {
     /// The shell text that restores this state in a clean shell (sourced at
     /// the top level of a job's shell, so `declare` makes globals).
     pub fn restore_script(&self) -> String {
+        self.script_of(&KIND_ORDER)
+    }
+
+    /// All of the restore but traps and `set -o`: what a template shell
+    /// restores ahead of its job (its own loop must not run under the user's
+    /// `set -e` or traps).
+    pub fn template_script(&self) -> String {
+        let early: Vec<&str> = KIND_ORDER
+            .into_iter()
+            .filter(|kind| !matches!(*kind, "trap" | "set"))
+            .collect();
+        self.script_of(&early)
+    }
+
+    /// Traps and `set -o`: what each job of a template applies itself.
+    pub fn late_script(&self) -> String {
+        self.script_of(&["trap", "set"])
+    }
+
+    fn script_of(&self, kinds: &[&str]) -> String {
         let mut script = String::new();
-        for kind in KIND_ORDER {
+        for &kind in kinds {
             let prefix = format!("{kind}:");
             let texts = self
                 .items
@@ -463,10 +483,14 @@ mod tests {
             .insert("func:f".into(), "f () \n{ \n    :\n}".into());
         let script = s.restore_script();
         assert!(script.starts_with("cd -- '/tmp/it'\\''s here' 2>/dev/null || cd /\n"));
-        s.items.insert("set:pipefail".into(), "set +o pipefail".into());
-        s.items.insert("shopt:extglob".into(), "shopt -u extglob".into());
+        s.items
+            .insert("set:pipefail".into(), "set +o pipefail".into());
+        s.items
+            .insert("shopt:extglob".into(), "shopt -u extglob".into());
         let script = s.restore_script();
-        assert!(script.find("f ()").unwrap() < script.find("set -o errexit +o pipefail\n").unwrap());
+        assert!(
+            script.find("f ()").unwrap() < script.find("set -o errexit +o pipefail\n").unwrap()
+        );
         assert!(script.find("shopt -s expand_aliases\n").unwrap() < script.find("f ()").unwrap());
         assert!(script.contains("shopt -u extglob\n"), "{script}");
     }
@@ -482,9 +506,19 @@ mod tests {
         let names: Vec<&str> = items.keys().map(String::as_str).collect();
         assert_eq!(
             names,
-            ["var:MULTI", "var:OPTIND", "var:arr", "var:as", "var:u", "var:x"]
+            [
+                "var:MULTI",
+                "var:OPTIND",
+                "var:arr",
+                "var:as",
+                "var:u",
+                "var:x"
+            ]
         );
-        assert_eq!(items["var:arr"], "declare -a arr=([0]=\"1 2\" [1]=$'x\\ny')");
+        assert_eq!(
+            items["var:arr"],
+            "declare -a arr=([0]=\"1 2\" [1]=$'x\\ny')"
+        );
         assert_eq!(items["var:MULTI"], "declare -x MULTI=\"one\ntwo\"");
     }
 

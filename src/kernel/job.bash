@@ -1,0 +1,71 @@
+# One job, forked in its own process group (the shell that forks it has job
+# control on), by the kernel's shell or by a prepared template (see
+# zygote.bash): the reporter reports the job's start and end on fd 4; the
+# job's shell restores what is not restored yet (`$__eukhe_restore`), runs
+# the command and captures the shell state it leaves, with builtins only,
+# immune to the user's options, functions, aliases, IFS and PATH. In a
+# template the user's functions are defined: so `builtin printf` (a
+# function named `builtin`, or after a POSIX special builtin, is never
+# kept).
+{
+  # The reporter outlives the job's cancel signals; its shell does not
+  # (a trapped signal is reset to its default in the subshell).
+  trap ':' INT TERM HUP
+  exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
+  builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
+  (
+    # The reporter's traps are not the user's (`trap -p` in a subshell
+    # shows the parent's until the subshell sets its own).
+    trap - INT TERM HUP
+    exec 3<&- 4>&- 5<&-
+    . "$__eukhe_restore"
+    eval "$__eukhe_cmd"
+    # Everything below runs after the user's command, in its state.
+    { __eukhe_st=$? __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
+        __eukhe_pcs=${POSIXLY_CORRECT+x} __eukhe_pcv=${POSIXLY_CORRECT-}
+      # POSIX mode: special builtins (set, trap, unset, export) are found
+      # before any function of the same name.
+      POSIXLY_CORRECT=y
+      set +euCfvxET +o pipefail
+    } 2>/dev/null
+    # Functions named like builtins this code needs are not kept (POSIX
+    # special builtins cannot be shadowed here, so `export` tests them).
+    __eukhe_dropped=
+    for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
+      export -f "$__eukhe_f" 2>/dev/null && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
+    done
+    # No forks below: names go through a scratch file, not a pipe.
+    {
+      builtin printf 'traps\0\0'; trap -p; builtin printf '\0'
+      trap - DEBUG ERR RETURN EXIT
+      builtin printf 'cwd\0\0'; builtin pwd; builtin printf '\0'
+      builtin printf 'setopts\0%s\0' "$__eukhe_so"
+      builtin set +o; builtin printf '\0'
+      builtin printf 'shopts\0%s\0' "$__eukhe_bo"
+      builtin shopt -p; builtin printf '\0'
+      builtin printf 'umask\0\0'; builtin umask -p; builtin printf '\0'
+      builtin printf 'dropped\0\0%s\0' "$__eukhe_dropped"
+      if [[ -n $__eukhe_pcs ]]; then
+        builtin printf 'var\0POSIXLY_CORRECT\0declare -- POSIXLY_CORRECT=%s\0' "${__eukhe_pcv@Q}"
+      fi
+      # Every variable in one call, one statement a line (bash quotes
+      # values with control characters as $'...'); the kernel leaves out
+      # bash's own and eukhe's.
+      builtin printf 'vars\0\0'; builtin declare -p; builtin printf '\0'
+      builtin compgen -A function >"$__eukhe_state.names"
+      builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
+      for __eukhe_n in "${__eukhe_names[@]}"; do
+        builtin printf 'func\0%s\0' "$__eukhe_n"
+        builtin declare -f -- "$__eukhe_n"
+        builtin printf '\0'
+      done
+      for __eukhe_n in "${!BASH_ALIASES[@]}"; do
+        builtin printf 'alias\0%s\0' "$__eukhe_n"
+        builtin alias -- "$__eukhe_n"
+        builtin printf '\0'
+      done
+    } >"$__eukhe_state" 2>/dev/null
+    exit "$__eukhe_st"
+  )
+  builtin printf 'ended\0%s\0%s\0' "$__eukhe_job" "$?" >&4
+} &
