@@ -32,9 +32,10 @@
     # special builtins cannot be shadowed here, so `export` tests them).
     __eukhe_dropped=
     for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
-      export -f "$__eukhe_f" 2>/dev/null && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
-    done
-    # No forks below: names go through a scratch file, not a pipe.
+      export -f "$__eukhe_f" && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
+    done 2>/dev/null
+    # No forks and no files below: a few builtins, each printing all of
+    # one kind.
     {
       builtin printf 'traps\0\0'; trap -p; builtin printf '\0'
       trap - DEBUG ERR RETURN EXIT
@@ -52,13 +53,10 @@
       # values with control characters as $'...'); the kernel leaves out
       # bash's own and eukhe's.
       builtin printf 'vars\0\0'; builtin declare -p; builtin printf '\0'
-      builtin compgen -A function >"$__eukhe_state.names"
-      builtin mapfile -t __eukhe_names <"$__eukhe_state.names"
-      for __eukhe_n in "${__eukhe_names[@]}"; do
-        builtin printf 'func\0%s\0' "$__eukhe_n"
-        builtin declare -f -- "$__eukhe_n"
-        builtin printf '\0'
-      done
+      # Every function: their names, then all of them in one call, in
+      # the same (sorted) order; the kernel splits them.
+      builtin printf 'funcnames\0\0'; builtin declare -F; builtin printf '\0'
+      builtin printf 'funcs\0\0'; builtin declare -f; builtin printf '\0'
       for __eukhe_n in "${!BASH_ALIASES[@]}"; do
         builtin printf 'alias\0%s\0' "$__eukhe_n"
         builtin alias -- "$__eukhe_n"

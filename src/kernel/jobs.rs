@@ -294,8 +294,11 @@ impl Kernel {
         }
     }
 
-    pub fn version(&self) -> u64 {
-        self.version
+    /// Whether the template is missing or restored an older snapshot.
+    pub fn needs_template(&self) -> bool {
+        self.template
+            .as_ref()
+            .map_or(true, |t| t.version != self.version)
     }
 
     /// A template reported that it is ready.

@@ -205,8 +205,9 @@ fn start_kernel(
             (snapshot, None)
         }
     };
-    let (mut kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
-    kernel.prepare_template();
+    // No template yet: the first job would compete with it for the CPU (a
+    // session's start); one is prepared when a job ends.
+    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
     let listener = serve::listen(&paths.kernel_socket(&meta.id))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
     // and it is only ever trusted by identity (pid and start time).

@@ -389,9 +389,8 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                 Report::Started { job, pid } => k.started(&job, pid),
                 Report::Ended { job, status } => {
                     tracing::info!(job, status, "{job} exited {status}");
-                    let version = k.version();
                     k.ended(&job, status);
-                    if k.version() != version {
+                    if k.needs_template() {
                         k.prepare_template();
                     }
                 }

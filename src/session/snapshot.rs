@@ -219,6 +219,7 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
     }
     let mut capture = Capture::default();
     let items = &mut capture.snapshot.items;
+    let mut function_names: Vec<&str> = Vec::new();
     for triple in fields[..fields.len() - 1].chunks(3) {
         let (kind, name, text) = (triple[0], triple[1], triple[2].trim_end_matches('\n'));
         match kind {
@@ -280,6 +281,18 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
             }
             "func" => {
                 items.insert(format!("func:{name}"), text.to_string());
+            }
+            "funcnames" => {
+                // `declare -f NAME`, `declare -fx NAME`, ...
+                function_names = text
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().nth(2))
+                    .collect();
+            }
+            "funcs" => {
+                for (name, definition) in definitions(text, &function_names) {
+                    items.insert(format!("func:{name}"), definition.to_string());
+                }
             }
             "alias" => {
                 items.insert(format!("alias:{name}"), format!("alias -- {text}"));
@@ -366,6 +379,34 @@ fn declarations(text: &str) -> Vec<(&str, &str)> {
             is_name(name).then_some((name, statement))
         })
         .collect()
+}
+
+/// Split `declare -f` output into each function's definition. `names` are
+/// the functions in the order bash prints them (`declare -F`); each
+/// definition starts at the line `NAME () ` and runs to the next one's.
+fn definitions<'t>(text: &'t str, names: &[&'t str]) -> Vec<(&'t str, &'t str)> {
+    let mut starts = Vec::new();
+    let mut from = 0;
+    for name in names {
+        let header = format!("{name} () \n");
+        let found = if text[from..].starts_with(&header) {
+            Some(from)
+        } else {
+            text[from..]
+                .find(&format!("\n{header}"))
+                .map(|at| from + at + 1)
+        };
+        if let Some(at) = found {
+            starts.push((*name, at));
+            from = at + header.len();
+        }
+    }
+    let mut definitions = Vec::new();
+    for (i, (name, start)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(text.len(), |(_, next)| *next);
+        definitions.push((*name, text[*start..end].trim_end_matches('\n')));
+    }
+    definitions
 }
 
 /// Split `trap -p` output into its commands (a trap's action may span
@@ -520,6 +561,16 @@ mod tests {
             "declare -a arr=([0]=\"1 2\" [1]=$'x\\ny')"
         );
         assert_eq!(items["var:MULTI"], "declare -x MULTI=\"one\ntwo\"");
+    }
+
+    #[test]
+    fn functions_printed_together_are_split_by_their_names() {
+        let names = "declare -f a\ndeclare -fx b_2\n";
+        let funcs = "a () \n{ \n    cat <<EOF\nb_2 ()\nEOF\n}\nb_2 () \n{ \n    echo two\n}\n";
+        let bytes = capture(&[("funcnames", "", names), ("funcs", "", funcs)]);
+        let items = parse_capture(&bytes).unwrap().snapshot.items;
+        assert_eq!(items["func:a"], "a () \n{ \n    cat <<EOF\nb_2 ()\nEOF\n}");
+        assert_eq!(items["func:b_2"], "b_2 () \n{ \n    echo two\n}");
     }
 
     #[test]
