@@ -17,6 +17,7 @@ use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::runs::{kernel_accepts, SpoolRun};
+use crate::laws::timing::TM;
 use crate::protocol::kernel::JobState;
 use crate::protocol::message::Stream;
 use crate::session::snapshot::{parse_capture, Snapshot};
@@ -86,6 +87,8 @@ pub struct Kernel {
     version: u64,
     template: Option<Template>,
     template_seq: u64,
+    /// When the last job started or ended (monotonic ms).
+    last_job_ms: u64,
 }
 
 impl Kernel {
@@ -114,6 +117,7 @@ impl Kernel {
                 version: 0,
                 template: None,
                 template_seq: 0,
+                last_job_ms: crate::clock::mono_ms(),
             },
             reports,
         ))
@@ -214,6 +218,7 @@ impl Kernel {
             }
         };
         handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        self.last_job_ms = crate::clock::mono_ms();
         self.jobs.insert(
             job.to_string(),
             Job {
@@ -294,6 +299,18 @@ impl Kernel {
         }
     }
 
+    /// Drop the template of a session that has been idle for
+    /// `template_idle` (its shell is memory an idle session need not hold;
+    /// the next job restores the snapshot itself and prepares another).
+    pub fn drop_idle_template(&mut self, now_ms: u64) {
+        let running = self.jobs.values().any(|j| j.end.is_none());
+        if self.template.is_some() && template_expired(running, self.last_job_ms, now_ms) {
+            if let Some(template) = self.template.take() {
+                template.remove_files();
+            }
+        }
+    }
+
     /// Whether the template is missing or restored an older snapshot.
     pub fn needs_template(&self) -> bool {
         self.template
@@ -363,6 +380,7 @@ impl Kernel {
             return;
         }
         j.placeholders.clear();
+        self.last_job_ms = crate::clock::mono_ms();
         let mut notice = None;
         let mut signal = None;
         match captured.map(|bytes| parse_capture(&bytes)) {
@@ -438,6 +456,12 @@ impl Kernel {
     }
 }
 
+/// Whether a template has waited too long for a job: none runs and the
+/// last one started or ended more than `template_idle` ago.
+fn template_expired(job_running: bool, last_job_ms: u64, now_ms: u64) -> bool {
+    !job_running && now_ms.saturating_sub(last_job_ms) > TM.template_idle
+}
+
 /// A started job's output pipes, to be read by `output::read`.
 pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
 
@@ -445,5 +469,25 @@ pub fn stream_name(stream: Stream) -> &'static str {
     match stream {
         Stream::Stdout => "out",
         Stream::Stderr => "err",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_outlives_a_busy_spell_and_goes_after_an_idle_one() {
+        let idle = TM.template_idle;
+        assert!(!template_expired(false, 1_000, 1_000 + idle));
+        assert!(template_expired(false, 1_000, 1_000 + idle + 1));
+        assert!(
+            !template_expired(true, 1_000, 1_000 + 10 * idle),
+            "a job runs"
+        );
+        assert!(
+            !template_expired(false, 5_000, 1_000),
+            "a clock before the job"
+        );
     }
 }

@@ -498,6 +498,7 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
         tree::reap();
         count_background(&ctx);
         flush_notices(&ctx);
+        ctx.kernel.borrow_mut().drop_idle_template(mono_ms());
         let no_worker = {
             ctx.workers.borrow_mut().retain(|c| !c.is_closed());
             ctx.workers.borrow().is_empty()

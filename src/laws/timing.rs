@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Names of the timeouts, in the order [`Tm::values`] returns them.
-pub const TIMEOUT_NAMES: [&str; 19] = [
+pub const TIMEOUT_NAMES: [&str; 20] = [
     "stop_grace",
     "kernel_teardown",
     "harness_close",
@@ -32,6 +32,7 @@ pub const TIMEOUT_NAMES: [&str; 19] = [
     "restart_window",
     "restart_pause_max",
     "cancel_grace",
+    "template_idle",
 ];
 
 /// Every timeout constant of the daemon.
@@ -77,6 +78,10 @@ pub struct Tm {
     /// A cancelled run gets this long after SIGINT before SIGTERM, and again
     /// before SIGKILL.
     pub cancel_grace: u64,
+    /// A kernel keeps the shell it prepared for the next job (a template,
+    /// the snapshot already restored) this long after its last job: an idle
+    /// session holds no shell beyond its own.
+    pub template_idle: u64,
 }
 
 /// The daemon's timeouts.
@@ -100,6 +105,7 @@ pub const TM: Tm = Tm {
     restart_window: 900_000,
     restart_pause_max: 30_000,
     cancel_grace: 1_000,
+    template_idle: 60_000,
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
@@ -212,7 +218,7 @@ pub const ORDERING: [Relation; 8] = [
 
 impl Tm {
     /// The values in [`TIMEOUT_NAMES`] order.
-    pub fn values(&self) -> [u64; 19] {
+    pub fn values(&self) -> [u64; 20] {
         [
             self.stop_grace,
             self.kernel_teardown,
@@ -233,12 +239,13 @@ impl Tm {
             self.restart_window,
             self.restart_pause_max,
             self.cancel_grace,
+            self.template_idle,
         ]
     }
 
     /// The timeouts from values in [`TIMEOUT_NAMES`] order (the inverse of
     /// [`Tm::values`]).
-    pub fn from_values(v: [u64; 19]) -> Tm {
+    pub fn from_values(v: [u64; 20]) -> Tm {
         Tm {
             stop_grace: v[0],
             kernel_teardown: v[1],
@@ -259,6 +266,7 @@ impl Tm {
             restart_window: v[16],
             restart_pause_max: v[17],
             cancel_grace: v[18],
+            template_idle: v[19],
         }
     }
 }
