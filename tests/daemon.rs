@@ -840,6 +840,18 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
         assert_eq!(mode(&session.join(file)), 0o600, "{file}");
     }
     assert_eq!(mode(&state.join("busy.log")), 0o600, "busy evidence");
+    // The kernel's spool and scratch files (output, ends, restore scripts,
+    // the template's): nobody else's to read.
+    for dir in ["spool", "scratch"] {
+        for entry in std::fs::read_dir(session.join(dir)).unwrap().flatten() {
+            let path = entry.path();
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                use std::os::unix::fs::PermissionsExt as _;
+                let bits = meta.permissions().mode() & 0o777;
+                assert_eq!(bits & 0o077, 0, "{} is {bits:o}", path.display());
+            }
+        }
+    }
     // The snapshot keeps the value (0600, for the kernel); no log does.
     let mut logs = vec![state.join("busy.log"), state.join("daemon.log")];
     for entry in std::fs::read_dir(&session).unwrap().flatten() {

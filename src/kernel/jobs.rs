@@ -208,7 +208,7 @@ impl Kernel {
             }
             None => {
                 let restore = self.scratch(job, "restore");
-                std::fs::write(&restore, self.snapshot.restore_script())
+                write_private(&restore, &self.snapshot.restore_script())
                     .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
                 let restore = restore.to_string_lossy();
                 let message = zygote::message(&[
@@ -272,8 +272,8 @@ impl Kernel {
                 .write(true)
                 .open(&fifo)
                 .map_err(|e| format!("kernel: {}: {e}", fifo.display()))?;
-            std::fs::write(&restore, self.snapshot.template_script())
-                .and_then(|_| std::fs::write(&late, self.snapshot.late_script()))
+            write_private(&restore, &self.snapshot.template_script())
+                .and_then(|_| write_private(&late, &self.snapshot.late_script()))
                 .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
             let message = zygote::message(&[
                 "template",
@@ -454,6 +454,19 @@ impl Kernel {
             self.spool.forget(job);
         }
     }
+}
+
+/// Write a restore script, 0600: it holds the session's variables, which
+/// may be secrets.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 /// Whether a template has waited too long for a job: none runs and the
