@@ -15,6 +15,7 @@ use super::state::Worker;
 use crate::build_id::build_id;
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
+use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
 use crate::protocol::kernel::{FromKernel, JobState, ToKernel, KERNEL_PROTOCOL};
@@ -24,6 +25,9 @@ use crate::session::transcript::EntryBody;
 /// How often a worker retries a kernel it cannot drive yet (another
 /// protocol version with runs in flight, or one still starting).
 const RETRY: Duration = Duration::from_millis(200);
+
+/// Refused connections after which a live kernel counts as broken.
+const UNREACHABLE_AFTER: u32 = 10;
 
 /// Connect, reconcile, then serve the kernel's messages until the link
 /// ends. Returns why it ended (the kernel is gone) unless the worker stops.
@@ -71,6 +75,7 @@ async fn connect(
     };
     let socket = paths.kernel_socket(&id);
     let mut said_waiting = false;
+    let mut refused = 0;
     loop {
         let live = read_json::<KernelRecord>(&files.kernel())
             .ok()
@@ -79,9 +84,24 @@ async fn connect(
         if live.is_none() {
             start_kernel(&id, paths).await?;
         }
-        let Ok(mut stream) = UnixStream::connect(&socket).await else {
-            tokio::time::sleep(RETRY).await;
-            continue;
+        let mut stream = match UnixStream::connect(&socket).await {
+            Ok(stream) => stream,
+            // A live kernel records itself only once it listens: one that
+            // keeps refusing is broken; it is ended (by identity) and
+            // replaced, like a kernel that died.
+            Err(e) => {
+                refused += 1;
+                if let (Some(kernel), true) = (live, refused >= UNREACHABLE_AFTER) {
+                    tracing::warn!(
+                        "the kernel ({}) is unreachable ({e}): ending it",
+                        kernel.identity.pid
+                    );
+                    end_kernel(&id, kernel.identity).await;
+                    refused = 0;
+                }
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
         };
         let hello = ToKernel::Hello {
             protocol: KERNEL_PROTOCOL,
@@ -115,6 +135,23 @@ async fn connect(
         let _ = read_frame_bytes(&mut stream).await;
         tokio::time::sleep(RETRY).await;
     }
+}
+
+/// End a broken kernel: through its unit under systemd, else by identity
+/// (SIGTERM ends its processes; SIGKILL if it outlives its teardown).
+async fn end_kernel(id: &str, kernel: crate::laws::adoption::ProcessIdentity) {
+    if crate::host::HostKind::from_env() == Ok(crate::host::HostKind::Systemd) {
+        if let Err(e) = crate::host::kernel_unit::stop(id).await {
+            tracing::warn!("{e}");
+        }
+        return;
+    }
+    crate::host::process::signal(kernel, libc::SIGTERM);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
+    while is_alive(kernel) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(RETRY).await;
+    }
+    crate::host::process::signal(kernel, libc::SIGKILL);
 }
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
