@@ -440,21 +440,27 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                     runs.sent.push(input);
                 }
                 Ok(Response::Replayed) => {}
-                Ok(Response::Cancelled { run: None, .. }) => eprintln!("eukhe: no run to cancel"),
-                Ok(Response::Cancelled { .. }) => {}
+                Ok(Response::Cancelled { run: None, .. }) => {
+                    eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
+                }
+                Ok(Response::Cancelled { run: Some(run), .. }) => {
+                    if std::mem::take(&mut runs.cancel_asked) {
+                        eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+                    }
+                }
                 Ok(other) => return unexpected(other),
                 Err(_) => client = reattach(&session).await?,
             },
             _ = interrupts.recv() => {
-                match runs.running {
-                    Some(run) => eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)"),
-                    None => eprintln!("eukhe: no run is running (Ctrl-\\ detaches)"),
+                // Say which run is cancelled first when this view knows;
+                // else the worker's answer says it.
+                if let Some(run) = runs.running {
+                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
                 }
-                if runs.running.is_some() {
-                    let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
-                    if client.send(&request).await.is_err() {
-                        client = reattach(&session).await?;
-                    }
+                runs.cancel_asked = runs.running.is_none();
+                let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
+                if client.send(&request).await.is_err() {
+                    client = reattach(&session).await?;
                 }
             }
             _ = quits.recv() => {
@@ -486,6 +492,8 @@ struct RunsSeen {
     sent: Vec<u64>,
     /// Inputs sent whose run number has not come back yet.
     unanswered: u32,
+    /// A cancel was asked while this view knew of no running run.
+    cancel_asked: bool,
     ended: std::collections::HashSet<u64>,
 }
 
