@@ -129,6 +129,16 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// How many lines of `log` are exactly `line`.
+/// Run 1 (`sleep N; echo x >> F; echo done`) ran once, to its end, and
+/// its end is recorded once and is not an interruption.
+fn ran_once_and_whole(log: &str, file: &std::path::Path) {
+    assert_eq!(lines_equal(log, "done"), 1, "{log}");
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert!(!log.contains("cut short"), "{log}");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "x\n", "F");
+}
+
 fn lines_equal(log: &str, line: &str) -> usize {
     log.lines().filter(|l| *l == line).count()
 }
@@ -354,11 +364,7 @@ fn a_run_outlives_a_sigkilled_worker_and_its_end_is_recorded_once() {
     let out = t.run(&["send", &id, "echo later", "--wait"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = t.log(&id);
-    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
-    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
-    assert!(!log.contains("interrupted"), "{log}");
-    assert!(!log.contains("cut short"), "{log}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
+    ran_once_and_whole(&log, &file);
     let restarted = t.worker(&id);
     assert_ne!(restarted, worker, "a new worker serves the session");
     assert!(still(kernel), "the kernel outlived the worker");
@@ -392,12 +398,8 @@ fn a_run_outlives_its_lost_supervisor_and_the_next_supervisor_resumes_it() {
         "the run's process ended with the worker (or the run was too short)"
     );
     let log = t.log_with(&id, "[run 2 exited 0]", Duration::from_secs(20));
-    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
-    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    ran_once_and_whole(&log, &file);
     assert_eq!(lines_equal(&log, "second"), 1, "{log}");
-    assert!(!log.contains("interrupted"), "{log}");
-    assert!(!log.contains("cut short"), "{log}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
     assert_eq!(t.session(&id)["kernel_pid"], kernel.pid);
 }
 
@@ -432,10 +434,7 @@ fn a_busy_run_survives_the_replacement_of_another_builds_worker() {
     let out = t.run(&["send", &id, "echo later", "--wait"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = t.log(&id);
-    assert_eq!(lines_equal(&log, "done"), 1, "{log}");
-    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
-    assert!(!log.contains("interrupted"), "{log}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x\n", "F");
+    ran_once_and_whole(&log, &file);
     assert!(still(kernel), "the kernel outlived the replacement");
     t.worker(&id);
 }

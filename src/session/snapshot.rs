@@ -226,31 +226,18 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
             "cwd" if !text.is_empty() => {
                 items.insert("cwd:".into(), text.to_string());
             }
+            // `name` is $SHELLOPTS / $BASHOPTS as the user left them (the
+            // options on); `text` lists every option, so options off are
+            // kept too.
             "setopts" => {
-                // `name` is $SHELLOPTS as the user left it; `text` lists
-                // every option (`set +o`), so options off are kept too.
-                let on: Vec<&str> = name.split(':').collect();
-                for line in text.lines() {
-                    let Some(option) = line.split_whitespace().nth(2) else {
-                        continue;
-                    };
-                    if SET_OPTIONS_NOT_KEPT.contains(&option) {
-                        continue;
-                    }
-                    let sign = if on.contains(&option) { '-' } else { '+' };
+                for (option, on) in options(name, text, &SET_OPTIONS_NOT_KEPT) {
+                    let sign = if on { '-' } else { '+' };
                     items.insert(format!("set:{option}"), format!("set {sign}o {option}"));
                 }
             }
             "shopts" => {
-                let on: Vec<&str> = name.split(':').collect();
-                for line in text.lines() {
-                    let Some(option) = line.split_whitespace().nth(2) else {
-                        continue;
-                    };
-                    if SHOPT_OPTIONS_NOT_KEPT.contains(&option) {
-                        continue;
-                    }
-                    let flag = if on.contains(&option) { 's' } else { 'u' };
+                for (option, on) in options(name, text, &SHOPT_OPTIONS_NOT_KEPT) {
+                    let flag = if on { 's' } else { 'u' };
                     items.insert(format!("shopt:{option}"), format!("shopt -{flag} {option}"));
                 }
             }
@@ -301,6 +288,22 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
         }
     }
     Ok(capture)
+}
+
+/// Every option `listing` names (`set +o` or `shopt -p` lines, the
+/// option third), less `not_kept`, and whether `enabled` (a colon list)
+/// has it on.
+fn options<'t>(
+    enabled: &'t str,
+    listing: &'t str,
+    not_kept: &'t [&str],
+) -> impl Iterator<Item = (&'t str, bool)> + 't {
+    let on: Vec<&str> = enabled.split(':').collect();
+    listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .filter(move |option| !not_kept.contains(option))
+        .map(move |option| (option, on.contains(&option)))
 }
 
 /// Variables that are bash's own (read-only, dynamic, per shell) or
