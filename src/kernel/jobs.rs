@@ -359,7 +359,9 @@ impl Kernel {
             if let Some(end) = &mut j.end {
                 end.settled = true;
                 let end = end.clone();
-                let _ = self.spool.set_end(job, &end);
+                if keeps_end(job) {
+                    let _ = self.spool.set_end(job, &end);
+                }
                 self.forget_scratch(job);
             }
         }
@@ -422,9 +424,11 @@ impl Kernel {
             settled: j.open_streams == 0,
         };
         j.end = Some(end.clone());
-        if let Err(e) = self.spool.set_end(job, &end) {
-            self.notices
-                .push(format!("the end of {job} could not be kept: {e}"));
+        if keeps_end(job) {
+            if let Err(e) = self.spool.set_end(job, &end) {
+                self.notices
+                    .push(format!("the end of {job} could not be kept: {e}"));
+            }
         }
         if end.settled {
             self.forget_scratch(job);
@@ -454,6 +458,13 @@ impl Kernel {
             self.spool.forget(job);
         }
     }
+}
+
+/// Whether `job`'s end is kept on disk: a run's is (a later worker records
+/// it); user bash's is not (its client leaves with its worker, and the
+/// next worker drops it), which spares every `eukhe bash` two file writes.
+fn keeps_end(job: &str) -> bool {
+    job.starts_with('r')
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which
