@@ -13,6 +13,7 @@ pub mod kernel_unit;
 pub mod log;
 pub mod process;
 pub mod sd_journal;
+pub mod socket;
 pub mod systemd;
 pub mod units;
 

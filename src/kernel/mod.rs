@@ -208,7 +208,8 @@ fn start_kernel(
     // No template yet: the first job would compete with it for the CPU (a
     // session's start); one is prepared when a job ends.
     let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
-    let listener = serve::listen(&paths.kernel_socket(&meta.id))?;
+    let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))
+        .map_err(|e| format!("kernel: {e}"))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
     // and it is only ever trusted by identity (pid and start time).
     write_json_unsynced(

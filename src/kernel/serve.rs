@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::PermissionsExt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -21,12 +20,12 @@ use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
+use crate::host::socket::from_own_user;
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
 use crate::laws::timing::TM;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::frame::{encode, read_frame, FrameError};
 use crate::protocol::kernel::{write_raw, FromKernel, ToKernel, KERNEL_PROTOCOL};
-use crate::session::store::private_dir;
 
 /// Frames waiting for a slow worker: a bound on the kernel's memory (each
 /// frame holds at most one spool record).
@@ -57,13 +56,11 @@ pub async fn run(
     tokio::task::spawn_local(reap_children(ctx.clone()));
     tokio::task::spawn_local(tick(ctx.clone(), journal));
     tokio::task::spawn_local(stop_on_sigterm(ctx.clone()));
-    // SAFETY: getuid(2) cannot fail.
-    let own_uid = unsafe { libc::getuid() };
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                if stream.peer_cred().map(|c| c.uid()).ok() != Some(own_uid) {
+                if !from_own_user(&stream) {
                     continue;
                 }
                 tokio::task::spawn_local(connection(ctx.clone(), stream));
@@ -71,22 +68,6 @@ pub async fn run(
             _ = ctx.exit.notified() => return Ok(()),
         }
     }
-}
-
-/// Listen on the kernel's socket (0600, in a 0700 directory).
-pub fn listen(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, String> {
-    if let Some(dir) = path.parent() {
-        private_dir(dir)?;
-    }
-    let _ = std::fs::remove_file(path);
-    let listener = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| format!("kernel: cannot listen on {}: {e}", path.display()))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("kernel: {e}"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("kernel: cannot protect {}: {e}", path.display()))?;
-    Ok(listener)
 }
 
 /// Send a control message (never held back by output waiting for a slow

@@ -3,7 +3,6 @@
 //! supervisor.
 
 use std::cell::RefCell;
-use std::os::unix::fs::PermissionsExt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
 use crate::host::process::is_alive;
+use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
@@ -25,7 +25,7 @@ use crate::protocol::hello::{check_protocol, Role};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
-use crate::session::store::{private_dir, read_json, KernelRecord};
+use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::{read_entries, EntryBody};
 
 /// Shared wake-ups: the run loop, and the end of the worker.
@@ -38,14 +38,8 @@ struct Signals {
 pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), String> {
     let id = worker.borrow().meta.id.clone();
     let socket = paths.worker_socket(&id);
-    if let Some(dir) = socket.parent() {
-        private_dir(dir)?;
-    }
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)
+    let listener = UnixListener::from_std(listen_private(&socket)?)
         .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot protect {}: {e}", socket.display()))?;
     let signals = Signals::default();
     let failure: Rc<RefCell<Option<String>>> = Rc::default();
     {
@@ -70,13 +64,11 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     worker.borrow_mut().work_changed();
     systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
     tracing::info!("serving session {id} on {}", socket.display());
-    // SAFETY: getuid(2) cannot fail.
-    let own_uid = unsafe { libc::getuid() };
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                if stream.peer_cred().map(|c| c.uid()).ok() != Some(own_uid) {
+                if !from_own_user(&stream) {
                     refuse(stream, "eukhe: connection refused: another user's process").await;
                     continue;
                 }
