@@ -14,6 +14,10 @@
 //! # stop outlasts it (cancel_grace_ms + kill_route <= stop_grace, 2000 by
 //! # default: `eukhe laws` shows the timeouts).
 //! cancel_grace_ms = 1000
+//! # Output is written at once and fsynced at most this long after (and at
+//! # its run's end): what a power cut can lose. 0 syncs every write.
+//! # Default: 200, at most 60000.
+//! output_sync_ms = 200
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` overrides the file.
@@ -23,7 +27,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::laws::orphan::LostExitWindow;
-use crate::laws::timing::{timeouts_ordered, Tm, TM, WORKER_LOST_EXIT_DEFAULT_MS};
+use crate::laws::timing::{
+    timeouts_ordered, Tm, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM, WORKER_LOST_EXIT_DEFAULT_MS,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +40,8 @@ pub struct Config {
     pub worker_watchdog_ms: u64,
     #[serde(default = "default_cancel_grace")]
     pub cancel_grace_ms: u64,
+    #[serde(default = "default_output_sync")]
+    pub output_sync_ms: u64,
 }
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
@@ -51,6 +59,10 @@ fn default_cancel_grace() -> u64 {
     TM.cancel_grace
 }
 
+fn default_output_sync() -> u64 {
+    OUTPUT_SYNC_MS
+}
+
 fn default_lost_exit() -> LostExitWindow {
     LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS)
 }
@@ -61,6 +73,7 @@ impl Default for Config {
             worker_lost_exit_ms: default_lost_exit(),
             worker_watchdog_ms: default_watchdog(),
             cancel_grace_ms: default_cancel_grace(),
+            output_sync_ms: default_output_sync(),
         }
     }
 }
@@ -97,6 +110,12 @@ impl Config {
             return Err(format!(
                 "worker_watchdog_ms = {} is below the minimum {WORKER_WATCHDOG_MIN_MS}: workers show a sign of life only every second",
                 config.worker_watchdog_ms
+            ));
+        }
+        if config.output_sync_ms > OUTPUT_SYNC_MAX_MS {
+            return Err(format!(
+                "output_sync_ms = {} is too long: at most {OUTPUT_SYNC_MAX_MS} (a power cut loses up to that much output)",
+                config.output_sync_ms
             ));
         }
         if config.cancel_grace_ms == 0 {
@@ -169,6 +188,17 @@ mod tests {
         assert!(!err.is_empty());
         let err = Config::parse("colour = \"blue\"").unwrap_err();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn output_sync_defaults_to_200_ms_and_is_bounded() {
+        assert_eq!(Config::parse("").unwrap().output_sync_ms, 200);
+        assert_eq!(
+            Config::parse("output_sync_ms = 0").unwrap().output_sync_ms,
+            0
+        );
+        let err = Config::parse("output_sync_ms = 60001").unwrap_err();
+        assert!(err.contains("output_sync_ms = 60001 is too long"), "{err}");
     }
 
     #[test]

@@ -30,7 +30,8 @@ fn sessions_run_commands_and_keep_their_namespace() {
     assert_eq!(String::from_utf8_lossy(&failing.stdout), "run output\n");
     let log = env.log(&id);
     assert!(
-        log.contains("[run 1] $ echo run output; exit 3\nrun output\n[run 1 exited 3]"),
+        // Two user bashes took inputs 1 and 2: inputs share one sequence.
+        log.contains("[run 3] $ echo run output; exit 3\nrun output\n[run 3 exited 3]"),
         "{log}"
     );
     let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
@@ -488,8 +489,9 @@ fn attach_replays_then_follows_and_typed_lines_are_input() {
     env.ok(&["bash", &id, "--", "echo from elsewhere"]);
     expect("from elsewhere");
     writeln!(stdin, "echo typed input").unwrap();
-    expect("[run 1] $ echo typed input");
-    expect("[run 1 exited 0]");
+    // After user bashes 1 and 2, the typed line is input 3.
+    expect("[run 3] $ echo typed input");
+    expect("[run 3 exited 0]");
     drop(stdin);
     let _ = attached.kill();
     let _ = attached.wait();
@@ -675,23 +677,29 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo acknowledged"]);
     env.ok(&["shutdown", "--force"]);
-    let transcript = env.dir.join("state/sessions").join(&id).join("transcript");
+    let transcript = env.dir.join("state/sessions").join(&id).join("transcript2");
     let good = std::fs::metadata(&transcript).unwrap().len();
     // A record header promising 200 bytes, and only a few of them: what a
-    // crash in the middle of an append leaves.
+    // crash in the middle of an append leaves (the file's sync marker is
+    // bytes 8..16 of its header).
+    let marker = std::fs::read(&transcript).unwrap()[8..16].to_vec();
+    let mut torn = marker;
+    torn.extend_from_slice(&1000u64.to_be_bytes());
+    torn.push(1);
+    torn.extend_from_slice(&200u32.to_be_bytes());
+    torn.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, b'{', b'"']);
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .open(&transcript)
         .unwrap();
-    file.write_all(&[0, 0, 0, 200, 0xde, 0xad, 0xbe, 0xef, b'{', b'"'])
-        .unwrap();
+    file.write_all(&torn).unwrap();
     drop(file);
     assert_eq!(env.ok(&["bash", &id, "--", "echo after"]), "after\n");
     let log = env.log(&id);
     assert!(log.contains("acknowledged"), "{log}");
     assert_eq!(log.matches("torn tail").count(), 1, "{log}");
     assert!(
-        log.contains(&format!("10 bytes at offset {good} were cut off")),
+        log.contains(&format!("27 bytes at offset {good} were cut off")),
         "{log}"
     );
 }
@@ -811,7 +819,7 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
     env.ok(&["bash", &id, "--", "export API_TOKEN=s3cr3t-t0ken-value"]);
     env.ok(&["send", &id, "echo run with the token set"]);
     wait_until(Duration::from_secs(10), "the run finishes", || {
-        env.log(&id).contains("[run 1 exited 0]")
+        env.log(&id).contains("[run 2 exited 0]")
     });
     let mode = |path: &std::path::Path| {
         std::fs::metadata(path)
@@ -832,7 +840,7 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
     }
     for file in [
         "meta.json",
-        "transcript",
+        "transcript2",
         "snapshot.json",
         "worker.json",
         "kernel.json",

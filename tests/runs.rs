@@ -584,7 +584,8 @@ fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
     // stop eukhe from keeping the state.
     assert_eq!(kept, "0 1 2 3 4 5\nnoclobber\n");
     let log = t.log(&id);
-    assert!(log.contains("[run 1 exited 3]"), "{log}");
+    // User bash 1 (`KEEP=kept`) took input 1: `exit 3` was run 2.
+    assert!(log.contains("[run 2 exited 3]"), "{log}");
     assert!(!log.contains("given up"), "{log}");
 }
 
@@ -716,16 +717,16 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
         .filter(|l| l.starts_with("! ") && l.contains("background job"))
         .count();
     assert_eq!(notices, 1, "{log}");
-    // Run 1 ended as soon as its shell did, before run 2 ran: the job it
-    // left behind did not hold the queue (run 2's input may be stored in
-    // between, since it was queued while run 1 ran).
+    // Run 2 (after user bash 1) ended as soon as its shell did, before
+    // run 3 ran: the job it left behind did not hold the queue (run 3's
+    // input may be stored in between, since it was queued while run 2 ran).
     let at = |text: &str| {
         log.find(text)
             .unwrap_or_else(|| panic!("no {text:?} in {log}"))
     };
-    assert!(at("\nfrom-run\n") < at("[run 1 exited 0]"), "{log}");
-    assert!(at("[run 1 exited 0]") < at("\nnext\n"), "{log}");
-    assert!(log.contains("[run 2 exited 0]"), "{log}");
+    assert!(at("\nfrom-run\n") < at("[run 2 exited 0]"), "{log}");
+    assert!(at("[run 2 exited 0]") < at("\nnext\n"), "{log}");
+    assert!(log.contains("[run 3 exited 0]"), "{log}");
 }
 
 // Done when 8: cancel ends the running run within the grace; its end says
@@ -734,7 +735,8 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
 fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
     let t = Install::new("cancel");
     let id = t.new_session();
-    // A session in use: a command has run before.
+    // A session in use: a command has run before (user bash 1; the runs
+    // are inputs 2 and 3).
     assert_eq!(t.bash(&id, "cd /tmp && echo ready"), "ready\n");
     t.send(&id, "sleep 1000; echo not-reached");
     t.send(&id, "echo after-cancel");
@@ -743,12 +745,12 @@ fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
     let start = Instant::now();
     let out = t.run(&["cancel", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("cancelling run 1"));
-    let log = t.log_with(&id, "[run 1 cancelled", Duration::from_secs(10));
+    assert!(text(&out.stdout).contains("cancelling run 2"));
+    let log = t.log_with(&id, "[run 2 cancelled", Duration::from_secs(10));
     let took = start.elapsed();
     // The default cancel grace is 1 s; SIGINT ends `sleep` at once.
     assert!(took < Duration::from_secs(3), "took {took:?}:\n{log}");
-    let log = t.log_with(&id, "[run 2 exited 0]", Duration::from_secs(10));
+    let log = t.log_with(&id, "[run 3 exited 0]", Duration::from_secs(10));
     assert_eq!(lines_equal(&log, "after-cancel"), 1, "{log}");
     assert_eq!(
         lines_equal(&log, "not-reached"),
@@ -766,12 +768,12 @@ fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["kind"] == "run_finished" && e["input"] == 1)
+        .find(|e| e["kind"] == "run_finished" && e["input"] == 2)
         .cloned()
         .unwrap();
     assert_eq!(end["cancelled"], true, "{end}");
     assert!(
-        log.contains("[run 1 cancelled: signal 2]"),
+        log.contains("[run 2 cancelled: signal 2]"),
         "the end does not name SIGINT ({end}):\n{log}"
     );
 }
@@ -787,14 +789,14 @@ fn cancel_escalates_to_sigterm_after_the_grace_for_a_run_that_ignores_sigint() {
     let run = t.run_process(kernel, "sleep 1000");
     let start = Instant::now();
     assert!(t.run(&["cancel", &id]).status.success());
-    let log = t.log_with(&id, "[run 1 cancelled", Duration::from_secs(10));
+    let log = t.log_with(&id, "[run 2 cancelled", Duration::from_secs(10));
     let took = start.elapsed();
     assert!(
         took >= Duration::from_millis(500),
         "ended before the grace ({took:?}): SIGINT is ignored"
     );
     assert!(took < Duration::from_secs(3), "took {took:?}");
-    assert!(log.contains("[run 1 cancelled: signal 15]"), "{log}");
+    assert!(log.contains("[run 2 cancelled: signal 15]"), "{log}");
     assert_eq!(lines_equal(&log, "not-reached"), 0, "{log}");
     assert!(!still(run));
     assert!(descendants_running(kernel.pid, "sleep 1000").is_empty());

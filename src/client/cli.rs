@@ -1,6 +1,6 @@
 //! Commands and their flags.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -10,7 +10,7 @@ use super::connect::{connect, Client};
 use super::render;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
 use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
-use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
+use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
 use crate::session::transcript::{Entry, EntryBody};
 
 #[derive(Debug, Parser)]
@@ -97,11 +97,24 @@ pub enum Command {
     },
     /// Withdraw a queued input before it runs (it never runs).
     Withdraw { session: String, run: u64 },
-    /// Print a session's transcript.
+    /// Print a session's transcript: output bytes as the commands wrote
+    /// them, between marked lines.
     Log {
         session: String,
-        #[arg(long)]
+        /// One JSON array of entries; output is `"text"` when it is valid
+        /// UTF-8, else `"base64"`.
+        #[arg(long, conflicts_with = "raw")]
         json: bool,
+        /// Only the last N entries (read from the end of the transcript).
+        #[arg(long, value_name = "N")]
+        tail: Option<u64>,
+        /// Write input N's output bytes exactly, and nothing else (N is the
+        /// number `send` printed, or a user bash's number in `log`).
+        #[arg(long, value_name = "N")]
+        raw: Option<u64>,
+        /// With --raw: only this stream.
+        #[arg(long, value_enum, requires = "raw")]
+        stream: Option<StreamArg>,
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
     /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input
@@ -252,23 +265,49 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 .await?;
             stream_until_exit(&mut client, true).await
         }
-        Command::Log { session, json } => {
+        Command::Log {
+            session,
+            json,
+            tail,
+            raw,
+            stream,
+        } => {
             let mut client = connect(false).await?;
             client
                 .send(&Request::Session {
                     session,
-                    request: SessionRequest::Log,
+                    request: SessionRequest::Log { tail, input: raw },
                 })
                 .await?;
-            let mut entries = Vec::new();
+            let stream = stream.map(Stream::from);
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let mut array = if json {
+                Some(render::JsonArray::start(&mut out).map_err(stdout_failed)?)
+            } else {
+                None
+            };
             loop {
-                match client.receive().await? {
-                    Response::Entry(entry) => entries.push(entry),
+                let entry = match client.receive().await? {
+                    Response::Entry(entry) => entry,
                     Response::Replayed => break,
                     other => return unexpected(other),
-                }
+                };
+                let written = match (&mut array, raw) {
+                    (Some(array), _) => array.push(&mut out, &entry),
+                    (None, Some(_)) => match &entry.body {
+                        EntryBody::Output {
+                            stream: from, data, ..
+                        } if stream.map_or(true, |s| s == *from) => out.write_all(data),
+                        _ => Ok(()),
+                    },
+                    (None, None) => out.write_all(&render::entry(&entry)),
+                };
+                written.map_err(stdout_failed)?;
             }
-            print!("{}", render::transcript(&entries, json));
+            if let Some(array) = array {
+                array.finish(&mut out).map_err(stdout_failed)?;
+            }
+            out.flush().map_err(stdout_failed)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Attach { session } => attach(session).await,
@@ -369,6 +408,26 @@ fn absolute(path: &str) -> Result<String, String> {
         .map_err(|e| format!("working directory {}: {e}", full.display()))
 }
 
+/// `--stream` of `log --raw`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum StreamArg {
+    Stdout,
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(arg: StreamArg) -> Stream {
+        match arg {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
+    }
+}
+
+fn stdout_failed(e: std::io::Error) -> String {
+    format!("cannot write to standard output: {e}")
+}
+
 fn unexpected(response: Response) -> Result<ExitCode, String> {
     match response {
         Response::Error { message } => Err(message),
@@ -378,7 +437,6 @@ fn unexpected(response: Response) -> Result<ExitCode, String> {
 
 /// Print output as it comes; with `wait`, end with the command's status.
 async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, String> {
-    use std::io::Write;
     loop {
         match client.receive().await? {
             Response::Queued { input } => {
@@ -389,12 +447,8 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
             }
             Response::Output { stream, data } => {
                 let _ = match stream {
-                    crate::protocol::message::Stream::Stdout => {
-                        std::io::stdout().write_all(data.as_bytes())
-                    }
-                    crate::protocol::message::Stream::Stderr => {
-                        std::io::stderr().write_all(data.as_bytes())
-                    }
+                    Stream::Stdout => std::io::stdout().write_all(&data),
+                    Stream::Stderr => std::io::stderr().write_all(&data),
                 };
                 let _ = std::io::stdout().flush();
             }
@@ -432,7 +486,8 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                 Ok(Response::Entry(entry)) => {
                     runs.see(&entry.body);
                     if view.deliver(stored_message(&entry)) {
-                        print!("{}", render::entry(&entry));
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(&render::entry(&entry)).and_then(|_| out.flush());
                     }
                 }
                 Ok(Response::Queued { input }) => {

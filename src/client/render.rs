@@ -1,6 +1,6 @@
 //! How answers look: tables and transcripts for people, JSON for scripts.
 
-use crate::protocol::message::{QueuedInput, SessionInfo, StatusInfo, Stream};
+use crate::protocol::message::{QueuedInput, SessionInfo, StatusInfo};
 use crate::session::transcript::{Entry, EntryBody};
 
 pub fn sessions(sessions: &[SessionInfo], json: bool) -> String {
@@ -71,30 +71,13 @@ pub fn status(status: &StatusInfo, json: bool) -> String {
     )
 }
 
-pub fn transcript(entries: &[Entry], json: bool) -> String {
-    if json {
-        return format!(
-            "{}\n",
-            serde_json::to_string_pretty(entries).unwrap_or_default()
-        );
-    }
-    entries.iter().map(entry).collect()
-}
-
-pub fn entry(entry: &Entry) -> String {
-    match &entry.body {
+/// One entry as a person reads it: output bytes exactly as written, the
+/// rest as marked lines.
+pub fn entry(entry: &Entry) -> Vec<u8> {
+    let line = match &entry.body {
+        EntryBody::Output { data, .. } => return data.clone(),
         EntryBody::Input { input, text } => format!("[run {input}] $ {text}\n"),
         EntryBody::RunStarted { .. } => String::new(),
-        EntryBody::Output {
-            stream: Stream::Stdout,
-            data,
-            ..
-        } => data.clone(),
-        EntryBody::Output {
-            stream: Stream::Stderr,
-            data,
-            ..
-        } => data.clone(),
         EntryBody::RunFinished {
             input,
             status,
@@ -108,8 +91,47 @@ pub fn entry(entry: &Entry) -> String {
         },
         EntryBody::Withdrawn { input } => format!("[run {input} withdrawn]\n"),
         EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
-        EntryBody::Bash { command } => format!("[bash] $ {command}\n"),
-        EntryBody::BashFinished { status } => format!("[bash exited {status}]\n"),
+        EntryBody::Bash { command, bash } => format!("[bash{}] $ {command}\n", number(*bash)),
+        EntryBody::BashFinished { status, bash } => {
+            format!("[bash{} exited {status}]\n", number(*bash))
+        }
         EntryBody::Notice { text, .. } => format!("! {text}\n"),
+    };
+    line.into_bytes()
+}
+
+/// ` N` for a numbered user bash (older transcripts did not number them).
+fn number(bash: Option<u64>) -> String {
+    bash.map(|n| format!(" {n}")).unwrap_or_default()
+}
+
+/// `log --json`: a JSON array written one entry at a time, so memory does
+/// not grow with the transcript.
+pub struct JsonArray {
+    first: bool,
+}
+
+impl JsonArray {
+    pub fn start(out: &mut impl std::io::Write) -> std::io::Result<JsonArray> {
+        out.write_all(b"[")?;
+        Ok(JsonArray { first: true })
+    }
+
+    pub fn push(&mut self, out: &mut impl std::io::Write, entry: &Entry) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
+        out.write_all(if self.first { b"\n" } else { b",\n" })?;
+        self.first = false;
+        for (i, line) in text.lines().enumerate() {
+            if i > 0 {
+                out.write_all(b"\n")?;
+            }
+            out.write_all(b"  ")?;
+            out.write_all(line.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(if self.first { b"]\n" } else { b"\n]\n" })
     }
 }

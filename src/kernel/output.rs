@@ -20,7 +20,7 @@ use crate::protocol::message::Stream;
 const PIPE_BYTES: i32 = 1024 * 1024;
 
 /// The most one read takes (one spool record).
-const READ_BYTES: usize = 128 * 1024;
+const READ_BYTES: usize = 512 * 1024;
 
 pub struct Fifo {
     pub reader: pipe::Receiver,
@@ -63,6 +63,8 @@ pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
 }
 
 /// Read `reader` into `job`'s spool until every writer has closed it.
+/// Records end at UTF-8 character boundaries: a character split across
+/// reads waits for its last bytes, so text stays text in `log --json`.
 pub async fn read(
     kernel: Rc<RefCell<Kernel>>,
     job: String,
@@ -70,11 +72,63 @@ pub async fn read(
     mut reader: pipe::Receiver,
 ) {
     let mut buf = vec![0u8; READ_BYTES];
+    let mut held = 0;
     loop {
-        match reader.read(&mut buf).await {
+        match reader.read(&mut buf[held..]).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => kernel.borrow_mut().output(&job, stream, &buf[..n]),
+            Ok(n) => {
+                let filled = held + n;
+                let whole = whole_characters(&buf[..filled]);
+                if whole > 0 {
+                    kernel.borrow_mut().output(&job, stream, &buf[..whole]);
+                }
+                buf.copy_within(whole..filled, 0);
+                held = filled - whole;
+            }
         }
     }
+    if held > 0 {
+        kernel.borrow_mut().output(&job, stream, &buf[..held]);
+    }
     kernel.borrow_mut().stream_closed(&job);
+}
+
+/// The length of `bytes` without a UTF-8 character cut at its end (at
+/// most three bytes are held back; anything else, binary included, is
+/// taken whole).
+pub fn whole_characters(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    for back in 1..=3.min(len) {
+        let byte = bytes[len - back];
+        if byte & 0b1100_0000 == 0b1000_0000 {
+            continue; // a continuation byte: look further back
+        }
+        let needs = match byte {
+            0b1100_0000..=0b1101_1111 => 2,
+            0b1110_0000..=0b1110_1111 => 3,
+            0b1111_0000..=0b1111_0111 => 4,
+            _ => return len,
+        };
+        return if back < needs { len - back } else { len };
+    }
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_characters;
+
+    #[test]
+    fn a_character_cut_at_the_end_is_held_back_and_nothing_else_is() {
+        let text = "aé€😀".as_bytes();
+        for cut in 0..=text.len() {
+            let whole = whole_characters(&text[..cut]);
+            assert!(std::str::from_utf8(&text[..whole]).is_ok(), "cut {cut}");
+            assert!(cut - whole < 4);
+        }
+        assert_eq!(whole_characters("aé".as_bytes()), 3);
+        assert_eq!(whole_characters(&[b'a', 0xE2, 0x82]), 1);
+        assert_eq!(whole_characters(&[0xFF, 0xFE]), 2, "binary is taken whole");
+        assert_eq!(whole_characters(&[0x80, 0x80, 0x80, 0x80]), 4);
+    }
 }

@@ -32,7 +32,7 @@ use crate::protocol::kernel::{write_raw, FromKernel, ToKernel, KERNEL_PROTOCOL};
 const OUTBOX_FRAMES: usize = 16;
 
 /// The most of a spool one follower reads at a time.
-const FOLLOW_READ_BYTES: usize = 256 * 1024;
+const FOLLOW_READ_BYTES: usize = 1024 * 1024;
 
 pub type Shared = Rc<RefCell<Kernel>>;
 

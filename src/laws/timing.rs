@@ -126,6 +126,12 @@ pub const REVIVAL_WINDOW_MS: u64 = TM.revival_window;
 pub const RESTART_WINDOW_MS: u64 = TM.restart_window;
 /// The cancel grace: SIGINT, this long, SIGTERM, this long, SIGKILL.
 pub const CANCEL_GRACE_MS: u64 = TM.cancel_grace;
+/// Output is group-committed: fsynced at most this long after it was
+/// written (and at its run's end). Not a law's timeout: it bounds what a
+/// power cut can take, never what a crash of a process can.
+pub const OUTPUT_SYNC_MS: u64 = 200;
+/// The longest `output_sync_ms` a configuration may set.
+pub const OUTPUT_SYNC_MAX_MS: u64 = 60_000;
 
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {

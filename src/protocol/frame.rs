@@ -1,4 +1,6 @@
-//! Frames: a 4-byte big-endian length, then that many bytes of JSON.
+//! Frames: a 4-byte big-endian length, then that many bytes: one
+//! [`Message`], JSON for control messages (the payload starts with `{`) or
+//! binary for output (see `protocol::output`).
 //!
 //! A frame longer than [`MAX_FRAME_BYTES`], an empty frame or a stream that
 //! ends inside a frame is an error naming the problem; the connection that
@@ -7,7 +9,6 @@
 use std::fmt;
 
 use serde::de::DeserializeOwned;
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest frame payload accepted or sent: 1 MiB.
@@ -86,12 +87,37 @@ pub async fn read_frame_bytes<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Ve
     Ok(payload)
 }
 
+/// A message that travels as one frame's payload.
+pub trait Message: Sized {
+    fn to_payload(&self) -> Result<Vec<u8>, FrameError>;
+    fn from_payload(payload: &[u8]) -> Result<Self, FrameError>;
+}
+
+/// Messages that are plain JSON.
+macro_rules! json_messages {
+    ($($t:ty),* $(,)?) => {$(
+        impl Message for $t {
+            fn to_payload(&self) -> Result<Vec<u8>, FrameError> {
+                serde_json::to_vec(self).map_err(|e| FrameError::Malformed(e.to_string()))
+            }
+            fn from_payload(payload: &[u8]) -> Result<Self, FrameError> {
+                decode(payload)
+            }
+        }
+    )*};
+}
+
+json_messages!(
+    super::message::Request,
+    super::kernel::ToKernel,
+    super::kernel::FromKernel,
+    serde_json::Value,
+);
+
 /// Read one frame and decode it as `T`.
-pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
-    reader: &mut R,
-) -> Result<T, FrameError> {
+pub async fn read_frame<T: Message, R: AsyncRead + Unpin>(reader: &mut R) -> Result<T, FrameError> {
     let payload = read_frame_bytes(reader).await?;
-    decode(&payload)
+    T::from_payload(&payload)
 }
 
 /// Decode a frame payload.
@@ -102,8 +128,8 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
 }
 
 /// Encode `message` as one frame (header and payload).
-pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
-    let payload = serde_json::to_vec(message).map_err(|e| FrameError::Malformed(e.to_string()))?;
+pub fn encode<T: Message>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let payload = message.to_payload()?;
     if payload.len() > MAX_FRAME_BYTES {
         return Err(FrameError::TooLarge { len: payload.len() });
     }
@@ -114,7 +140,7 @@ pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Write `message` as one frame.
-pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(
+pub async fn write_frame<T: Message, W: AsyncWrite + Unpin>(
     writer: &mut W,
     message: &T,
 ) -> Result<(), FrameError> {

@@ -60,8 +60,14 @@ pub enum SessionRequest {
     /// Run a command now in the session's shell, beside any run; what it
     /// leaves in the shell persists.
     Bash { command: String },
-    /// The transcript rebuilt from stored messages.
-    Log,
+    /// The transcript rebuilt from stored messages: all of it, the last
+    /// `tail` entries, or input `input`'s entries.
+    Log {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tail: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
     /// The transcript, then live entries until the client leaves.
     Attach,
     /// Cancel the running run; with `all`, withdraw every queued input too.
@@ -181,7 +187,7 @@ pub enum Response {
     /// Output of a run or of user bash.
     Output {
         stream: Stream,
-        data: String,
+        data: Vec<u8>,
     },
     /// A run or user bash ended.
     Exit {

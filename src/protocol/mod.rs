@@ -1,13 +1,16 @@
-//! The wire: length-prefixed frames carrying JSON messages.
+//! The wire: length-prefixed frames carrying JSON messages, and output as
+//! binary frames.
 //!
 //! Layers, bottom up: [`frame`] (bytes on a stream, with a hard size
-//! limit), [`message`] (the requests and responses), [`hello`] (the
-//! versioned greeting every connection starts with).
+//! limit), [`message`] (the requests and responses), [`output`] (output
+//! bytes as binary frames), [`hello`] (the versioned greeting every
+//! connection starts with).
 
 pub mod frame;
 pub mod hello;
 pub mod kernel;
 pub mod message;
+pub mod output;
 
 pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME_BYTES};
 pub use hello::{Capability, Hello, PROTOCOL_VERSION};

@@ -2,6 +2,9 @@
 //! metadata on disk (the live shell itself is `crate::kernel`).
 
 pub mod crc32;
+pub mod entry;
+pub mod log_query;
+pub mod notices;
 pub mod snapshot;
 pub mod store;
 pub mod transcript;

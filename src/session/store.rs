@@ -152,8 +152,10 @@ impl SessionFiles {
     pub fn meta(&self) -> PathBuf {
         self.dir.join("meta.json")
     }
+    /// The transcript (the second format; the first, `transcript`, is
+    /// read once and copied into it).
     pub fn transcript(&self) -> PathBuf {
-        self.dir.join("transcript")
+        self.dir.join("transcript2")
     }
     pub fn namespace(&self) -> PathBuf {
         self.dir.join("namespace.json")

@@ -21,6 +21,7 @@ use crate::laws::timing::TM;
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, Hello, PROTOCOL_VERSION};
+use crate::session::notices;
 use crate::session::transcript::{EntryBody, Transcript};
 
 pub type Shared = Rc<RefCell<Supervisor>>;
@@ -252,7 +253,11 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         RestartVerdict::GiveUp { failures_in_window } => {
             let files = supervisor.borrow().files(id);
             let _ = std::fs::write(files.given_up(), format!("{failures_in_window}\n"));
-            if let Ok((mut transcript, _, _)) = Transcript::open(&files.transcript()) {
+            if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
+                let mut transcript = opened.transcript;
+                for damage in &opened.damage {
+                    let _ = transcript.append(wall_ms(), notices::damage(damage));
+                }
                 let _ = transcript.append(
                     wall_ms(),
                     EntryBody::Notice {

@@ -19,8 +19,8 @@ use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
-use crate::session::transcript::read_entries;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
     // SAFETY: getuid(2) cannot fail.
@@ -289,11 +289,15 @@ async fn route(
     };
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
-    if resting && request == SessionRequest::Log {
+    if let (true, SessionRequest::Log { tail, input }) = (resting, &request) {
         // A resting session's transcript is read from disk: no worker is
         // started just to read it, and a given-up one keeps it readable.
         let path = supervisor.borrow().files(&id).transcript();
-        match read_entries(&path) {
+        let query = LogQuery {
+            tail: *tail,
+            input: *input,
+        };
+        match log_query::entries(&path, query) {
             Ok(entries) => {
                 for entry in entries {
                     if write_frame(&mut client, &Response::Entry(entry))
@@ -337,8 +341,19 @@ async fn route(
         let _ = write_frame(&mut client, &error(format!("session {id}: {e}"))).await;
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut worker).await;
+    // Large buffers: output streams through here at pipe speed (the
+    // default 8 KiB would take a pair of syscalls per 8 KiB).
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut worker,
+        SPLICE_BYTES,
+        SPLICE_BYTES,
+    )
+    .await;
 }
+
+/// The splice's buffer, each way.
+const SPLICE_BYTES: usize = 256 * 1024;
 
 fn status(supervisor: &Shared) -> Response {
     let s = supervisor.borrow();

@@ -52,7 +52,7 @@ pub enum JobKind {
     /// is an interruption.
     Run { input: RunId, lost: bool },
     /// User bash, answered to this client.
-    Bash { client: ClientId },
+    Bash { client: ClientId, number: RunId },
 }
 
 #[derive(Clone, Debug)]
@@ -60,8 +60,6 @@ struct Followed {
     kind: JobKind,
     /// Its end is stored (output may still come until it settles).
     ended: bool,
-    /// Bytes of a UTF-8 character cut at the end of a record, per stream.
-    carry: [Vec<u8>; 2],
 }
 
 /// The books of one session's runs.
@@ -86,65 +84,114 @@ fn ms(now_us: u64) -> u64 {
     now_us / 1000
 }
 
-impl RunCore {
-    /// The books as the stored transcript leaves them.
-    pub fn from_transcript(entries: &[Entry], job_tag: u32) -> RunCore {
-        let mut core = RunCore {
-            book: BTreeMap::new(),
-            queue: VecDeque::new(),
-            next_input: 1,
-            spool_offsets: HashMap::new(),
-            started_text: HashMap::new(),
-            jobs: HashMap::new(),
-            gate: RunGate::Open,
-            connected: false,
-            kernel_pid: None,
-            background: 0,
-            bash_seq: 0,
-            job_tag,
-        };
-        let mut queue = Vec::new();
-        let mut texts = HashMap::new();
-        for entry in entries {
-            match &entry.body {
-                EntryBody::Input { input, text } => {
-                    core.book.insert(*input, RunRecord::Queued);
-                    texts.insert(*input, text.clone());
-                    queue.push(QueuedInput {
+/// The books being rebuilt from a stored transcript.
+pub struct Replay {
+    core: RunCore,
+    /// Inputs not yet started, ended or withdrawn (memory follows the
+    /// open inputs, not the transcript's length).
+    queue: BTreeMap<RunId, QueuedInput>,
+    texts: HashMap<RunId, String>,
+}
+
+impl Replay {
+    /// Take one stored entry, in transcript order.
+    pub fn see(&mut self, entry: &Entry) {
+        let core = &mut self.core;
+        match &entry.body {
+            EntryBody::Input { input, text } => {
+                core.book.insert(*input, RunRecord::Queued);
+                self.texts.insert(*input, text.clone());
+                self.queue.insert(
+                    *input,
+                    QueuedInput {
                         run: *input,
                         text: text.clone(),
                         at_ms: entry.at_ms,
-                    });
-                    core.next_input = core.next_input.max(input + 1);
-                }
-                EntryBody::Withdrawn { input } => {
-                    core.book.insert(*input, RunRecord::Withdrawn);
-                }
-                EntryBody::RunStarted { input } => {
-                    core.book.insert(*input, RunRecord::Started);
-                }
-                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
-                    core.book.insert(*input, RunRecord::Ended);
-                }
-                EntryBody::Output {
-                    input: Some(input),
-                    spool_end: Some(end),
-                    ..
-                } => {
-                    core.spool_offsets.insert(*input, *end);
-                }
-                _ => {}
+                    },
+                );
+                core.next_input = core.next_input.max(input + 1);
             }
+            EntryBody::Withdrawn { input } => {
+                core.book.insert(*input, RunRecord::Withdrawn);
+                self.queue.remove(input);
+                self.texts.remove(input);
+            }
+            EntryBody::Bash {
+                bash: Some(number), ..
+            } => {
+                core.next_input = core.next_input.max(number + 1);
+            }
+            EntryBody::RunStarted { input } => {
+                core.book.insert(*input, RunRecord::Started);
+                self.queue.remove(input);
+            }
+            EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
+                core.book.insert(*input, RunRecord::Ended);
+                // An ended run's text, place and spool offset are not
+                // needed again.
+                self.queue.remove(input);
+                self.texts.remove(input);
+                core.spool_offsets.remove(input);
+            }
+            EntryBody::Output {
+                input: Some(input),
+                spool_end: Some(end),
+                ..
+            } => {
+                core.spool_offsets.insert(*input, *end);
+            }
+            _ => {}
         }
-        core.started_text = texts
+    }
+
+    /// The books once every entry is seen.
+    pub fn finish(self) -> RunCore {
+        let mut core = self.core;
+        core.started_text = self
+            .texts
             .into_iter()
             .filter(|(run, _)| core.book.get(run) == Some(&RunRecord::Started))
             .collect();
-        core.queue = queue
-            .into_iter()
+        core.queue = self
+            .queue
+            .into_values()
             .filter(|q| core.book.get(&q.run) == Some(&RunRecord::Queued))
             .collect();
         core
+    }
+}
+
+impl RunCore {
+    /// The books as the stored transcript leaves them.
+    pub fn from_transcript(entries: &[Entry], job_tag: u32) -> RunCore {
+        let mut replay = RunCore::replay(job_tag);
+        for entry in entries {
+            replay.see(entry);
+        }
+        replay.finish()
+    }
+
+    /// Books built one stored entry at a time, so a transcript is read as
+    /// a stream (`Replay::see`, then `Replay::finish`).
+    pub fn replay(job_tag: u32) -> Replay {
+        Replay {
+            core: RunCore {
+                book: BTreeMap::new(),
+                queue: VecDeque::new(),
+                next_input: 1,
+                spool_offsets: HashMap::new(),
+                started_text: HashMap::new(),
+                jobs: HashMap::new(),
+                gate: RunGate::Open,
+                connected: false,
+                kernel_pid: None,
+                background: 0,
+                bash_seq: 0,
+                job_tag,
+            },
+            queue: BTreeMap::new(),
+            texts: HashMap::new(),
+        }
     }
 
     // ---- what the shell reads -------------------------------------------
@@ -299,10 +346,18 @@ impl RunCore {
 
     /// User bash (its entry stored): run it in the kernel now, beside any
     /// run in progress.
-    pub fn bash(&mut self, command: &str, client: ClientId) -> Vec<Action> {
+    pub fn bash(&mut self, command: &str, client: ClientId, number: RunId) -> Vec<Action> {
         self.bash_seq += 1;
         let job = format!("b{}-{}", self.job_tag, self.bash_seq);
-        self.follow(&job, Some(command), JobKind::Bash { client })
+        self.follow(&job, Some(command), JobKind::Bash { client, number })
+    }
+
+    /// The number the next input (a queued run or user bash) takes: inputs
+    /// share one sequence, so `log --raw N` names any of them.
+    pub fn take_input_number(&mut self) -> RunId {
+        let number = self.next_input;
+        self.next_input += 1;
+        number
     }
 
     fn follow(&mut self, job: &str, command: Option<&str>, kind: JobKind) -> Vec<Action> {
@@ -321,14 +376,8 @@ impl RunCore {
             job: job.to_string(),
             from,
         }));
-        self.jobs.insert(
-            job.to_string(),
-            Followed {
-                kind,
-                ended: false,
-                carry: [Vec::new(), Vec::new()],
-            },
-        );
+        self.jobs
+            .insert(job.to_string(), Followed { kind, ended: false });
         actions
     }
 
@@ -419,17 +468,9 @@ impl RunCore {
         let Some(followed) = self.jobs.get_mut(job) else {
             return Vec::new();
         };
-        let carry = &mut followed.carry[stream as usize];
-        carry.extend_from_slice(bytes);
-        let whole = match std::str::from_utf8(carry) {
-            Ok(_) => carry.len(),
-            Err(e) if e.error_len().is_none() && carry.len() - e.valid_up_to() < 4 => {
-                e.valid_up_to()
-            }
-            Err(_) => carry.len(),
-        };
-        let data = String::from_utf8_lossy(&carry[..whole]).into_owned();
-        carry.drain(..whole);
+        // The kernel cut its records at UTF-8 character boundaries: each
+        // chunk is stored and shown as it is.
+        let data = bytes.to_vec();
         if data.is_empty() {
             return Vec::new();
         }
@@ -446,16 +487,18 @@ impl RunCore {
                         stream,
                         data,
                         spool_end: Some(end),
+                        bash: None,
                     }),
                     Action::Waiters(input, response),
                 ]
             }
-            JobKind::Bash { client } => vec![
+            JobKind::Bash { client, number } => vec![
                 Action::Store(EntryBody::Output {
                     input: None,
                     stream,
                     data,
                     spool_end: None,
+                    bash: Some(number),
                 }),
                 Action::Client(client, response),
             ],
@@ -505,9 +548,12 @@ impl RunCore {
                 self.started_text.remove(&input);
                 actions.push(Action::EndWaiters(input, status));
             }
-            JobKind::Bash { client } => {
+            JobKind::Bash { client, number } => {
                 let status = end.map_or(255, |e| e.status);
-                actions.push(Action::StoreUntilStored(EntryBody::BashFinished { status }));
+                actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
+                    status,
+                    bash: Some(number),
+                }));
                 actions.push(Action::Client(client, Response::Exit { status }));
             }
         }
@@ -599,6 +645,7 @@ mod tests {
                     stream: Stream::Stdout,
                     data: "half\n".into(),
                     spool_end: Some(10),
+                    bash: None,
                 },
             ),
         ];
@@ -735,24 +782,33 @@ mod tests {
     }
 
     #[test]
-    fn a_character_cut_between_records_is_stored_whole() {
+    fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
-        core.bash("printf é", 3);
-        let e = "é".as_bytes();
-        let job = "b7-1";
-        assert!(core.output(job, Stream::Stdout, 6, &e[..1]).is_empty());
-        let rest = core.output(job, Stream::Stdout, 12, &e[1..]);
+        let number = core.take_input_number();
+        core.bash("cat blob", 3, number);
+        let bytes = [0xff, 0x00, 0xc3];
+        let actions = core.output("b7-1", Stream::Stdout, 8, &bytes);
         assert_eq!(
-            rest[1],
-            Action::Client(
-                3,
-                Response::Output {
+            actions,
+            vec![
+                Action::Store(EntryBody::Output {
+                    input: None,
                     stream: Stream::Stdout,
-                    data: "é".into()
-                }
-            )
+                    data: bytes.to_vec(),
+                    spool_end: None,
+                    bash: Some(number),
+                }),
+                Action::Client(
+                    3,
+                    Response::Output {
+                        stream: Stream::Stdout,
+                        data: bytes.to_vec()
+                    }
+                ),
+            ]
         );
+        assert_eq!(core.take_input_number(), number + 1, "inputs share numbers");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod core;
 pub mod engine;
 mod link;
+mod outbox;
 mod serve;
 mod state;
 

@@ -6,11 +6,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::unbounded_channel;
 use tokio::sync::Notify;
 
+use super::outbox::{Outbox, REPLAY_AHEAD_BYTES};
 use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
@@ -25,8 +25,9 @@ use crate::protocol::hello::{check_protocol, Role};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{read_json, KernelRecord};
-use crate::session::transcript::{read_entries, EntryBody};
+use crate::session::transcript::EntryBody;
 
 /// Shared wake-ups: the run loop, and the end of the worker.
 #[derive(Clone, Default)]
@@ -59,6 +60,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     }
     tokio::task::spawn_local(run_loop(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tick_loop(worker.clone(), signals.clone()));
+    tokio::task::spawn_local(output_sync_loop(worker.clone()));
     tokio::task::spawn_local(record_evidence(worker.clone()));
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
     worker.borrow_mut().work_changed();
@@ -96,18 +98,9 @@ async fn refuse(stream: UnixStream, message: &str) {
     .await;
 }
 
-async fn writer(mut write: OwnedWriteHalf, mut rx: UnboundedReceiver<Response>) {
-    while let Some(response) = rx.recv().await {
-        if write_frame(&mut write, &response).await.is_err() {
-            break;
-        }
-    }
-}
-
 async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Signals) {
     let (mut read, write) = stream.into_split();
-    let (tx, rx) = unbounded_channel();
-    tokio::task::spawn_local(writer(write, rx));
+    let tx = Outbox::spawn_writer(write);
     // A peer of another protocol (a supervisor of another build) still gets
     // the hello and may still stop this worker; nothing else.
     let compatible = match read_frame::<Request, _>(&mut read).await {
@@ -201,7 +194,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
 async fn session_request(
     worker: &Rc<RefCell<Worker>>,
     request: SessionRequest,
-    tx: &UnboundedSender<Response>,
+    tx: &Outbox,
     signals: &Signals,
 ) {
     match request {
@@ -265,72 +258,94 @@ async fn session_request(
                 Err(message) => Response::Error { message },
             });
         }
-        SessionRequest::Log => {
-            let path = worker.borrow().files.transcript();
-            match read_entries(&path) {
-                Ok(entries) => {
-                    for entry in entries {
-                        let _ = tx.send(Response::Entry(entry));
-                    }
-                    let _ = tx.send(Response::Replayed);
-                }
-                Err(message) => {
-                    let _ = tx.send(Response::Error { message });
-                }
+        SessionRequest::Log { tail, input } => {
+            let (path, next_input) = {
+                let w = worker.borrow();
+                (w.files.transcript(), w.core.next_input())
+            };
+            if let Some(n) = input.filter(|n| *n == 0 || *n >= next_input) {
+                let _ = tx.send(Response::Error {
+                    message: format!("the session has no input {n}"),
+                });
+                return;
             }
+            let query = LogQuery { tail, input };
+            tokio::task::spawn_local(replay(path, query, tx.clone(), None));
         }
         SessionRequest::Attach => {
             // Subscribe before reading the file, then leave out live entries
             // the replay already carried. (Only traffic: the client's view,
             // `laws::notice::View`, decides what is shown.)
-            let (live_tx, mut live_rx) = unbounded_channel();
+            let (live_tx, live_rx) = unbounded_channel();
             let path = {
                 let mut w = worker.borrow_mut();
                 w.subscribe(live_tx);
                 w.files.transcript()
             };
-            let entries = read_entries(&path).unwrap_or_default();
-            let last = entries.last().map_or(0, |e| e.seq);
-            for entry in entries {
-                let _ = tx.send(Response::Entry(entry));
+            let query = LogQuery::default();
+            tokio::task::spawn_local(replay(path, query, tx.clone(), Some(live_rx)));
+        }
+    }
+}
+
+/// Send the entries `query` selects, never more than
+/// [`REPLAY_AHEAD_BYTES`] ahead of the client, then `Replayed`; with
+/// `live`, go on with the live entries the replay did not carry.
+async fn replay(
+    path: std::path::PathBuf,
+    query: LogQuery,
+    tx: Outbox,
+    live: Option<tokio::sync::mpsc::UnboundedReceiver<Response>>,
+) {
+    let entries = match log_query::entries(&path, query) {
+        Ok(entries) => entries,
+        Err(message) => {
+            let _ = tx.send(Response::Error { message });
+            return;
+        }
+    };
+    let mut last = 0;
+    for entry in entries {
+        last = entry.seq;
+        if tx.send(Response::Entry(entry)).is_err() {
+            return;
+        }
+        tx.below(REPLAY_AHEAD_BYTES).await;
+    }
+    let _ = tx.send(Response::Replayed);
+    let Some(mut live) = live else { return };
+    while let Some(response) = live.recv().await {
+        if let Response::Entry(entry) = &response {
+            if entry.seq <= last {
+                continue;
             }
-            let _ = tx.send(Response::Replayed);
-            let tx = tx.clone();
-            tokio::task::spawn_local(async move {
-                while let Some(response) = live_rx.recv().await {
-                    if let Response::Entry(entry) = &response {
-                        if entry.seq <= last {
-                            continue;
-                        }
-                    }
-                    if tx.send(response).is_err() {
-                        break;
-                    }
-                }
-            });
+        }
+        if tx.send(response).is_err() {
+            break;
         }
     }
 }
 
 /// User bash runs at once in the kernel, beside any run in progress; the
 /// kernel merges the shell state it leaves when it ends.
-fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &UnboundedSender<Response>) {
+fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Outbox) {
     let mut w = worker.borrow_mut();
-    let refused = if w.stopping {
-        Some("the session's worker is stopping".to_string())
-    } else {
-        // Acknowledged only by its end, which is stored durably after it.
-        w.append_unacknowledged(EntryBody::Bash {
-            command: command.clone(),
-        })
-        .err()
-    };
-    if let Some(message) = refused {
+    if w.stopping {
+        let message = "the session's worker is stopping".to_string();
+        let _ = tx.send(Response::Error { message });
+        return;
+    }
+    // Acknowledged only by its end, which is stored durably after it.
+    let number = w.core.take_input_number();
+    if let Err(message) = w.append_unacknowledged(EntryBody::Bash {
+        command: command.clone(),
+        bash: Some(number),
+    }) {
         let _ = tx.send(Response::Error { message });
         return;
     }
     let client = w.add_client(tx.clone());
-    let actions = w.core.bash(&command, client);
+    let actions = w.core.bash(&command, client, number);
     w.apply(actions);
     w.work_changed();
 }
@@ -409,6 +424,20 @@ async fn record_evidence(worker: Rc<RefCell<Worker>>) {
             return;
         }
         worker.borrow_mut().refresh_evidence();
+    }
+}
+
+/// The group commit: output written since the last fsync is made durable
+/// `output_sync_ms` after the first of it.
+async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
+    let (due, wait) = {
+        let w = worker.borrow();
+        (w.sync_due.clone(), w.output_sync)
+    };
+    loop {
+        due.notified().await;
+        tokio::time::sleep(wait).await;
+        worker.borrow_mut().sync_output();
     }
 }
 

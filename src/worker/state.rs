@@ -4,10 +4,9 @@
 
 use std::collections::HashMap;
 
-use tokio::sync::mpsc::UnboundedSender;
-
 use super::core::{Action, ClientId, RunCore};
 use super::engine;
+use super::outbox::Outbox;
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
@@ -22,6 +21,7 @@ use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
+use crate::session::notices;
 use crate::session::store::{
     private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord,
 };
@@ -34,9 +34,9 @@ pub struct Worker {
     /// The run lifecycle's books and decisions.
     pub core: RunCore,
     /// The link to the session's kernel, once connected.
-    pub kernel: Option<UnboundedSender<ToKernel>>,
+    pub kernel: Option<tokio::sync::mpsc::UnboundedSender<ToKernel>>,
     /// Clients waiting for user bash, by the core's numbers.
-    clients: HashMap<ClientId, UnboundedSender<Response>>,
+    clients: HashMap<ClientId, Outbox>,
     next_client: ClientId,
     /// Wakes the task that records busy evidence.
     pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
@@ -46,14 +46,20 @@ pub struct Worker {
     journal: BusyJournal,
     lost_since_ms: Option<u64>,
     lost_window: LostExitWindow,
-    subscribers: Vec<UnboundedSender<Response>>,
-    waiters: HashMap<u64, Vec<UnboundedSender<Response>>>,
-    supervisor: Option<UnboundedSender<Response>>,
+    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<Response>>,
+    waiters: HashMap<u64, Vec<Outbox>>,
+    supervisor: Option<Outbox>,
     pub stopping: bool,
     /// The worker asked its kernel to stop: the link's end is expected.
     pub kernel_stop_asked: bool,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
+    /// How long output may wait for its fsync (`output_sync_ms`).
+    pub output_sync: std::time::Duration,
+    /// Wakes the task that group-commits output.
+    pub sync_due: std::rc::Rc<tokio::sync::Notify>,
+    /// Output was written and its fsync is scheduled.
+    pub sync_pending: bool,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
 }
@@ -67,20 +73,25 @@ impl Worker {
         let meta: SessionMeta =
             read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
         private_dir(&files.scratch())?;
-        let (transcript, entries, torn) = Transcript::open(&files.transcript())?;
+        let mut replay = RunCore::replay(std::process::id());
+        let opened = Transcript::open(&files.transcript(), &mut |entry| replay.see(&entry))?;
+        let config = crate::config::Config::load(&paths.config)?;
         // The supervisor passes its setting on the process backend; a unit
         // started by systemd reads the configuration itself.
         let lost_window = match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
             Ok(text) => crate::config::parse_window(&text)
                 .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
-            Err(_) => crate::config::Config::load(&paths.config)?.worker_lost_exit_ms,
+            Err(_) => config.worker_lost_exit_ms,
         };
         engine::check(&meta.engine)?;
         let mut worker = Worker {
             meta,
             files,
-            transcript,
-            core: RunCore::from_transcript(&entries, std::process::id()),
+            transcript: opened.transcript,
+            core: replay.finish(),
+            output_sync: std::time::Duration::from_millis(config.output_sync_ms),
+            sync_due: Default::default(),
+            sync_pending: false,
             kernel: None,
             clients: HashMap::new(),
             next_client: 1,
@@ -98,14 +109,17 @@ impl Worker {
             unstored_output: 0,
             identity: own_identity(),
         };
-        if let Some(torn) = torn {
-            worker.append(EntryBody::Notice {
-                text: format!(
-                    "the transcript had a torn tail after a crash: {} bytes at offset {} were cut off",
-                    torn.bytes, torn.offset
-                ),
-                restore: None,
-            })?;
+        if let Some(count) = opened.migrated {
+            tracing::info!(
+                count,
+                "the transcript was copied to the current format ({count} entries)"
+            );
+        }
+        if let Some(torn) = &opened.torn {
+            worker.append(notices::torn_tail(torn))?;
+        }
+        for damage in &opened.damage {
+            worker.append(notices::damage(damage))?;
         }
         write_json(
             &worker.files.worker(),
@@ -119,9 +133,8 @@ impl Worker {
 
     /// How many restore notices the transcript holds.
     pub fn restores(&self) -> Result<u32, String> {
-        let entries = crate::session::transcript::read_entries(&self.files.transcript())?;
+        let entries = crate::session::transcript::stream(&self.files.transcript())?;
         Ok(entries
-            .iter()
             .filter(|e| {
                 matches!(
                     e.body,
@@ -140,14 +153,9 @@ impl Worker {
         let mut unstored = Vec::new();
         for action in actions {
             match action {
+                Action::Store(body @ EntryBody::Output { .. }) => self.store_output(body),
                 Action::Store(body) => {
-                    let bytes = match &body {
-                        EntryBody::Output { data, .. } => data.len() as u64,
-                        _ => 0,
-                    };
-                    if self.append(body).is_err() {
-                        self.unstored_output += bytes;
-                    }
+                    let _ = self.append(body);
                 }
                 Action::StoreUntilStored(body) => {
                     log_end(&body);
@@ -174,7 +182,7 @@ impl Worker {
     }
 
     /// Number a client that waits for user bash.
-    pub fn add_client(&mut self, tx: UnboundedSender<Response>) -> ClientId {
+    pub fn add_client(&mut self, tx: Outbox) -> ClientId {
         let id = self.next_client;
         self.next_client += 1;
         self.clients.insert(id, tx);
@@ -194,6 +202,36 @@ impl Worker {
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
+    }
+
+    /// Output is written at once and group-committed: fsynced within
+    /// `output_sync_ms` (and by its run's end record, which is synced).
+    fn store_output(&mut self, body: EntryBody) {
+        let bytes = match &body {
+            EntryBody::Output { data, .. } => data.len() as u64,
+            _ => 0,
+        };
+        let stored = if self.output_sync.is_zero() {
+            self.append(body)
+        } else {
+            self.append_unacknowledged(body)
+        };
+        match stored {
+            Err(_) => self.unstored_output += bytes,
+            Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
+                self.sync_pending = true;
+                self.sync_due.notify_one();
+            }
+            Ok(_) => {}
+        }
+    }
+
+    /// The group commit: make every entry written so far durable.
+    pub fn sync_output(&mut self) {
+        self.sync_pending = false;
+        if let Err(e) = self.transcript.sync() {
+            tracing::warn!("{e}");
+        }
     }
 
     /// Store an entry durably, then show it to every attached client.
@@ -321,7 +359,7 @@ impl Worker {
         }
     }
 
-    pub fn supervised_by(&mut self, tx: UnboundedSender<Response>) {
+    pub fn supervised_by(&mut self, tx: Outbox) {
         self.supervisor = Some(tx);
         self.lost_since_ms = None;
     }
@@ -339,11 +377,11 @@ impl Worker {
         }
     }
 
-    pub fn subscribe(&mut self, tx: UnboundedSender<Response>) {
+    pub fn subscribe(&mut self, tx: tokio::sync::mpsc::UnboundedSender<Response>) {
         self.subscribers.push(tx);
     }
 
-    pub fn wait_for(&mut self, input: u64, tx: UnboundedSender<Response>) {
+    pub fn wait_for(&mut self, input: u64, tx: Outbox) {
         self.waiters.entry(input).or_default().push(tx);
     }
 

@@ -1,0 +1,154 @@
+//! Output on the client wire: binary frames, so bytes arrive exactly as the
+//! command wrote them and nothing is escaped.
+//!
+//! A frame whose payload starts with `{` is a JSON [`Response`]; one that
+//! starts with a tag byte below is output:
+//!
+//! - `0x01` live output: `tag | stream | bytes`;
+//! - `0x02` a stored output entry (`log`, `attach`):
+//!   `tag | stream | seq u64 | at_ms u64 | input u64 | bash u64 | bytes`
+//!   (big-endian; `0` for an absent input or bash number).
+//!
+//! `stream` is 1 for stdout and 2 for stderr.
+
+use super::frame::{decode, FrameError, Message};
+use super::message::{Response, Stream};
+use crate::session::entry::{Entry, EntryBody};
+
+const LIVE: u8 = 0x01;
+const ENTRY: u8 = 0x02;
+const ENTRY_HEADER: usize = 2 + 4 * 8;
+
+fn stream_byte(stream: Stream) -> u8 {
+    match stream {
+        Stream::Stdout => 1,
+        Stream::Stderr => 2,
+    }
+}
+
+fn stream_of(byte: u8) -> Result<Stream, FrameError> {
+    match byte {
+        1 => Ok(Stream::Stdout),
+        2 => Ok(Stream::Stderr),
+        other => Err(FrameError::Malformed(format!(
+            "unknown output stream {other}"
+        ))),
+    }
+}
+
+fn u64_at(payload: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(payload[at..at + 8].try_into().expect("eight bytes"))
+}
+
+fn nonzero(n: u64) -> Option<u64> {
+    (n != 0).then_some(n)
+}
+
+impl Message for Response {
+    fn to_payload(&self) -> Result<Vec<u8>, FrameError> {
+        match self {
+            Response::Output { stream, data } => {
+                let mut payload = Vec::with_capacity(2 + data.len());
+                payload.extend_from_slice(&[LIVE, stream_byte(*stream)]);
+                payload.extend_from_slice(data);
+                Ok(payload)
+            }
+            Response::Entry(Entry {
+                seq,
+                at_ms,
+                body:
+                    EntryBody::Output {
+                        input,
+                        stream,
+                        data,
+                        bash,
+                        ..
+                    },
+            }) => {
+                let mut payload = Vec::with_capacity(ENTRY_HEADER + data.len());
+                payload.extend_from_slice(&[ENTRY, stream_byte(*stream)]);
+                for n in [*seq, *at_ms, input.unwrap_or(0), bash.unwrap_or(0)] {
+                    payload.extend_from_slice(&n.to_be_bytes());
+                }
+                payload.extend_from_slice(data);
+                Ok(payload)
+            }
+            json => serde_json::to_vec(json).map_err(|e| FrameError::Malformed(e.to_string())),
+        }
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Self, FrameError> {
+        match payload.first() {
+            Some(&LIVE) if payload.len() >= 2 => Ok(Response::Output {
+                stream: stream_of(payload[1])?,
+                data: payload[2..].to_vec(),
+            }),
+            Some(&ENTRY) if payload.len() >= ENTRY_HEADER => Ok(Response::Entry(Entry {
+                seq: u64_at(payload, 2),
+                at_ms: u64_at(payload, 10),
+                body: EntryBody::Output {
+                    input: nonzero(u64_at(payload, 18)),
+                    stream: stream_of(payload[1])?,
+                    data: payload[ENTRY_HEADER..].to_vec(),
+                    spool_end: None,
+                    bash: nonzero(u64_at(payload, 26)),
+                },
+            })),
+            Some(&LIVE) | Some(&ENTRY) => Err(FrameError::Malformed(
+                "output frame shorter than its header".to_string(),
+            )),
+            _ => decode(payload),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(response: Response) {
+        let payload = response.to_payload().unwrap();
+        assert_eq!(Response::from_payload(&payload).unwrap(), response);
+    }
+
+    #[test]
+    fn every_byte_value_crosses_the_wire_unescaped() {
+        let data: Vec<u8> = (0..=255u8).collect();
+        let live = Response::Output {
+            stream: Stream::Stderr,
+            data: data.clone(),
+        };
+        assert_eq!(live.to_payload().unwrap().len(), 2 + 256, "no escaping");
+        round_trip(live);
+        round_trip(Response::Entry(Entry {
+            seq: 41,
+            at_ms: 1_796_000_000_000,
+            body: EntryBody::Output {
+                input: Some(3),
+                stream: Stream::Stdout,
+                data,
+                spool_end: None,
+                bash: None,
+            },
+        }));
+        round_trip(Response::Entry(Entry {
+            seq: 42,
+            at_ms: 1,
+            body: EntryBody::Output {
+                input: None,
+                stream: Stream::Stdout,
+                data: b"{not json".to_vec(),
+                spool_end: None,
+                bash: Some(4),
+            },
+        }));
+    }
+
+    #[test]
+    fn control_messages_stay_json_and_short_output_frames_are_malformed() {
+        round_trip(Response::Exit { status: 3 });
+        assert_eq!(Response::Exit { status: 3 }.to_payload().unwrap()[0], b'{');
+        assert!(Response::from_payload(&[ENTRY, 1, 0]).is_err());
+        assert!(Response::from_payload(&[LIVE, 9]).is_err());
+    }
+}

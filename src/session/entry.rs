@@ -1,0 +1,149 @@
+//! What a transcript holds: entries, each numbered and timed.
+//!
+//! Output is bytes, exactly as the command wrote them. Where an entry is
+//! JSON (`log --json`, entries of the first transcript format) output
+//! bytes are `"text"` when they are valid UTF-8 and `"base64"` otherwise
+//! (standard alphabet, padded); the first format's `"data"` is read as
+//! text.
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::message::Stream;
+
+/// One transcript entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Position in the transcript, from 1, never reused.
+    pub seq: u64,
+    /// Wall-clock milliseconds when it was stored.
+    pub at_ms: u64,
+    #[serde(flatten)]
+    pub body: EntryBody,
+}
+
+/// What an entry says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EntryBody {
+    /// Input queued as run `input`.
+    Input { input: u64, text: String },
+    /// Run `input` started.
+    RunStarted { input: u64 },
+    /// Output of run `input` (or of user bash `bash`, when `input` is
+    /// `None`).
+    Output {
+        input: Option<u64>,
+        stream: Stream,
+        #[serde(flatten, with = "output_bytes")]
+        data: Vec<u8>,
+        /// The offset in the kernel's spool of the run's output after this
+        /// entry: a worker that reconnects resumes from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spool_end: Option<u64>,
+        /// The number of the user bash this output belongs to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bash: Option<u64>,
+    },
+    /// Run `input` ended with `status`.
+    RunFinished {
+        input: u64,
+        status: i32,
+        /// The signal that ended it, if one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Whether `eukhe cancel` ended it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
+    },
+    /// Run `input` was cut short: the kernel running it is gone. It does
+    /// not run again.
+    RunInterrupted { input: u64 },
+    /// Queued input `input` was withdrawn before it ran; it never runs.
+    Withdrawn { input: u64 },
+    /// User bash started; `bash` numbers it among the session's inputs.
+    Bash {
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bash: Option<u64>,
+    },
+    /// User bash ended.
+    BashFinished {
+        status: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bash: Option<u64>,
+    },
+    /// Something the user should know; `restore` numbers a restore notice.
+    Notice { text: String, restore: Option<u32> },
+}
+
+/// Output bytes as one JSON field: `text`, `base64`, or the first
+/// format's `data`.
+mod output_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Repr {
+        Text(String),
+        Base64(String),
+        Data(String),
+    }
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Repr::Text(text.to_owned()),
+            Err(_) => Repr::Base64(STANDARD.encode(bytes)),
+        }
+        .serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        match Repr::deserialize(deserializer)? {
+            Repr::Text(text) | Repr::Data(text) => Ok(text.into_bytes()),
+            Repr::Base64(encoded) => STANDARD
+                .decode(encoded.as_bytes())
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(data: &[u8]) -> Entry {
+        Entry {
+            seq: 7,
+            at_ms: 9,
+            body: EntryBody::Output {
+                input: Some(2),
+                stream: Stream::Stdout,
+                data: data.to_vec(),
+                spool_end: None,
+                bash: None,
+            },
+        }
+    }
+
+    #[test]
+    fn utf8_output_is_text_and_other_bytes_are_base64_both_ways() {
+        let text = serde_json::to_value(output("héllo\n".as_bytes())).unwrap();
+        assert_eq!(text["text"], "héllo\n");
+        assert!(text.get("base64").is_none());
+        let binary = serde_json::to_value(output(&[0xff, 0, 0xfe])).unwrap();
+        assert_eq!(binary["base64"], "/wD+");
+        assert!(binary.get("text").is_none());
+        for data in [&b"plain"[..], &[0xff, 0, 0xfe][..]] {
+            let json = serde_json::to_string(&output(data)).unwrap();
+            assert_eq!(serde_json::from_str::<Entry>(&json).unwrap(), output(data));
+        }
+    }
+
+    #[test]
+    fn the_first_formats_data_field_reads_as_text() {
+        let v1 = r#"{"seq":7,"at_ms":9,"kind":"output","input":2,"stream":"stdout","data":"hi"}"#;
+        assert_eq!(serde_json::from_str::<Entry>(v1).unwrap(), output(b"hi"));
+    }
+}

@@ -1,0 +1,46 @@
+//! Which entries `log` reads: all of them, the last N, or one input's.
+//!
+//! Entries come from the transcript as a stream (memory does not grow
+//! with the file); `--tail` reads from the end without reading the rest.
+
+use std::path::Path;
+
+use super::entry::{Entry, EntryBody};
+use super::transcript;
+
+/// What a `log` request asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogQuery {
+    /// Only the last `tail` entries.
+    pub tail: Option<u64>,
+    /// Only the entries of input `input` (a run or user bash).
+    pub input: Option<u64>,
+}
+
+/// The entries `query` selects from the transcript at `path`, in order.
+pub fn entries(path: &Path, query: LogQuery) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+    let all: Box<dyn Iterator<Item = Entry>> = match query.tail {
+        Some(n) => Box::new(transcript::read_tail(path, n as usize)?.into_iter()),
+        None => Box::new(transcript::stream(path)?),
+    };
+    Ok(match query.input {
+        Some(input) => Box::new(all.filter(move |e| belongs_to(e, input))),
+        None => all,
+    })
+}
+
+/// Whether `entry` is part of input `input`: its text, start, output or end.
+pub fn belongs_to(entry: &Entry, input: u64) -> bool {
+    match &entry.body {
+        EntryBody::Input { input: i, .. }
+        | EntryBody::RunStarted { input: i }
+        | EntryBody::RunFinished { input: i, .. }
+        | EntryBody::RunInterrupted { input: i }
+        | EntryBody::Withdrawn { input: i } => *i == input,
+        EntryBody::Output {
+            input: run, bash, ..
+        } => *run == Some(input) || *bash == Some(input),
+        EntryBody::Bash { bash, .. } | EntryBody::BashFinished { bash, .. } => *bash == Some(input),
+        EntryBody::Notice { .. } => false,
+    }
+}

@@ -1,0 +1,198 @@
+//! One v2 record: its layout, how it is encoded, and how it is checked.
+
+use std::io;
+
+use super::{Entry, EntryBody};
+use crate::protocol::message::Stream;
+
+/// The first 8 bytes of every v2 transcript.
+pub const MAGIC: [u8; 8] = *b"EUKHETR2";
+/// The magic and the file's sync marker.
+pub const FILE_HEADER: u64 = 16;
+/// marker (8) | seq (8) | kind (1) | len (4) | crc (4).
+pub const HEADER: usize = 25;
+/// A larger payload is refused by writers and is damage to readers.
+pub const MAX_PAYLOAD: usize = 16 << 20;
+/// The furthest a record can reach from its first byte.
+pub const SPAN: u64 = (HEADER + MAX_PAYLOAD) as u64;
+
+const KIND_JSON: u8 = 1;
+const KIND_OUTPUT: u8 = 2;
+/// at_ms, input, bash, spool_end (u64 each) and the stream byte.
+const OUTPUT_PREFIX: usize = 33;
+
+/// The 8 random bytes that start every record of one file.
+pub type Marker = [u8; 8];
+
+/// A fresh marker: random, so that no other file's records (for example
+/// a transcript a run printed, stored inside an output record) carry it.
+pub fn new_marker() -> io::Result<Marker> {
+    loop {
+        let mut marker = [0u8; 8];
+        fill_random(&mut marker)?;
+        // Zeros are what a crash leaves behind; the magic is the file's
+        // own header.
+        if marker != [0; 8] && marker != MAGIC {
+            return Ok(marker);
+        }
+    }
+}
+
+fn fill_random(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n >= 0 {
+            filled += n as usize;
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::ENOSYS) => {
+                use std::io::Read;
+                return std::fs::File::open("/dev/urandom")?.read_exact(&mut buf[filled..]);
+            }
+            _ => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The header of a new file.
+pub fn file_header(marker: &Marker) -> [u8; FILE_HEADER as usize] {
+    let mut header = [0u8; FILE_HEADER as usize];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..].copy_from_slice(marker);
+    header
+}
+
+/// A record's header fields, read before anything is trusted.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub seq: u64,
+    pub kind: u8,
+    pub len: usize,
+    pub crc: u32,
+}
+
+impl Header {
+    /// The header at the start of `bytes` (at least [`HEADER`] long), if
+    /// it starts with `marker`.
+    pub fn read(bytes: &[u8], marker: &Marker) -> Option<Header> {
+        if bytes[..8] != marker[..] {
+            return None;
+        }
+        Some(Header {
+            seq: u64::from_be_bytes(bytes[8..16].try_into().unwrap()),
+            kind: bytes[16],
+            len: u32::from_be_bytes(bytes[17..21].try_into().unwrap()) as usize,
+            crc: u32::from_be_bytes(bytes[21..25].try_into().unwrap()),
+        })
+    }
+
+    /// Where the record starting at `at` ends, if its length is possible.
+    pub fn end(&self, at: u64) -> Option<u64> {
+        (self.len <= MAX_PAYLOAD).then(|| at + (HEADER + self.len) as u64)
+    }
+}
+
+/// The entry a complete record (`record`: header then payload) holds, if
+/// its checksum and payload are good.
+pub fn decode(header: &Header, record: &[u8]) -> Option<Entry> {
+    let payload = &record[HEADER..];
+    // Hashed in two parts rather than copied together: a payload may be
+    // 16 MiB.
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&record[8..21]);
+    crc.update(payload);
+    if crc.finalize() != header.crc {
+        return None;
+    }
+    match header.kind {
+        KIND_JSON => serde_json::from_slice::<Entry>(payload)
+            .ok()
+            .filter(|entry| entry.seq == header.seq),
+        KIND_OUTPUT => decode_output(header.seq, payload),
+        _ => None,
+    }
+}
+
+fn decode_output(seq: u64, payload: &[u8]) -> Option<Entry> {
+    if payload.len() < OUTPUT_PREFIX {
+        return None;
+    }
+    let word = |i: usize| u64::from_be_bytes(payload[i * 8..i * 8 + 8].try_into().unwrap());
+    let stream = match payload[32] {
+        1 => Stream::Stdout,
+        2 => Stream::Stderr,
+        _ => return None,
+    };
+    Some(Entry {
+        seq,
+        at_ms: word(0),
+        body: EntryBody::Output {
+            input: Some(word(1)).filter(|&n| n != 0),
+            stream,
+            data: payload[OUTPUT_PREFIX..].to_vec(),
+            spool_end: Some(word(3)).filter(|&n| n != u64::MAX),
+            bash: Some(word(2)).filter(|&n| n != 0),
+        },
+    })
+}
+
+/// Encode `entry` as one record into `out` (cleared first), or say why it
+/// cannot be stored.
+pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    out.extend_from_slice(marker);
+    out.extend_from_slice(&entry.seq.to_be_bytes());
+    out.push(0);
+    // Length and checksum, filled in once the payload is there.
+    out.extend_from_slice(&[0; 8]);
+    let kind = match &entry.body {
+        EntryBody::Output {
+            input,
+            stream,
+            data,
+            spool_end,
+            bash,
+        } => {
+            // 0 and u64::MAX stand for None, so they cannot be stored as
+            // numbers; runs, bash commands and spool offsets never are.
+            if *input == Some(0) || *bash == Some(0) || *spool_end == Some(u64::MAX) {
+                return Err("output entry with an unrepresentable number".into());
+            }
+            out.extend_from_slice(&entry.at_ms.to_be_bytes());
+            out.extend_from_slice(&input.unwrap_or(0).to_be_bytes());
+            out.extend_from_slice(&bash.unwrap_or(0).to_be_bytes());
+            out.extend_from_slice(&spool_end.unwrap_or(u64::MAX).to_be_bytes());
+            out.push(match stream {
+                Stream::Stdout => 1,
+                Stream::Stderr => 2,
+            });
+            out.extend_from_slice(data);
+            KIND_OUTPUT
+        }
+        _ => {
+            serde_json::to_writer(&mut *out, entry).map_err(|e| e.to_string())?;
+            KIND_JSON
+        }
+    };
+    let len = out.len() - HEADER;
+    if len > MAX_PAYLOAD {
+        return Err(format!(
+            "entry of {len} bytes is too large (at most {MAX_PAYLOAD})"
+        ));
+    }
+    out[16] = kind;
+    out[17..21].copy_from_slice(&(len as u32).to_be_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out[8..21]);
+    crc.update(&out[HEADER..]);
+    let crc = crc.finalize();
+    out[21..25].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The transcript: a session's memory, an append-only file of entries.
+//!
+//! # Format (v2, `sessions/<id>/transcript2`)
+//!
+//! A 16-byte file header, the magic `EUKHETR2` and 8 random bytes: the
+//! file's sync marker, different in every file. Then records:
+//!
+//! ```text
+//! marker (8) | seq u64 | kind u8 | len u32 | crc32 u32 | payload (len)
+//! ```
+//!
+//! (integers big-endian; the CRC covers seq, kind, len and the payload).
+//! Kind 1 is one JSON [`Entry`] whose `seq` is the header's. Kind 2 is
+//! output, binary: `at_ms u64 | input u64 (0: none) | bash u64 (0: none) |
+//! spool_end u64 (u64::MAX: none) | stream u8 (1 stdout, 2 stderr) |
+//! bytes`. Payloads are at most 16 MiB. Numbers rise by one per entry; an
+//! append that fails is cut back and takes no number.
+//!
+//! An entry is on disk (fdatasync) before [`Transcript::append`] returns,
+//! so anything acknowledged survives a crash.
+//!
+//! # Damage
+//!
+//! Records are read one after the other, skipped by their length. After a
+//! bad one, reading resumes at the next place where the marker starts a
+//! good record numbered above the last good one, so bytes inside an
+//! output payload (a run that printed a transcript, even this one) are
+//! never taken for records, and one damaged record loses one entry, not
+//! the rest of the history. [`Transcript::open`] cuts off only a torn
+//! tail, an unfinished last record; other damage is copied aside once and
+//! reported, never cut. (A copy of this file's own record numbered above
+//! the last good one is read as that record: it can only be there when
+//! the record it copies is damaged, and it holds the same entry.)
+//!
+//! [`read_tail`] reads backward from the end without reading the whole
+//! file, and returns what reading forward would.
+//!
+//! # The first format
+//!
+//! `sessions/<id>/transcript`: `[len u32][crc32 u32][JSON entry]` records,
+//! read up to the first bad one. [`Transcript::open`] migrates it into a
+//! new v2 file (the old one is left as it is, for older builds); readers
+//! read it while there is no v2 file yet.
+
+mod files;
+mod format;
+mod read;
+mod scan;
+mod tail;
+mod v1;
+mod window;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use super::entry::{Entry, EntryBody};
+pub use read::{read_entries, stream, stream_from, Entries};
+pub use tail::read_tail;
+pub use writer::Transcript;
+
+/// An unfinished last record found (and cut off) when opening a
+/// transcript.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// Damaged bytes found when opening a transcript: left in place, and
+/// copied to `kept`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub offset: u64,
+    pub bytes: u64,
+    pub kept: PathBuf,
+}
+
+/// A transcript opened for appending, and what opening it found.
+pub struct Opened {
+    pub transcript: Transcript,
+    /// The torn tail cut off, if there was one.
+    pub torn: Option<TornTail>,
+    /// Damage found for the first time (kept aside by this open).
+    pub damage: Vec<Damage>,
+    /// How many entries were migrated from the first format, if they were.
+    pub migrated: Option<u64>,
+    /// How many entries were visited.
+    pub entries: u64,
+}
+
+/// What [`parse`] finds in a whole file image.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parsed {
+    /// The good entries, in order.
+    pub entries: Vec<Entry>,
+    /// Damaged regions as (offset, length): bad bytes with a good record
+    /// after them, or a complete bad record at the end.
+    pub damage: Vec<(u64, u64)>,
+    /// Where an unfinished last record (or header) starts.
+    pub torn_at: Option<u64>,
+    /// Where the last good record ends (the header's end if none, 0 if
+    /// there is no header).
+    pub end: u64,
+}
+
+/// Read a whole v2 file image as a reader would (for the fuzzer and
+/// tests).
+pub fn parse(bytes: &[u8]) -> Parsed {
+    let mut parsed = Parsed::default();
+    if bytes.len() < format::FILE_HEADER as usize {
+        parsed.torn_at = (!bytes.is_empty()).then_some(0);
+        return parsed;
+    }
+    if bytes[..8] != format::MAGIC {
+        parsed.damage.push((0, bytes.len() as u64));
+        return parsed;
+    }
+    parsed.end = format::FILE_HEADER;
+    let marker = bytes[8..16].try_into().unwrap();
+    let mut scanner = scan::Scanner::new(bytes, bytes.len() as u64, marker, format::FILE_HEADER);
+    // Reading memory cannot fail.
+    while let Ok(Some(event)) = scanner.next_event() {
+        match event {
+            scan::Event::Entry { entry, end, .. } => {
+                parsed.entries.push(entry);
+                parsed.end = end;
+            }
+            scan::Event::Tail {
+                offset, torn: true, ..
+            } => parsed.torn_at = Some(offset),
+            scan::Event::Damage { offset, len } | scan::Event::Tail { offset, len, .. } => {
+                parsed.damage.push((offset, len))
+            }
+        }
+    }
+    parsed
+}

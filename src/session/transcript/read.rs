@@ -1,0 +1,138 @@
+//! Reading without writing: every entry, or a stream of them. Nothing is
+//! changed on disk; damage is skipped and an unfinished last record (the
+//! writer may be appending it) ends the reading quietly.
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::format::{Marker, FILE_HEADER, MAGIC};
+use super::scan::{Event, Scanner};
+use super::v1::V1Entries;
+use super::{files, Entry};
+
+/// What a reader finds at a transcript's path.
+pub enum Found {
+    /// A v2 file, its length when opened, and its marker.
+    V2(File, u64, Marker),
+    /// No v2 file yet, but the first-format file beside it: the worker
+    /// migrates it when it next starts.
+    V1(File),
+    /// No transcript at all, or one too short to hold an entry.
+    Nothing,
+}
+
+/// Open the transcript at `path` for reading.
+pub fn locate(path: &Path) -> Result<Found, String> {
+    let context = |e: io::Error| format!("transcript {}: {e}", path.display());
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let old = files::v1_path(path);
+            return match File::open(&old) {
+                Ok(file) => Ok(Found::V1(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Nothing),
+                Err(e) => Err(format!("transcript {}: {e}", old.display())),
+            };
+        }
+        Err(e) => return Err(context(e)),
+    };
+    let len = file.metadata().map_err(context)?.len();
+    if len < FILE_HEADER {
+        return Ok(Found::Nothing);
+    }
+    let mut head = [0u8; FILE_HEADER as usize];
+    file.read_exact_at(&mut head, 0).map_err(context)?;
+    if head[..8] != MAGIC {
+        return Err(format!(
+            "transcript {}: not a v2 transcript (bad magic)",
+            path.display()
+        ));
+    }
+    Ok(Found::V2(file, len, head[8..].try_into().unwrap()))
+}
+
+/// Good entries in order, one record in memory at a time.
+pub struct Entries {
+    inner: Inner,
+    /// Entries numbered below this are skipped.
+    from: u64,
+}
+
+enum Inner {
+    V2(Scanner<File>),
+    V1(V1Entries<BufReader<File>>),
+    Nothing,
+}
+
+impl Entries {
+    pub(super) fn new(found: Found, from: u64) -> Self {
+        let inner = match found {
+            Found::V2(file, len, marker) => Inner::V2(Scanner::new(file, len, marker, FILE_HEADER)),
+            Found::V1(file) => Inner::V1(V1Entries::new(BufReader::new(file))),
+            Found::Nothing => Inner::Nothing,
+        };
+        Entries { inner, from }
+    }
+
+    /// The next entry, with I/O errors (the iterator ends at one).
+    pub fn next_entry(&mut self) -> io::Result<Option<Entry>> {
+        loop {
+            let entry = match &mut self.inner {
+                Inner::V2(scanner) => match scanner.next_event()? {
+                    Some(Event::Entry { entry, .. }) => Some(entry),
+                    Some(_) => continue,
+                    None => None,
+                },
+                Inner::V1(v1) => v1.next_entry()?,
+                Inner::Nothing => None,
+            };
+            match entry {
+                Some(entry) if entry.seq < self.from => continue,
+                entry => return Ok(entry),
+            }
+        }
+    }
+}
+
+impl Iterator for Entries {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        match self.next_entry() {
+            Ok(Some(entry)) => Some(entry),
+            Ok(None) | Err(_) => {
+                self.inner = Inner::Nothing;
+                None
+            }
+        }
+    }
+}
+
+/// Every good entry of the transcript at `path`, in order (read-only; the
+/// first-format file beside it if there is no v2 file yet; none if
+/// neither exists).
+pub fn read_entries(path: &Path) -> Result<Vec<Entry>, String> {
+    let mut entries = stream(path)?;
+    let mut all = Vec::new();
+    while let Some(entry) = entries
+        .next_entry()
+        .map_err(|e| format!("transcript {}: {e}", path.display()))?
+    {
+        all.push(entry);
+    }
+    Ok(all)
+}
+
+/// The good entries of the transcript at `path` as they are read, up to
+/// its end when opened (read-only, like [`read_entries`]). An I/O error
+/// while reading ends the iteration.
+pub fn stream(path: &Path) -> Result<Entries, String> {
+    stream_from(path, 0)
+}
+
+/// [`stream`], from the first entry numbered `seq` or more.
+pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, String> {
+    Ok(Entries::new(locate(path)?, seq))
+}

@@ -1,0 +1,121 @@
+//! Tests of the transcript, each in a directory of its own.
+
+mod damage;
+mod embedded;
+mod migrate;
+mod roundtrip;
+mod tail;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::*;
+use crate::protocol::message::Stream;
+
+/// The v2 path in a fresh, empty directory.
+fn temp(name: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "eukhe-transcript-{}-{n}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("transcript2")
+}
+
+fn cleanup(path: &Path) {
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+/// Open for writing, collecting the visited entries.
+fn open(path: &Path) -> (Opened, Vec<Entry>) {
+    let mut visited = Vec::new();
+    let opened = Transcript::open(path, &mut |e| visited.push(e)).unwrap();
+    assert_eq!(opened.entries, visited.len() as u64);
+    (opened, visited)
+}
+
+fn input(input: u64) -> EntryBody {
+    EntryBody::Input {
+        input,
+        text: format!("input {input}"),
+    }
+}
+
+fn output(input: u64, data: &[u8]) -> EntryBody {
+    EntryBody::Output {
+        input: Some(input),
+        stream: Stream::Stdout,
+        data: data.to_vec(),
+        spool_end: Some(data.len() as u64),
+        bash: None,
+    }
+}
+
+fn seqs(entries: &[Entry]) -> Vec<u64> {
+    entries.iter().map(|e| e.seq).collect()
+}
+
+/// Where each record of a v2 file starts, walking the lengths of its
+/// headers from the first on (the file must be undamaged).
+fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 16;
+    while at < bytes.len() {
+        starts.push(at);
+        let len = u32::from_be_bytes(bytes[at + 17..at + 21].try_into().unwrap()) as usize;
+        at += 25 + len;
+    }
+    starts
+}
+
+fn flip(path: &Path, offsets: &[usize]) {
+    let mut bytes = std::fs::read(path).unwrap();
+    for &at in offsets {
+        bytes[at] ^= 0x5a;
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Deterministic bytes of every value.
+fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect()
+}
+
+/// Equal entries, or a failure that names their numbers (entries with
+/// big outputs are too long to print).
+#[track_caller]
+fn same(actual: &[Entry], expected: &[Entry], what: &str) {
+    assert_eq!(seqs(actual), seqs(expected), "{what}: numbers");
+    for (a, e) in actual.iter().zip(expected) {
+        assert!(a == e, "{what}: entry {} differs", e.seq);
+    }
+}
+
+/// Every reader agrees on what the transcript at `path` holds.
+#[track_caller]
+fn readers_agree(path: &Path, expected: &[Entry]) {
+    same(&read_entries(path).unwrap(), expected, "read_entries");
+    same(
+        &stream(path).unwrap().collect::<Vec<_>>(),
+        expected,
+        "stream",
+    );
+    for n in [1, 3, 10, expected.len(), expected.len() + 5] {
+        let from = expected.len().saturating_sub(n);
+        same(
+            &read_tail(path, n).unwrap(),
+            &expected[from..],
+            &format!("read_tail({n})"),
+        );
+    }
+}

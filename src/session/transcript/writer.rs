@@ -1,0 +1,244 @@
+//! The writer: opening (migrating, cutting a torn tail, keeping damage
+//! aside) and appending.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::format::{self, Marker, FILE_HEADER, MAGIC};
+use super::scan::{Event, Scanner};
+use super::{files, v1, Damage, Entry, EntryBody, Opened, TornTail};
+
+/// An open transcript, positioned for appending.
+pub struct Transcript {
+    path: PathBuf,
+    file: File,
+    marker: Marker,
+    next_seq: u64,
+    /// The file's length after the last good append: a failed append is
+    /// cut back to it.
+    len: u64,
+    unsynced: bool,
+    /// Reused for every record, so appending allocates nothing.
+    record: Vec<u8>,
+}
+
+impl Transcript {
+    /// Open or create the v2 transcript at `path` (0600, also fixing an
+    /// older file's permissions), migrating the first-format file beside
+    /// it if there is no v2 file yet. `visit` is called once per good
+    /// entry, in order, as it is read: nothing is collected here.
+    ///
+    /// A torn tail (an unfinished last record) is cut off and reported.
+    /// Damaged bytes followed by good records, or a complete record at the
+    /// end that fails its checksum, are never cut: they are copied once to
+    /// `transcript.damaged-<offset>` and reported when that copy is made.
+    pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, String> {
+        let context =
+            |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+        let migrated = if files::exists(path).map_err(|e| context("stat", e))? {
+            None
+        } else {
+            let old = files::v1_path(path);
+            if files::exists(&old).map_err(|e| context("stat", e))? {
+                Some(v1::migrate(&old, path)?)
+            } else {
+                files::create(path, |_, _| Ok(()))?;
+                None
+            }
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| context("open", e))?;
+        // A transcript is the session's memory, nobody else's to read.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| context("set permissions", e))?;
+        let (marker, mut torn) = header(path, &file)?;
+        let len = file.metadata().map_err(|e| context("stat", e))?.len();
+        let mut scanner = Scanner::new(&file, len, marker, FILE_HEADER);
+        let (mut next_seq, mut entries, mut end) = (1, 0, len);
+        let mut damage = Vec::new();
+        while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
+            match event {
+                Event::Entry { entry, .. } => {
+                    next_seq = entry.seq + 1;
+                    entries += 1;
+                    visit(entry);
+                }
+                Event::Tail {
+                    offset,
+                    len: bytes,
+                    torn: true,
+                } => {
+                    file.set_len(offset)
+                        .and_then(|()| file.sync_all())
+                        .map_err(|e| context("cut the torn tail", e))?;
+                    end = offset;
+                    torn = Some(TornTail { offset, bytes });
+                }
+                Event::Damage { offset, len: bytes }
+                | Event::Tail {
+                    offset, len: bytes, ..
+                } => {
+                    damage.extend(keep(path, &file, offset, bytes));
+                }
+            }
+        }
+        drop(scanner);
+        Ok(Opened {
+            transcript: Transcript {
+                path: path.to_path_buf(),
+                file,
+                marker,
+                next_seq,
+                len: end,
+                unsynced: false,
+                record: Vec::new(),
+            },
+            torn,
+            damage,
+            migrated,
+            entries,
+        })
+    }
+
+    /// Store an entry durably (written and fdatasync'd) and return it.
+    pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+        self.append_with(at_ms, body, true)
+    }
+
+    /// Store an entry that nobody is told about yet, without waiting for
+    /// the disk: the next synced append or [`Transcript::sync`] covers it
+    /// (a crash of this process keeps it in the page cache; a machine
+    /// crash loses only what was never acknowledged).
+    pub fn append_unsynced(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+        self.append_with(at_ms, body, false)
+    }
+
+    /// Wait for the disk if an unsynced append happened since the last
+    /// sync.
+    pub fn sync(&mut self) -> Result<(), String> {
+        if self.unsynced {
+            self.file
+                .sync_data()
+                .map_err(|e| format!("transcript {}: sync: {e}", self.path.display()))?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Whether an append since the last sync may not be on disk yet.
+    pub fn has_unsynced(&self) -> bool {
+        self.unsynced
+    }
+
+    /// Where the transcript is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The number the next entry will take.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    fn append_with(&mut self, at_ms: u64, body: EntryBody, sync: bool) -> Result<Entry, String> {
+        let entry = Entry {
+            seq: self.next_seq,
+            at_ms,
+            body,
+        };
+        format::encode(&self.marker, &entry, &mut self.record)
+            .map_err(|e| format!("transcript {}: {e}", self.path.display()))?;
+        let written = self.file.write_all(&self.record).and_then(|()| {
+            if sync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = written {
+            self.cut_back();
+            return Err(format!("transcript {}: {e}", self.path.display()));
+        }
+        self.len += self.record.len() as u64;
+        self.next_seq += 1;
+        self.unsynced = !sync;
+        Ok(entry)
+    }
+
+    /// After a failed append: a full disk can take part of a record, so
+    /// cut it off. Readers would resynchronise past it anyway, but the
+    /// bytes are nobody's.
+    fn cut_back(&mut self) {
+        if self.file.set_len(self.len).is_err() {
+            // The record may be whole and readable: never give its number
+            // to another entry.
+            self.next_seq += 1;
+            if let Ok(meta) = self.file.metadata() {
+                self.len = meta.len();
+            }
+        }
+    }
+}
+
+/// The file's marker, after making sure its header is there: a file
+/// shorter than a header (never made by this module, which renames whole
+/// files into place) is started afresh and its bytes reported torn.
+fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), String> {
+    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+    let len = file.metadata().map_err(|e| context("stat", e))?.len();
+    if len < FILE_HEADER {
+        let marker = format::new_marker().map_err(|e| context("random marker", e))?;
+        file.set_len(0)
+            .and_then(|()| {
+                let mut file = file;
+                file.write_all(&format::file_header(&marker))
+            })
+            .and_then(|()| file.sync_all())
+            .map_err(|e| context("write header", e))?;
+        let torn = (len > 0).then_some(TornTail {
+            offset: 0,
+            bytes: len,
+        });
+        return Ok((marker, torn));
+    }
+    let mut head = [0u8; FILE_HEADER as usize];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| context("read header", e))?;
+    if head[..8] != MAGIC {
+        return Err(format!(
+            "transcript {}: not a v2 transcript (bad magic)",
+            path.display()
+        ));
+    }
+    Ok((head[8..].try_into().unwrap(), None))
+}
+
+/// Keep damaged bytes aside; a [`Damage`] only when this open made the
+/// copy.
+fn keep(path: &Path, file: &File, offset: u64, bytes: u64) -> Option<Damage> {
+    let kept = files::damaged_path(path, offset);
+    match files::keep(file, offset, bytes, &kept) {
+        Ok(true) => Some(Damage {
+            offset,
+            bytes,
+            kept,
+        }),
+        Ok(false) => None,
+        Err(e) => {
+            // The damaged bytes stay in the transcript (never cut), so the
+            // next open tries again; failing here would only stop the
+            // session's worker from starting.
+            tracing::warn!(
+                "transcript {}: cannot keep damaged bytes at {offset} in {}: {e}",
+                path.display(),
+                kept.display()
+            );
+            None
+        }
+    }
+}

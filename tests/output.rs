@@ -1,0 +1,269 @@
+//! Output and the transcript through the real binary: bytes arrive exactly
+//! as commands wrote them, a damaged transcript keeps every entry after the
+//! damage, and a transcript of the first format still opens.
+
+// Shared with the other suites; this one uses part of it.
+#[allow(dead_code)]
+#[path = "daemon/env.rs"]
+mod env;
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use env::Env;
+
+/// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
+fn random_bytes(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+fn transcript_path(env: &Env, id: &str) -> PathBuf {
+    env.dir.join("state/sessions").join(id).join("transcript2")
+}
+
+/// The records of a v2 transcript: (offset, seq, payload offset, payload
+/// length, kind).
+fn records(path: &Path) -> Vec<(usize, u64, usize, usize, u8)> {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"EUKHETR2");
+    let mut out = Vec::new();
+    let mut at = 16;
+    while at + 25 <= bytes.len() {
+        let seq = u64::from_be_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        let len = u32::from_be_bytes(bytes[at + 17..at + 21].try_into().unwrap()) as usize;
+        out.push((at, seq, at + 25, len, bytes[at + 16]));
+        at += 25 + len;
+    }
+    out
+}
+
+#[test]
+fn random_bytes_arrive_byte_identical_live_queued_raw_and_as_base64() {
+    let env = Env::new("bytes");
+    let id = env.ok(&["new", "--name", "bytes"]).trim().to_string();
+    let data = random_bytes(20 << 20);
+    let file = env.dir.join("random.bin");
+    std::fs::write(&file, &data).unwrap();
+    let cat = format!("cat {}", file.display());
+
+    let live = env.run(&["bash", &id, "--", &cat]);
+    assert!(live.status.success());
+    assert!(
+        live.stdout == data,
+        "live output differs ({} bytes)",
+        live.stdout.len()
+    );
+
+    let queued = env.run(&["send", &id, &cat, "--wait"]);
+    assert!(queued.status.success());
+    assert!(queued.stdout == data, "send --wait output differs");
+
+    // The first input was user bash 1, the queued run is input 2.
+    for input in ["1", "2"] {
+        let raw = env.run(&["log", &id, "--raw", input]);
+        assert!(
+            raw.status.success(),
+            "{}",
+            String::from_utf8_lossy(&raw.stderr)
+        );
+        assert!(
+            raw.stdout == data,
+            "log --raw {input} differs ({} bytes)",
+            raw.stdout.len()
+        );
+    }
+    let stderr_only = env.run(&["log", &id, "--raw", "2", "--stream", "stderr"]);
+    assert!(stderr_only.status.success() && stderr_only.stdout.is_empty());
+
+    let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
+    let mut decoded = Vec::new();
+    for entry in json.as_array().unwrap() {
+        if entry["kind"] == "output" && entry["input"] == 2 {
+            let text = entry["base64"].as_str().expect("random output is base64");
+            decoded.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .unwrap(),
+            );
+        }
+    }
+    assert!(decoded == data, "log --json base64 differs");
+
+    let missing = env.run(&["log", &id, "--raw", "99"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no input 99"));
+}
+
+#[test]
+fn utf8_split_across_writes_stays_text_in_log_json() {
+    let env = Env::new("utf8");
+    let id = env.ok(&["new"]).trim().to_string();
+    // "é" written one byte at a time, with a pause between.
+    env.ok(&[
+        "bash",
+        &id,
+        "--",
+        r"printf 'caf\xc3'; sleep 0.3; printf '\xa9\n'",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
+    let text: String = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "output")
+        .map(|e| e["text"].as_str().expect("text, not base64").to_string())
+        .collect();
+    assert_eq!(text, "café\n");
+}
+
+#[test]
+fn damage_in_the_middle_keeps_every_later_entry_and_is_reported_once() {
+    let env = Env::new("damage");
+    let id = env.ok(&["new"]).trim().to_string();
+    // Each user bash stores three entries: its command, its output, its end.
+    for i in 1..=34 {
+        env.ok(&["bash", &id, "--", &format!("echo entry-{i}")]);
+    }
+    env.ok(&["shutdown", "--force"]);
+    let path = transcript_path(&env, &id);
+    let before = std::fs::metadata(&path).unwrap().len();
+    let recs = records(&path);
+    assert!(recs.len() >= 100, "{} records", recs.len());
+    let (_, seq, payload, len, _) = recs[39];
+    assert_eq!(seq, 40);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[payload + len / 2] ^= 0xFF;
+    bytes[payload + len / 2 + 1] ^= 0xFF;
+    std::fs::write(&path, &bytes).unwrap();
+
+    assert_eq!(env.ok(&["bash", &id, "--", "echo after"]), "after\n");
+    let log = env.log(&id);
+    assert!(
+        log.contains("entry-34\n") && log.contains("after\n"),
+        "{log}"
+    );
+    assert!(
+        log.contains("entry-13\n") && log.contains("entry-15\n"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("the transcript was damaged").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        std::fs::metadata(&path).unwrap().len() > before,
+        "never truncated"
+    );
+    let kept: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|f| {
+            f.file_name()
+                .to_string_lossy()
+                .starts_with("transcript.damaged-")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        kept[0].metadata().unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // A later worker start does not report it again.
+    env.ok(&["shutdown", "--force"]);
+    env.ok(&["bash", &id, "--", "true"]);
+    assert_eq!(
+        env.log(&id).matches("the transcript was damaged").count(),
+        1
+    );
+}
+
+#[test]
+fn a_transcript_catted_into_output_is_never_read_as_records_even_after_damage() {
+    let env = Env::new("embedded");
+    let other = env.ok(&["new", "--name", "other"]).trim().to_string();
+    env.ok(&["bash", &other, "--", "echo OTHER-SESSION-MARK"]);
+    let id = env.ok(&["new", "--name", "host"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "echo first"]);
+    // Another session's transcript and its own, as output (one file, so
+    // one write and one output record).
+    let mut both = std::fs::read(transcript_path(&env, &other)).unwrap();
+    both.extend(std::fs::read(transcript_path(&env, &id)).unwrap());
+    let copy = env.dir.join("both");
+    std::fs::write(&copy, &both).unwrap();
+    let cat = format!("cat {}", copy.display());
+    assert!(env.run(&["bash", &id, "--", &cat]).status.success());
+    env.ok(&["bash", &id, "--", "echo last"]);
+    let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
+    let kinds: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "bash").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .all(|k| ["bash", "output", "bash_finished"].contains(k)),
+        "{kinds:?}"
+    );
+
+    // Damage the header of the output record that holds the copies.
+    env.ok(&["shutdown", "--force"]);
+    let path = transcript_path(&env, &id);
+    let recs = records(&path);
+    let (offset, ..) = *recs
+        .iter()
+        .find(|r| r.4 == 2 && r.3 > 200)
+        .expect("the catted output");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset + 1] ^= 0xFF;
+    bytes[offset + 18] ^= 0xFF;
+    std::fs::write(&path, &bytes).unwrap();
+    env.ok(&["bash", &id, "--", "true"]);
+    let log = String::from_utf8_lossy(&env.run(&["log", &id]).stdout).into_owned();
+    assert!(!log.contains("OTHER-SESSION-MARK"), "{log}");
+    assert_eq!(log.matches("echo first").count(), 1, "{log}");
+    assert!(log.contains("last\n"), "{log}");
+}
+
+#[test]
+fn a_transcript_of_the_first_format_opens_with_all_its_entries() {
+    let env = Env::new("v1");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["shutdown", "--force"]);
+    let dir = env.dir.join("state/sessions").join(&id);
+    let _ = std::fs::remove_file(dir.join("transcript2"));
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcript-v1");
+    std::fs::copy(&fixture, dir.join("transcript")).unwrap();
+    let expected = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcript-v1.log"),
+    )
+    .unwrap();
+    // Read before any worker opens it, then after the worker copied it.
+    let shown = env.log(&id);
+    assert_eq!(shown, expected);
+    env.ok(&["bash", &id, "--", "echo new"]);
+    let shown = env.log(&id);
+    assert!(shown.starts_with(&expected), "{shown}");
+    assert!(
+        shown.contains("[bash 2] $ echo new\nnew\n[bash 2 exited 0]"),
+        "{shown}"
+    );
+    assert!(dir.join("transcript2").exists());
+}
