@@ -76,14 +76,15 @@ fn the_first_connect_activates_the_supervisor_and_a_session_is_a_worker_unit() {
     );
     assert_eq!(eukhe.eukhe(&format!("bash {id} -- pwd")), "/tmp\n");
     eukhe.eukhe(&format!("send {id} 'echo from a run'"));
-    wait_until(Duration::from_secs(10), "run 1 is in the journal", || {
-        eukhe.journal(&worker(&id)).contains("run 1 exited 0")
+    // The two user bashes were inputs 1 and 2: the run is input 3.
+    wait_until(Duration::from_secs(10), "run 3 is in the journal", || {
+        eukhe.journal(&worker(&id)).contains("run 3 exited 0")
     });
     let journal = eukhe.journal(&worker(&id));
     for line in [
         &format!("serving session {id}"),
         "supervised",
-        "run 1 started",
+        "run 3 started",
         "busy evidence: busy",
         "busy evidence: idle",
     ] {
@@ -93,10 +94,10 @@ fn the_first_connect_activates_the_supervisor_and_a_session_is_a_worker_unit() {
         );
     }
     let structured = eukhe.user_ok(&format!(
-        "journalctl --user -u {} EUKHE_SESSION={id} EUKHE_RUN=1 -o cat --no-pager",
+        "journalctl --user -u {} EUKHE_SESSION={id} EUKHE_RUN=3 -o cat --no-pager",
         worker(&id)
     ));
-    assert!(structured.contains("run 1 started"), "{structured}");
+    assert!(structured.contains("run 3 started"), "{structured}");
     assert!(eukhe.eukhe(&format!("log {id}")).contains("from a run"));
 }
 
@@ -537,10 +538,11 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
     );
     assert_ne!(eukhe.main_pid(&kernel(&id)), kernel_pid);
     let log = eukhe.eukhe(&format!("log {id}"));
+    // Runs 1 and 2, user bash 3, then run 4: the one the stop ended.
     assert_eq!(
-        log.matches("[run 3 ").count(),
+        log.matches("[run 4 ").count(),
         1,
-        "run 3 ended once:\n{log}"
+        "run 4 ended once:\n{log}"
     );
     assert_eq!(
         log.lines().filter(|l| *l == "done").count(),
@@ -613,7 +615,8 @@ fn after_a_reboot_the_run_in_flight_is_interrupted_once_and_the_shell_state_is_r
     );
     let log = eukhe.eukhe(&format!("log {id}"));
     assert_eq!(log.matches("interrupted]").count(), 1, "{log}");
-    assert!(log.contains("[run 1 interrupted]"), "{log}");
+    // User bash 1 set the state; the run in flight was input 2.
+    assert!(log.contains("[run 2 interrupted]"), "{log}");
     assert_eq!(
         log.matches("kernel restored from its snapshot").count(),
         1,
