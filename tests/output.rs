@@ -267,3 +267,118 @@ fn a_transcript_of_the_first_format_opens_with_all_its_entries() {
     );
     assert!(dir.join("transcript2").exists());
 }
+
+/// A process's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() {
+    use std::io::Read;
+    use std::process::Stdio;
+    const SIZE: u64 = 1 << 30;
+    const LINE: &[u8] = b"0123456789 the quick brown fox jumps over the lazy dog\n";
+    let env = Env::new("stopped");
+    let id = env.ok(&["new"]).trim().to_string();
+    let worker = env.worker_pid(&id).expect("a worker");
+    let daemon = env.daemon_pid();
+    let producer = format!(
+        "yes '{}' | head -c {SIZE}",
+        std::str::from_utf8(&LINE[..LINE.len() - 1]).unwrap()
+    );
+    let mut client = env
+        .command(&["bash", &id, "--", &producer])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stopped once its command has started (so its request is out).
+    env::wait_until(
+        std::time::Duration::from_secs(10),
+        "the command starts",
+        || env.ok(&["log", &id, "--tail", "1"]).contains("$ yes"),
+    );
+    // SAFETY: kill(2) on the child this test just started.
+    unsafe { libc::kill(client.id() as i32, libc::SIGSTOP) };
+    let mut peak = (0, 0);
+    let start = std::time::Instant::now();
+    // The run writes everything while its client is stopped: its end is
+    // stored once the kernel has read all of it.
+    loop {
+        peak = (peak.0.max(rss_kib(worker)), peak.1.max(rss_kib(daemon)));
+        let log = env.ok(&["log", &id, "--tail", "3"]);
+        if log.contains("exited 0]") {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(300),
+            "the run did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    println!(
+        "1 GiB written to a stopped client in {:?}: worker peak {} KiB, supervisor peak {} KiB",
+        start.elapsed(),
+        peak.0,
+        peak.1
+    );
+    assert!(peak.0 < 64 * 1024, "the worker grew to {} KiB", peak.0);
+    assert!(peak.1 < 64 * 1024, "the supervisor grew to {} KiB", peak.1);
+    // SAFETY: as above.
+    unsafe { libc::kill(client.id() as i32, libc::SIGCONT) };
+    let mut stdout = client.stdout.take().unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at: u64 = 0;
+    loop {
+        let n = stdout.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        for (i, byte) in buf[..n].iter().enumerate() {
+            let expected = LINE[((at + i as u64) % LINE.len() as u64) as usize];
+            assert_eq!(*byte, expected, "byte {} differs", at + i as u64);
+        }
+        at += n as u64;
+    }
+    assert_eq!(at, SIZE, "every byte arrived");
+    assert!(client.wait().unwrap().success());
+
+    // The 1 GiB transcript: its tail and an attach's first line come from
+    // its end, without reading the rest.
+    let limit = if cfg!(debug_assertions) { 1000 } else { 200 };
+    let start = std::time::Instant::now();
+    let tail = env.run(&["log", &id, "--tail", "100"]);
+    let took = start.elapsed();
+    assert!(tail.status.success());
+    assert!(String::from_utf8_lossy(&tail.stdout).ends_with("[bash 1 exited 0]\n"));
+    println!("log --tail 100 of a 1 GiB transcript: {took:?}");
+    assert!(took.as_millis() < limit, "log --tail 100 took {took:?}");
+    let start = std::time::Instant::now();
+    let mut attached = env
+        .command(&["attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    attached
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    let took = start.elapsed();
+    let _ = attached.kill();
+    let _ = attached.wait();
+    println!("attach's first byte on a 1 GiB transcript: {took:?}");
+    assert!(
+        took.as_millis() < limit,
+        "attach showed its first line after {took:?}"
+    );
+}

@@ -461,7 +461,7 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
 async fn attach(session: String) -> Result<ExitCode, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let mut client = open_attach(&session, true).await?;
+    let mut client = open_attach(&session, true, None).await?;
     if interactive {
         eprintln!(
             "attached to {session}: typed lines are queued as input; \
@@ -473,8 +473,10 @@ async fn attach(session: String) -> Result<ExitCode, String> {
     let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
-    // Each (re)attach replays the whole transcript; the view (the notice
-    // law's) shows every entry, every notice, once.
+    // An attach replays the transcript's last entries after every restore
+    // notice; attaching again replays what came after the last entry
+    // seen. The view (the notice law's) shows every entry, every notice,
+    // once.
     let mut view = View::default();
     let mut runs = RunsSeen::default();
     loop {
@@ -484,6 +486,7 @@ async fn attach(session: String) -> Result<ExitCode, String> {
         tokio::select! {
             response = client.receive() => match response {
                 Ok(Response::Entry(entry)) => {
+                    runs.last_seq = runs.last_seq.max(Some(entry.seq));
                     runs.see(&entry.body);
                     if view.deliver(stored_message(&entry)) {
                         let mut out = std::io::stdout().lock();
@@ -504,7 +507,7 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                     }
                 }
                 Ok(other) => return unexpected(other),
-                Err(_) => client = reattach(&session).await?,
+                Err(_) => client = reattach(&session, runs.last_seq).await?,
             },
             _ = interrupts.recv() => {
                 // Say which run is cancelled first when this view knows;
@@ -515,7 +518,7 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                 runs.cancel_asked = runs.running.is_none();
                 let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
                 if client.send(&request).await.is_err() {
-                    client = reattach(&session).await?;
+                    client = reattach(&session, runs.last_seq).await?;
                 }
             }
             _ = quits.recv() => {
@@ -526,7 +529,7 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                 Ok(Some(text)) if !text.trim().is_empty() => {
                     let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
                     if client.send(&request).await.is_err() {
-                        client = reattach(&session).await?;
+                        client = reattach(&session, runs.last_seq).await?;
                         client.send(&request).await?;
                     }
                     runs.unanswered += 1;
@@ -550,6 +553,8 @@ struct RunsSeen {
     /// A cancel was asked while this view knew of no running run.
     cancel_asked: bool,
     ended: std::collections::HashSet<u64>,
+    /// The last entry shown: attaching again replays what came after it.
+    last_seq: Option<u64>,
 }
 
 impl RunsSeen {
@@ -588,12 +593,16 @@ fn stored_message(entry: &Entry) -> StoredMessage {
     }
 }
 
-async fn open_attach(session: &str, interactive: bool) -> Result<Client, String> {
+async fn open_attach(
+    session: &str,
+    interactive: bool,
+    after: Option<u64>,
+) -> Result<Client, String> {
     let mut client = connect(interactive).await?;
     client
         .send(&Request::Session {
             session: session.to_string(),
-            request: SessionRequest::Attach,
+            request: SessionRequest::Attach { after },
         })
         .await?;
     Ok(client)
@@ -603,12 +612,12 @@ async fn open_attach(session: &str, interactive: bool) -> Result<Client, String>
 /// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
 /// if none listens. A reattach is a background start: it never replaces a
 /// daemon another client started.
-async fn reattach(session: &str) -> Result<Client, String> {
+async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
     let mut last_error = String::new();
     while tokio::time::Instant::now() < deadline {
-        match open_attach(session, false).await {
+        match open_attach(session, false, after).await {
             Ok(client) => return Ok(client),
             Err(e) => last_error = e,
         }

@@ -68,8 +68,12 @@ pub enum SessionRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<u64>,
     },
-    /// The transcript, then live entries until the client leaves.
-    Attach,
+    /// The transcript's last entries (or those after entry `after`, when
+    /// attaching again), then live entries until the client leaves.
+    Attach {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
     /// Cancel the running run; with `all`, withdraw every queued input too.
     Cancel { all: bool },
     /// The queued inputs.

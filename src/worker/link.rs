@@ -198,7 +198,7 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), String> {
         return Ok(());
     };
     if let Some(text) = restored {
-        let restores = w.restores()?;
+        let restores = w.restores();
         if let Some(MessageKind::RestoreNotice { restore }) =
             restore_notice(KernelStart::OverSnapshot, restores)
         {

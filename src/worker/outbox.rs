@@ -1,8 +1,11 @@
 //! A client connection's outgoing messages, with the bytes not yet written
-//! counted: a replay waits while its client is behind, and the shell can
-//! tell a client that does not read from one that does.
+//! counted: a replay waits while its client is behind, and a client that
+//! stops reading live output is not buffered for without limit: past
+//! [`LAG_BYTES`] its live stream is dropped and it is fed from the
+//! transcript (durable, in order) until it has caught up.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 use tokio::net::unix::OwnedWriteHalf;
@@ -20,10 +23,39 @@ const MESSAGE_COST: usize = 64;
 /// queued, so it never holds more of a transcript than this in memory.
 pub const REPLAY_AHEAD_BYTES: usize = 1 << 20;
 
+/// How long a catch-up that found nothing new waits before reading again.
+const CATCH_UP_RETRY_MS: u64 = 50;
+
+/// Live output queued for a client past this: the client is not reading.
+pub const LAG_BYTES: usize = 8 << 20;
+
 #[derive(Default)]
 struct Counter {
     pending: Cell<usize>,
     drained: Notify,
+    /// Set while the client is fed from the transcript.
+    lag: RefCell<Option<Lag>>,
+}
+
+/// A client behind its live output: what the transcript still owes it.
+struct Lag {
+    /// The input whose output it follows.
+    input: u64,
+    /// Where to read on: a record's start, and the first entry not sent.
+    offset: u64,
+    seq: u64,
+    /// The last output entry it is owed.
+    through: u64,
+    /// Messages that follow the output (its exit), sent once caught up.
+    held: Vec<Response>,
+}
+
+/// Where live output was stored: its entry and where the entry's record
+/// starts in the transcript.
+#[derive(Clone, Copy, Debug)]
+pub struct Stored {
+    pub seq: u64,
+    pub offset: u64,
 }
 
 /// The sending side; cheap to clone.
@@ -65,6 +97,58 @@ impl Outbox {
         Ok(())
     }
 
+    /// Live output of `input`, stored as `stored` in the transcript at
+    /// `transcript`. A client more than [`LAG_BYTES`] behind is fed from
+    /// the transcript instead until it catches up, so the worker never
+    /// holds more than that for it and the client still gets every byte in
+    /// order.
+    pub fn send_output(
+        &self,
+        response: Response,
+        input: u64,
+        stored: Option<Stored>,
+        transcript: &std::path::Path,
+    ) {
+        if let Some(lag) = self.counter.lag.borrow_mut().as_mut() {
+            if let Some(stored) = stored {
+                lag.through = stored.seq;
+            }
+            return;
+        }
+        match stored {
+            // Output the transcript could not take (a full disk) can only
+            // go live.
+            Some(stored) if self.pending() >= LAG_BYTES => {
+                tracing::info!(
+                    input,
+                    "a client stopped reading: it is fed from the transcript from entry {}",
+                    stored.seq
+                );
+                *self.counter.lag.borrow_mut() = Some(Lag {
+                    input,
+                    offset: stored.offset,
+                    seq: stored.seq,
+                    through: stored.seq,
+                    held: Vec::new(),
+                });
+                tokio::task::spawn_local(catch_up(self.clone(), transcript.to_path_buf()));
+            }
+            _ => {
+                let _ = self.send(response);
+            }
+        }
+    }
+
+    /// A message that comes after the output (an exit): held while the
+    /// client is fed from the transcript.
+    pub fn send_after_output(&self, response: Response) -> Result<(), Gone> {
+        if let Some(lag) = self.counter.lag.borrow_mut().as_mut() {
+            lag.held.push(response);
+            return Ok(());
+        }
+        self.send(response)
+    }
+
     /// Bytes queued and not yet written to the client.
     pub fn pending(&self) -> usize {
         self.counter.pending.get()
@@ -82,6 +166,74 @@ impl Outbox {
                 return;
             }
             drained.await;
+        }
+    }
+}
+
+/// Feed a lagging client its input's output from the transcript, never
+/// more than [`REPLAY_AHEAD_BYTES`] ahead of it, until it has every entry
+/// it is owed; then send what was held and go live again.
+async fn catch_up(outbox: Outbox, transcript: PathBuf) {
+    loop {
+        outbox.below(REPLAY_AHEAD_BYTES).await;
+        if outbox.is_closed() {
+            return;
+        }
+        let (input, offset, seq, through) = match outbox.counter.lag.borrow().as_ref() {
+            Some(lag) => (lag.input, lag.offset, lag.seq, lag.through),
+            None => return,
+        };
+        if seq > through {
+            // Caught up (nothing awaited since `through` was read): live
+            // again, after what was held.
+            let held = outbox
+                .counter
+                .lag
+                .borrow_mut()
+                .take()
+                .map(|lag| lag.held)
+                .unwrap_or_default();
+            for response in held {
+                let _ = outbox.send(response);
+            }
+            return;
+        }
+        let mut entries = match crate::session::transcript::stream_at(&transcript, offset, seq) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!("a lagging client cannot be fed from the transcript: {e}");
+                return;
+            }
+        };
+        let mut next = (offset, seq);
+        while outbox.pending() < REPLAY_AHEAD_BYTES {
+            let Ok(Some((entry, end))) = entries.next_with_end() else {
+                break;
+            };
+            next = (end, entry.seq + 1);
+            if let EntryBody::Output {
+                stream,
+                data,
+                input: run,
+                bash,
+                ..
+            } = entry.body
+            {
+                if run == Some(input) || bash == Some(input) {
+                    let _ = outbox.send(Response::Output { stream, data });
+                }
+            }
+            if entry.seq >= through {
+                break;
+            }
+        }
+        if let Some(lag) = outbox.counter.lag.borrow_mut().as_mut() {
+            (lag.offset, lag.seq) = next;
+        }
+        if next.1 <= seq {
+            // Nothing readable past the point (the entry is not on disk as
+            // expected): do not spin.
+            tokio::time::sleep(std::time::Duration::from_millis(CATCH_UP_RETRY_MS)).await;
         }
     }
 }

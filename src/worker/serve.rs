@@ -3,14 +3,15 @@
 //! supervisor.
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc::unbounded_channel;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
-use super::outbox::{Outbox, REPLAY_AHEAD_BYTES};
+use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
@@ -27,9 +28,12 @@ use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{read_json, KernelRecord};
-use crate::session::transcript::EntryBody;
+use crate::session::transcript::{self, Entry, EntryBody};
 
 /// Shared wake-ups: the run loop, and the end of the worker.
+/// How many of its last entries an attach replays first.
+const ATTACH_REPLAY_ENTRIES: usize = 200;
+
 #[derive(Clone, Default)]
 struct Signals {
     run: Rc<Notify>,
@@ -270,33 +274,27 @@ async fn session_request(
                 return;
             }
             let query = LogQuery { tail, input };
-            tokio::task::spawn_local(replay(path, query, tx.clone(), None));
+            tokio::task::spawn_local(replay(path, query, tx.clone()));
         }
-        SessionRequest::Attach => {
+        SessionRequest::Attach { after } => {
             // Subscribe before reading the file, then leave out live entries
             // the replay already carried. (Only traffic: the client's view,
             // `laws::notice::View`, decides what is shown.)
             let (live_tx, live_rx) = unbounded_channel();
-            let path = {
+            let (path, notices) = {
                 let mut w = worker.borrow_mut();
                 w.subscribe(live_tx);
-                w.files.transcript()
+                (w.files.transcript(), w.restore_notices.clone())
             };
-            let query = LogQuery::default();
-            tokio::task::spawn_local(replay(path, query, tx.clone(), Some(live_rx)));
+            let replay = Replay { after, notices };
+            tokio::task::spawn_local(attach(path, replay, tx.clone(), live_rx));
         }
     }
 }
 
 /// Send the entries `query` selects, never more than
-/// [`REPLAY_AHEAD_BYTES`] ahead of the client, then `Replayed`; with
-/// `live`, go on with the live entries the replay did not carry.
-async fn replay(
-    path: std::path::PathBuf,
-    query: LogQuery,
-    tx: Outbox,
-    live: Option<tokio::sync::mpsc::UnboundedReceiver<Response>>,
-) {
+/// [`REPLAY_AHEAD_BYTES`] ahead of the client, then `Replayed`.
+async fn replay(path: PathBuf, query: LogQuery, tx: Outbox) {
     let entries = match log_query::entries(&path, query) {
         Ok(entries) => entries,
         Err(message) => {
@@ -304,7 +302,43 @@ async fn replay(
             return;
         }
     };
-    let mut last = 0;
+    for entry in entries {
+        if tx.send(Response::Entry(entry)).is_err() {
+            return;
+        }
+        tx.below(REPLAY_AHEAD_BYTES).await;
+    }
+    let _ = tx.send(Response::Replayed);
+}
+
+/// What an attach replays before going live.
+struct Replay {
+    /// Every entry after this one (attaching again); none: the last
+    /// [`ATTACH_REPLAY_ENTRIES`], after every older restore notice.
+    after: Option<u64>,
+    notices: Vec<Entry>,
+}
+
+/// Attach: the replay, then live entries. A client that stops reading is
+/// not buffered for: past [`LAG_BYTES`] live entries are dropped (they are
+/// in the transcript) and it is fed from the file until it has caught up.
+async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedReceiver<Response>) {
+    let replayed = match replay.after {
+        Some(after) => transcript::stream_from(&path, after + 1).map(|e| e.collect::<Vec<_>>()),
+        None => transcript::read_tail(&path, ATTACH_REPLAY_ENTRIES).map(|tail| {
+            let first = tail.first().map_or(u64::MAX, |e| e.seq);
+            let older = replay.notices.into_iter().filter(|n| n.seq < first);
+            older.chain(tail).collect()
+        }),
+    };
+    let entries = match replayed {
+        Ok(entries) => entries,
+        Err(message) => {
+            let _ = tx.send(Response::Error { message });
+            return;
+        }
+    };
+    let mut last = replay.after.unwrap_or(0);
     for entry in entries {
         last = entry.seq;
         if tx.send(Response::Entry(entry)).is_err() {
@@ -313,15 +347,57 @@ async fn replay(
         tx.below(REPLAY_AHEAD_BYTES).await;
     }
     let _ = tx.send(Response::Replayed);
-    let Some(mut live) = live else { return };
+    // Where reading the file on may start: a record's start, or the top.
+    let mut resume_at = 0;
     while let Some(response) = live.recv().await {
-        if let Response::Entry(entry) = &response {
-            if entry.seq <= last {
+        let Response::Entry(entry) = response else {
+            continue;
+        };
+        if entry.seq <= last {
+            continue;
+        }
+        if tx.pending() < LAG_BYTES {
+            last = entry.seq;
+            if tx.send(Response::Entry(entry)).is_err() {
+                return;
+            }
+            continue;
+        }
+        // Behind: this entry and every later one come from the file.
+        let mut owed = entry.seq;
+        loop {
+            tokio::select! {
+                _ = tx.below(REPLAY_AHEAD_BYTES) => {}
+                more = live.recv() => match more {
+                    Some(Response::Entry(e)) => owed = owed.max(e.seq),
+                    Some(_) => {}
+                    None => return,
+                },
+            }
+            if tx.is_closed() {
+                return;
+            }
+            if tx.pending() >= REPLAY_AHEAD_BYTES {
                 continue;
             }
-        }
-        if tx.send(response).is_err() {
-            break;
+            let Ok(mut entries) = transcript::stream_at(&path, resume_at, last + 1) else {
+                return;
+            };
+            while tx.pending() < REPLAY_AHEAD_BYTES {
+                let Ok(Some((entry, end))) = entries.next_with_end() else {
+                    break;
+                };
+                last = entry.seq;
+                resume_at = end;
+                if tx.send(Response::Entry(entry)).is_err() {
+                    return;
+                }
+            }
+            // Live again once everything dropped is sent: what the live
+            // channel still holds is newer and follows in order.
+            if last >= owed {
+                break;
+            }
         }
     }
 }
@@ -344,7 +420,7 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Outbox) {
         let _ = tx.send(Response::Error { message });
         return;
     }
-    let client = w.add_client(tx.clone());
+    let client = w.add_client(tx.clone(), number);
     let actions = w.core.bash(&command, client, number);
     w.apply(actions);
     w.work_changed();

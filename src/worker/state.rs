@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::core::{Action, ClientId, RunCore};
 use super::engine;
-use super::outbox::Outbox;
+use super::outbox::{Outbox, Stored};
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
@@ -36,7 +36,12 @@ pub struct Worker {
     /// The link to the session's kernel, once connected.
     pub kernel: Option<tokio::sync::mpsc::UnboundedSender<ToKernel>>,
     /// Clients waiting for user bash, by the core's numbers.
-    clients: HashMap<ClientId, Outbox>,
+    clients: HashMap<ClientId, (Outbox, u64)>,
+    /// Where the latest output entry was stored (none: it could not be).
+    last_output: Option<Stored>,
+    /// Every restore notice stored: an attach shows them all (the notice
+    /// law) even when it replays only the transcript's last entries.
+    pub restore_notices: Vec<Entry>,
     next_client: ClientId,
     /// Wakes the task that records busy evidence.
     pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
@@ -74,7 +79,13 @@ impl Worker {
             read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
         private_dir(&files.scratch())?;
         let mut replay = RunCore::replay(std::process::id());
-        let opened = Transcript::open(&files.transcript(), &mut |entry| replay.see(&entry))?;
+        let mut restore_notices = Vec::new();
+        let opened = Transcript::open(&files.transcript(), &mut |entry| {
+            replay.see(&entry);
+            if is_restore_notice(&entry) {
+                restore_notices.push(entry);
+            }
+        })?;
         let config = crate::config::Config::load(&paths.config)?;
         // The supervisor passes its setting on the process backend; a unit
         // started by systemd reads the configuration itself.
@@ -94,6 +105,8 @@ impl Worker {
             sync_pending: false,
             kernel: None,
             clients: HashMap::new(),
+            last_output: None,
+            restore_notices,
             next_client: 1,
             evidence_due: Default::default(),
             kernel_connected: Default::default(),
@@ -132,19 +145,8 @@ impl Worker {
     }
 
     /// How many restore notices the transcript holds.
-    pub fn restores(&self) -> Result<u32, String> {
-        let entries = crate::session::transcript::stream(&self.files.transcript())?;
-        Ok(entries
-            .filter(|e| {
-                matches!(
-                    e.body,
-                    EntryBody::Notice {
-                        restore: Some(_),
-                        ..
-                    }
-                )
-            })
-            .count() as u32)
+    pub fn restores(&self) -> u32 {
+        self.restore_notices.len() as u32
     }
 
     /// Carry out the core's actions. Returns the entries that must be
@@ -169,8 +171,18 @@ impl Worker {
                 Action::EndWaiters(run, status) => self.end_waiters(run, status),
                 Action::Client(client, response) => {
                     let last = matches!(response, Response::Exit { .. });
-                    if let Some(tx) = self.clients.get(&client) {
-                        let _ = tx.send(response);
+                    if let Some((tx, number)) = self.clients.get(&client) {
+                        match response {
+                            Response::Output { .. } => tx.send_output(
+                                response,
+                                *number,
+                                self.last_output,
+                                self.transcript.path(),
+                            ),
+                            other => {
+                                let _ = tx.send_after_output(other);
+                            }
+                        }
                     }
                     if last {
                         self.clients.remove(&client);
@@ -181,11 +193,11 @@ impl Worker {
         unstored
     }
 
-    /// Number a client that waits for user bash.
-    pub fn add_client(&mut self, tx: Outbox) -> ClientId {
+    /// Number a client that waits for user bash `number`.
+    pub fn add_client(&mut self, tx: Outbox, number: u64) -> ClientId {
         let id = self.next_client;
         self.next_client += 1;
-        self.clients.insert(id, tx);
+        self.clients.insert(id, (tx, number));
         id
     }
 
@@ -211,11 +223,16 @@ impl Worker {
             EntryBody::Output { data, .. } => data.len() as u64,
             _ => 0,
         };
+        let offset = self.transcript.end_offset();
         let stored = if self.output_sync.is_zero() {
             self.append(body)
         } else {
             self.append_unacknowledged(body)
         };
+        self.last_output = stored.as_ref().ok().map(|entry| Stored {
+            seq: entry.seq,
+            offset,
+        });
         match stored {
             Err(_) => self.unstored_output += bytes,
             Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
@@ -237,6 +254,9 @@ impl Worker {
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
         let entry = self.transcript.append(wall_ms(), body)?;
+        if is_restore_notice(&entry) {
+            self.restore_notices.push(entry.clone());
+        }
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
@@ -387,17 +407,35 @@ impl Worker {
 
     pub fn tell_waiters(&mut self, input: u64, response: Response) {
         if let Some(waiters) = self.waiters.get_mut(&input) {
-            waiters.retain(|w| w.send(response.clone()).is_ok());
+            waiters.retain(|w| !w.is_closed());
+            for w in waiters.iter() {
+                w.send_output(
+                    response.clone(),
+                    input,
+                    self.last_output,
+                    self.transcript.path(),
+                );
+            }
         }
     }
 
     pub fn end_waiters(&mut self, input: u64, status: i32) {
         if let Some(waiters) = self.waiters.remove(&input) {
             for w in waiters {
-                let _ = w.send(Response::Exit { status });
+                let _ = w.send_after_output(Response::Exit { status });
             }
         }
     }
+}
+
+fn is_restore_notice(entry: &Entry) -> bool {
+    matches!(
+        entry.body,
+        EntryBody::Notice {
+            restore: Some(_),
+            ..
+        }
+    )
 }
 
 /// The journal's line for a run's end (`EUKHE_RUN` names the run).

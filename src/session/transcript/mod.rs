@@ -57,7 +57,7 @@ mod tests;
 use std::path::PathBuf;
 
 pub use super::entry::{Entry, EntryBody};
-pub use read::{read_entries, stream, stream_from, Entries};
+pub use read::{read_entries, stream, stream_at, stream_from, Entries};
 pub use tail::read_tail;
 pub use writer::Transcript;
 

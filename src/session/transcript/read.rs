@@ -78,19 +78,25 @@ impl Entries {
 
     /// The next entry, with I/O errors (the iterator ends at one).
     pub fn next_entry(&mut self) -> io::Result<Option<Entry>> {
+        Ok(self.next_with_end()?.map(|(entry, _)| entry))
+    }
+
+    /// The next entry and the offset where its record ends (where a later
+    /// reader may start with [`stream_at`]; 0 in a first-format file).
+    pub fn next_with_end(&mut self) -> io::Result<Option<(Entry, u64)>> {
         loop {
-            let entry = match &mut self.inner {
+            let next = match &mut self.inner {
                 Inner::V2(scanner) => match scanner.next_event()? {
-                    Some(Event::Entry { entry, .. }) => Some(entry),
+                    Some(Event::Entry { entry, end }) => Some((entry, end)),
                     Some(_) => continue,
                     None => None,
                 },
-                Inner::V1(v1) => v1.next_entry()?,
+                Inner::V1(v1) => v1.next_entry()?.map(|entry| (entry, 0)),
                 Inner::Nothing => None,
             };
-            match entry {
-                Some(entry) if entry.seq < self.from => continue,
-                entry => return Ok(entry),
+            match next {
+                Some((entry, _)) if entry.seq < self.from => continue,
+                next => return Ok(next),
             }
         }
     }
@@ -135,4 +141,18 @@ pub fn stream(path: &Path) -> Result<Entries, String> {
 /// [`stream`], from the first entry numbered `seq` or more.
 pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, String> {
     Ok(Entries::new(locate(path)?, seq))
+}
+
+/// [`stream_from`], reading from byte `offset`: where a record starts, as
+/// [`Entries::next_with_end`] or `Transcript::end_offset` told (a client
+/// catching up reads on from where it stopped, not from the start).
+pub fn stream_at(path: &Path, offset: u64, seq: u64) -> Result<Entries, String> {
+    let found = locate(path)?;
+    let inner = match found {
+        Found::V2(file, len, marker) => {
+            Inner::V2(Scanner::new(file, len, marker, offset.max(FILE_HEADER)))
+        }
+        other => return Ok(Entries::new(other, seq)),
+    };
+    Ok(Entries { inner, from: seq })
 }

@@ -145,6 +145,11 @@ impl Transcript {
         self.next_seq
     }
 
+    /// Where the next entry's record will start.
+    pub fn end_offset(&self) -> u64 {
+        self.len
+    }
+
     fn append_with(&mut self, at_ms: u64, body: EntryBody, sync: bool) -> Result<Entry, String> {
         let entry = Entry {
             seq: self.next_seq,

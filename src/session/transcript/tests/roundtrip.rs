@@ -210,6 +210,32 @@ fn stream_from_starts_at_a_number() {
 }
 
 #[test]
+fn stream_at_reads_on_from_where_an_entry_ended_or_the_writer_stood() {
+    let path = temp("at");
+    let mut t = open(&path).0.transcript;
+    for i in 1..=4 {
+        t.append(i, input(i)).unwrap();
+    }
+    let resume = t.end_offset();
+    for i in 5..=6 {
+        t.append(i, input(i)).unwrap();
+    }
+    let later: Vec<u64> = stream_at(&path, resume, 5)
+        .unwrap()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(later, vec![5, 6]);
+    let mut entries = stream(&path).unwrap();
+    let (_, end_of_first) = entries.next_with_end().unwrap().unwrap();
+    let rest: Vec<u64> = stream_at(&path, end_of_first, 2)
+        .unwrap()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(rest, vec![2, 3, 4, 5, 6]);
+    cleanup(&path);
+}
+
+#[test]
 fn a_file_that_is_not_v2_is_refused() {
     let path = temp("not-v2");
     std::fs::write(&path, b"something else entirely").unwrap();
