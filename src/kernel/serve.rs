@@ -25,14 +25,11 @@ use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
 use crate::laws::timing::TM;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::frame::{encode, read_frame, FrameError};
-use crate::protocol::kernel::{write_raw, FromKernel, ToKernel, KERNEL_PROTOCOL};
+use crate::protocol::kernel::{FromKernel, ToKernel, KERNEL_PROTOCOL};
 
 /// Frames waiting for a slow worker: a bound on the kernel's memory (each
 /// frame holds at most one spool record).
 const OUTBOX_FRAMES: usize = 16;
-
-/// The most of a spool one follower reads at a time.
-const FOLLOW_READ_BYTES: usize = 1024 * 1024;
 
 pub type Shared = Rc<RefCell<Kernel>>;
 
@@ -220,7 +217,6 @@ async fn serve_connection(
                 followers.push(tokio::task::spawn_local(follow(
                     ctx.clone(),
                     tx.clone(),
-                    control.clone(),
                     job,
                     from,
                 )));
@@ -248,15 +244,9 @@ fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
     }
 }
 
-/// Stream `job`'s spool from `from`, then its end, then what is written
-/// until it settles.
-async fn follow(
-    ctx: Rc<Context>,
-    tx: mpsc::Sender<Vec<u8>>,
-    control: mpsc::UnboundedSender<Vec<u8>>,
-    job: String,
-    mut from: u64,
-) {
+/// Tell the worker how far `job`'s spool has grown from `from`, then its
+/// end, then how far it grows until it settles.
+async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut from: u64) {
     let mut changed = ctx.kernel.borrow().changed.subscribe();
     let mut end_sent = false;
     loop {
@@ -271,31 +261,19 @@ async fn follow(
             (k.spool.clone(), state)
         };
         let (live, end, settled) = state;
-        // Everything written so far, record by record.
-        loop {
-            let chunk = match spool.read(&job, from, FOLLOW_READ_BYTES) {
-                Ok(chunk) => chunk,
-                Err(message) => {
-                    send(&control, &FromKernel::Error { message });
-                    return;
-                }
+        // Everything written so far: the worker reads the records from
+        // the spool file itself (no copy of the bytes through this socket).
+        let written = spool.len(&job);
+        if written > from {
+            let message = FromKernel::Spooled {
+                job: job.clone(),
+                from,
+                end: written,
             };
-            if chunk.records.is_empty() {
-                break;
+            if tx.send(encode(&message).unwrap_or_default()).await.is_err() {
+                return;
             }
-            for (stream, bytes, end) in chunk.records {
-                let Ok(mut frame) = encode(&FromKernel::Output {
-                    job: job.clone(),
-                    stream,
-                    end,
-                }) else {
-                    return;
-                };
-                if write_raw(&mut frame, &bytes).await.is_err() || tx.send(frame).await.is_err() {
-                    return;
-                }
-            }
-            from = chunk.next;
+            from = written;
         }
         if !end_sent && (end.is_some() || !live) {
             end_sent = true;

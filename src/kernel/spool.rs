@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::io::{ErrorKind, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -136,49 +136,50 @@ impl Spool {
         jobs
     }
 
-    /// Whole records of `job` from `offset`, at most about `max` bytes.
-    pub fn read(&self, job: &str, offset: u64, max: usize) -> Result<Chunk, String> {
+    /// How far `job`'s output file has grown (0 when there is none).
+    pub fn len(&self, job: &str) -> u64 {
+        std::fs::metadata(self.out_path(job)).map_or(0, |m| m.len())
+    }
+
+    /// Whole records of `job` from `offset` that end by `until`, at most
+    /// about `max` bytes (always at least one whole record when there is
+    /// one).
+    pub fn read(&self, job: &str, offset: u64, until: u64, max: usize) -> Result<Chunk, String> {
+        use std::os::unix::fs::FileExt;
         let path = self.out_path(job);
         let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Ok(Chunk {
-                    records: Vec::new(),
-                    next: offset,
-                })
-            }
-            Err(e) => return Err(context(e)),
-        };
-        file.seek(SeekFrom::Start(offset)).map_err(context)?;
-        let mut bytes = Vec::new();
-        file.take(max as u64 + RECORD_HEADER as u64 + (1 << 20))
-            .read_to_end(&mut bytes)
-            .map_err(context)?;
         let mut chunk = Chunk {
             records: Vec::new(),
             next: offset,
         };
-        let mut at = 0;
-        while at + RECORD_HEADER <= bytes.len() {
-            let stream = match bytes[at] {
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(chunk),
+            Err(e) => return Err(context(e)),
+        };
+        let len = file.metadata().map_err(context)?.len().min(until);
+        let mut taken = 0;
+        while taken < max && chunk.next + RECORD_HEADER as u64 <= len {
+            let mut header = [0u8; RECORD_HEADER];
+            file.read_exact_at(&mut header, chunk.next)
+                .map_err(context)?;
+            let stream = match header[0] {
                 1 => Stream::Stdout,
                 2 => Stream::Stderr,
                 other => return Err(format!("spool {}: bad record {other}", path.display())),
             };
-            let len = u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-            let end = at + RECORD_HEADER + len;
-            if end > bytes.len() {
+            let size = u32::from_be_bytes(header[1..].try_into().unwrap()) as usize;
+            let start = chunk.next + RECORD_HEADER as u64;
+            if start + size as u64 > len {
+                // A record still being written, or cut by a crash.
                 break;
             }
-            chunk.next = offset + end as u64;
-            chunk
-                .records
-                .push((stream, bytes[at + RECORD_HEADER..end].to_vec(), chunk.next));
-            at = end;
-            if at >= max {
-                break;
-            }
+            // Each record's bytes are read straight into their own buffer.
+            let mut bytes = vec![0u8; size];
+            file.read_exact_at(&mut bytes, start).map_err(context)?;
+            chunk.next = start + size as u64;
+            chunk.records.push((stream, bytes, chunk.next));
+            taken += RECORD_HEADER + size;
         }
         Ok(chunk)
     }
@@ -205,14 +206,18 @@ mod tests {
         assert!(spool.accept("r1").unwrap().is_none(), "accepted twice");
         let first = Spool::append(&mut file, Stream::Stdout, b"one\xff").unwrap();
         Spool::append(&mut file, Stream::Stderr, b"two").unwrap();
-        let all = spool.read("r1", 0, 1 << 20).unwrap();
+        let all = spool.read("r1", 0, u64::MAX, 1 << 20).unwrap();
         assert_eq!(all.records.len(), 2);
         assert_eq!(all.records[0].1, b"one\xff");
-        let rest = spool.read("r1", first, 1 << 20).unwrap();
+        let rest = spool.read("r1", first, u64::MAX, 1 << 20).unwrap();
         assert_eq!(
             rest.records,
             vec![(Stream::Stderr, b"two".to_vec(), all.next)]
         );
+        // Only records that end by `until`: what the kernel said was there.
+        let upto = spool.read("r1", 0, first, 1 << 20).unwrap();
+        assert_eq!(upto.records.len(), 1);
+        assert_eq!(upto.next, first);
         assert_eq!(spool.jobs().get("r1"), Some(&None));
         assert!(spool.accept("../x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -132,6 +132,11 @@ pub const CANCEL_GRACE_MS: u64 = TM.cancel_grace;
 pub const OUTPUT_SYNC_MS: u64 = 200;
 /// The longest `output_sync_ms` a configuration may set.
 pub const OUTPUT_SYNC_MAX_MS: u64 = 60_000;
+/// How long the worker waits for a live client to read its output before
+/// it stops waiting and the client catches up from the transcript.
+pub const FOLLOWER_PATIENCE_MS: u64 = 100;
+/// How long a catch-up that found nothing new waits before reading again.
+pub const CATCH_UP_RETRY_MS: u64 = 50;
 
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {

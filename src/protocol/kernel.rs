@@ -1,6 +1,7 @@
 //! The worker-kernel link: a worker drives its session's kernel over the
-//! kernel's private socket. Control messages are JSON frames; each
-//! `Output` message is followed by one raw frame holding the exact bytes.
+//! kernel's private socket, in JSON frames. Output does not cross it: the
+//! kernel says how far a job's spool file has grown (`Spooled`) and the
+//! worker reads the records from the file.
 //!
 //! The link carries [`KERNEL_PROTOCOL`]: a worker drives a kernel only when
 //! the versions agree; otherwise it leaves the kernel to finish its runs and
@@ -9,14 +10,11 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::frame::{FrameError, MAX_FRAME_BYTES};
 use crate::kernel::spool::JobEnd;
-use crate::protocol::message::Stream;
 
 /// The version of the link and of the spool's layout.
-pub const KERNEL_PROTOCOL: u32 = 1;
+pub const KERNEL_PROTOCOL: u32 = 2;
 
 /// What a kernel knows of one job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,11 +81,12 @@ pub enum FromKernel {
         job: String,
         accepted: bool,
     },
-    /// Output of `job`; the next frame holds its bytes. `end` is the spool
-    /// offset after them.
-    Output {
+    /// `job`'s spool holds output records from byte `from` to `end`: the
+    /// worker reads them from the spool file (whole records; a record cut
+    /// by a crash is never counted).
+    Spooled {
         job: String,
-        stream: Stream,
+        from: u64,
         end: u64,
     },
     /// `job` ended (`None`: a kernel that is gone had accepted it).
@@ -112,19 +111,4 @@ pub enum FromKernel {
     },
     /// The kernel ended every process of the session and exits.
     Stopped,
-}
-
-/// Write `bytes` as one raw frame.
-pub async fn write_raw<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    bytes: &[u8],
-) -> Result<(), FrameError> {
-    if bytes.len() > MAX_FRAME_BYTES {
-        return Err(FrameError::TooLarge { len: bytes.len() });
-    }
-    writer
-        .write_all(&(bytes.len() as u32).to_be_bytes())
-        .await?;
-    writer.write_all(bytes).await?;
-    Ok(())
 }

@@ -44,6 +44,21 @@ fn nonzero(n: u64) -> Option<u64> {
     (n != 0).then_some(n)
 }
 
+/// The frame header of live output of `len` bytes: the frame's length, the
+/// tag and the stream. A writer sends it, then the bytes themselves (no
+/// copy of the output into a frame).
+pub fn live_header(stream: Stream, len: usize) -> Result<[u8; 6], FrameError> {
+    let frame = len + 2;
+    if frame > super::frame::MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len: frame });
+    }
+    let mut header = [0u8; 6];
+    header[..4].copy_from_slice(&(frame as u32).to_be_bytes());
+    header[4] = LIVE;
+    header[5] = stream_byte(stream);
+    Ok(header)
+}
+
 impl Message for Response {
     fn to_payload(&self) -> Result<Vec<u8>, FrameError> {
         match self {
@@ -142,6 +157,18 @@ mod tests {
                 bash: Some(4),
             },
         }));
+    }
+
+    #[test]
+    fn a_live_header_then_the_bytes_is_the_same_frame() {
+        let data = b"\xffbytes".to_vec();
+        let response = Response::Output {
+            stream: Stream::Stdout,
+            data: data.clone(),
+        };
+        let mut split = live_header(Stream::Stdout, data.len()).unwrap().to_vec();
+        split.extend_from_slice(&data);
+        assert_eq!(split, super::super::frame::encode(&response).unwrap());
     }
 
     #[test]

@@ -207,6 +207,11 @@ impl RunCore {
     }
 
     /// The run the kernel executes now (started, not ended).
+    /// Whose job `job` is, while the worker follows it.
+    pub fn job_kind(&self, job: &str) -> Option<JobKind> {
+        self.jobs.get(job).map(|followed| followed.kind)
+    }
+
     pub fn current_run(&self) -> Option<RunId> {
         self.book
             .iter()
@@ -464,13 +469,12 @@ impl RunCore {
     /// Output of `job`: stored, then shown. `end` is the spool offset after
     /// it; a reconnect resumes there. A UTF-8 character cut by a record
     /// boundary waits for its rest.
-    pub fn output(&mut self, job: &str, stream: Stream, end: u64, bytes: &[u8]) -> Vec<Action> {
+    pub fn output(&mut self, job: &str, stream: Stream, end: u64, data: Vec<u8>) -> Vec<Action> {
         let Some(followed) = self.jobs.get_mut(job) else {
             return Vec::new();
         };
         // The kernel cut its records at UTF-8 character boundaries: each
         // chunk is stored and shown as it is.
-        let data = bytes.to_vec();
         if data.is_empty() {
             return Vec::new();
         }
@@ -661,7 +665,7 @@ mod tests {
             })],
             "resumes from the stored offset and never starts the run again"
         );
-        let out = core.output("r1", Stream::Stdout, 20, b"done\n");
+        let out = core.output("r1", Stream::Stdout, 20, b"done\n".to_vec());
         assert!(matches!(
             stores(&out)[..],
             [EntryBody::Output {
@@ -788,7 +792,7 @@ mod tests {
         let number = core.take_input_number();
         core.bash("cat blob", 3, number);
         let bytes = [0xff, 0x00, 0xc3];
-        let actions = core.output("b7-1", Stream::Stdout, 8, &bytes);
+        let actions = core.output("b7-1", Stream::Stdout, 8, bytes.to_vec());
         assert_eq!(
             actions,
             vec![

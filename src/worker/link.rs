@@ -15,6 +15,7 @@ use super::state::Worker;
 use crate::build_id::build_id;
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
+use crate::laws::timing::FOLLOWER_PATIENCE_MS;
 use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
@@ -221,6 +222,54 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), String> {
     Ok(())
 }
 
+/// How much of a spool file is read at a time.
+const SPOOL_READ_BYTES: usize = 1024 * 1024;
+
+/// Output is read from the spool while its live clients have less than
+/// this queued, or after waiting `FOLLOWER_PATIENCE_MS` (a client that
+/// reads nothing then falls behind and catches up from the transcript).
+const FOLLOW_AHEAD_BYTES: usize = 4 << 20;
+
+/// Feed `job`'s output records from `from` to `end` of its spool file to
+/// the core, a chunk at a time (other work goes on between chunks).
+async fn read_spooled(
+    worker: &Rc<RefCell<Worker>>,
+    job: &str,
+    mut from: u64,
+    end: u64,
+) -> Result<(), String> {
+    let spool = worker.borrow().spool.clone();
+    while from < end {
+        let chunk = spool.read(job, from, end, SPOOL_READ_BYTES)?;
+        if chunk.records.is_empty() {
+            // The file is shorter than the kernel said: it is gone (the
+            // job was forgotten) or was cut; nothing more to read.
+            break;
+        }
+        {
+            let mut w = worker.borrow_mut();
+            for (stream, bytes, record_end) in chunk.records {
+                let actions = w.core.output(job, stream, record_end, bytes);
+                w.apply(actions);
+            }
+        }
+        from = chunk.next;
+        // Keep pace with the clients that follow it, up to a point: one
+        // that does not read within `FOLLOWER_PATIENCE_MS` falls behind and
+        // is fed from the transcript (`Outbox::send_output`).
+        let followers = worker.borrow().followers(job);
+        for follower in followers.iter().filter(|f| !f.is_behind()) {
+            let patience = Duration::from_millis(FOLLOWER_PATIENCE_MS);
+            let waited = tokio::time::timeout(patience, follower.below(FOLLOW_AHEAD_BYTES)).await;
+            if waited.is_err() {
+                follower.stall();
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    Ok(())
+}
+
 async fn serve(
     worker: &Rc<RefCell<Worker>>,
     read: &mut OwnedReadHalf,
@@ -232,14 +281,10 @@ async fn serve(
             Err(e) => return e.to_string(),
         };
         match message {
-            FromKernel::Output { job, stream, end } => {
-                let bytes = match read_frame_bytes(read).await {
-                    Ok(bytes) => bytes,
-                    Err(e) => return e.to_string(),
-                };
-                let mut w = worker.borrow_mut();
-                let actions = w.core.output(&job, stream, end, &bytes);
-                w.apply(actions);
+            FromKernel::Spooled { job, from, end } => {
+                if let Err(e) = read_spooled(worker, &job, from, end).await {
+                    return e;
+                }
             }
             FromKernel::Ended { job, end } => {
                 let unstored = {

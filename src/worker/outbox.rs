@@ -12,8 +12,10 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use crate::protocol::frame::write_frame;
+use crate::laws::timing::CATCH_UP_RETRY_MS;
+use crate::protocol::frame::{write_frame, FrameError};
 use crate::protocol::message::Response;
+use crate::protocol::output::live_header;
 use crate::session::entry::EntryBody;
 
 /// What a message costs the outbox besides its output bytes.
@@ -22,9 +24,6 @@ const MESSAGE_COST: usize = 64;
 /// A replay (log, attach) sends while its client has less than this
 /// queued, so it never holds more of a transcript than this in memory.
 pub const REPLAY_AHEAD_BYTES: usize = 1 << 20;
-
-/// How long a catch-up that found nothing new waits before reading again.
-const CATCH_UP_RETRY_MS: u64 = 50;
 
 /// Live output queued for a client past this: the client is not reading.
 pub const LAG_BYTES: usize = 8 << 20;
@@ -35,6 +34,8 @@ struct Counter {
     drained: Notify,
     /// Set while the client is fed from the transcript.
     lag: RefCell<Option<Lag>>,
+    /// The client read nothing for a while: its next output falls behind.
+    stalled: Cell<bool>,
 }
 
 /// A client behind its live output: what the transcript still owes it.
@@ -118,7 +119,7 @@ impl Outbox {
         match stored {
             // Output the transcript could not take (a full disk) can only
             // go live.
-            Some(stored) if self.pending() >= LAG_BYTES => {
+            Some(stored) if self.pending() >= LAG_BYTES || self.counter.stalled.take() => {
                 tracing::info!(
                     input,
                     "a client stopped reading: it is fed from the transcript from entry {}",
@@ -137,6 +138,17 @@ impl Outbox {
                 let _ = self.send(response);
             }
         }
+    }
+
+    /// Whether the client is fed from the transcript (not live).
+    pub fn is_behind(&self) -> bool {
+        self.counter.lag.borrow().is_some()
+    }
+
+    /// The client did not read for a while: its next live output starts
+    /// its catch-up from the transcript, and nobody waits for it.
+    pub fn stall(&self) {
+        self.counter.stalled.set(true);
     }
 
     /// A message that comes after the output (an exit): held while the
@@ -238,13 +250,28 @@ async fn catch_up(outbox: Outbox, transcript: PathBuf) {
     }
 }
 
+async fn write_all(write: &mut OwnedWriteHalf, parts: &[&[u8]]) -> Result<(), FrameError> {
+    use tokio::io::AsyncWriteExt;
+    for part in parts {
+        write.write_all(part).await?;
+    }
+    Ok(())
+}
+
 async fn writer(
     mut write: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Response>,
     counter: Rc<Counter>,
 ) {
     while let Some(response) = rx.recv().await {
-        let written = write_frame(&mut write, &response).await;
+        let written = match &response {
+            // Output goes out as it is, behind its header.
+            Response::Output { stream, data } => match live_header(*stream, data.len()) {
+                Ok(header) => write_all(&mut write, &[&header, data]).await,
+                Err(e) => Err(e),
+            },
+            other => write_frame(&mut write, other).await,
+        };
         counter
             .pending
             .set(counter.pending.get().saturating_sub(cost(&response)));

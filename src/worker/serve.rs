@@ -513,7 +513,14 @@ async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
     loop {
         due.notified().await;
         tokio::time::sleep(wait).await;
-        worker.borrow_mut().sync_output();
+        let Some(file) = worker.borrow_mut().output_sync_handle() else {
+            continue;
+        };
+        match tokio::task::spawn_blocking(move || file.sync_data()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("transcript: group commit: {e}"),
+            Err(e) => tracing::warn!("transcript: group commit: {e}"),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::core::{Action, ClientId, RunCore};
+use super::core::{Action, ClientId, JobKind, RunCore};
 use super::engine;
 use super::outbox::{Outbox, Stored};
 use crate::build_id::build_id;
@@ -12,6 +12,7 @@ use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
 use crate::host::HostKind;
+use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
@@ -30,6 +31,8 @@ use crate::session::transcript::{Entry, EntryBody, Transcript};
 pub struct Worker {
     pub meta: SessionMeta,
     pub files: SessionFiles,
+    /// The kernel's spool: the worker reads output records from it.
+    pub spool: Spool,
     transcript: Transcript,
     /// The run lifecycle's books and decisions.
     pub core: RunCore,
@@ -95,7 +98,9 @@ impl Worker {
             Err(_) => config.worker_lost_exit_ms,
         };
         engine::check(&meta.engine)?;
+        let spool = Spool::open(&files.spool())?;
         let mut worker = Worker {
+            spool,
             meta,
             files,
             transcript: opened.transcript,
@@ -243,12 +248,16 @@ impl Worker {
         }
     }
 
-    /// The group commit: make every entry written so far durable.
-    pub fn sync_output(&mut self) {
+    /// The group commit: a handle to make every entry written so far
+    /// durable, off this thread (a large fdatasync must not hold the
+    /// worker).
+    pub fn output_sync_handle(&mut self) -> Option<std::fs::File> {
         self.sync_pending = false;
-        if let Err(e) = self.transcript.sync() {
-            tracing::warn!("{e}");
-        }
+        self.transcript
+            .take_sync_handle()
+            .map_err(|e| tracing::warn!("{e}"))
+            .ok()
+            .flatten()
     }
 
     /// Store an entry durably, then show it to every attached client.
@@ -403,6 +412,22 @@ impl Worker {
 
     pub fn wait_for(&mut self, input: u64, tx: Outbox) {
         self.waiters.entry(input).or_default().push(tx);
+    }
+
+    /// The clients that follow `job`'s output live.
+    pub fn followers(&self, job: &str) -> Vec<Outbox> {
+        match self.core.job_kind(job) {
+            Some(JobKind::Bash { client, .. }) => self
+                .clients
+                .get(&client)
+                .map(|(tx, _)| tx.clone())
+                .into_iter()
+                .collect(),
+            Some(JobKind::Run { input, .. }) => {
+                self.waiters.get(&input).cloned().unwrap_or_default()
+            }
+            None => Vec::new(),
+        }
     }
 
     pub fn tell_waiters(&mut self, input: u64, response: Response) {

@@ -130,6 +130,21 @@ impl Transcript {
         Ok(())
     }
 
+    /// For a group commit on another thread: a handle to fdatasync when an
+    /// unsynced append happened since the last sync (counted as synced from
+    /// now: the caller syncs it; a synced append still syncs itself).
+    pub fn take_sync_handle(&mut self) -> Result<Option<std::fs::File>, String> {
+        if !self.unsynced {
+            return Ok(None);
+        }
+        let handle = self
+            .file
+            .try_clone()
+            .map_err(|e| format!("transcript {}: sync: {e}", self.path.display()))?;
+        self.unsynced = false;
+        Ok(Some(handle))
+    }
+
     /// Whether an append since the last sync may not be on disk yet.
     pub fn has_unsynced(&self) -> bool {
         self.unsynced
