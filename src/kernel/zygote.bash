@@ -11,6 +11,7 @@
 # fd 4: reports to the kernel, NUL-terminated: `started JOB PID`,
 # `ended JOB STATUS`, `template FIFO PID`.
 unset __eukhe_zygote
+__eukhe_templates=
 set -m
 while :; do
   IFS= read -r -d '' __eukhe_kind <&3 || break
@@ -34,6 +35,7 @@ while :; do
         builtin jobs >/dev/null 2>&1
       done
     ) >/dev/null 2>&1 &
+    __eukhe_templates="$__eukhe_templates $!"
     jobs >/dev/null 2>&1
     continue
   fi
@@ -45,4 +47,12 @@ while :; do
   IFS= read -r -d '' __eukhe_cmd <&3 || break
 @JOB@
   jobs >/dev/null 2>&1
+done
+# The kernel is gone (its end of fd 3 closed): end the templates, one of
+# which may be waiting for ever to open a FIFO nobody will write. Only jobs
+# this shell still tracks, so no pid is taken for another process's.
+for __eukhe_p in $(builtin jobs -p); do
+  if [[ " $__eukhe_templates " == *" $__eukhe_p "* ]]; then
+    builtin kill -KILL -- "-$__eukhe_p" 2>/dev/null
+  fi
 done

@@ -176,4 +176,70 @@ mod tests {
         );
         assert_eq!(pending, b"star");
     }
+
+    fn children(pid: u32) -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    fn gone(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
+    /// A kernel that dies while its shell forks a template leaves no
+    /// template behind, not even one still waiting to open its FIFO.
+    #[test]
+    fn a_template_waiting_for_its_fifo_ends_with_the_kernel() {
+        let dir = std::env::temp_dir().join(format!("eukhe-zygote-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("template.fifo");
+        super::super::output::make_fifo(&fifo).unwrap();
+        let restore = dir.join("restore");
+        std::fs::write(&restore, "").unwrap();
+        let (pipes, _reports) = pipes().unwrap();
+        let zygote = start(&pipes).unwrap();
+        let ask = message(&[
+            "template",
+            &fifo.to_string_lossy(),
+            &restore.to_string_lossy(),
+        ]);
+        // SAFETY: write(2) on the pipe's write end this test owns.
+        let written =
+            unsafe { libc::write(pipes.jobs_write.as_raw_fd(), ask.as_ptr().cast(), ask.len()) };
+        assert_eq!(written, ask.len() as isize);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let template = loop {
+            if let Some(&pid) = children(zygote).first() {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "no template forked");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        // Nobody opens the FIFO for writing: the template waits in open().
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!gone(template));
+        // The kernel "dies": its end of the jobs pipe closes.
+        drop(pipes);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !gone(template) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "template {template} outlived its kernel"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // SAFETY: reaping the zygote this test started.
+        unsafe { libc::waitpid(zygote as i32, std::ptr::null_mut(), 0) };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
