@@ -462,6 +462,10 @@ async fn attach(session: String) -> Result<ExitCode, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
     let mut client = open_attach(&session, true, None).await?;
+    // The attach connection is the worker's (handed over by the
+    // supervisor), so a lost supervisor is noticed on a connection of its
+    // own, and relaunched.
+    let mut watch = connect(false).await.ok();
     if interactive {
         eprintln!(
             "attached to {session}: typed lines are queued as input; \
@@ -525,6 +529,7 @@ async fn attach(session: String) -> Result<ExitCode, String> {
                 eprintln!("eukhe: detached from {session}");
                 return Ok(ExitCode::SUCCESS);
             }
+            _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
             line = lines.next_line(), if stdin_open => match line {
                 Ok(Some(text)) if !text.trim().is_empty() => {
                     let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
@@ -606,6 +611,36 @@ async fn open_attach(
         })
         .await?;
     Ok(client)
+}
+
+/// Resolves when the supervisor behind `watch` is gone (an idle connection
+/// to it closes); never without one.
+async fn supervisor_lost(watch: &mut Option<Client>) {
+    match watch {
+        Some(client) => {
+            let _ = client.receive().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The supervisor is lost: start one of this build within
+/// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
+/// never replaces a daemon another client started), and watch it.
+async fn relaunch() -> Result<Client, String> {
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
+    let mut last_error = String::new();
+    while tokio::time::Instant::now() < deadline {
+        match connect(false).await {
+            Ok(client) => return Ok(client),
+            Err(e) => last_error = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "lost the daemon and could not start another within a minute: {last_error}"
+    ))
 }
 
 /// The connection dropped (worker restart, lost supervisor): attach again

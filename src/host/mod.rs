@@ -8,6 +8,7 @@
 
 pub mod busy_journal;
 pub mod escape;
+pub mod handoff;
 pub mod journald;
 pub mod kernel_unit;
 pub mod log;

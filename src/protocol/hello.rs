@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// The wire protocol this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: output travels as binary frames (`protocol::output`).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Capabilities a daemon advertises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub enum Capability {
     /// Its socket belongs to the service manager, which starts the next
     /// daemon on the next connection: a replacing client starts none.
     SocketActivated,
+    /// A worker that takes a client's connection from its supervisor
+    /// (`Request::Handoff`) and serves it directly.
+    Handoff,
 }
 
 impl Capability {
@@ -24,6 +28,7 @@ impl Capability {
             Capability::IdleShutdown => "idle_shutdown",
             Capability::Workers => "workers",
             Capability::SocketActivated => "socket_activated",
+            Capability::Handoff => "handoff",
         }
     }
 }

@@ -35,6 +35,13 @@ pub enum Request {
         session: String,
         request: SessionRequest,
     },
+    /// Supervisor to worker: serve this client's request, and the client
+    /// from now on, directly. One byte follows, carrying the client's
+    /// connection (`host::handoff`).
+    Handoff {
+        session: String,
+        request: SessionRequest,
+    },
     /// Supervisor to worker: take this worker under supervision.
     Supervise {
         build_id: String,

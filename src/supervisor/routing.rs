@@ -2,6 +2,7 @@
 //! Session requests are forwarded to the session's worker and the two
 //! connections are spliced, so output streams straight through.
 
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
@@ -11,6 +12,7 @@ use super::launch::{ask_worker, connect_worker, launch, Shared};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
+use crate::host::handoff;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
@@ -326,13 +328,31 @@ async fn route(
         let _ = write_frame(&mut client, &error(message)).await;
         return;
     }
-    let mut worker = match connect_worker(supervisor, &id).await {
-        Ok((worker, _)) => worker,
+    let (mut worker, hello) = match connect_worker(supervisor, &id).await {
+        Ok(connected) => connected,
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
             return;
         }
     };
+    if hello.has(Capability::Handoff) {
+        // The worker takes the client over: from here on they talk
+        // directly (no splice through this process).
+        let handoff = Request::Handoff {
+            session: id.clone(),
+            request,
+        };
+        let handed = match write_frame(&mut worker, &handoff).await {
+            Ok(()) => handoff::send_fd(&worker, client.as_raw_fd())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = handed {
+            let _ = write_frame(&mut client, &error(format!("session {id}: {e}"))).await;
+        }
+        return;
+    }
     let forwarded = Request::Session {
         session: id.clone(),
         request,

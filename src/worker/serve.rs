@@ -15,6 +15,7 @@ use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::Worker;
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
+use crate::host::handoff;
 use crate::host::process::is_alive;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
@@ -22,7 +23,7 @@ use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
 use crate::laws::timing::TM;
 use crate::paths::Paths;
-use crate::protocol::hello::{check_protocol, Role};
+use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
@@ -102,6 +103,38 @@ async fn refuse(stream: UnixStream, message: &str) {
     .await;
 }
 
+/// A client the supervisor handed over after its hello and first request:
+/// that request, then the client's next ones, as on any connection.
+async fn handed_client(
+    worker: Rc<RefCell<Worker>>,
+    stream: UnixStream,
+    first: SessionRequest,
+    signals: Signals,
+) {
+    let (mut read, write) = stream.into_split();
+    let tx = Outbox::spawn_writer(write);
+    session_request(&worker, first, &tx, &signals).await;
+    loop {
+        match read_frame::<Request, _>(&mut read).await {
+            Ok(Request::Session { request, .. }) => {
+                session_request(&worker, request, &tx, &signals).await
+            }
+            Ok(other) => {
+                let _ = tx.send(Response::Error {
+                    message: format!("a worker does not serve {other:?} from a client"),
+                });
+            }
+            Err(FrameError::Closed) => break,
+            Err(e) => {
+                let _ = tx.send(Response::Error {
+                    message: e.to_string(),
+                });
+                break;
+            }
+        }
+    }
+}
+
 async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Signals) {
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write);
@@ -114,7 +147,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 version: version().to_string(),
                 build_id: build_id().to_string(),
                 role: Role::Daemon,
-                capabilities: Vec::new(),
+                capabilities: vec![Capability::Handoff.name().to_string()],
                 pid: Some(std::process::id()),
             }));
             check_protocol(hello.protocol)
@@ -153,6 +186,28 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
         match request {
             Request::Session { request, .. } => {
                 session_request(&worker, request, &tx, &signals).await
+            }
+            Request::Handoff { request, .. } => {
+                // The supervisor hands a client over and leaves; the client
+                // is served directly from now on.
+                match handoff::recv_fd(read.as_ref())
+                    .await
+                    .and_then(handoff::into_stream)
+                {
+                    Ok(client) if from_own_user(&client) => {
+                        tokio::task::spawn_local(handed_client(
+                            worker.clone(),
+                            client,
+                            request,
+                            signals.clone(),
+                        ));
+                    }
+                    Ok(client) => {
+                        refuse(client, "eukhe: connection refused: another user's process").await
+                    }
+                    Err(e) => tracing::warn!("a client handed over did not arrive: {e}"),
+                }
+                return;
             }
             Request::Supervise { build_id } => {
                 tracing::info!(supervisor_build = build_id, "supervised");
