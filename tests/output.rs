@@ -348,6 +348,37 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     assert_eq!(at, SIZE, "every byte arrived");
     assert!(client.wait().unwrap().success());
 
+    // `log` of the whole 1 GiB transcript streams: neither the client nor
+    // the worker holds it.
+    let mut log = env
+        .command(&["log", &id])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut worker_peak = 0;
+    let client_peak = loop {
+        worker_peak = worker_peak.max(rss_kib(worker));
+        let mut status = 0;
+        // SAFETY: wait4(2) on the child this test started, with buffers we own.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let reaped =
+            unsafe { libc::wait4(log.id() as i32, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped == log.id() as i32 {
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            break usage.ru_maxrss as u64;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = log.try_wait();
+    println!(
+        "log of a 1 GiB transcript: client peak {client_peak} KiB, worker peak {worker_peak} KiB"
+    );
+    assert!(client_peak < 64 * 1024, "log grew to {client_peak} KiB");
+    assert!(
+        worker_peak < 64 * 1024,
+        "the worker grew to {worker_peak} KiB serving log"
+    );
+
     // The 1 GiB transcript: its tail and an attach's first line come from
     // its end, without reading the rest.
     let limit = if cfg!(debug_assertions) { 1000 } else { 200 };
