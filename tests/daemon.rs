@@ -44,6 +44,21 @@ fn sessions_run_commands_and_keep_their_namespace() {
 }
 
 #[test]
+fn several_words_after_the_separator_are_a_command_and_its_arguments() {
+    let env = Env::new("argv");
+    let id = env.ok(&["new"]).trim().to_string();
+    let printed = env.ok(&["bash", &id, "--", "printf", "%s\n", "a b", "c", "it's"]);
+    assert_eq!(printed, "a b\nc\nit's\n");
+    let status = env.run(&["bash", &id, "--", "sh", "-c", "exit 3"]).status;
+    assert_eq!(status.code(), Some(3));
+    // One argument is a command line, as before.
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo one && echo two"]),
+        "one\ntwo\n"
+    );
+}
+
+#[test]
 fn queued_runs_go_one_at_a_time_in_order() {
     let env = Env::new("order");
     let id = env.ok(&["new"]).trim().to_string();

@@ -75,7 +75,9 @@ pub enum Command {
         wait: bool,
     },
     /// Run a command now in the session's shell, beside any run in progress
-    /// (everything it leaves in the shell persists).
+    /// (everything it leaves in the shell persists). One argument after
+    /// `--` is a command line (`'cd src && make'`); several are a command
+    /// and its arguments, each passed as it is (`sh -c 'exit 3'`).
     Bash {
         session: String,
         #[arg(last = true, required = true)]
@@ -256,7 +258,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         }
         Command::Bash { session, command } => {
             let mut client = connect(true).await?;
-            let command = command.join(" ");
+            let command = command_line(&command);
             client
                 .send(&Request::Session {
                     session,
@@ -406,6 +408,27 @@ fn absolute(path: &str) -> Result<String, String> {
     full.canonicalize()
         .map(|p| p.display().to_string())
         .map_err(|e| format!("working directory {}: {e}", full.display()))
+}
+
+/// The shell command line for `bash`'s arguments: one is a command line
+/// already; several are words, each quoted so the shell passes it as it
+/// is.
+fn command_line(words: &[String]) -> String {
+    if let [line] = words {
+        return line.clone();
+    }
+    let quote = |word: &String| {
+        let plain = !word.is_empty()
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./:,+@%".contains(&b));
+        if plain {
+            word.clone()
+        } else {
+            format!("'{}'", word.replace('\'', "'\\''"))
+        }
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
 /// `--stream` of `log --raw`.
