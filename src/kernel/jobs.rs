@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use tokio::sync::watch;
@@ -34,6 +34,13 @@ pub struct Job {
     pub end: Option<JobEnd>,
     /// Output streams still open (0: settled).
     pub open_streams: u8,
+    /// The read ends of its output FIFOs while their readers hold them
+    /// (stdout, stderr): output still in them is read before the job's
+    /// end is told.
+    pub fifos: [Option<RawFd>; 2],
+    /// Bytes a reader holds back (a UTF-8 character cut at the end of a
+    /// read), per stream.
+    pub held: [usize; 2],
     pub cancelled: bool,
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
@@ -195,6 +202,10 @@ impl Kernel {
             fifos.push(path.clone());
             readers.push((stream, fifo.reader));
         }
+        let read_ends = [
+            Some(readers[0].1.as_raw_fd()),
+            Some(readers[1].1.as_raw_fd()),
+        ];
         let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
         let capture = capture.to_string_lossy();
         let handed = match self.ready_template() {
@@ -227,6 +238,8 @@ impl Kernel {
                 started_from: self.snapshot.clone(),
                 end: None,
                 open_streams: 2,
+                fifos: read_ends,
+                held: [0, 0],
                 cancelled: false,
                 placeholders,
             },
@@ -349,11 +362,39 @@ impl Kernel {
         }
     }
 
+    /// Whether output of `job` waits in its FIFOs, not yet read into the
+    /// spool (its shell ended a moment before the reader got to it).
+    pub fn unread_output(&self, job: &str) -> bool {
+        let Some(j) = self.jobs.get(job) else {
+            return false;
+        };
+        let held = j
+            .fifos
+            .iter()
+            .zip(j.held)
+            .any(|(fd, held)| fd.is_some() && held > 0);
+        held || j.fifos.iter().flatten().any(|&fd| {
+            let mut waiting: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int; `fd` is a FIFO read end its
+            // reader task still holds (cleared before the task drops it).
+            let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
+            rc == 0 && waiting > 0
+        })
+    }
+
+    /// A reader holds `bytes` of `job`'s `stream` back.
+    pub fn holding(&mut self, job: &str, stream: Stream, bytes: usize) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.held[stream as usize] = bytes;
+        }
+    }
+
     /// One of `job`'s output streams closed.
-    pub fn stream_closed(&mut self, job: &str) {
+    pub fn stream_closed(&mut self, job: &str, stream: Stream) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
+        j.fifos[stream as usize] = None;
         j.open_streams = j.open_streams.saturating_sub(1);
         if j.open_streams == 0 {
             if let Some(end) = &mut j.end {

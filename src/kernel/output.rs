@@ -8,11 +8,13 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::rc::Rc;
+use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
 use super::jobs::Kernel;
+use crate::laws::timing::UTF8_HOLD_MS;
 use crate::protocol::message::Stream;
 
 /// The size of a job's output pipes: a fast writer gets ahead while the
@@ -74,7 +76,23 @@ pub async fn read(
     let mut buf = vec![0u8; READ_BYTES];
     let mut held = 0;
     loop {
-        match reader.read(&mut buf[held..]).await {
+        let read = reader.read(&mut buf[held..]);
+        let got = if held == 0 {
+            read.await
+        } else {
+            // The rest of a cut character comes at once or not at all:
+            // bytes held this long go as they are.
+            match tokio::time::timeout(Duration::from_millis(UTF8_HOLD_MS), read).await {
+                Ok(got) => got,
+                Err(_) => {
+                    kernel.borrow_mut().output(&job, stream, &buf[..held]);
+                    held = 0;
+                    kernel.borrow_mut().holding(&job, stream, 0);
+                    continue;
+                }
+            }
+        };
+        match got {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let filled = held + n;
@@ -84,13 +102,14 @@ pub async fn read(
                 }
                 buf.copy_within(whole..filled, 0);
                 held = filled - whole;
+                kernel.borrow_mut().holding(&job, stream, held);
             }
         }
     }
     if held > 0 {
         kernel.borrow_mut().output(&job, stream, &buf[..held]);
     }
-    kernel.borrow_mut().stream_closed(&job);
+    kernel.borrow_mut().stream_closed(&job, stream);
 }
 
 /// The length of `bytes` without a UTF-8 character cut at its end (at

@@ -275,7 +275,11 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
             }
             from = written;
         }
-        if !end_sent && (end.is_some() || !live) {
+        // A job's end is told after the output its shell wrote before it
+        // ended (still in its FIFOs a moment after): the reader spools it
+        // and wakes this loop.
+        let unread = live && ctx.kernel.borrow().unread_output(&job);
+        if !end_sent && !unread && (end.is_some() || !live) {
             end_sent = true;
             let message = FromKernel::Ended {
                 job: job.clone(),

@@ -135,6 +135,9 @@ pub const OUTPUT_SYNC_MAX_MS: u64 = 60_000;
 /// How long the worker waits for a live client to read its output before
 /// it stops waiting and the client catches up from the transcript.
 pub const FOLLOWER_PATIENCE_MS: u64 = 100;
+/// How long the kernel holds the first bytes of a UTF-8 character cut at
+/// the end of a read for the rest of it, before storing them as they are.
+pub const UTF8_HOLD_MS: u64 = 50;
 /// How long a catch-up that found nothing new waits before reading again.
 pub const CATCH_UP_RETRY_MS: u64 = 50;
 
