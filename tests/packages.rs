@@ -165,10 +165,11 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         "not restarted by the upgrade"
     );
     eukhe.user_ok("touch ~/release");
+    // User bash 1 ("echo installed") took input 1: the run is input 2.
     wait_until(Duration::from_secs(15), "the run finishes", || {
         eukhe
             .eukhe(&format!("log {id}"))
-            .contains("[run 1 exited 0]")
+            .contains("[run 2 exited 0]")
     });
 
     // Idle now: the next interactive client replaces the daemon.
