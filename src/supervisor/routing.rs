@@ -1,6 +1,8 @@
 //! The supervisor's socket: hello, then one request per connection.
-//! Session requests are forwarded to the session's worker and the two
-//! connections are spliced, so output streams straight through.
+//! Session requests go to the session's worker with the client's
+//! connection (`host::handoff`): the worker serves the client directly. A
+//! worker that cannot take a connection (another build) gets the request
+//! forwarded and the two connections spliced.
 
 use std::os::fd::AsRawFd;
 use std::time::Duration;
