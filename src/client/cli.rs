@@ -651,19 +651,9 @@ async fn supervisor_lost(watch: &mut Option<Client>) {
 /// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
 /// never replaces a daemon another client started), and watch it.
 async fn relaunch() -> Result<Client, String> {
-    let deadline =
-        tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
-    let mut last_error = String::new();
-    while tokio::time::Instant::now() < deadline {
-        match connect(false).await {
-            Ok(client) => return Ok(client),
-            Err(e) => last_error = e,
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    Err(format!(
-        "lost the daemon and could not start another within a minute: {last_error}"
-    ))
+    within_relaunch(|| connect(false))
+        .await
+        .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
 }
 
 /// The connection dropped (worker restart, lost supervisor): attach again
@@ -671,17 +661,29 @@ async fn relaunch() -> Result<Client, String> {
 /// if none listens. A reattach is a background start: it never replaces a
 /// daemon another client started.
 async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
+    within_relaunch(|| open_attach(session, false, after))
+        .await
+        .map_err(|e| {
+            format!("lost the session {session} and could not attach again within a minute: {e}")
+        })
+}
+
+/// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
+/// passed; the error is the last attempt's.
+async fn within_relaunch<F, Fut>(mut attempt: F) -> Result<Client, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Client, String>>,
+{
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
     let mut last_error = String::new();
     while tokio::time::Instant::now() < deadline {
-        match open_attach(session, false, after).await {
+        match attempt().await {
             Ok(client) => return Ok(client),
             Err(e) => last_error = e,
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    Err(format!(
-        "lost the session {session} and could not attach again within a minute: {last_error}"
-    ))
+    Err(last_error)
 }

@@ -41,6 +41,18 @@ fn space() -> usize {
     unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize }
 }
 
+/// A message header over one data byte and room for one descriptor. The
+/// caller keeps `iov`'s buffer and `control` alive while it is used.
+fn header(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    msg
+}
+
 fn send_once(socket: RawFd, fd: RawFd) -> io::Result<()> {
     let mut data = [CARRIER];
     let mut iov = libc::iovec {
@@ -48,14 +60,10 @@ fn send_once(socket: RawFd, fd: RawFd) -> io::Result<()> {
         iov_len: 1,
     };
     let mut control = vec![0u8; space()];
-    // SAFETY: msghdr is plain data; every pointer in it points into
-    // buffers that live until sendmsg returns, with their lengths.
+    let msg = header(&mut iov, &mut control);
+    // SAFETY: every pointer in `msg` points into buffers that live until
+    // sendmsg returns, with their lengths.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -75,14 +83,10 @@ fn recv_once(socket: RawFd) -> io::Result<OwnedFd> {
         iov_len: 1,
     };
     let mut control = vec![0u8; space()];
+    let mut msg = header(&mut iov, &mut control);
     // SAFETY: as in `send_once`; a descriptor received is owned by this
     // process from recvmsg on (MSG_CMSG_CLOEXEC: not inherited by children).
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() as _;
         let got = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
         if got < 0 {
             return Err(io::Error::last_os_error());

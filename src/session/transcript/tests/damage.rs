@@ -123,11 +123,7 @@ fn damage_in_a_record_header_is_resynchronised_past() {
         let lost: Vec<u64> = flips.iter().map(|&(i, _)| i as u64 + 1).collect();
         let at: Vec<usize> = flips.iter().map(|&(i, o)| starts[i] + o).collect();
         flip(&path, &at);
-        let expected: Vec<Entry> = all
-            .iter()
-            .filter(|e| !lost.contains(&e.seq))
-            .cloned()
-            .collect();
+        let expected = without(&all, &lost);
         readers_agree(&path, &expected);
         let (opened, entries) = open(&path);
         same(&entries, &expected, name);

@@ -54,11 +54,7 @@ fn records_inside_damaged_output_are_never_read() {
         let starts = record_starts(&std::fs::read(&path).unwrap());
         let at: Vec<usize> = damaged.iter().map(|&seq| starts[seq - 1] + 1).collect();
         flip(&path, &at);
-        let expected: Vec<Entry> = all
-            .iter()
-            .filter(|e| !lost.contains(&e.seq))
-            .cloned()
-            .collect();
+        let expected = without(&all, lost);
         readers_agree(&path, &expected);
         let (opened, entries) = open(&path);
         no_copies_in(&entries, &all);

@@ -94,6 +94,14 @@ fn noise(len: usize, mut seed: u64) -> Vec<u8> {
 /// Equal entries, or a failure that names their numbers (entries with
 /// big outputs are too long to print).
 #[track_caller]
+/// `all` without the entries numbered in `lost`.
+fn without(all: &[Entry], lost: &[u64]) -> Vec<Entry> {
+    all.iter()
+        .filter(|e| !lost.contains(&e.seq))
+        .cloned()
+        .collect()
+}
+
 fn same(actual: &[Entry], expected: &[Entry], what: &str) {
     assert_eq!(seqs(actual), seqs(expected), "{what}: numbers");
     for (a, e) in actual.iter().zip(expected) {

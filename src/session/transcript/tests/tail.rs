@@ -63,50 +63,6 @@ fn the_tail_agrees_with_reading_forward() {
     cleanup(&path);
 }
 
-/// Run by hand: `cargo test --release --lib -- --ignored --nocapture
-/// a_gigabyte`. Reads the tail of a 1 GiB transcript (1 MiB outputs, then
-/// small entries) and reports the time and the peak memory.
-#[test]
-#[ignore]
-fn the_tail_of_a_gigabyte() {
-    let path = temp("tail-gigabyte");
-    let chunk = noise(1 << 20, 3);
-    write_many(&path, 3048, |seq| {
-        if seq <= 2048 && seq % 2 == 0 {
-            output(seq, &chunk)
-        } else {
-            input(seq)
-        }
-    });
-    let size = std::fs::metadata(&path).unwrap().len();
-    assert!(size > 1 << 30);
-    // Out of the page cache, to time reading from the disk.
-    let file = std::fs::File::open(&path).unwrap();
-    file.sync_all().unwrap();
-    // SAFETY: only advises the kernel about a file descriptor held open.
-    unsafe {
-        use std::os::fd::AsRawFd;
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-    }
-    // Measure the peak from here on.
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    let started = Instant::now();
-    let tail = read_tail(&path, 100).unwrap();
-    let took = started.elapsed();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let peak = status.lines().find(|l| l.starts_with("VmHWM")).unwrap();
-    println!("read_tail(100) of {size} bytes: {took:?}; {peak}");
-    assert_eq!(seqs(&tail), (2949..=3048).collect::<Vec<_>>());
-    let started = Instant::now();
-    let tail = read_tail(&path, 1010).unwrap();
-    println!(
-        "read_tail(1010), 5 outputs of 1 MiB: {:?}",
-        started.elapsed()
-    );
-    assert_eq!(seqs(&tail), (2039..=3048).collect::<Vec<_>>());
-    cleanup(&path);
-}
-
 /// Random damage of every kind (flipped bytes, zeroed runs, cuts,
 /// inserted and removed bytes) over a transcript holding copies of
 /// itself and of another: reading backward always agrees with reading
