@@ -9,7 +9,18 @@ use eukhe::laws::restart::{restart_verdict, RestartVerdict, RESTART_GIVE_UP_AFTE
 use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NAMES, TM};
 
 fn main() -> ExitCode {
-    let cli = <Cli as clap::Parser>::parse();
+    let cli = match <Cli as clap::Parser>::try_parse() {
+        Ok(cli) => cli,
+        // A usage error is one of eukhe's own failures (125); help and
+        // the version are not failures.
+        Err(e) => {
+            let _ = e.print();
+            return match e.use_stderr() {
+                true => ExitCode::from(eukhe::client::cli::EUKHE_FAILED),
+                false => ExitCode::SUCCESS,
+            };
+        }
+    };
     match cli.command {
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),
@@ -24,7 +35,7 @@ fn report(result: Result<(), String>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("eukhe: {message}");
-            ExitCode::FAILURE
+            ExitCode::from(eukhe::client::cli::EUKHE_FAILED)
         }
     }
 }

@@ -1,17 +1,13 @@
 //! Commands and their flags.
 
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokio::io::AsyncBufReadExt;
 
-use super::connect::{connect, Client};
+use super::connect::connect;
 use super::render;
-use crate::laws::notice::{MessageKind, StoredMessage, View};
-use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
+use super::stdout::{self, outln};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
-use crate::session::transcript::{Entry, EntryBody};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,21 +62,36 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Queue input (a run) in a session.
+    /// Queue input (a run) in a session: it runs after the inputs queued
+    /// before it. One argument is a command line (`'cd src && make'`);
+    /// several (after `--`) are a command and its arguments, each passed as
+    /// it is (`eukhe send s -- sh -c 'exit 3'`).
     Send {
+        /// The session's name or id.
         session: String,
-        text: String,
-        /// Wait for the run, stream its output and exit with its status.
+        /// The command line, or a command and its arguments.
+        #[arg(required = true, value_name = "COMMAND")]
+        text: Vec<String>,
+        /// Wait for the run, stream its output and exit with its status
+        /// (riding through a lost worker or daemon).
         #[arg(long)]
         wait: bool,
     },
     /// Run a command now in the session's shell, beside any run in progress
-    /// (everything it leaves in the shell persists). One argument after
-    /// `--` is a command line (`'cd src && make'`); several are a command
-    /// and its arguments, each passed as it is (`sh -c 'exit 3'`).
+    /// (everything it leaves in the shell persists), and exit with its
+    /// status. One argument after `--` is a command line (`'cd src &&
+    /// make'`); several are a command and its arguments, each passed as it
+    /// is (`sh -c 'exit 3'`). When standard input is not a terminal, the
+    /// command reads it (`echo hi | eukhe bash s -- cat`); `-n` gives it
+    /// /dev/null instead (as `ssh -n`), for loops that read a list.
     Bash {
+        /// The session's name or id.
         session: String,
-        #[arg(last = true, required = true)]
+        /// Standard input is /dev/null, not this command's.
+        #[arg(short = 'n', long = "no-stdin")]
+        no_stdin: bool,
+        /// The command line, or a command and its arguments.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
     /// Cancel the running run (SIGINT, then SIGTERM and SIGKILL after the
@@ -100,16 +111,29 @@ pub enum Command {
     /// Withdraw a queued input before it runs (it never runs).
     Withdraw { session: String, run: u64 },
     /// Print a session's transcript: output bytes as the commands wrote
-    /// them, between marked lines.
+    /// them (each line of standard error marked `[stderr] `), between
+    /// marked lines: `[run N] $ command`, `[run N exited S]`, `! notice`.
     Log {
+        /// The session's name or id.
         session: String,
-        /// One JSON array of entries; output is `"text"` when it is valid
-        /// UTF-8, else `"base64"`.
+        /// One JSON array of entries (with --follow: one entry per line);
+        /// output is `"text"` when it is valid UTF-8, else `"base64"`.
         #[arg(long, conflicts_with = "raw")]
         json: bool,
-        /// Only the last N entries (read from the end of the transcript).
+        /// Only the last N entries (read from the end of the transcript),
+        /// after a line for each earlier restore of the session.
         #[arg(long, value_name = "N")]
         tail: Option<u64>,
+        /// Only the entries after entry SEQ (the `"seq"` of `--json`).
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
+        /// Then print entries as they are stored, until interrupted (with
+        /// --raw N: until input N has ended).
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Start each line with the time it was stored (UTC, RFC 3339).
+        #[arg(short = 't', long, conflicts_with_all = ["json", "raw"])]
+        timestamps: bool,
         /// Write input N's output bytes exactly, and nothing else (N is the
         /// number `send` printed, or a user bash's number in `log`).
         #[arg(long, value_name = "N")]
@@ -121,7 +145,14 @@ pub enum Command {
     /// Replay a session's transcript, then follow it; typed lines are input.
     /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input
     /// detaches once the inputs sent have run.
-    Attach { session: String },
+    Attach {
+        /// The session's name or id.
+        session: String,
+        /// Replay the last N entries first (and a line for each earlier
+        /// restore).
+        #[arg(long, value_name = "N", default_value_t = 200)]
+        tail: u64,
+    },
     /// The daemon's version, build, pid, backend and session counts.
     Status {
         #[arg(long)]
@@ -158,9 +189,13 @@ pub fn run(command: Command) -> ExitCode {
     }
 }
 
+/// eukhe's own failures exit 125 (as `env`, `timeout` and container
+/// runners do), so they are never mistaken for a command's status.
+pub const EUKHE_FAILED: u8 = 125;
+
 fn fail(message: String) -> ExitCode {
     eprintln!("eukhe: {message}");
-    ExitCode::FAILURE
+    ExitCode::from(EUKHE_FAILED)
 }
 
 async fn client(command: Command) -> Result<ExitCode, String> {
@@ -176,9 +211,9 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             match client.ask(Request::New { name, cwd }).await? {
                 Response::Created { id, name } => {
                     if json {
-                        println!("{}", serde_json::json!({ "id": id, "name": name }));
+                        outln!("{}", serde_json::json!({ "id": id, "name": name }))?;
                     } else {
-                        println!("{id}");
+                        outln!("{id}")?;
                     }
                     Ok(ExitCode::SUCCESS)
                 }
@@ -189,7 +224,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             let mut client = connect(false).await?;
             match client.ask(Request::List).await? {
                 Response::Sessions { sessions } => {
-                    print!("{}", render::sessions(&sessions, json));
+                    stdout::print(&render::sessions(&sessions, json))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -199,7 +234,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             let mut client = connect(false).await?;
             match client.ask(Request::Status).await? {
                 Response::Status(status) => {
-                    print!("{}", render::status(&status, json));
+                    stdout::print(&render::status(&status, json))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -214,7 +249,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 .await?
             {
                 Response::Ok => {
-                    println!("session {session} restarted");
+                    outln!("session {session} restarted")?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -227,12 +262,12 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 _ => ShutdownMode::Normal,
             };
             let Some(mut client) = super::connect::connect_existing().await? else {
-                println!("no daemon is running");
+                outln!("no daemon is running")?;
                 return Ok(ExitCode::SUCCESS);
             };
             match client.ask(Request::Shutdown { mode }).await? {
                 Response::Shutdown { stopped, message } => {
-                    println!("{message}");
+                    outln!("{message}")?;
                     Ok(if stopped {
                         ExitCode::SUCCESS
                     } else {
@@ -247,72 +282,49 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             text,
             wait,
         } => {
-            let mut client = connect(true).await?;
-            client
-                .send(&Request::Session {
-                    session,
-                    request: SessionRequest::Send { text, wait },
-                })
-                .await?;
-            stream_until_exit(&mut client, wait).await
+            let text = command_line(&text);
+            let request = SessionRequest::Send { text, wait };
+            let mut client = super::attach::open(&session, true, request).await?;
+            super::log::stream_until_exit(&mut client, &session, wait).await
         }
-        Command::Bash { session, command } => {
-            let mut client = connect(true).await?;
+        Command::Bash {
+            session,
+            no_stdin,
+            command,
+        } => {
             let command = command_line(&command);
-            client
-                .send(&Request::Session {
-                    session,
-                    request: SessionRequest::Bash { command },
-                })
-                .await?;
-            stream_until_exit(&mut client, true).await
+            let stdin = if no_stdin {
+                None
+            } else {
+                super::stdin::lend()?
+            };
+            let request = SessionRequest::Bash { command, stdin };
+            let mut client = super::attach::open(&session, true, request).await?;
+            super::log::stream_until_exit(&mut client, &session, true).await
         }
         Command::Log {
             session,
             json,
             tail,
+            since,
+            follow,
+            timestamps,
             raw,
             stream,
         } => {
-            let mut client = connect(false).await?;
-            client
-                .send(&Request::Session {
-                    session,
-                    request: SessionRequest::Log { tail, input: raw },
-                })
-                .await?;
-            let stream = stream.map(Stream::from);
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            let mut array = if json {
-                Some(render::JsonArray::start(&mut out).map_err(stdout_failed)?)
-            } else {
-                None
+            let args = super::log::LogArgs {
+                session,
+                json,
+                tail,
+                since,
+                follow,
+                timestamps,
+                raw,
+                stream: stream.map(Stream::from),
             };
-            loop {
-                let entry = match client.receive().await? {
-                    Response::Entry(entry) => entry,
-                    Response::Replayed => break,
-                    other => return unexpected(other),
-                };
-                let written = match (&mut array, raw) {
-                    (Some(array), _) => array.push(&mut out, &entry),
-                    (None, Some(_)) => match &entry.body {
-                        EntryBody::Output {
-                            stream: from, data, ..
-                        } if stream.map_or(true, |s| s == *from) => out.write_all(data),
-                        _ => Ok(()),
-                    },
-                    (None, None) => out.write_all(&render::entry(&entry)),
-                };
-                written.map_err(stdout_failed)?;
-            }
-            if let Some(array) = array {
-                array.finish(&mut out).map_err(stdout_failed)?;
-            }
-            out.flush().map_err(stdout_failed)?;
-            Ok(ExitCode::SUCCESS)
+            super::log::log(args).await
         }
-        Command::Attach { session } => attach(session).await,
+        Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
         Command::Cancel { session, all } => {
             let mut client = connect(false).await?;
             let request = Request::Session {
@@ -322,13 +334,13 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             match client.ask(request).await? {
                 Response::Cancelled { run, withdrawn } => {
                     if let Some(run) = run {
-                        println!("cancelling run {run}");
+                        outln!("cancelling run {run}")?;
                     }
                     for input in &withdrawn {
-                        println!("withdrew run {input}");
+                        outln!("withdrew run {input}")?;
                     }
                     if run.is_none() && withdrawn.is_empty() {
-                        println!("nothing to cancel");
+                        outln!("nothing to cancel")?;
                         return Ok(ExitCode::FAILURE);
                     }
                     Ok(ExitCode::SUCCESS)
@@ -344,7 +356,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             };
             match client.ask(request).await? {
                 Response::Queue { inputs } => {
-                    print!("{}", render::queue(&inputs, json));
+                    stdout::print(&render::queue(&inputs, json))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -358,7 +370,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             };
             match client.ask(request).await? {
                 Response::Ok => {
-                    println!("withdrew run {run}");
+                    outln!("withdrew run {run}")?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -367,18 +379,18 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         Command::Doctor { json } => {
             let checks = super::doctor::run().await;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&checks).unwrap_or_default()
-                );
+                )?;
             } else {
                 for c in &checks {
-                    println!(
+                    outln!(
                         "{} {}: {}",
                         if c.ok { "ok  " } else { "FAIL" },
                         c.check,
                         c.detail
-                    );
+                    )?;
                 }
             }
             Ok(if checks.iter().all(|c| c.ok) {
@@ -447,243 +459,9 @@ impl From<StreamArg> for Stream {
     }
 }
 
-fn stdout_failed(e: std::io::Error) -> String {
-    format!("cannot write to standard output: {e}")
-}
-
-fn unexpected(response: Response) -> Result<ExitCode, String> {
+pub fn unexpected(response: Response) -> Result<ExitCode, String> {
     match response {
         Response::Error { message } => Err(message),
         other => Err(format!("unexpected answer from the daemon: {other:?}")),
     }
-}
-
-/// Print output as it comes; with `wait`, end with the command's status.
-async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, String> {
-    loop {
-        match client.receive().await? {
-            Response::Queued { input } => {
-                if !wait {
-                    println!("queued as run {input}");
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-            Response::Output { stream, data } => {
-                let _ = match stream {
-                    Stream::Stdout => std::io::stdout().write_all(&data),
-                    Stream::Stderr => std::io::stderr().write_all(&data),
-                };
-                let _ = std::io::stdout().flush();
-            }
-            Response::Exit { status } => return Ok(ExitCode::from(status.clamp(0, 255) as u8)),
-            other => return unexpected(other),
-        }
-    }
-}
-
-async fn attach(session: String) -> Result<ExitCode, String> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let interactive = std::io::stdin().is_terminal();
-    let mut client = open_attach(&session, true, None).await?;
-    // The attach connection is the worker's (handed over by the
-    // supervisor), so a lost supervisor is noticed on a connection of its
-    // own, and relaunched.
-    let mut watch = connect(false).await.ok();
-    if interactive {
-        eprintln!(
-            "attached to {session}: typed lines are queued as input; \
-             Ctrl-C cancels the running run, Ctrl-\\ or Ctrl-D detaches"
-        );
-    }
-    let mut interrupts =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
-    let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut stdin_open = true;
-    // An attach replays the transcript's last entries after every restore
-    // notice; attaching again replays what came after the last entry
-    // seen. The view (the notice law's) shows every entry, every notice,
-    // once.
-    let mut view = View::default();
-    let mut runs = RunsSeen::default();
-    loop {
-        if !stdin_open && runs.sent_all_ended() {
-            return Ok(ExitCode::SUCCESS);
-        }
-        tokio::select! {
-            response = client.receive() => match response {
-                Ok(Response::Entry(entry)) => {
-                    runs.last_seq = runs.last_seq.max(Some(entry.seq));
-                    runs.see(&entry.body);
-                    if view.deliver(stored_message(&entry)) {
-                        let mut out = std::io::stdout().lock();
-                        let _ = out.write_all(&render::entry(&entry)).and_then(|_| out.flush());
-                    }
-                }
-                Ok(Response::Queued { input }) => {
-                    runs.unanswered = runs.unanswered.saturating_sub(1);
-                    runs.sent.push(input);
-                }
-                Ok(Response::Replayed) => {}
-                Ok(Response::Cancelled { run: None, .. }) => {
-                    eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
-                }
-                Ok(Response::Cancelled { run: Some(run), .. }) => {
-                    if std::mem::take(&mut runs.cancel_asked) {
-                        eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
-                    }
-                }
-                Ok(other) => return unexpected(other),
-                Err(_) => client = reattach(&session, runs.last_seq).await?,
-            },
-            _ = interrupts.recv() => {
-                // Say which run is cancelled first when this view knows;
-                // else the worker's answer says it.
-                if let Some(run) = runs.running {
-                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
-                }
-                runs.cancel_asked = runs.running.is_none();
-                let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
-                if client.send(&request).await.is_err() {
-                    client = reattach(&session, runs.last_seq).await?;
-                }
-            }
-            _ = quits.recv() => {
-                eprintln!("eukhe: detached from {session}");
-                return Ok(ExitCode::SUCCESS);
-            }
-            _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
-            line = lines.next_line(), if stdin_open => match line {
-                Ok(Some(text)) if !text.trim().is_empty() => {
-                    let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
-                    if client.send(&request).await.is_err() {
-                        client = reattach(&session, runs.last_seq).await?;
-                        client.send(&request).await?;
-                    }
-                    runs.unanswered += 1;
-                }
-                Ok(Some(_)) => {}
-                // End of input: detach once what this client sent has run.
-                _ => stdin_open = false,
-            },
-        }
-    }
-}
-
-/// What an attached client knows of runs from the entries it sees.
-#[derive(Default)]
-struct RunsSeen {
-    running: Option<u64>,
-    /// Runs this client queued.
-    sent: Vec<u64>,
-    /// Inputs sent whose run number has not come back yet.
-    unanswered: u32,
-    /// A cancel was asked while this view knew of no running run.
-    cancel_asked: bool,
-    ended: std::collections::HashSet<u64>,
-    /// The last entry shown: attaching again replays what came after it.
-    last_seq: Option<u64>,
-}
-
-impl RunsSeen {
-    fn see(&mut self, body: &EntryBody) {
-        match body {
-            EntryBody::RunStarted { input } => self.running = Some(*input),
-            EntryBody::RunFinished { input, .. }
-            | EntryBody::RunInterrupted { input }
-            | EntryBody::Withdrawn { input } => {
-                self.ended.insert(*input);
-                if self.running == Some(*input) {
-                    self.running = None;
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn sent_all_ended(&self) -> bool {
-        self.unanswered == 0 && self.sent.iter().all(|run| self.ended.contains(run))
-    }
-}
-
-/// A transcript entry as the notice law sees it.
-fn stored_message(entry: &Entry) -> StoredMessage {
-    let kind = match entry.body {
-        EntryBody::Notice {
-            restore: Some(restore),
-            ..
-        } => MessageKind::RestoreNotice { restore },
-        _ => MessageKind::Entry,
-    };
-    StoredMessage {
-        id: entry.seq,
-        kind,
-    }
-}
-
-async fn open_attach(
-    session: &str,
-    interactive: bool,
-    after: Option<u64>,
-) -> Result<Client, String> {
-    let mut client = connect(interactive).await?;
-    client
-        .send(&Request::Session {
-            session: session.to_string(),
-            request: SessionRequest::Attach { after },
-        })
-        .await?;
-    Ok(client)
-}
-
-/// Resolves when the supervisor behind `watch` is gone (an idle connection
-/// to it closes); never without one.
-async fn supervisor_lost(watch: &mut Option<Client>) {
-    match watch {
-        Some(client) => {
-            let _ = client.receive().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// The supervisor is lost: start one of this build within
-/// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
-/// never replaces a daemon another client started), and watch it.
-async fn relaunch() -> Result<Client, String> {
-    within_relaunch(|| connect(false))
-        .await
-        .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
-}
-
-/// The connection dropped (worker restart, lost supervisor): attach again
-/// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
-/// if none listens. A reattach is a background start: it never replaces a
-/// daemon another client started.
-async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
-    within_relaunch(|| open_attach(session, false, after))
-        .await
-        .map_err(|e| {
-            format!("lost the session {session} and could not attach again within a minute: {e}")
-        })
-}
-
-/// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
-/// passed; the error is the last attempt's.
-async fn within_relaunch<F, Fut>(mut attempt: F) -> Result<Client, String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Client, String>>,
-{
-    let deadline =
-        tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
-    let mut last_error = String::new();
-    while tokio::time::Instant::now() < deadline {
-        match attempt().await {
-            Ok(client) => return Ok(client),
-            Err(e) => last_error = e,
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    Err(last_error)
 }

@@ -1,9 +1,13 @@
 //! The command line: parse, connect (starting a daemon when none listens),
 //! and show the answers as a person or a script wants them.
 
+mod attach;
 pub mod cli;
 mod connect;
 mod doctor;
+mod log;
 mod render;
+mod stdin;
+pub mod stdout;
 
 pub use cli::{run, Cli};

@@ -66,20 +66,36 @@ pub enum SessionRequest {
     Send { text: String, wait: bool },
     /// Run a command now in the session's shell, beside any run; what it
     /// leaves in the shell persists.
-    Bash { command: String },
+    Bash {
+        command: String,
+        /// The command's standard input is this client's: the pid of the
+        /// client process (its peer credentials must agree), whose fd 0
+        /// the command opens. None: `/dev/null`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdin: Option<u32>,
+    },
     /// The transcript rebuilt from stored messages: all of it, the last
-    /// `tail` entries, or input `input`'s entries.
+    /// `tail` entries, those after entry `after`, or input `input`'s
+    /// entries; with `follow`, then live entries until the client leaves
+    /// (or, with `input`, until that input has ended).
     Log {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        follow: bool,
     },
-    /// The transcript's last entries (or those after entry `after`, when
-    /// attaching again), then live entries until the client leaves.
+    /// The transcript's last `tail` entries (default 200; or those after
+    /// entry `after`, when attaching again), then live entries until the
+    /// client leaves.
     Attach {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tail: Option<u64>,
     },
     /// Cancel the running run; with `all`, withdraw every queued input too.
     Cancel { all: bool },

@@ -15,13 +15,22 @@ pub struct LogQuery {
     pub tail: Option<u64>,
     /// Only the entries of input `input` (a run or user bash).
     pub input: Option<u64>,
+    /// Only the entries after entry `after` (`log --since`).
+    pub after: Option<u64>,
 }
 
 /// The entries `query` selects from the transcript at `path`, in order.
 pub fn entries(path: &Path, query: LogQuery) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+    let after = query.after.unwrap_or(0);
     let all: Box<dyn Iterator<Item = Entry>> = match query.tail {
-        Some(n) => Box::new(transcript::read_tail(path, n as usize)?.into_iter()),
-        None => Box::new(transcript::stream(path)?),
+        // The last N of those after `after` are the last N overall that
+        // are after it.
+        Some(n) => Box::new(
+            transcript::read_tail(path, n as usize)?
+                .into_iter()
+                .filter(move |e| e.seq > after),
+        ),
+        None => Box::new(transcript::stream_from(path, after + 1)?),
     };
     Ok(match query.input {
         Some(input) => Box::new(all.filter(move |e| belongs_to(e, input))),
@@ -42,5 +51,17 @@ pub fn belongs_to(entry: &Entry, input: u64) -> bool {
         } => *run == Some(input) || *bash == Some(input),
         EntryBody::Bash { bash, .. } | EntryBody::BashFinished { bash, .. } => *bash == Some(input),
         EntryBody::Notice { .. } => false,
+    }
+}
+
+/// Whether `entry` ends input `input`: its run's end, interruption or
+/// withdrawal, or its user bash's end.
+pub fn ends(entry: &Entry, input: u64) -> bool {
+    match &entry.body {
+        EntryBody::RunFinished { input: i, .. }
+        | EntryBody::RunInterrupted { input: i }
+        | EntryBody::Withdrawn { input: i } => *i == input,
+        EntryBody::BashFinished { bash, .. } => *bash == Some(input),
+        _ => false,
     }
 }

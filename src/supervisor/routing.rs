@@ -293,13 +293,23 @@ async fn route(
     };
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
-    if let (true, SessionRequest::Log { tail, input }) = (resting, &request) {
+    if let (
+        true,
+        SessionRequest::Log {
+            tail,
+            input,
+            after,
+            follow: false,
+        },
+    ) = (resting, &request)
+    {
         // A resting session's transcript is read from disk: no worker is
         // started just to read it, and a given-up one keeps it readable.
         let path = supervisor.borrow().files(&id).transcript();
         let query = LogQuery {
             tail: *tail,
             input: *input,
+            after: *after,
         };
         match log_query::entries(&path, query) {
             Ok(entries) => {

@@ -33,7 +33,7 @@ use crate::session::transcript::{self, Entry, EntryBody};
 
 /// Shared wake-ups: the run loop, and the end of the worker.
 /// How many of its last entries an attach replays first.
-const ATTACH_REPLAY_ENTRIES: usize = 200;
+const ATTACH_REPLAY_ENTRIES: u64 = 200;
 
 #[derive(Clone, Default)]
 struct Signals {
@@ -111,13 +111,18 @@ async fn handed_client(
     first: SessionRequest,
     signals: Signals,
 ) {
+    let peer = stream
+        .peer_cred()
+        .ok()
+        .and_then(|c| c.pid())
+        .and_then(|pid| u32::try_from(pid).ok());
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write);
-    session_request(&worker, first, &tx, &signals).await;
+    session_request(&worker, first, &tx, &signals, peer).await;
     loop {
         match read_frame::<Request, _>(&mut read).await {
             Ok(Request::Session { request, .. }) => {
-                session_request(&worker, request, &tx, &signals).await
+                session_request(&worker, request, &tx, &signals, peer).await
             }
             Ok(other) => {
                 let _ = tx.send(Response::Error {
@@ -185,7 +190,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
         }
         match request {
             Request::Session { request, .. } => {
-                session_request(&worker, request, &tx, &signals).await
+                session_request(&worker, request, &tx, &signals, None).await
             }
             Request::Handoff { request, .. } => {
                 // The supervisor hands a client over and leaves; the client
@@ -250,11 +255,14 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
     }
 }
 
+/// Serve one session request. `peer` is the client's pid when the client
+/// is connected directly (handed over), not relayed.
 async fn session_request(
     worker: &Rc<RefCell<Worker>>,
     request: SessionRequest,
     tx: &Outbox,
     signals: &Signals,
+    peer: Option<u32>,
 ) {
     match request {
         SessionRequest::Send { text, wait } => {
@@ -272,7 +280,16 @@ async fn session_request(
                 }
             }
         }
-        SessionRequest::Bash { command } => {
+        SessionRequest::Bash { command, stdin } => {
+            // Only the client itself may lend its standard input: a
+            // connection relayed by the supervisor has no client pid.
+            if stdin.is_some() && stdin != peer {
+                let message = "this session's worker cannot take standard input through the \
+                               daemon's relay; pass -n for /dev/null"
+                    .to_string();
+                let _ = tx.send(Response::Error { message });
+                return;
+            }
             // A worker just started connects to its kernel first. (One
             // thread: nothing can connect between the check and the wait.)
             let connected = worker.borrow().kernel_connected.clone();
@@ -282,7 +299,7 @@ async fn session_request(
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
-            user_bash(worker, command, tx)
+            user_bash(worker, command, stdin, tx)
         }
         SessionRequest::Cancel { all } => {
             let mut w = worker.borrow_mut();
@@ -317,39 +334,84 @@ async fn session_request(
                 Err(message) => Response::Error { message },
             });
         }
-        SessionRequest::Log { tail, input } => {
-            let (path, next_input) = {
-                let w = worker.borrow();
-                (w.files.transcript(), w.core.next_input())
-            };
+        SessionRequest::Log {
+            tail,
+            input,
+            after,
+            follow,
+        } => {
+            let next_input = worker.borrow().core.next_input();
             if let Some(n) = input.filter(|n| *n == 0 || *n >= next_input) {
                 let _ = tx.send(Response::Error {
                     message: format!("the session has no input {n}"),
                 });
                 return;
             }
-            let query = LogQuery { tail, input };
-            tokio::task::spawn_local(replay(path, query, tx.clone()));
-        }
-        SessionRequest::Attach { after } => {
-            // Subscribe before reading the file, then leave out live entries
-            // the replay already carried. (Only traffic: the client's view,
-            // `laws::notice::View`, decides what is shown.)
-            let (live_tx, live_rx) = unbounded_channel();
+            if follow {
+                let start = match (after, tail) {
+                    (Some(after), _) => ReplayStart::After(after),
+                    (None, Some(n)) => ReplayStart::Tail(n),
+                    (None, None) => ReplayStart::After(0),
+                };
+                follow_entries(worker, start, input, tx);
+                return;
+            }
             let (path, notices) = {
-                let mut w = worker.borrow_mut();
-                w.subscribe(live_tx);
+                let w = worker.borrow();
                 (w.files.transcript(), w.restore_notices.clone())
             };
-            let replay = Replay { after, notices };
-            tokio::task::spawn_local(attach(path, replay, tx.clone(), live_rx));
+            // A tail still shows every restore (the notice law): older
+            // restore notices come first, one each.
+            let notices = match (tail, input) {
+                (Some(_), None) => notices,
+                _ => Vec::new(),
+            };
+            let query = LogQuery { tail, input, after };
+            tokio::task::spawn_local(replay(path, query, notices, tx.clone()));
+        }
+        SessionRequest::Attach { after, tail } => {
+            let start = match after {
+                Some(after) => ReplayStart::After(after),
+                None => ReplayStart::Tail(tail.unwrap_or(ATTACH_REPLAY_ENTRIES)),
+            };
+            follow_entries(worker, start, None, tx);
         }
     }
 }
 
-/// Send the entries `query` selects, never more than
-/// [`REPLAY_AHEAD_BYTES`] ahead of the client, then `Replayed`.
-async fn replay(path: PathBuf, query: LogQuery, tx: Outbox) {
+/// Replay from `start`, then live entries (only input `only`'s, if
+/// given, until it has ended).
+fn follow_entries(
+    worker: &Rc<RefCell<Worker>>,
+    start: ReplayStart,
+    only: Option<u64>,
+    tx: &Outbox,
+) {
+    // Subscribe before reading the file, then leave out live entries the
+    // replay already carried. (Only traffic: the client's view,
+    // `laws::notice::View`, decides what is shown.)
+    let (live_tx, live_rx) = unbounded_channel();
+    let (path, notices) = {
+        let mut w = worker.borrow_mut();
+        w.subscribe(live_tx);
+        (w.files.transcript(), w.restore_notices.clone())
+    };
+    let notices = match (&start, only) {
+        (ReplayStart::Tail(_), None) => notices,
+        _ => Vec::new(),
+    };
+    let replay = Replay {
+        start,
+        notices,
+        only,
+    };
+    tokio::task::spawn_local(attach(path, replay, tx.clone(), live_rx));
+}
+
+/// Send the entries `query` selects (after `notices` older than the
+/// first of them), never more than [`REPLAY_AHEAD_BYTES`] ahead of the
+/// client, then `Replayed`.
+async fn replay(path: PathBuf, query: LogQuery, notices: Vec<Entry>, tx: Outbox) {
     let entries = match log_query::entries(&path, query) {
         Ok(entries) => entries,
         Err(message) => {
@@ -357,7 +419,10 @@ async fn replay(path: PathBuf, query: LogQuery, tx: Outbox) {
             return;
         }
     };
-    for entry in entries {
+    let mut entries = entries.peekable();
+    let first = entries.peek().map_or(u64::MAX, |e| e.seq);
+    let older = notices.into_iter().filter(|n| n.seq < first);
+    for entry in older.chain(entries) {
         if tx.send(Response::Entry(entry)).is_err() {
             return;
         }
@@ -366,37 +431,65 @@ async fn replay(path: PathBuf, query: LogQuery, tx: Outbox) {
     let _ = tx.send(Response::Replayed);
 }
 
-/// What an attach replays before going live.
+/// Where a replay before live entries starts.
+enum ReplayStart {
+    /// Every entry after this one (0: all of them).
+    After(u64),
+    /// The last N entries, after every older restore notice.
+    Tail(u64),
+}
+
+/// What an attach (or `log --follow`) replays before going live.
 struct Replay {
-    /// Every entry after this one (attaching again); none: the last
-    /// [`ATTACH_REPLAY_ENTRIES`], after every older restore notice.
-    after: Option<u64>,
+    start: ReplayStart,
+    /// Restore notices to show before a tail that leaves them out.
     notices: Vec<Entry>,
+    /// Only this input's entries, until its end.
+    only: Option<u64>,
+}
+
+impl Replay {
+    /// The replayed entries, read as a stream (a tail is bounded).
+    fn entries(self, path: &std::path::Path) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+        Ok(match self.start {
+            ReplayStart::After(after) => Box::new(transcript::stream_from(path, after + 1)?),
+            ReplayStart::Tail(n) => {
+                let tail = transcript::read_tail(path, n as usize)?;
+                let first = tail.first().map_or(u64::MAX, |e| e.seq);
+                let older = self.notices.into_iter().filter(move |n| n.seq < first);
+                Box::new(older.chain(tail).collect::<Vec<_>>().into_iter())
+            }
+        })
+    }
 }
 
 /// Attach: the replay, then live entries. A client that stops reading is
 /// not buffered for: past [`LAG_BYTES`] live entries are dropped (they are
 /// in the transcript) and it is fed from the file until it has caught up.
 async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedReceiver<Response>) {
-    let replayed = match replay.after {
-        Some(after) => transcript::stream_from(&path, after + 1).map(|e| e.collect::<Vec<_>>()),
-        None => transcript::read_tail(&path, ATTACH_REPLAY_ENTRIES).map(|tail| {
-            let first = tail.first().map_or(u64::MAX, |e| e.seq);
-            let older = replay.notices.into_iter().filter(|n| n.seq < first);
-            older.chain(tail).collect()
-        }),
+    let only = replay.only;
+    let mut last = match replay.start {
+        ReplayStart::After(after) => after,
+        ReplayStart::Tail(_) => 0,
     };
-    let entries = match replayed {
+    let entries = match replay.entries(&path) {
         Ok(entries) => entries,
         Err(message) => {
             let _ = tx.send(Response::Error { message });
             return;
         }
     };
-    let mut last = replay.after.unwrap_or(0);
+    // Only the followed input's entries are sent; its end ends the follow.
+    let wanted =
+        move |entry: &Entry| only.map_or(true, |input| log_query::belongs_to(entry, input));
+    let done = move |entry: &Entry| only.is_some_and(|input| log_query::ends(entry, input));
     for entry in entries {
         last = entry.seq;
-        if tx.send(Response::Entry(entry)).is_err() {
+        if !wanted(&entry) {
+            continue;
+        }
+        let end = done(&entry);
+        if tx.send(Response::Entry(entry)).is_err() || end {
             return;
         }
         tx.below(REPLAY_AHEAD_BYTES).await;
@@ -413,7 +506,11 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedRe
         }
         if tx.pending() < LAG_BYTES {
             last = entry.seq;
-            if tx.send(Response::Entry(entry)).is_err() {
+            if !wanted(&entry) {
+                continue;
+            }
+            let end = done(&entry);
+            if tx.send(Response::Entry(entry)).is_err() || end {
                 return;
             }
             continue;
@@ -444,7 +541,11 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedRe
                 };
                 last = entry.seq;
                 resume_at = end;
-                if tx.send(Response::Entry(entry)).is_err() {
+                if !wanted(&entry) {
+                    continue;
+                }
+                let end = done(&entry);
+                if tx.send(Response::Entry(entry)).is_err() || end {
                     return;
                 }
             }
@@ -459,7 +560,7 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedRe
 
 /// User bash runs at once in the kernel, beside any run in progress; the
 /// kernel merges the shell state it leaves when it ends.
-fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Outbox) {
+fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, tx: &Outbox) {
     let mut w = worker.borrow_mut();
     if w.stopping {
         let message = "the session's worker is stopping".to_string();
@@ -475,10 +576,28 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Outbox) {
         let _ = tx.send(Response::Error { message });
         return;
     }
+    // The client learns the number, so it can follow the bash in the
+    // transcript if its connection drops.
+    let _ = tx.send(Response::Queued { input: number });
     let client = w.add_client(tx.clone(), number);
-    let actions = w.core.bash(&command, client, number);
+    let to_run = match stdin {
+        Some(pid) => reading_stdin_of(&command, pid),
+        None => command,
+    };
+    let actions = w.core.bash(&to_run, client, number);
     w.apply(actions);
     w.work_changed();
+}
+
+/// `command` with its standard input read from the client process `pid`'s
+/// own (the job opens it: a pipe is then the client's pipe itself, shared,
+/// not copied). `eval` runs in the job's shell, so what the command
+/// leaves in the shell persists as without the redirection.
+fn reading_stdin_of(command: &str, pid: u32) -> String {
+    format!(
+        "eval -- '{}' 0</proc/{pid}/fd/0",
+        command.replace('\'', "'\\''")
+    )
 }
 
 async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {

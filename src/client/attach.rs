@@ -1,0 +1,235 @@
+//! `eukhe attach`: the transcript's last entries, then live ones; typed
+//! lines are input; the connection is made again when a worker or the
+//! daemon is lost.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use tokio::io::AsyncBufReadExt;
+
+use super::cli::unexpected;
+use super::connect::{connect, Client};
+use super::render::TextLog;
+use super::stdout;
+use crate::laws::notice::{MessageKind, StoredMessage, View};
+use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
+use crate::protocol::message::{Request, Response, SessionRequest};
+use crate::session::transcript::{Entry, EntryBody};
+
+pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let interactive = std::io::stdin().is_terminal();
+    let mut client = open_attach(&session, true, None, tail).await?;
+    // The attach connection is the worker's (handed over by the
+    // supervisor), so a lost supervisor is noticed on a connection of its
+    // own, and relaunched.
+    let mut watch = connect(false).await.ok();
+    if interactive {
+        eprintln!(
+            "attached to {session}: typed lines are queued as input; \
+             Ctrl-C cancels the running run, Ctrl-\\ or Ctrl-D detaches"
+        );
+    }
+    let mut interrupts =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin_open = true;
+    // An attach replays the transcript's last entries after every restore
+    // notice; attaching again replays what came after the last entry
+    // seen. The view (the notice law's) shows every entry, every notice,
+    // once.
+    let mut view = View::default();
+    let mut runs = RunsSeen::default();
+    let mut text = TextLog::new(false);
+    loop {
+        if !stdin_open && runs.sent_all_ended() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            response = client.receive() => match response {
+                Ok(Response::Entry(entry)) => {
+                    runs.last_seq = runs.last_seq.max(Some(entry.seq));
+                    runs.see(&entry.body);
+                    if view.deliver(stored_message(&entry)) {
+                        let mut out = std::io::stdout().lock();
+                        text.write(&mut out, &entry).and_then(|()| out.flush()).map_err(stdout::failed)?;
+                    }
+                }
+                Ok(Response::Queued { input }) => {
+                    runs.unanswered = runs.unanswered.saturating_sub(1);
+                    runs.sent.push(input);
+                }
+                Ok(Response::Replayed) => {}
+                Ok(Response::Cancelled { run: None, .. }) => {
+                    eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
+                }
+                Ok(Response::Cancelled { run: Some(run), .. }) => {
+                    if std::mem::take(&mut runs.cancel_asked) {
+                        eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+                    }
+                }
+                Ok(other) => return unexpected(other),
+                Err(_) => client = reattach(&session, runs.last_seq).await?,
+            },
+            _ = interrupts.recv() => {
+                // Say which run is cancelled first when this view knows;
+                // else the worker's answer says it.
+                if let Some(run) = runs.running {
+                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+                }
+                runs.cancel_asked = runs.running.is_none();
+                let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
+                if client.send(&request).await.is_err() {
+                    client = reattach(&session, runs.last_seq).await?;
+                }
+            }
+            _ = quits.recv() => {
+                eprintln!("eukhe: detached from {session}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
+            line = lines.next_line(), if stdin_open => match line {
+                Ok(Some(text)) if !text.trim().is_empty() => {
+                    let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
+                    if client.send(&request).await.is_err() {
+                        client = reattach(&session, runs.last_seq).await?;
+                        client.send(&request).await?;
+                    }
+                    runs.unanswered += 1;
+                }
+                Ok(Some(_)) => {}
+                // End of input: detach once what this client sent has run.
+                _ => stdin_open = false,
+            },
+        }
+    }
+}
+
+/// What an attached client knows of runs from the entries it sees.
+#[derive(Default)]
+struct RunsSeen {
+    running: Option<u64>,
+    /// Runs this client queued.
+    sent: Vec<u64>,
+    /// Inputs sent whose run number has not come back yet.
+    unanswered: u32,
+    /// A cancel was asked while this view knew of no running run.
+    cancel_asked: bool,
+    ended: std::collections::HashSet<u64>,
+    /// The last entry shown: attaching again replays what came after it.
+    last_seq: Option<u64>,
+}
+
+impl RunsSeen {
+    fn see(&mut self, body: &EntryBody) {
+        match body {
+            EntryBody::RunStarted { input } => self.running = Some(*input),
+            EntryBody::RunFinished { input, .. }
+            | EntryBody::RunInterrupted { input }
+            | EntryBody::Withdrawn { input } => {
+                self.ended.insert(*input);
+                if self.running == Some(*input) {
+                    self.running = None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn sent_all_ended(&self) -> bool {
+        self.unanswered == 0 && self.sent.iter().all(|run| self.ended.contains(run))
+    }
+}
+
+/// A transcript entry as the notice law sees it.
+fn stored_message(entry: &Entry) -> StoredMessage {
+    let kind = match entry.body {
+        EntryBody::Notice {
+            restore: Some(restore),
+            ..
+        } => MessageKind::RestoreNotice { restore },
+        _ => MessageKind::Entry,
+    };
+    StoredMessage {
+        id: entry.seq,
+        kind,
+    }
+}
+
+async fn open_attach(
+    session: &str,
+    interactive: bool,
+    after: Option<u64>,
+    tail: Option<u64>,
+) -> Result<Client, String> {
+    open(session, interactive, SessionRequest::Attach { after, tail }).await
+}
+
+/// Connect and send `request` for `session`.
+pub async fn open(
+    session: &str,
+    interactive: bool,
+    request: SessionRequest,
+) -> Result<Client, String> {
+    let mut client = connect(interactive).await?;
+    client
+        .send(&Request::Session {
+            session: session.to_string(),
+            request,
+        })
+        .await?;
+    Ok(client)
+}
+
+/// Resolves when the supervisor behind `watch` is gone (an idle connection
+/// to it closes); never without one.
+async fn supervisor_lost(watch: &mut Option<Client>) {
+    match watch {
+        Some(client) => {
+            let _ = client.receive().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The supervisor is lost: start one of this build within
+/// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
+/// never replaces a daemon another client started), and watch it.
+async fn relaunch() -> Result<Client, String> {
+    within_relaunch(|| connect(false))
+        .await
+        .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
+}
+
+/// The connection dropped (worker restart, lost supervisor): attach again
+/// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
+/// if none listens. A reattach is a background start: it never replaces a
+/// daemon another client started.
+async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
+    within_relaunch(|| open_attach(session, false, after, None))
+        .await
+        .map_err(|e| {
+            format!("lost the session {session} and could not attach again within a minute: {e}")
+        })
+}
+
+/// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
+/// passed; the error is the last attempt's.
+pub async fn within_relaunch<F, Fut>(mut attempt: F) -> Result<Client, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Client, String>>,
+{
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
+    let mut last_error = String::new();
+    while tokio::time::Instant::now() < deadline {
+        match attempt().await {
+            Ok(client) => return Ok(client),
+            Err(e) => last_error = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Err(last_error)
+}

@@ -1,0 +1,251 @@
+//! `eukhe log`: a session's transcript as text, JSON or exact bytes; with
+//! `--follow`, then live entries, riding through a lost worker or daemon.
+//! Also how `send --wait` and `bash` finish when their connection drops:
+//! they follow their input in the transcript.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::attach::{open, within_relaunch};
+use super::cli::unexpected;
+use super::connect::Client;
+use super::render::{JsonArray, TextLog};
+use super::stdout;
+use crate::protocol::message::{Response, SessionRequest, Stream};
+use crate::session::log_query::ends;
+use crate::session::transcript::{Entry, EntryBody};
+
+/// What `eukhe log` was asked for.
+pub struct LogArgs {
+    pub session: String,
+    pub json: bool,
+    pub tail: Option<u64>,
+    pub since: Option<u64>,
+    pub follow: bool,
+    pub timestamps: bool,
+    pub raw: Option<u64>,
+    pub stream: Option<Stream>,
+}
+
+/// How entries are written.
+enum Sink {
+    Text(TextLog),
+    /// `--json`: one array; with `--follow`, one entry per line.
+    Json(Option<JsonArray>),
+    /// `--raw N`: input N's output bytes, nothing else.
+    Raw(Option<Stream>),
+}
+
+impl Sink {
+    fn write(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
+        match self {
+            Sink::Text(text) => text.write(out, entry),
+            Sink::Json(Some(array)) => array.push(out, entry),
+            Sink::Json(None) => {
+                serde_json::to_writer(&mut *out, entry).map_err(std::io::Error::other)?;
+                out.write_all(b"\n")
+            }
+            Sink::Raw(only) => match &entry.body {
+                EntryBody::Output { stream, data, .. } if only.map_or(true, |s| s == *stream) => {
+                    out.write_all(data)
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+
+    fn finish(self, out: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            Sink::Text(mut text) => text.end_open_line(out),
+            Sink::Json(Some(array)) => array.finish(out),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `eukhe log`.
+pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
+    let request = SessionRequest::Log {
+        tail: args.tail,
+        input: args.raw,
+        after: args.since,
+        follow: args.follow,
+    };
+    let mut client = open(&args.session, false, request).await?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut sink = match (args.raw, args.json) {
+        (Some(_), _) => Sink::Raw(args.stream),
+        (None, true) if args.follow => Sink::Json(None),
+        (None, true) => Sink::Json(Some(JsonArray::start(&mut out).map_err(stdout::failed)?)),
+        (None, false) => Sink::Text(TextLog::new(args.timestamps)),
+    };
+    if !args.follow {
+        loop {
+            match client.receive().await? {
+                Response::Entry(entry) => sink.write(&mut out, &entry).map_err(stdout::failed)?,
+                Response::Replayed => break,
+                other => return unexpected(other),
+            }
+        }
+        sink.finish(&mut out).map_err(stdout::failed)?;
+        out.flush().map_err(stdout::failed)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Following: flushed entry by entry; a dropped connection is made
+    // again, asking for what came after the last entry written.
+    let mut last = args.since;
+    loop {
+        match client.receive().await {
+            Ok(Response::Entry(entry)) => {
+                last = Some(entry.seq);
+                sink.write(&mut out, &entry).map_err(stdout::failed)?;
+                out.flush().map_err(stdout::failed)?;
+                if args.raw.is_some_and(|input| ends(&entry, input)) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Ok(Response::Replayed) => {}
+            Ok(other) => return unexpected(other),
+            Err(_) => {
+                let request = SessionRequest::Log {
+                    tail: if last.is_none() { args.tail } else { None },
+                    input: args.raw,
+                    after: last,
+                    follow: true,
+                };
+                client = reopen(&args.session, request).await?;
+            }
+        }
+    }
+}
+
+async fn reopen(session: &str, request: SessionRequest) -> Result<Client, String> {
+    within_relaunch(|| open(session, false, request.clone()))
+        .await
+        .map_err(|e| {
+            format!("lost the session {session} and could not reach it again within a minute: {e}")
+        })
+}
+
+/// Print a run's or a user bash's output as it comes and end with its
+/// status (`send --wait`, `bash`). If the connection drops (a worker or
+/// the daemon lost), the input goes on in the session: follow it in the
+/// transcript, leaving out the bytes already printed.
+pub async fn stream_until_exit(
+    client: &mut Client,
+    session: &str,
+    wait: bool,
+) -> Result<ExitCode, String> {
+    let mut input = None;
+    let mut printed = Printed::default();
+    loop {
+        let response = match client.receive().await {
+            Ok(response) => response,
+            Err(e) => match input {
+                Some(input) if wait => return follow_input(session, input, printed).await,
+                _ => return Err(e),
+            },
+        };
+        match response {
+            Response::Queued { input: queued } => {
+                if !wait {
+                    stdout::outln!("queued as run {queued}")?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                input = Some(queued);
+            }
+            Response::Output { stream, data } => printed.live(stream, &data)?,
+            Response::Exit { status } => return Ok(exit_code(status)),
+            other => return unexpected(other),
+        }
+    }
+}
+
+/// How many bytes of each stream were written.
+#[derive(Default)]
+struct Printed {
+    stdout: u64,
+    stderr: u64,
+}
+
+impl Printed {
+    /// Write live output: all of it follows what was written.
+    fn live(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
+        let at = match stream {
+            Stream::Stdout => self.stdout,
+            Stream::Stderr => self.stderr,
+        };
+        self.write(stream, data, at)
+    }
+
+    /// Write what of `data` (which starts at byte `at` of its stream) was
+    /// not written yet.
+    fn write(&mut self, stream: Stream, data: &[u8], at: u64) -> Result<(), String> {
+        let done = match stream {
+            Stream::Stdout => &mut self.stdout,
+            Stream::Stderr => &mut self.stderr,
+        };
+        let end = at + data.len() as u64;
+        if end <= *done {
+            return Ok(());
+        }
+        let fresh = &data[(*done - at.min(*done)) as usize..];
+        *done = end;
+        match stream {
+            Stream::Stdout => stdout::write_all(fresh),
+            Stream::Stderr => {
+                let _ = std::io::stderr().write_all(fresh);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Follow input `input` in the transcript until its end, then exit with
+/// its status (255 when it was interrupted or withdrawn).
+async fn follow_input(session: &str, input: u64, mut printed: Printed) -> Result<ExitCode, String> {
+    let request = SessionRequest::Log {
+        tail: None,
+        input: Some(input),
+        after: None,
+        follow: true,
+    };
+    loop {
+        let mut client = reopen(session, request.clone()).await?;
+        // Each connection replays the input's entries from its start.
+        let (mut stdout_at, mut stderr_at) = (0u64, 0u64);
+        while let Ok(response) = client.receive().await {
+            let entry = match response {
+                Response::Entry(entry) => entry,
+                Response::Replayed => continue,
+                other => return unexpected(other),
+            };
+            match &entry.body {
+                EntryBody::Output { stream, data, .. } => {
+                    let at = match stream {
+                        Stream::Stdout => &mut stdout_at,
+                        Stream::Stderr => &mut stderr_at,
+                    };
+                    printed.write(*stream, data, *at)?;
+                    *at += data.len() as u64;
+                }
+                EntryBody::RunFinished { status, .. } | EntryBody::BashFinished { status, .. } => {
+                    return Ok(exit_code(*status))
+                }
+                EntryBody::RunInterrupted { .. } => {
+                    eprintln!("eukhe: run {input} was interrupted (its kernel is gone)");
+                    return Ok(ExitCode::from(255));
+                }
+                EntryBody::Withdrawn { .. } => {
+                    eprintln!("eukhe: run {input} was withdrawn");
+                    return Ok(ExitCode::from(255));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn exit_code(status: i32) -> ExitCode {
+    ExitCode::from(status.clamp(0, 255) as u8)
+}
