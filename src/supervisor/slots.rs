@@ -10,7 +10,9 @@ use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
-use crate::session::store::{list_sessions, SessionFiles, SessionMeta};
+use crate::session::store::{
+    check_files, list_sessions, list_unreadable, read_json, SessionFiles, SessionMeta,
+};
 
 /// Where a session's worker stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +30,9 @@ pub enum SlotState {
     Restarting,
     /// Failed too often inside the restart window.
     GivenUp,
+    /// Its files cannot be read (which one and why): not launched, so it
+    /// does not crash-loop; checked again when a request names it.
+    Damaged { problem: String },
 }
 
 pub struct Slot {
@@ -40,6 +45,21 @@ pub struct Slot {
     pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
+}
+
+impl Slot {
+    /// A slot with no worker yet, no failures and no work.
+    pub fn new(meta: SessionMeta, state: SlotState) -> Slot {
+        Slot {
+            meta,
+            state,
+            budget: RestartBudget::new(),
+            work: WorkSet::EMPTY,
+            background: 0,
+            kernel_pid: None,
+            generation: 0,
+        }
+    }
 }
 
 pub struct Supervisor {
@@ -62,7 +82,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     pub fn new(paths: Paths, config: Config) -> Self {
-        let slots = list_sessions(&paths.state)
+        let mut slots: BTreeMap<String, Slot> = list_sessions(&paths.state)
             .into_iter()
             .map(|meta| {
                 let given_up = SessionFiles::new(paths.session_dir(&meta.id))
@@ -73,20 +93,22 @@ impl Supervisor {
                 } else {
                     SlotState::Saved
                 };
-                (
-                    meta.id.clone(),
-                    Slot {
-                        meta,
-                        state,
-                        budget: RestartBudget::new(),
-                        work: WorkSet::EMPTY,
-                        background: 0,
-                        kernel_pid: None,
-                        generation: 0,
-                    },
-                )
+                (meta.id.clone(), Slot::new(meta, state))
             })
             .collect();
+        // A session whose metadata cannot be read is still listed (with
+        // what is wrong), not silently gone.
+        for (id, problem) in list_unreadable(&paths.state) {
+            let meta = SessionMeta {
+                id: id.clone(),
+                name: id.clone(),
+                cwd: String::new(),
+                created_ms: 0,
+                engine: "shell".into(),
+            };
+            let slot = Slot::new(meta, SlotState::Damaged { problem });
+            slots.insert(id, slot);
+        }
         Supervisor {
             paths,
             config,
@@ -151,12 +173,42 @@ impl Supervisor {
         }
     }
 
+    /// Read a damaged session's files again (a person may have mended
+    /// them): `Ok` once they read, the slot saved and its metadata as
+    /// stored; else what is still wrong. Other states are left alone.
+    pub fn recheck(&mut self, id: &str, kernel_lives: bool) -> Result<(), String> {
+        let files = self.files(id);
+        let Some(slot) = self.slots.get_mut(id) else {
+            return Ok(());
+        };
+        if !matches!(slot.state, SlotState::Damaged { .. }) {
+            return Ok(());
+        }
+        let checked = check_files(&files, !kernel_lives)
+            .and_then(|()| read_json::<SessionMeta>(&files.meta()));
+        match checked {
+            Ok(Some(meta)) => {
+                slot.meta = meta;
+                self.set_state(id, SlotState::Saved);
+                Ok(())
+            }
+            Ok(None) => Err(format!("{}: missing", files.meta().display())),
+            Err(problem) => {
+                slot.state = SlotState::Damaged {
+                    problem: problem.clone(),
+                };
+                Err(problem)
+            }
+        }
+    }
+
     pub fn info(&self, now_ms: u64) -> Vec<SessionInfo> {
         self.slots
             .values()
             .map(|slot| {
                 let (state, pid, build) = match &slot.state {
                     SlotState::Saved => ("saved", None, None),
+                    SlotState::Damaged { .. } => ("damaged", None, None),
                     SlotState::Starting => ("running", None, None),
                     SlotState::Restarting => ("restarting", None, None),
                     SlotState::GivenUp => ("given-up", None, None),
@@ -174,8 +226,27 @@ impl Supervisor {
                     failures_in_window: slot.budget.failures_in_window(now_ms),
                     jobs: slot.background,
                     kernel_pid: slot.kernel_pid,
+                    cwd: slot.meta.cwd.clone(),
+                    created_ms: slot.meta.created_ms,
+                    active_ms: self.last_activity(slot),
+                    problem: match &slot.state {
+                        SlotState::Damaged { problem } => Some(problem.clone()),
+                        _ => None,
+                    },
                 }
             })
             .collect()
+    }
+
+    /// When the session last did something, wall-clock ms: its
+    /// transcript's last write (every input, output, end and notice is
+    /// written there), else its creation.
+    fn last_activity(&self, slot: &Slot) -> u64 {
+        let written = std::fs::metadata(self.files(&slot.meta.id).transcript())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        written.max(slot.meta.created_ms)
     }
 }
