@@ -136,7 +136,12 @@ mod tests {
         let deep = paths(&format!("{dir}/e.sock"));
         assert!(deep.socket.as_os_str().len() <= SOCKET_PATH_MAX);
         let err = deep.sockets_fit().unwrap_err();
-        assert!(err.contains("a worker's socket") && err.contains(&dir), "{err}");
-        assert!(paths("/run/user/1000/eukhe/eukhe.sock").sockets_fit().is_ok());
+        assert!(
+            err.contains("a worker's socket") && err.contains(&dir),
+            "{err}"
+        );
+        assert!(paths("/run/user/1000/eukhe/eukhe.sock")
+            .sockets_fit()
+            .is_ok());
     }
 }

@@ -252,7 +252,14 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             };
             let env = session_env(&env, clean_env)?;
             let mut client = connect(true).await?;
-            match client.ask(Request::New { name, cwd, env: Some(env) }).await? {
+            match client
+                .ask(Request::New {
+                    name,
+                    cwd,
+                    env: Some(env),
+                })
+                .await?
+            {
                 Response::Created { id, name } => {
                     if json {
                         println!("{}", serde_json::json!({ "id": id, "name": name }));
@@ -273,7 +280,10 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                     sessions.sort_by(|a, b| {
                         (a.active_ms, a.created_ms, &a.id).cmp(&(b.active_ms, b.created_ms, &b.id))
                     });
-                    print!("{}", render::sessions(&sessions, json, crate::clock::wall_ms()));
+                    print!(
+                        "{}",
+                        render::sessions(&sessions, json, crate::clock::wall_ms())
+                    );
                     if !json {
                         for s in &sessions {
                             if let Some(problem) = &s.problem {

@@ -29,7 +29,11 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
             s.jobs.to_string(),
             s.failures_in_window.to_string(),
             ago(now_ms, s.active_ms),
-            if s.cwd.is_empty() { "-".into() } else { s.cwd.clone() },
+            if s.cwd.is_empty() {
+                "-".into()
+            } else {
+                s.cwd.clone()
+            },
         ]);
     }
     // Numbers align right, text left; the last column is not padded.

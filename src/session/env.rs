@@ -18,14 +18,12 @@
 //!   notification socket and watchdog of the unit that holds them; a
 //!   command that found them would speak for that unit (ready, stopping,
 //!   watchdog pings).
-//! - `LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`: file descriptors passed
-//!   by socket activation to one process; in another they name nothing,
-//!   or the wrong files.
+//! - `LISTEN_*` (`LISTEN_FDS`, `LISTEN_PID`, `LISTEN_FDNAMES`): file
+//!   descriptors passed by socket activation to one process; in another
+//!   they name nothing, or the wrong files.
 //! - `INVOCATION_ID`, `JOURNAL_STREAM`, `SYSTEMD_EXEC_PID`, `MANAGERPID`,
-//!   `MAINPID`, `TRIGGER_UNIT`, `TRIGGER_PATH`, `TRIGGER_TIMER_REALTIME_USEC`,
-//!   `TRIGGER_TIMER_MONOTONIC_USEC`, `MEMORY_PRESSURE_WATCH`,
-//!   `MEMORY_PRESSURE_WRITE`: the identity, log stream and triggers of the
-//!   unit that holds them (`JOURNAL_STREAM` makes a program believe its
+//!   `MAINPID`, `TRIGGER_*`, `MEMORY_PRESSURE_*`: the identity, log
+//!   stream, triggers and memory-pressure hooks of the unit that holds them (`JOURNAL_STREAM` makes a program believe its
 //!   standard error is the journal).
 //! - `PWD`, `OLDPWD`, `SHLVL`, `_`: the shell's own, set by the session's
 //!   shell (its working directory is the session's, not these).
@@ -34,34 +32,30 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// The variables of one process that are never carried into a session.
+/// Variables of one process that are never carried into a session (and
+/// see [`NEVER_CARRIED_PREFIXES`]).
 pub const NEVER_CARRIED: &[&str] = &[
     "NOTIFY_SOCKET",
     "WATCHDOG_PID",
     "WATCHDOG_USEC",
-    "LISTEN_FDS",
-    "LISTEN_PID",
-    "LISTEN_FDNAMES",
     "INVOCATION_ID",
     "JOURNAL_STREAM",
     "SYSTEMD_EXEC_PID",
     "MANAGERPID",
     "MAINPID",
-    "TRIGGER_UNIT",
-    "TRIGGER_PATH",
-    "TRIGGER_TIMER_REALTIME_USEC",
-    "TRIGGER_TIMER_MONOTONIC_USEC",
-    "MEMORY_PRESSURE_WATCH",
-    "MEMORY_PRESSURE_WRITE",
     "PWD",
     "OLDPWD",
     "SHLVL",
     "_",
 ];
 
+/// Prefixes of variables never carried: eukhe's own, socket activation's,
+/// a unit's triggers and memory-pressure hooks.
+pub const NEVER_CARRIED_PREFIXES: &[&str] = &["EUKHE_", "LISTEN_", "TRIGGER_", "MEMORY_PRESSURE_"];
+
 /// Whether the variable `name` may be carried into a session.
 pub fn is_carried(name: &str) -> bool {
-    !name.starts_with("EUKHE_") && !NEVER_CARRIED.contains(&name)
+    !NEVER_CARRIED_PREFIXES.iter().any(|p| name.starts_with(p)) && !NEVER_CARRIED.contains(&name)
 }
 
 /// Whether `name` can be a shell variable's name.
@@ -186,7 +180,9 @@ mod tests {
             ("A".to_string(), "b=c".to_string())
         );
         assert!(parse_assignment("A").unwrap_err().contains("KEY=VALUE"));
-        assert!(parse_assignment("1A=x").unwrap_err().contains("not a shell"));
+        assert!(parse_assignment("1A=x")
+            .unwrap_err()
+            .contains("not a shell"));
         assert!(parse_assignment("EUKHE_SOCKET=x")
             .unwrap_err()
             .contains("never carried"));

@@ -228,7 +228,7 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
-            if matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }) {
+        if matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }) {
             return;
         }
         let verdict = slot.budget.record_failure(mono_ms());
@@ -292,9 +292,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .borrow()
         .slots
         .iter()
-        .filter(|(_, slot)| {
-            !matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. })
-        })
+        .filter(|(_, slot)| !matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }))
         .map(|(id, _)| id.clone())
         .collect();
     let evidence = {

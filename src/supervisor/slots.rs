@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
+use crate::host::process::is_alive;
 use crate::host::units::UserManager;
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
@@ -11,7 +12,7 @@ use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
 use crate::session::store::{
-    check_files, list_sessions, list_unreadable, read_json, SessionFiles, SessionMeta,
+    check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
 };
 
 /// Where a session's worker stands.
@@ -85,13 +86,17 @@ impl Supervisor {
         let mut slots: BTreeMap<String, Slot> = list_sessions(&paths.state)
             .into_iter()
             .map(|meta| {
-                let given_up = SessionFiles::new(paths.session_dir(&meta.id))
-                    .given_up()
-                    .exists();
-                let state = if given_up {
-                    SlotState::GivenUp
-                } else {
-                    SlotState::Saved
+                let files = SessionFiles::new(paths.session_dir(&meta.id));
+                // Read now, so `ls` names a damaged session before any
+                // request tries to start it.
+                let kernel_lives = read_json::<KernelRecord>(&files.kernel())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|record| is_alive(record.identity));
+                let state = match check_files(&files, !kernel_lives) {
+                    Err(problem) => SlotState::Damaged { problem },
+                    Ok(()) if files.given_up().exists() => SlotState::GivenUp,
+                    Ok(()) => SlotState::Saved,
                 };
                 (meta.id.clone(), Slot::new(meta, state))
             })

@@ -76,7 +76,12 @@ pub fn take(paths: &Paths) -> Result<StateLock, String> {
         .truncate(false)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| format!("cannot open the state directory's lock {}: {e}", path.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot open the state directory's lock {}: {e}",
+                path.display()
+            )
+        })?;
     let our_socket = paths.socket.display().to_string();
     let deadline = Instant::now() + Duration::from_millis(STATE_LOCK_HANDOVER_MS);
     loop {
@@ -159,7 +164,10 @@ mod tests {
                 pid: 42,
             }),
         );
-        assert!(line.contains("pid 42") && line.contains("/run/a.sock"), "{line}");
+        assert!(
+            line.contains("pid 42") && line.contains("/run/a.sock"),
+            "{line}"
+        );
         assert!(!line.contains('\n'));
     }
 }
