@@ -35,7 +35,7 @@ pub fn main() -> Result<(), String> {
     paths.sockets_fit()?;
     // Before anything else touches the state directory: a second daemon
     // refuses here, its sessions untouched.
-    let _state_lock = state_lock::take(&paths)?;
+    let _state_lock = state_lock::take(&paths, activated.is_some())?;
     crate::runtime::block_on_local("supervisor", async move {
         let config = Config::load(&paths.config)?;
         let socket_activated = activated.is_some();

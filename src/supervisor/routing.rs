@@ -457,7 +457,15 @@ async fn restart(supervisor: &Shared, reference: &str) -> Response {
         return error(damaged(&id, &problem));
     }
     if was_damaged {
-        // A mended session starts now.
+        // A mended session starts now, afresh.
+        {
+            let mut s = supervisor.borrow_mut();
+            let _ = std::fs::remove_file(s.files(&id).given_up());
+            if let Some(slot) = s.slots.get_mut(&id) {
+                slot.budget = RestartBudget::new();
+            }
+            s.set_state(&id, SlotState::Saved);
+        }
         launch(supervisor, &id).await;
         return match wait_running(supervisor, &id).await {
             Ok(()) => Response::Ok,

@@ -179,8 +179,9 @@ impl Supervisor {
     }
 
     /// Read a damaged session's files again (a person may have mended
-    /// them): `Ok` once they read, the slot saved and its metadata as
-    /// stored; else what is still wrong. Other states are left alone.
+    /// them): `Ok` once they read, the slot saved (or given up, if it was)
+    /// and its metadata as stored; else what is still wrong. Other states
+    /// are left alone.
     pub fn recheck(&mut self, id: &str, kernel_lives: bool) -> Result<(), String> {
         let files = self.files(id);
         let Some(slot) = self.slots.get_mut(id) else {
@@ -194,7 +195,13 @@ impl Supervisor {
         match checked {
             Ok(Some(meta)) => {
                 slot.meta = meta;
-                self.set_state(id, SlotState::Saved);
+                // Mended, it rests as it did before the damage was seen.
+                let state = if files.given_up().exists() {
+                    SlotState::GivenUp
+                } else {
+                    SlotState::Saved
+                };
+                self.set_state(id, state);
                 Ok(())
             }
             Ok(None) => Err(format!("{}: missing", files.meta().display())),

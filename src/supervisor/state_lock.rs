@@ -65,8 +65,10 @@ fn holder_path(state: &Path) -> PathBuf {
 }
 
 /// Take the state directory's lock for this daemon, or say in one line
-/// which daemon holds it.
-pub fn take(paths: &Paths) -> Result<StateLock, String> {
+/// which daemon holds it. A socket-activated daemon (`activated`) is the
+/// one the service manager chose for its socket, which always accepts:
+/// a holder on the same socket is then an ending daemon, waited for.
+pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
     private_dir(&paths.state)?;
     let path = lock_path(&paths.state);
     let file = std::fs::OpenOptions::new()
@@ -98,7 +100,8 @@ pub fn take(paths: &Paths) -> Result<StateLock, String> {
             return Ok(StateLock { _file: file });
         }
         let holder: Option<Holder> = read_json(&holder_path(&paths.state)).ok().flatten();
-        let ours_listens = std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
+        let ours_listens =
+            !activated && std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
         match contended(&our_socket, holder.as_ref(), ours_listens) {
             Contended::WaitForHandover if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));

@@ -162,6 +162,7 @@ fn damaged_session_files_are_named_in_one_line_and_do_not_crash_loop() {
     let bad_namespace = dir(&namespace).join("namespace.json");
     std::fs::write(&bad_namespace, "garbage").unwrap();
     let bad_meta = dir(&meta).join("meta.json");
+    let good_meta = std::fs::read(&bad_meta).unwrap();
     std::fs::write(&bad_meta, "\0\0\0").unwrap();
     let damaged = [
         (&snapshot, &bad_snapshot),
@@ -230,6 +231,19 @@ fn damaged_session_files_are_named_in_one_line_and_do_not_crash_loop() {
         env.ok(&["bash", &snapshot, "--", "echo mended"]),
         "mended\n"
     );
+    // `restart` says what is still wrong; once mended, it starts the
+    // session with its shell state (the snapshot was never damaged).
+    let out = env.run(&["restart", &meta]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&bad_meta.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&bad_meta, good_meta).unwrap();
+    env.ok(&["restart", &meta]);
+    assert_eq!(env.session(&meta)["name"], "meta");
+    assert_eq!(env.ok(&["bash", "meta", "--", "f"]), "kept\n");
 }
 
 #[test]
