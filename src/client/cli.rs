@@ -102,7 +102,7 @@ pub enum Command {
     /// Columns: id, name, state (idle, busy, running, restarting, saved,
     /// given-up, damaged), the worker's and the kernel's pid, background
     /// jobs, failures in the restart window, last activity (the last
-    /// input, output or end in its transcript) and working directory. A
+    /// input, output or end in its transcript) and the working directory of its shell. A
     /// damaged session (a file of it cannot be read) is named with the
     /// file and what is wrong, one line each, on standard error.
     Ls {
@@ -207,8 +207,9 @@ pub enum Command {
     },
     /// Check the configuration, directories (private and writable),
     /// socket paths (each within the 107 bytes a Unix socket path holds),
-    /// every session's files, lingering (systemd backend), the shell and
-    /// the daemon. Exits 1 when a check fails.
+    /// every session's files, which daemon holds the state directory,
+    /// lingering (systemd backend), the shell and the daemon. Exits 1 when
+    /// a check fails.
     Doctor {
         /// One JSON array of checks.
         #[arg(long)]

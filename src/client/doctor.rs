@@ -13,6 +13,7 @@ use crate::host::process::is_alive;
 use crate::host::HostKind;
 use crate::paths::Paths;
 use crate::session::store::{check_files, read_json, valid_id, KernelRecord, SessionFiles};
+use crate::supervisor::state_lock::recorded_holder;
 
 #[derive(Serialize)]
 pub struct Check {
@@ -142,6 +143,26 @@ fn session_files(paths: &Paths) -> Vec<Check> {
     }
 }
 
+/// Which daemon serves the state directory: one on another socket makes
+/// this socket's daemon refuse to start (one daemon per state directory).
+fn state_lock(paths: &Paths) -> Result<String, String> {
+    let socket = paths.socket.display().to_string();
+    // SAFETY: kill(2) with signal 0 only asks whether the pid exists.
+    let alive = |pid: u32| unsafe { libc::kill(pid as i32, 0) } == 0;
+    match recorded_holder(&paths.state) {
+        Some(holder) if alive(holder.pid) && holder.socket != socket => Err(format!(
+            "the state directory is served by the daemon with pid {} on socket {}, not on {socket}: \
+             a daemon on this socket would refuse to start (use EUKHE_SOCKET={})",
+            holder.pid, holder.socket, holder.socket
+        )),
+        Some(holder) if alive(holder.pid) => Ok(format!(
+            "held by the daemon with pid {} on this socket",
+            holder.pid
+        )),
+        _ => Ok("free: the next daemon takes it".into()),
+    }
+}
+
 /// This user's login name.
 fn user_name() -> Option<String> {
     // SAFETY: getpwuid(3) returns a pointer into static storage (or null),
@@ -209,6 +230,7 @@ pub async fn run() -> Vec<Check> {
         ),
     ];
     checks.extend(session_files(&paths));
+    checks.push(check("state directory lock", state_lock(&paths)));
     match HostKind::from_env() {
         Ok(HostKind::Systemd) => checks.push(check("lingering", lingering())),
         Ok(HostKind::Process) => {}

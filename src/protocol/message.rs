@@ -141,7 +141,8 @@ pub struct SessionInfo {
     /// The session's kernel (its live shell), while it lives.
     #[serde(default)]
     pub kernel_pid: Option<u32>,
-    /// The session's working directory, as created.
+    /// The session's working directory: its shell's now (as its saved
+    /// shell state says), else the one it was created in.
     #[serde(default)]
     pub cwd: String,
     /// When it was created, wall-clock milliseconds.

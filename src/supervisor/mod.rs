@@ -8,7 +8,7 @@ mod backend;
 mod launch;
 mod routing;
 mod slots;
-mod state_lock;
+pub mod state_lock;
 
 use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;

@@ -19,7 +19,6 @@ use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::QUIESCE_ANSWER_MS;
-use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
@@ -257,18 +256,10 @@ async fn new_session(
     if let Err(message) = written {
         return error(message);
     }
-    supervisor.borrow_mut().slots.insert(
-        id.clone(),
-        Slot {
-            meta,
-            state: SlotState::Saved,
-            budget: RestartBudget::new(),
-            work: WorkSet::EMPTY,
-            background: 0,
-            kernel_pid: None,
-            generation: 0,
-        },
-    );
+    supervisor
+        .borrow_mut()
+        .slots
+        .insert(id.clone(), Slot::new(meta, SlotState::Saved));
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
         Ok(()) => Response::Created { id, name },

@@ -11,6 +11,7 @@ use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
+use crate::session::snapshot::Snapshot;
 use crate::session::store::{
     check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
 };
@@ -46,6 +47,10 @@ pub struct Slot {
     pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
+    /// The shell's working directory as the snapshot last said, and the
+    /// snapshot's modification time then: `ls` reads a snapshot again
+    /// only when it changed.
+    pub shell_cwd: std::cell::RefCell<Option<(std::time::SystemTime, String)>>,
 }
 
 impl Slot {
@@ -59,6 +64,30 @@ impl Slot {
             background: 0,
             kernel_pid: None,
             generation: 0,
+            shell_cwd: Default::default(),
+        }
+    }
+
+    /// The session's working directory now: its shell's, as its snapshot
+    /// says, else (no snapshot yet, or one that cannot be read) the one it
+    /// was created in.
+    pub fn cwd(&self, files: &SessionFiles) -> String {
+        let path = files.snapshot();
+        let Ok(modified) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
+            return self.meta.cwd.clone();
+        };
+        if let Some((at, cwd)) = &*self.shell_cwd.borrow() {
+            if *at == modified {
+                return cwd.clone();
+            }
+        }
+        match Snapshot::load(&path) {
+            Ok(Some(snapshot)) => {
+                let cwd = snapshot.cwd().to_string();
+                *self.shell_cwd.borrow_mut() = Some((modified, cwd.clone()));
+                cwd
+            }
+            _ => self.meta.cwd.clone(),
         }
     }
 }
@@ -238,7 +267,7 @@ impl Supervisor {
                     failures_in_window: slot.budget.failures_in_window(now_ms),
                     jobs: slot.background,
                     kernel_pid: slot.kernel_pid,
-                    cwd: slot.meta.cwd.clone(),
+                    cwd: slot.cwd(&self.files(&slot.meta.id)),
                     created_ms: slot.meta.created_ms,
                     active_ms: self.last_activity(slot),
                     problem: match &slot.state {

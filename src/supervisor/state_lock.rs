@@ -64,6 +64,12 @@ fn holder_path(state: &Path) -> PathBuf {
     state.join("daemon.json")
 }
 
+/// The daemon that last took `state`'s lock, as it wrote itself down
+/// (`daemon.json`; it may have ended since: the caller checks its pid).
+pub fn recorded_holder(state: &Path) -> Option<Holder> {
+    read_json(&holder_path(state)).ok().flatten()
+}
+
 /// Take the state directory's lock for this daemon, or say in one line
 /// which daemon holds it. A socket-activated daemon (`activated`) is the
 /// one the service manager chose for its socket, which always accepts:

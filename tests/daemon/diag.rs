@@ -66,6 +66,21 @@ fn a_second_daemon_on_the_same_state_directory_refuses_and_names_the_first() {
         "{said}"
     );
 
+    // doctor on the other socket says which daemon serves the directory.
+    let mut doctor = env.command(&["doctor"]);
+    doctor.env("EUKHE_SOCKET", &other_socket);
+    let out = finish_within(doctor, Duration::from_secs(15), "doctor");
+    assert!(!out.status.success());
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("FAIL state directory lock")
+                && l.contains(&first_socket)
+                && l.contains(&format!("pid {first}"))),
+        "{report}"
+    );
+
     // The sessions were never touched.
     assert_eq!(env.daemon_pid(), first);
     assert_eq!(env.worker_pid(&id), Some(worker));
@@ -408,9 +423,10 @@ fn ls_lists_by_last_activity_with_the_directory_and_aligns_wide_names() {
         .to_string();
     let plain = env.ok(&["new", "--name", "plain"]).trim().to_string();
     // Activity in this order: plain, then the CJK one, then the emoji one.
-    for id in [&plain, &cjk, &emoji] {
+    // (The emoji one's shell moves: `ls` shows where it is now.)
+    for (id, command) in [(&plain, "true"), (&cjk, "true"), (&emoji, "cd /usr")] {
         std::thread::sleep(Duration::from_millis(30));
-        env.ok(&["bash", id, "--", "true"]);
+        env.ok(&["bash", id, "--", command]);
     }
     let listed = env.sessions();
     let listed = listed.as_array().unwrap();
@@ -422,7 +438,7 @@ fn ls_lists_by_last_activity_with_the_directory_and_aligns_wide_names() {
         assert!(created > 0 && active >= created, "{s}");
     }
     assert_eq!(listed[1]["cwd"], "/tmp");
-    assert_eq!(listed[2]["cwd"], "/");
+    assert_eq!(listed[2]["cwd"], "/usr");
     // Activity moves a session to the end.
     std::thread::sleep(Duration::from_millis(30));
     env.ok(&["bash", &plain, "--", "true"]);
