@@ -317,8 +317,14 @@ async fn route(
         }
     };
     // A damaged session is read again: mended files let it start.
-    let kernel_lives = backend::kernel_lives(supervisor, &id);
-    let _ = supervisor.borrow_mut().recheck(&id, kernel_lives);
+    let damaged_now = matches!(
+        supervisor.borrow().slots.get(&id).map(|s| &s.state),
+        Some(SlotState::Damaged { .. })
+    );
+    if damaged_now {
+        let kernel_lives = backend::kernel_lives(supervisor, &id);
+        let _ = supervisor.borrow_mut().recheck(&id, kernel_lives);
+    }
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(
         state,
