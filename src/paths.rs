@@ -10,6 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::session::store::SESSION_ID_LEN;
+
+/// The longest path a Unix socket can have: `sun_path` holds 108 bytes,
+/// the last of them the terminating NUL.
+pub const SOCKET_PATH_MAX: usize = 107;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
     pub socket: PathBuf,
@@ -74,8 +80,68 @@ impl Paths {
             .join(format!("{session}.sock"))
     }
 
+    /// Every socket path eukhe makes, named, the per-session ones for the
+    /// longest session id.
+    pub fn socket_paths(&self) -> [(&'static str, PathBuf); 3] {
+        let longest = "f".repeat(SESSION_ID_LEN);
+        [
+            ("the daemon's socket", self.socket.clone()),
+            ("a worker's socket", self.worker_socket(&longest)),
+            ("a kernel's socket", self.kernel_socket(&longest)),
+        ]
+    }
+
+    /// Whether every socket path fits in `sun_path`: the longest one and
+    /// its length, or which one does not fit, in one line.
+    pub fn sockets_fit(&self) -> Result<String, String> {
+        let paths = self.socket_paths();
+        let len = |p: &PathBuf| p.as_os_str().len();
+        if let Some((what, path)) = paths.iter().find(|(_, p)| len(p) > SOCKET_PATH_MAX) {
+            return Err(format!(
+                "the socket directory {} is too deep: {what} would be {} ({} bytes), over the {SOCKET_PATH_MAX} \
+                 bytes a Unix socket path can hold; set EUKHE_SOCKET (or XDG_RUNTIME_DIR) to a shorter path",
+                self.socket_dir().display(),
+                path.display(),
+                len(path)
+            ));
+        }
+        let longest = paths.iter().map(|(_, p)| len(p)).max().unwrap_or(0);
+        Ok(format!(
+            "every socket path fits (the longest, a session's, is {longest} of {SOCKET_PATH_MAX} bytes)"
+        ))
+    }
+
     /// The directory of `session`'s state.
     pub fn session_dir(&self, session: &str) -> PathBuf {
         self.state.join("sessions").join(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(socket: &str) -> Paths {
+        Paths {
+            socket: socket.into(),
+            state: "/s".into(),
+            config: "/c".into(),
+        }
+    }
+
+    #[test]
+    fn a_socket_directory_too_deep_for_the_worker_sockets_is_refused() {
+        // The daemon's socket fits; `workers/<id>.sock` beside it does not.
+        let dir = format!("/{}", "d".repeat(90));
+        let deep = paths(&format!("{dir}/e.sock"));
+        assert!(deep.socket.as_os_str().len() <= SOCKET_PATH_MAX);
+        let err = deep.sockets_fit().unwrap_err();
+        assert!(
+            err.contains("a worker's socket") && err.contains(&dir),
+            "{err}"
+        );
+        assert!(paths("/run/user/1000/eukhe/eukhe.sock")
+            .sockets_fit()
+            .is_ok());
     }
 }

@@ -4,6 +4,9 @@
 #[path = "daemon/env.rs"]
 mod env;
 
+#[path = "daemon/diag.rs"]
+mod diag;
+
 use std::time::{Duration, Instant};
 
 use env::{alive, kill9, wait_until, Env};

@@ -101,6 +101,35 @@ fn the_first_connect_activates_the_supervisor_and_a_session_is_a_worker_unit() {
     assert!(eukhe.eukhe(&format!("log {id}")).contains("from a run"));
 }
 
+/// A session's environment under systemd: the client's, and with
+/// `--clean-env` the user manager's, never the kernel unit's own
+/// variables (its invocation, notification socket, eukhe's backend).
+#[test]
+fn a_sessions_environment_is_the_clients_and_never_a_units_own_under_systemd() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("environment", &[]);
+    let show = "'echo ${FOO-unset} ${HOME-unset} ${INVOCATION_ID-unset} ${NOTIFY_SOCKET-unset} ${JOURNAL_STREAM-unset} ${EUKHE_HOST-unset}'";
+    let id = eukhe
+        .user_ok("FOO=from-client eukhe new")
+        .trim()
+        .to_string();
+    let home = eukhe.user_ok("echo $HOME").trim().to_string();
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- {show}")),
+        format!("from-client {home} unset unset unset unset\n")
+    );
+    let clean = eukhe
+        .user_ok("FOO=from-client eukhe new --clean-env --env FOO=set")
+        .trim()
+        .to_string();
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {clean} -- {show}")),
+        format!("set {home} unset unset unset unset\n")
+    );
+}
+
 /// Scenario 2: a killed worker is restarted after the pause; the sixth
 /// failure in the window gives the session up.
 #[test]

@@ -8,6 +8,7 @@ use super::connect::connect;
 use super::render;
 use super::stdout::{self, outln};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
+use crate::session::env::{carried, parse_assignment, SessionEnv};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,27 +39,72 @@ pub enum Command {
     Daemon,
     /// Run one session's worker (started by the supervisor, never by hand).
     #[command(hide = true)]
-    Worker { session: String },
+    Worker {
+        /// The session's id.
+        session: String,
+    },
     /// Run one session's kernel (started by its worker, never by hand).
     #[command(hide = true)]
     Kernel {
+        /// The session's id.
         session: String,
         /// Fork into the background once the kernel serves.
         #[arg(long)]
         detach: bool,
     },
     /// Create a session and print its id.
+    ///
+    /// The session's shell starts in this client's working directory
+    /// (`--cwd` to choose another) with this client's exported
+    /// environment: `FOO=1 eukhe new` gives the session FOO=1.
+    /// `--clean-env` starts from the daemon's environment instead (under
+    /// systemd, the user manager's); `--env KEY=VALUE` adds to either.
+    /// From then on the variables are the session's: they live in its
+    /// saved shell state and survive a restart of its shell.
+    ///
+    /// Never carried, from the client or the daemon, because they describe
+    /// one process, not the user's environment: eukhe's own control
+    /// variables EUKHE_* (which daemon, which state directory, which
+    /// backend); the service manager's NOTIFY_SOCKET, WATCHDOG_PID and
+    /// WATCHDOG_USEC (a command finding them would speak for a unit);
+    /// socket activation's LISTEN_FDS, LISTEN_PID and LISTEN_FDNAMES (file
+    /// descriptors passed to one process); a unit's INVOCATION_ID,
+    /// JOURNAL_STREAM, SYSTEMD_EXEC_PID, MANAGERPID, MAINPID, TRIGGER_*
+    /// and MEMORY_PRESSURE_*; the shell's own PWD, OLDPWD, SHLVL and _.
+    /// Variables whose name is no shell name or whose value is not UTF-8
+    /// are left out too.
     New {
+        /// A name to refer to the session by, instead of its id (1 to 64
+        /// characters; not another session's name or id).
         #[arg(long)]
         name: Option<String>,
-        /// Working directory of the session's kernel (default: $HOME).
+        /// Working directory of the session's shell (default: the
+        /// directory this command runs in).
         #[arg(long)]
         cwd: Option<String>,
+        /// Set a variable in the session's environment, over this client's
+        /// (or, with --clean-env, the daemon's); repeatable.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Start from the daemon's environment instead of this client's.
+        #[arg(long)]
+        clean_env: bool,
+        /// Print the id and name as one JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// List sessions.
+    /// List sessions, the one active most recently last.
+    ///
+    /// Columns: id, name, state (idle, busy, running, restarting, saved,
+    /// given-up, damaged), the worker's and the kernel's pid, background
+    /// jobs, failures in the restart window, last activity (the last
+    /// input, output or end in its transcript) and the working directory of its shell. A
+    /// damaged session (a file of it cannot be read) is named with the
+    /// file and what is wrong, one line each, on standard error.
     Ls {
+        /// One JSON array; each session has "cwd", "created_ms" and
+        /// "active_ms" (wall-clock milliseconds), and "problem" when it is
+        /// damaged.
         #[arg(long)]
         json: bool,
     },
@@ -97,6 +143,7 @@ pub enum Command {
     /// Cancel the running run (SIGINT, then SIGTERM and SIGKILL after the
     /// cancel grace); exit 1 when there was nothing to cancel.
     Cancel {
+        /// The session: its id or name.
         session: String,
         /// Also withdraw every queued input.
         #[arg(long)]
@@ -104,12 +151,19 @@ pub enum Command {
     },
     /// List the inputs queued in a session.
     Queue {
+        /// The session: its id or name.
         session: String,
+        /// One JSON array of the queued inputs.
         #[arg(long)]
         json: bool,
     },
     /// Withdraw a queued input before it runs (it never runs).
-    Withdraw { session: String, run: u64 },
+    Withdraw {
+        /// The session: its id or name.
+        session: String,
+        /// The run number `send` printed.
+        run: u64,
+    },
     /// Print a session's transcript: output bytes as the commands wrote
     /// them (each line of standard error marked `[stderr] `), between
     /// marked lines: `[run N] $ command`, `[run N exited S]`, `! notice`.
@@ -155,11 +209,16 @@ pub enum Command {
     },
     /// The daemon's version, build, pid, backend and session counts.
     Status {
+        /// One JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// Start a given-up session afresh.
-    Restart { session: String },
+    /// Start a given-up session afresh (or a damaged one whose files were
+    /// mended).
+    Restart {
+        /// The session: its id or name.
+        session: String,
+    },
     /// Stop the daemon.
     Shutdown {
         /// Stop only if no session has work (runs are never aborted).
@@ -169,13 +228,19 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Check the configuration, directories, shell and daemon.
+    /// Check the configuration, directories (private and writable),
+    /// socket paths (each within the 107 bytes a Unix socket path holds),
+    /// every session's files, which daemon holds the state directory,
+    /// lingering (systemd backend), the shell and the daemon. Exits 1 when
+    /// a check fails.
     Doctor {
+        /// One JSON array of checks.
         #[arg(long)]
         json: bool,
     },
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {
+        /// One JSON object.
         #[arg(long)]
         json: bool,
     },
@@ -200,15 +265,29 @@ fn fail(message: String) -> ExitCode {
 
 async fn client(command: Command) -> Result<ExitCode, String> {
     match command {
-        Command::New { name, cwd, json } => {
+        Command::New {
+            name,
+            cwd,
+            env,
+            clean_env,
+            json,
+        } => {
             let cwd = match cwd {
                 Some(cwd) => Some(absolute(&cwd)?),
                 None => std::env::current_dir()
                     .ok()
                     .map(|d| d.display().to_string()),
             };
+            let env = session_env(&env, clean_env)?;
             let mut client = connect(true).await?;
-            match client.ask(Request::New { name, cwd }).await? {
+            match client
+                .ask(Request::New {
+                    name,
+                    cwd,
+                    env: Some(env),
+                })
+                .await?
+            {
                 Response::Created { id, name } => {
                     if json {
                         outln!("{}", serde_json::json!({ "id": id, "name": name }))?;
@@ -223,8 +302,20 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         Command::Ls { json } => {
             let mut client = connect(false).await?;
             match client.ask(Request::List).await? {
-                Response::Sessions { sessions } => {
-                    stdout::print(&render::sessions(&sessions, json))?;
+                Response::Sessions { mut sessions } => {
+                    // The one active most recently last: nearest the
+                    // prompt, as `ls -tr` puts it.
+                    sessions.sort_by(|a, b| {
+                        (a.active_ms, a.created_ms, &a.id).cmp(&(b.active_ms, b.created_ms, &b.id))
+                    });
+                    stdout::print(&render::sessions(&sessions, json, crate::clock::wall_ms()))?;
+                    if !json {
+                        for s in &sessions {
+                            if let Some(problem) = &s.problem {
+                                eprintln!("eukhe: session {} is damaged: {problem}", s.id);
+                            }
+                        }
+                    }
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),
@@ -406,6 +497,23 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             unreachable!("served without a client")
         }
     }
+}
+
+/// The environment `new` asks for: this process's exported variables
+/// (those carried, `session::env`), or none with `--clean-env`, and the
+/// `--env` assignments.
+fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, String> {
+    let client = (!clean).then(|| {
+        carried(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
+    });
+    let set = assignments
+        .iter()
+        .map(|text| parse_assignment(text))
+        .collect::<Result<_, _>>()?;
+    Ok(SessionEnv { client, set })
 }
 
 fn absolute(path: &str) -> Result<String, String> {

@@ -9,7 +9,11 @@ use serde::Serialize;
 use super::connect::connect_existing;
 use crate::build_id::{build_id, version};
 use crate::config::Config;
+use crate::host::process::is_alive;
+use crate::host::HostKind;
 use crate::paths::Paths;
+use crate::session::store::{check_files, read_json, valid_id, KernelRecord, SessionFiles};
+use crate::supervisor::state_lock::recorded_holder;
 
 #[derive(Serialize)]
 pub struct Check {
@@ -54,6 +58,151 @@ fn private(path: &Path, what: &str) -> Result<String, String> {
     }
 }
 
+/// Whether this user can create files in `dir` (or create `dir`): a
+/// probe file is made and removed; for a directory not made yet, its
+/// nearest existing parent is asked (`access(2)`, which says EROFS for a
+/// read-only file system as well as EACCES).
+fn writable(dir: &Path) -> Result<String, String> {
+    if dir.is_dir() {
+        let probe = dir.join(format!(".eukhe-doctor-{}", std::process::id()));
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .map(|_| {
+                let _ = std::fs::remove_file(&probe);
+                "writable".to_string()
+            })
+            .map_err(|e| format!("{} is not writable: {e}", dir.display()));
+    }
+    let parent = dir
+        .ancestors()
+        .skip(1)
+        .find(|p| p.is_dir())
+        .unwrap_or(Path::new("/"));
+    let c_parent = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
+        .map_err(|e| format!("{}: {e}", parent.display()))?;
+    // SAFETY: access(2) reads the NUL-terminated path we own.
+    if unsafe { libc::access(c_parent.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(format!("can be created in {}", parent.display()))
+    } else {
+        Err(format!(
+            "{} cannot be created: {} is not writable: {}",
+            dir.display(),
+            parent.display(),
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// A directory eukhe writes: private to this user, and writable.
+fn directory(path: &Path, what: &str) -> Result<String, String> {
+    let private = private(path, what)?;
+    let writable = writable(path)?;
+    Ok(format!("{private}, {writable}"))
+}
+
+/// Every session's files that would stop it from starting, one check per
+/// damaged session (the file and what is wrong).
+fn session_files(paths: &Paths) -> Vec<Check> {
+    let Ok(dirs) = std::fs::read_dir(paths.state.join("sessions")) else {
+        return vec![check("session files", Ok("no sessions yet".into()))];
+    };
+    let mut damaged = Vec::new();
+    let mut sound = 0;
+    let mut ids: Vec<String> = dirs
+        .flatten()
+        .filter_map(|d| d.file_name().into_string().ok())
+        .filter(|id| valid_id(id))
+        .collect();
+    ids.sort();
+    for id in ids {
+        let files = SessionFiles::new(paths.session_dir(&id));
+        if !files.meta().exists() {
+            continue;
+        }
+        let kernel_lives = read_json::<KernelRecord>(&files.kernel())
+            .ok()
+            .flatten()
+            .is_some_and(|record| is_alive(record.identity));
+        match check_files(&files, !kernel_lives) {
+            Ok(()) => sound += 1,
+            Err(problem) => damaged.push(check(
+                "session files",
+                Err(format!("session {id} cannot start: {problem}")),
+            )),
+        }
+    }
+    if damaged.is_empty() {
+        vec![check(
+            "session files",
+            Ok(format!("the files of {sound} sessions read")),
+        )]
+    } else {
+        damaged
+    }
+}
+
+/// Which daemon serves the state directory: one on another socket makes
+/// this socket's daemon refuse to start (one daemon per state directory).
+fn state_lock(paths: &Paths) -> Result<String, String> {
+    let socket = paths.socket.display().to_string();
+    // SAFETY: kill(2) with signal 0 only asks whether the pid exists.
+    let alive = |pid: u32| unsafe { libc::kill(pid as i32, 0) } == 0;
+    match recorded_holder(&paths.state) {
+        Some(holder) if alive(holder.pid) && holder.socket != socket => Err(format!(
+            "the state directory is served by the daemon with pid {} on socket {}, not on {socket}: \
+             a daemon on this socket would refuse to start (use EUKHE_SOCKET={})",
+            holder.pid, holder.socket, holder.socket
+        )),
+        Some(holder) if alive(holder.pid) => Ok(format!(
+            "held by the daemon with pid {} on this socket",
+            holder.pid
+        )),
+        _ => Ok("free: the next daemon takes it".into()),
+    }
+}
+
+/// This user's login name.
+fn user_name() -> Option<String> {
+    // SAFETY: getpwuid(3) returns a pointer into static storage (or null),
+    // read at once; the client runs no other thread that calls it.
+    unsafe {
+        let entry = libc::getpwuid(libc::getuid());
+        if entry.is_null() || (*entry).pw_name.is_null() {
+            return std::env::var("USER").ok();
+        }
+        Some(
+            std::ffi::CStr::from_ptr((*entry).pw_name)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
+/// On the systemd backend: whether the user manager outlives the last
+/// logout. Without lingering, logging out stops the user manager and
+/// every session's worker and kernel with it.
+fn lingering() -> Result<String, String> {
+    let user = user_name().ok_or("cannot tell this user's name")?;
+    let flag = Path::new("/var/lib/systemd/linger").join(&user);
+    if flag.exists() {
+        return Ok(format!("enabled for {user} ({} exists)", flag.display()));
+    }
+    let asked = std::process::Command::new("loginctl")
+        .args(["show-user", &user, "--property=Linger", "--value"])
+        .output();
+    if let Ok(out) = &asked {
+        if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "yes" {
+            return Ok(format!("enabled for {user} (loginctl)"));
+        }
+    }
+    Err(format!(
+        "not enabled for {user}: the last logout stops the user manager and every session with it; \
+         `loginctl enable-linger {user}` keeps them"
+    ))
+}
+
 pub async fn run() -> Vec<Check> {
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
@@ -65,11 +214,12 @@ pub async fn run() -> Vec<Check> {
             Config::load(&paths.config)
                 .map(|_| format!("{} is valid (or absent)", paths.config.display())),
         ),
-        check("state directory", private(&paths.state, "session state")),
+        check("state directory", directory(&paths.state, "session state")),
         check(
             "socket directory",
-            private(paths.socket_dir(), "daemon socket"),
+            directory(paths.socket_dir(), "daemon socket"),
         ),
+        check("socket paths", paths.sockets_fit()),
         check(
             "shell",
             std::process::Command::new("bash")
@@ -79,6 +229,13 @@ pub async fn run() -> Vec<Check> {
                 .map(|out| format!("bash {}", String::from_utf8_lossy(&out.stdout).trim())),
         ),
     ];
+    checks.extend(session_files(&paths));
+    checks.push(check("state directory lock", state_lock(&paths)));
+    match HostKind::from_env() {
+        Ok(HostKind::Systemd) => checks.push(check("lingering", lingering())),
+        Ok(HostKind::Process) => {}
+        Err(e) => checks.push(check("backend", Err(e))),
+    }
     let daemon = match connect_existing().await {
         Ok(Some(client)) => Ok(format!(
             "v{} (build {}, pid {}) on {}{}",

@@ -35,6 +35,7 @@ use crate::host::process::own_identity;
 use crate::host::HostKind;
 use crate::paths::Paths;
 use crate::protocol::kernel::KERNEL_PROTOCOL;
+use crate::session::env::{first_environment, SessionEnv};
 use crate::session::snapshot::{load_or_migrate, Snapshot};
 use crate::session::store::{
     private_dir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
@@ -193,13 +194,14 @@ fn start_kernel(
             (snapshot, Some(text))
         }
         None => {
-            let env: BTreeMap<String, String> = std::env::vars()
-                .filter(|(name, _)| {
-                    !name.starts_with("EUKHE_")
-                        && !name.starts_with("LISTEN_")
-                        && name != "NOTIFY_SOCKET"
-                })
+            // The first snapshot holds the session's first environment
+            // (the client's, or this process's, the daemon's); from here
+            // on it lives in the snapshot.
+            let chosen: Option<SessionEnv> = read_json(&files.env())?;
+            let daemon: BTreeMap<String, String> = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect();
+            let env = first_environment(chosen.as_ref(), daemon);
             let snapshot = Snapshot::fresh(&meta.cwd, &env);
             snapshot.save(&files.snapshot())?;
             (snapshot, None)

@@ -140,6 +140,11 @@ pub const FOLLOWER_PATIENCE_MS: u64 = 100;
 pub const UTF8_HOLD_MS: u64 = 50;
 /// How long a catch-up that found nothing new waits before reading again.
 pub const CATCH_UP_RETRY_MS: u64 = 50;
+/// How long a daemon starting on the socket of a daemon that is ending
+/// (a replacement: the old one removed its socket and is stopping) waits
+/// for it to release the state directory's lock. Not a law's timeout: a
+/// daemon on another socket is refused at once.
+pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
 
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {

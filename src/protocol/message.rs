@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::hello::Hello;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
+use crate::session::env::SessionEnv;
 use crate::session::transcript::Entry;
 
 /// What a client (or the supervisor) asks.
@@ -17,6 +18,10 @@ pub enum Request {
     New {
         name: Option<String>,
         cwd: Option<String>,
+        /// The session's first environment (absent: the daemon's, as an
+        /// older client gets).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        env: Option<SessionEnv>,
     },
     /// List sessions.
     List,
@@ -141,7 +146,7 @@ pub enum Stream {
 pub struct SessionInfo {
     pub id: String,
     pub name: String,
-    /// running, busy, idle, restarting, given-up or saved.
+    /// running, busy, idle, restarting, given-up, saved or damaged.
     pub state: String,
     pub pid: Option<u32>,
     pub build: Option<String>,
@@ -152,6 +157,21 @@ pub struct SessionInfo {
     /// The session's kernel (its live shell), while it lives.
     #[serde(default)]
     pub kernel_pid: Option<u32>,
+    /// The session's working directory: its shell's now (as its saved
+    /// shell state says), else the one it was created in.
+    #[serde(default)]
+    pub cwd: String,
+    /// When it was created, wall-clock milliseconds.
+    #[serde(default)]
+    pub created_ms: u64,
+    /// When it last did something (its transcript's last write),
+    /// wall-clock milliseconds.
+    #[serde(default)]
+    pub active_ms: u64,
+    /// A file of the session that cannot be read, and what is wrong with
+    /// it (state `damaged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// The daemon as `eukhe status` shows it.

@@ -3,6 +3,7 @@
 
 pub mod crc32;
 pub mod entry;
+pub mod env;
 pub mod log_query;
 pub mod notices;
 pub mod snapshot;

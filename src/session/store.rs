@@ -1,5 +1,5 @@
 //! A session's files under the state directory:
-//! `sessions/<id>/{meta.json, transcript, snapshot.json, worker.json, kernel.json,
+//! `sessions/<id>/{meta.json, env.json, transcript, snapshot.json, worker.json, kernel.json,
 //! spool/, scratch/, given-up}` (`namespace.json` is an earlier version's snapshot).
 //! Directories are 0700 and files 0600: nobody else reads a session.
 
@@ -61,9 +61,12 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// How long a session id is (every one: [`new_id`] makes no other).
+pub const SESSION_ID_LEN: usize = 8;
+
 /// Whether `id` is a well-formed session id (as [`new_id`] makes them).
 pub fn valid_id(id: &str) -> bool {
-    id.len() == 8
+    id.len() == SESSION_ID_LEN
         && id
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
@@ -157,6 +160,10 @@ impl SessionFiles {
     pub fn transcript(&self) -> PathBuf {
         self.dir.join("transcript2")
     }
+    /// How the session's first environment is made (`session::env`).
+    pub fn env(&self) -> PathBuf {
+        self.dir.join("env.json")
+    }
     pub fn namespace(&self) -> PathBuf {
         self.dir.join("namespace.json")
     }
@@ -217,6 +224,44 @@ pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
         .collect();
     sessions.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
     sessions
+}
+
+/// What is wrong with a session's files that would stop it from
+/// starting, in one line: the file and what is wrong with it. The
+/// snapshot (or an earlier version's `namespace.json`, read when there is
+/// no snapshot) is read only by a kernel starting over it, so it is
+/// checked only `with_snapshot` (no kernel lives: a live one holds the
+/// shell state and rewrites the file after each job).
+pub fn check_files(files: &SessionFiles, with_snapshot: bool) -> Result<(), String> {
+    if read_json::<SessionMeta>(&files.meta())?.is_none() {
+        return Err(format!("{}: missing", files.meta().display()));
+    }
+    read_json::<crate::session::env::SessionEnv>(&files.env())?;
+    if with_snapshot {
+        crate::session::snapshot::load_or_migrate(&files.snapshot(), &files.namespace())?;
+    }
+    Ok(())
+}
+
+/// Sessions under `state` whose metadata cannot be read (so
+/// [`list_sessions`] leaves them out): their ids and what is wrong.
+pub fn list_unreadable(state: &Path) -> Vec<(String, String)> {
+    let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
+        return Vec::new();
+    };
+    let mut unreadable: Vec<(String, String)> = dirs
+        .flatten()
+        .filter_map(|d| {
+            let id = d.file_name().into_string().ok().filter(|id| valid_id(id))?;
+            // A directory without metadata is a creation cut short (the
+            // metadata is written last): no session, nothing to report.
+            read_json::<SessionMeta>(&d.path().join("meta.json"))
+                .err()
+                .map(|problem| (id, problem))
+        })
+        .collect();
+    unreadable.sort();
+    unreadable
 }
 
 /// Open-file options for a private append-only file.

@@ -22,6 +22,7 @@ use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, Hello, PROTOCOL_VERSION};
 use crate::session::notices;
+use crate::session::store::check_files;
 use crate::session::transcript::{EntryBody, Transcript};
 
 pub type Shared = Rc<RefCell<Supervisor>>;
@@ -72,6 +73,18 @@ pub async fn ask_worker(
 /// Launch the worker of `id` (after dealing with any earlier process the
 /// way `survivor_step` says) and start watching it.
 pub async fn launch(supervisor: &Shared, id: &str) {
+    // A session whose files cannot be read would fail at every start (a
+    // crash loop saying only that the worker did not start): it is marked
+    // damaged instead, with the file and what is wrong, and not launched.
+    let files = supervisor.borrow().files(id);
+    let kernel_lives = backend::kernel_lives(supervisor, id);
+    if let Err(problem) = check_files(&files, !kernel_lives) {
+        tracing::error!(session = id, "session {id} cannot start: {problem}");
+        supervisor
+            .borrow_mut()
+            .set_state(id, SlotState::Damaged { problem });
+        return;
+    }
     let earlier = backend::surviving_worker(supervisor, id).await;
     let mut holder = earlier;
     let mut stop_sent = false;
@@ -215,7 +228,7 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
-        if slot.state == SlotState::GivenUp {
+        if matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }) {
             return;
         }
         let verdict = slot.budget.record_failure(mono_ms());
@@ -279,7 +292,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .borrow()
         .slots
         .iter()
-        .filter(|(_, slot)| slot.state != SlotState::GivenUp)
+        .filter(|(_, slot)| !matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }))
         .map(|(id, _)| id.clone())
         .collect();
     let evidence = {

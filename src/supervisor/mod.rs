@@ -8,6 +8,7 @@ mod backend;
 mod launch;
 mod routing;
 mod slots;
+pub mod state_lock;
 
 use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
@@ -29,6 +30,12 @@ pub fn main() -> Result<(), String> {
     let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
     log::init(host, "daemon", None);
+    // A socket directory too deep for the per-session sockets would make
+    // every session crash-loop: refused here, in one line.
+    paths.sockets_fit()?;
+    // Before anything else touches the state directory: a second daemon
+    // refuses here, its sessions untouched.
+    let _state_lock = state_lock::take(&paths, activated.is_some())?;
     crate::runtime::block_on_local("supervisor", async move {
         let config = Config::load(&paths.config)?;
         let socket_activated = activated.is_some();

@@ -19,10 +19,10 @@ use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::QUIESCE_ANSWER_MS;
-use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
+use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
 
@@ -159,7 +159,7 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             route(&supervisor, stream, &session, request).await;
             return;
         }
-        Request::New { name, cwd } => new_session(&supervisor, name, cwd).await,
+        Request::New { name, cwd, env } => new_session(&supervisor, name, cwd, env).await,
         Request::List => Response::Sessions {
             sessions: supervisor.borrow().info(mono_ms()),
         },
@@ -183,14 +183,34 @@ fn error(message: impl Into<String>) -> Response {
     }
 }
 
-async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<String>) -> Response {
+async fn new_session(
+    supervisor: &Shared,
+    name: Option<String>,
+    cwd: Option<String>,
+    env: Option<SessionEnv>,
+) -> Response {
+    // A fresh id is no other session's id, nor another session's name
+    // (that name would stop reaching its session).
     let mut id = new_id();
-    while supervisor.borrow().slots.contains_key(&id) {
+    while supervisor.borrow().slots.contains_key(&id)
+        || supervisor
+            .borrow()
+            .slots
+            .values()
+            .any(|slot| slot.meta.name == id)
+    {
         id = new_id();
     }
     let name = name.unwrap_or_else(|| id.clone());
     if let Err(message) = validate_name(&name) {
         return error(message);
+    }
+    // A name equal to another session's id would never reach this
+    // session: a reference is an id first.
+    if supervisor.borrow().slots.contains_key(&name) {
+        return error(format!(
+            "session name {name:?} is the id of another session: choose another name"
+        ));
     }
     let taken = supervisor
         .borrow()
@@ -225,21 +245,21 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
         created_ms: wall_ms(),
         engine: "shell".into(),
     };
-    if let Err(message) = private_dir(&files.dir).and_then(|_| write_json(&files.meta(), &meta)) {
+    // The environment is written before the metadata: a session exists
+    // (is listed) once its metadata does, and then its env is there.
+    let written = private_dir(&files.dir)
+        .and_then(|_| match &env {
+            Some(env) => write_json(&files.env(), env),
+            None => Ok(()),
+        })
+        .and_then(|_| write_json(&files.meta(), &meta));
+    if let Err(message) = written {
         return error(message);
     }
-    supervisor.borrow_mut().slots.insert(
-        id.clone(),
-        Slot {
-            meta,
-            state: SlotState::Saved,
-            budget: RestartBudget::new(),
-            work: WorkSet::EMPTY,
-            background: 0,
-            kernel_pid: None,
-            generation: 0,
-        },
-    );
+    supervisor
+        .borrow_mut()
+        .slots
+        .insert(id.clone(), Slot::new(meta, SlotState::Saved));
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
         Ok(()) => Response::Created { id, name },
@@ -260,6 +280,7 @@ async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
         match state {
             Some(SlotState::Running { .. }) => return Ok(()),
             Some(SlotState::GivenUp) => return Err(given_up(id)),
+            Some(SlotState::Damaged { problem }) => return Err(damaged(id, &problem)),
             None => return Err(format!("no session {id}")),
             _ if tokio::time::Instant::now() >= deadline => {
                 return Err(format!(
@@ -271,6 +292,10 @@ async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
             }
         }
     }
+}
+
+fn damaged(id: &str, problem: &str) -> String {
+    format!("session {id} cannot start: {problem} (mend or move the file; the next request reads it again)")
 }
 
 fn given_up(id: &str) -> String {
@@ -291,8 +316,20 @@ async fn route(
             return;
         }
     };
+    // A damaged session is read again: mended files let it start.
+    let damaged_now = matches!(
+        supervisor.borrow().slots.get(&id).map(|s| &s.state),
+        Some(SlotState::Damaged { .. })
+    );
+    if damaged_now {
+        let kernel_lives = backend::kernel_lives(supervisor, &id);
+        let _ = supervisor.borrow_mut().recheck(&id, kernel_lives);
+    }
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
-    let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
+    let resting = matches!(
+        state,
+        Some(SlotState::GivenUp | SlotState::Saved | SlotState::Damaged { .. })
+    );
     if let (
         true,
         SessionRequest::Log {
@@ -331,6 +368,10 @@ async fn route(
     }
     if state == Some(SlotState::GivenUp) {
         let _ = write_frame(&mut client, &error(given_up(&id))).await;
+        return;
+    }
+    if let Some(SlotState::Damaged { problem }) = &state {
+        let _ = write_frame(&mut client, &error(damaged(&id, problem))).await;
         return;
     }
     if state == Some(SlotState::Saved) {
@@ -414,6 +455,30 @@ async fn restart(supervisor: &Shared, reference: &str) -> Response {
         Ok(id) => id,
         Err(message) => return error(message),
     };
+    let was_damaged = matches!(
+        supervisor.borrow().slots.get(&id).map(|s| &s.state),
+        Some(SlotState::Damaged { .. })
+    );
+    let kernel_lives = backend::kernel_lives(supervisor, &id);
+    if let Err(problem) = supervisor.borrow_mut().recheck(&id, kernel_lives) {
+        return error(damaged(&id, &problem));
+    }
+    if was_damaged {
+        // A mended session starts now, afresh.
+        {
+            let mut s = supervisor.borrow_mut();
+            let _ = std::fs::remove_file(s.files(&id).given_up());
+            if let Some(slot) = s.slots.get_mut(&id) {
+                slot.budget = RestartBudget::new();
+            }
+            s.set_state(&id, SlotState::Saved);
+        }
+        launch(supervisor, &id).await;
+        return match wait_running(supervisor, &id).await {
+            Ok(()) => Response::Ok,
+            Err(message) => error(message),
+        };
+    }
     {
         let mut s = supervisor.borrow_mut();
         let files = s.files(&id);

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
+use crate::host::process::is_alive;
 use crate::host::units::UserManager;
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
@@ -10,7 +11,10 @@ use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
-use crate::session::store::{list_sessions, SessionFiles, SessionMeta};
+use crate::session::snapshot::Snapshot;
+use crate::session::store::{
+    check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
+};
 
 /// Where a session's worker stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +32,9 @@ pub enum SlotState {
     Restarting,
     /// Failed too often inside the restart window.
     GivenUp,
+    /// Its files cannot be read (which one and why): not launched, so it
+    /// does not crash-loop; checked again when a request names it.
+    Damaged { problem: String },
 }
 
 pub struct Slot {
@@ -40,6 +47,49 @@ pub struct Slot {
     pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
+    /// The shell's working directory as the snapshot last said, and the
+    /// snapshot's modification time then: `ls` reads a snapshot again
+    /// only when it changed.
+    pub shell_cwd: std::cell::RefCell<Option<(std::time::SystemTime, String)>>,
+}
+
+impl Slot {
+    /// A slot with no worker yet, no failures and no work.
+    pub fn new(meta: SessionMeta, state: SlotState) -> Slot {
+        Slot {
+            meta,
+            state,
+            budget: RestartBudget::new(),
+            work: WorkSet::EMPTY,
+            background: 0,
+            kernel_pid: None,
+            generation: 0,
+            shell_cwd: Default::default(),
+        }
+    }
+
+    /// The session's working directory now: its shell's, as its snapshot
+    /// says, else (no snapshot yet, or one that cannot be read) the one it
+    /// was created in.
+    pub fn cwd(&self, files: &SessionFiles) -> String {
+        let path = files.snapshot();
+        let Ok(modified) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
+            return self.meta.cwd.clone();
+        };
+        if let Some((at, cwd)) = &*self.shell_cwd.borrow() {
+            if *at == modified {
+                return cwd.clone();
+            }
+        }
+        match Snapshot::load(&path) {
+            Ok(Some(snapshot)) => {
+                let cwd = snapshot.cwd().to_string();
+                *self.shell_cwd.borrow_mut() = Some((modified, cwd.clone()));
+                cwd
+            }
+            _ => self.meta.cwd.clone(),
+        }
+    }
 }
 
 pub struct Supervisor {
@@ -62,31 +112,37 @@ pub struct Supervisor {
 
 impl Supervisor {
     pub fn new(paths: Paths, config: Config) -> Self {
-        let slots = list_sessions(&paths.state)
+        let mut slots: BTreeMap<String, Slot> = list_sessions(&paths.state)
             .into_iter()
             .map(|meta| {
-                let given_up = SessionFiles::new(paths.session_dir(&meta.id))
-                    .given_up()
-                    .exists();
-                let state = if given_up {
-                    SlotState::GivenUp
-                } else {
-                    SlotState::Saved
+                let files = SessionFiles::new(paths.session_dir(&meta.id));
+                // Read now, so `ls` names a damaged session before any
+                // request tries to start it.
+                let kernel_lives = read_json::<KernelRecord>(&files.kernel())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|record| is_alive(record.identity));
+                let state = match check_files(&files, !kernel_lives) {
+                    Err(problem) => SlotState::Damaged { problem },
+                    Ok(()) if files.given_up().exists() => SlotState::GivenUp,
+                    Ok(()) => SlotState::Saved,
                 };
-                (
-                    meta.id.clone(),
-                    Slot {
-                        meta,
-                        state,
-                        budget: RestartBudget::new(),
-                        work: WorkSet::EMPTY,
-                        background: 0,
-                        kernel_pid: None,
-                        generation: 0,
-                    },
-                )
+                (meta.id.clone(), Slot::new(meta, state))
             })
             .collect();
+        // A session whose metadata cannot be read is still listed (with
+        // what is wrong), not silently gone.
+        for (id, problem) in list_unreadable(&paths.state) {
+            let meta = SessionMeta {
+                id: id.clone(),
+                name: id.clone(),
+                cwd: String::new(),
+                created_ms: 0,
+                engine: "shell".into(),
+            };
+            let slot = Slot::new(meta, SlotState::Damaged { problem });
+            slots.insert(id, slot);
+        }
         Supervisor {
             paths,
             config,
@@ -151,12 +207,49 @@ impl Supervisor {
         }
     }
 
+    /// Read a damaged session's files again (a person may have mended
+    /// them): `Ok` once they read, the slot saved (or given up, if it was)
+    /// and its metadata as stored; else what is still wrong. Other states
+    /// are left alone.
+    pub fn recheck(&mut self, id: &str, kernel_lives: bool) -> Result<(), String> {
+        let files = self.files(id);
+        let Some(slot) = self.slots.get_mut(id) else {
+            return Ok(());
+        };
+        if !matches!(slot.state, SlotState::Damaged { .. }) {
+            return Ok(());
+        }
+        let checked = check_files(&files, !kernel_lives)
+            .and_then(|()| read_json::<SessionMeta>(&files.meta()));
+        match checked {
+            Ok(Some(meta)) => {
+                slot.meta = meta;
+                // Mended, it rests as it did before the damage was seen.
+                let state = if files.given_up().exists() {
+                    SlotState::GivenUp
+                } else {
+                    SlotState::Saved
+                };
+                self.set_state(id, state);
+                Ok(())
+            }
+            Ok(None) => Err(format!("{}: missing", files.meta().display())),
+            Err(problem) => {
+                slot.state = SlotState::Damaged {
+                    problem: problem.clone(),
+                };
+                Err(problem)
+            }
+        }
+    }
+
     pub fn info(&self, now_ms: u64) -> Vec<SessionInfo> {
         self.slots
             .values()
             .map(|slot| {
                 let (state, pid, build) = match &slot.state {
                     SlotState::Saved => ("saved", None, None),
+                    SlotState::Damaged { .. } => ("damaged", None, None),
                     SlotState::Starting => ("running", None, None),
                     SlotState::Restarting => ("restarting", None, None),
                     SlotState::GivenUp => ("given-up", None, None),
@@ -174,8 +267,27 @@ impl Supervisor {
                     failures_in_window: slot.budget.failures_in_window(now_ms),
                     jobs: slot.background,
                     kernel_pid: slot.kernel_pid,
+                    cwd: slot.cwd(&self.files(&slot.meta.id)),
+                    created_ms: slot.meta.created_ms,
+                    active_ms: self.last_activity(slot),
+                    problem: match &slot.state {
+                        SlotState::Damaged { problem } => Some(problem.clone()),
+                        _ => None,
+                    },
                 }
             })
             .collect()
+    }
+
+    /// When the session last did something, wall-clock ms: its
+    /// transcript's last write (every input, output, end and notice is
+    /// written there), else its creation.
+    fn last_activity(&self, slot: &Slot) -> u64 {
+        let written = std::fs::metadata(self.files(&slot.meta.id).transcript())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        written.max(slot.meta.created_ms)
     }
 }

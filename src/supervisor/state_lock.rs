@@ -1,0 +1,182 @@
+//! One daemon per state directory. Two daemons on one state directory
+//! (the same `EUKHE_STATE_DIR`, two sockets) would each launch workers for
+//! the same sessions and replace each other's: two workers of one session
+//! at once. So the daemon holds `daemon.lock` in the state directory
+//! (`flock`, for its whole life: the lock ends with the process, however
+//! it ends) and writes who it is beside it (`daemon.json`: socket, pid), so
+//! a second daemon can say which one serves the directory.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::laws::timing::STATE_LOCK_HANDOVER_MS;
+use crate::paths::Paths;
+use crate::session::store::{private_dir, read_json, write_json};
+
+/// The daemon holding a state directory, as it wrote itself down.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Holder {
+    pub socket: String,
+    pub pid: u32,
+}
+
+/// The lock, held while this value lives (the process's life).
+pub struct StateLock {
+    _file: std::fs::File,
+}
+
+/// What a daemon that found the lock held does.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Contended {
+    /// The holder is the daemon of our own socket and no longer listens:
+    /// it is ending (a replacement); wait for it.
+    WaitForHandover,
+    /// A daemon listens on our own socket: it is the daemon.
+    AlreadyListening,
+    /// Another daemon (another socket, or one we cannot name) holds it.
+    Refuse,
+}
+
+/// The decision on a held lock: pure, from what was found.
+pub fn contended(our_socket: &str, holder: Option<&Holder>, ours_listens: bool) -> Contended {
+    match holder {
+        Some(holder) if holder.socket == our_socket => {
+            if ours_listens {
+                Contended::AlreadyListening
+            } else {
+                Contended::WaitForHandover
+            }
+        }
+        _ => Contended::Refuse,
+    }
+}
+
+fn lock_path(state: &Path) -> PathBuf {
+    state.join("daemon.lock")
+}
+
+fn holder_path(state: &Path) -> PathBuf {
+    state.join("daemon.json")
+}
+
+/// The daemon that last took `state`'s lock, as it wrote itself down
+/// (`daemon.json`; it may have ended since: the caller checks its pid).
+pub fn recorded_holder(state: &Path) -> Option<Holder> {
+    read_json(&holder_path(state)).ok().flatten()
+}
+
+/// Take the state directory's lock for this daemon, or say in one line
+/// which daemon holds it. A socket-activated daemon (`activated`) is the
+/// one the service manager chose for its socket, which always accepts:
+/// a holder on the same socket is then an ending daemon, waited for.
+pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
+    private_dir(&paths.state)?;
+    let path = lock_path(&paths.state);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "cannot open the state directory's lock {}: {e}",
+                path.display()
+            )
+        })?;
+    let our_socket = paths.socket.display().to_string();
+    let deadline = Instant::now() + Duration::from_millis(STATE_LOCK_HANDOVER_MS);
+    loop {
+        // SAFETY: flock(2) on a file we own; the lock lives as long as the
+        // open file, which `StateLock` keeps.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            write_json(
+                &holder_path(&paths.state),
+                &Holder {
+                    socket: our_socket,
+                    pid: std::process::id(),
+                },
+            )?;
+            return Ok(StateLock { _file: file });
+        }
+        let holder: Option<Holder> = read_json(&holder_path(&paths.state)).ok().flatten();
+        let ours_listens =
+            !activated && std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
+        match contended(&our_socket, holder.as_ref(), ours_listens) {
+            Contended::WaitForHandover if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Contended::AlreadyListening => {
+                return Err(format!("a daemon already listens on {our_socket}"))
+            }
+            _ => return Err(refusal(&paths.state, holder.as_ref())),
+        }
+    }
+}
+
+/// The one line a second daemon says.
+fn refusal(state: &Path, holder: Option<&Holder>) -> String {
+    match holder {
+        Some(Holder { socket, pid }) => format!(
+            "the state directory {} is already served by the daemon with pid {pid} on socket {socket}: \
+             one daemon per state directory (use EUKHE_SOCKET={socket}, or stop it with \
+             `EUKHE_SOCKET={socket} eukhe shutdown`)",
+            state.display()
+        ),
+        None => format!(
+            "the state directory {} is already served by another daemon ({} is locked; \
+             {} does not say which): one daemon per state directory",
+            state.display(),
+            lock_path(state).display(),
+            holder_path(state).display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_ending_daemon_of_our_own_socket_is_waited_for() {
+        let holder = Holder {
+            socket: "/run/a.sock".into(),
+            pid: 7,
+        };
+        assert_eq!(
+            contended("/run/a.sock", Some(&holder), false),
+            Contended::WaitForHandover
+        );
+        assert_eq!(
+            contended("/run/a.sock", Some(&holder), true),
+            Contended::AlreadyListening
+        );
+        assert_eq!(
+            contended("/run/b.sock", Some(&holder), false),
+            Contended::Refuse
+        );
+        assert_eq!(contended("/run/a.sock", None, false), Contended::Refuse);
+    }
+
+    #[test]
+    fn the_refusal_names_the_socket_and_the_pid() {
+        let line = refusal(
+            Path::new("/s"),
+            Some(&Holder {
+                socket: "/run/a.sock".into(),
+                pid: 42,
+            }),
+        );
+        assert!(
+            line.contains("pid 42") && line.contains("/run/a.sock"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+    }
+}
