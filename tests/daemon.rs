@@ -3,6 +3,8 @@
 
 #[path = "daemon/env.rs"]
 mod env;
+#[path = "daemon/sessions.rs"]
+mod sessions;
 
 use std::time::{Duration, Instant};
 

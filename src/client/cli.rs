@@ -129,6 +129,30 @@ pub enum Command {
     },
     /// Start a given-up session afresh.
     Restart { session: String },
+    /// Remove sessions: each one's worker, kernel and every process it
+    /// started end, and its directory (transcript, snapshot, spool) is
+    /// deleted; the name is free again. A busy session (a run, queued
+    /// input, a user bash or a background job) is refused unless --force.
+    /// One line per session; exit 1 if any was not removed.
+    #[command(name = "rm")]
+    Rm {
+        /// The sessions to remove, by id or name.
+        #[arg(required = true, value_name = "SESSION")]
+        sessions: Vec<String>,
+        /// Remove busy sessions too: their runs are cancelled, their
+        /// queued input dropped and their background jobs ended.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a session a new name (its id never changes). The name must be
+    /// free, and may not be another session's id.
+    Rename {
+        /// The session, by id or current name.
+        session: String,
+        /// Its new name: 1 to 64 characters, no `/`, no `..`, no control
+        /// characters.
+        new_name: String,
+    },
     /// Stop the daemon.
     Shutdown {
         /// Stop only if no session has work (runs are never aborted).
@@ -215,6 +239,56 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             {
                 Response::Ok => {
                     println!("session {session} restarted");
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Rm { sessions, force } => {
+            let mut failed = false;
+            for session in sessions {
+                let removed = match connect(false).await {
+                    Ok(mut client) => {
+                        client
+                            .ask(Request::Remove {
+                                session: session.clone(),
+                                force,
+                            })
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match removed {
+                    Ok(Response::Removed { id, name }) => println!("removed {name} ({id})"),
+                    Ok(Response::Error { message }) | Err(message) => {
+                        failed = true;
+                        eprintln!("eukhe: rm {session}: {message}");
+                    }
+                    Ok(other) => {
+                        failed = true;
+                        eprintln!(
+                            "eukhe: rm {session}: unexpected answer from the daemon: {other:?}"
+                        );
+                    }
+                }
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Rename { session, new_name } => {
+            let mut client = connect(false).await?;
+            match client
+                .ask(Request::Rename {
+                    session: session.clone(),
+                    name: new_name.clone(),
+                })
+                .await?
+            {
+                Response::Ok => {
+                    println!("session {session} is now named {new_name}");
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),

@@ -5,6 +5,7 @@ pub mod crc32;
 pub mod entry;
 pub mod log_query;
 pub mod notices;
+pub mod removed;
 pub mod snapshot;
 pub mod store;
 pub mod transcript;

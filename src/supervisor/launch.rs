@@ -15,6 +15,7 @@ use crate::host::process::signal;
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
+use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
 use crate::laws::timing::TM;
@@ -72,6 +73,11 @@ pub async fn ask_worker(
 /// Launch the worker of `id` (after dealing with any earlier process the
 /// way `survivor_step` says) and start watching it.
 pub async fn launch(supervisor: &Shared, id: &str) {
+    // A removed session, or one being removed, is never launched again.
+    match supervisor.borrow().slots.get(id).map(|slot| &slot.state) {
+        None | Some(SlotState::Removing) => return,
+        Some(_) => {}
+    }
     let earlier = backend::surviving_worker(supervisor, id).await;
     let mut holder = earlier;
     let mut stop_sent = false;
@@ -95,6 +101,11 @@ pub async fn launch(supervisor: &Shared, id: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
+        // A session being removed is never launched again (a restart
+        // whose pause ran out during the removal comes here).
+        if slot.state == SlotState::Removing {
+            return;
+        }
         slot.state = SlotState::Starting;
         slot.generation += 1;
         slot.generation
@@ -169,9 +180,17 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                 if slot.generation != generation {
                     return;
                 }
+                let was_in_use = slot.seen().in_use();
                 slot.work = info.work;
                 slot.background = info.background;
                 slot.kernel_pid = info.kernel_pid;
+                slot.clients = info.clients;
+                slot.last_active_ms =
+                    last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
+                // An idle stop under way owns the state until it is over.
+                if slot.state == SlotState::IdleStopping {
+                    continue;
+                }
                 let running = SlotState::Running {
                     identity: ProcessIdentity {
                         pid: info.pid,
@@ -215,7 +234,7 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
-        if slot.state == SlotState::GivenUp {
+        if matches!(slot.state, SlotState::GivenUp | SlotState::Removing) {
             return;
         }
         let verdict = slot.budget.record_failure(mono_ms());

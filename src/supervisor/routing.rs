@@ -11,6 +11,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::backend;
 use super::launch::{ask_worker, connect_worker, launch, Shared};
+use super::manage::{self, settle, InFlight};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
@@ -19,7 +20,6 @@ use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::QUIESCE_ANSWER_MS;
-use crate::laws::work::WorkSet;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
@@ -165,6 +165,8 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         },
         Request::Status => status(&supervisor),
         Request::Restart { session } => restart(&supervisor, &session).await,
+        Request::Remove { session, force } => manage::remove(&supervisor, &session, force).await,
+        Request::Rename { session, name } => manage::rename(&supervisor, &session, &name),
         Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
         other => Response::Error {
             message: format!("the daemon does not serve {other:?}"),
@@ -185,7 +187,8 @@ fn error(message: impl Into<String>) -> Response {
 
 async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<String>) -> Response {
     let mut id = new_id();
-    while supervisor.borrow().slots.contains_key(&id) {
+    // A removed session's id is never given again.
+    while supervisor.borrow().slots.contains_key(&id) || supervisor.borrow().removed.contains(&id) {
         id = new_id();
     }
     let name = name.unwrap_or_else(|| id.clone());
@@ -228,18 +231,10 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
     if let Err(message) = private_dir(&files.dir).and_then(|_| write_json(&files.meta(), &meta)) {
         return error(message);
     }
-    supervisor.borrow_mut().slots.insert(
-        id.clone(),
-        Slot {
-            meta,
-            state: SlotState::Saved,
-            budget: RestartBudget::new(),
-            work: WorkSet::EMPTY,
-            background: 0,
-            kernel_pid: None,
-            generation: 0,
-        },
-    );
+    supervisor
+        .borrow_mut()
+        .slots
+        .insert(id.clone(), Slot::new(meta, SlotState::Saved));
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
         Ok(()) => Response::Created { id, name },
@@ -248,7 +243,7 @@ async fn new_session(supervisor: &Shared, name: Option<String>, cwd: Option<Stri
 }
 
 /// Wait until the session's worker is under supervision.
-async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
     let changed = supervisor.borrow().changed.clone();
     loop {
@@ -291,6 +286,14 @@ async fn route(
             return;
         }
     };
+    // Counted until it is handed over: the session is in use (no idle stop
+    // begins meanwhile), and one being stopped or removed right now is
+    // waited for, then woken (or found gone).
+    let _in_flight = InFlight::begin(supervisor, &id);
+    if let Err(message) = settle(supervisor, &id).await {
+        let _ = write_frame(&mut client, &error(message)).await;
+        return;
+    }
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
     if let (true, SessionRequest::Log { tail, input }) = (resting, &request) {

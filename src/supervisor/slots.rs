@@ -1,15 +1,19 @@
 //! The supervisor's books: one slot per session.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
+use crate::clock::mono_ms;
 use crate::config::Config;
 use crate::host::units::UserManager;
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::idle_stop::Seen;
+use crate::laws::removal::may_bring_back;
 use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
+use crate::session::removed::Removals;
 use crate::session::store::{list_sessions, SessionFiles, SessionMeta};
 
 /// Where a session's worker stands.
@@ -28,6 +32,12 @@ pub enum SlotState {
     Restarting,
     /// Failed too often inside the restart window.
     GivenUp,
+    /// Left alone for `idle_stop_ms`: its worker is asked to quiesce and,
+    /// if it does, stopped with its kernel (then `Saved`). Requests naming
+    /// the session wait until this is over, then wake it.
+    IdleStopping,
+    /// Being removed (`eukhe rm`): nothing launches it any more.
+    Removing,
 }
 
 pub struct Slot {
@@ -40,6 +50,40 @@ pub struct Slot {
     pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
+    /// Client connections open at the worker, as it last reported them.
+    pub clients: u32,
+    /// Requests naming the session still being handed to its worker.
+    pub requests_in_flight: u32,
+    /// When the session was last seen in use (monotonic ms,
+    /// `laws::idle_stop::last_active`): the idle-stop clock.
+    pub last_active_ms: u64,
+}
+
+impl Slot {
+    /// A session resting in `state`, with nothing known of its worker yet.
+    pub fn new(meta: SessionMeta, state: SlotState) -> Slot {
+        Slot {
+            meta,
+            state,
+            budget: RestartBudget::new(),
+            work: WorkSet::EMPTY,
+            background: 0,
+            kernel_pid: None,
+            generation: 0,
+            clients: 0,
+            requests_in_flight: 0,
+            last_active_ms: mono_ms(),
+        }
+    }
+
+    /// What the idle-stop decision sees of the session now.
+    pub fn seen(&self) -> Seen {
+        Seen {
+            work: self.work,
+            clients: self.clients,
+            requests_in_flight: self.requests_in_flight,
+        }
+    }
 }
 
 pub struct Supervisor {
@@ -58,12 +102,17 @@ pub struct Supervisor {
     pub units: Option<UserManager>,
     /// Woken whenever a slot's state changes (see `set_state`).
     pub changed: std::rc::Rc<tokio::sync::Notify>,
+    /// Sessions removed from this state directory (`session::removed`):
+    /// never listed, launched or revived again, their ids never reused.
+    pub removed: HashSet<String>,
 }
 
 impl Supervisor {
     pub fn new(paths: Paths, config: Config) -> Self {
+        let removed = Removals::new(&paths.state).ids();
         let slots = list_sessions(&paths.state)
             .into_iter()
+            .filter(|meta| may_bring_back(removed.contains(&meta.id)))
             .map(|meta| {
                 let given_up = SessionFiles::new(paths.session_dir(&meta.id))
                     .given_up()
@@ -73,18 +122,7 @@ impl Supervisor {
                 } else {
                     SlotState::Saved
                 };
-                (
-                    meta.id.clone(),
-                    Slot {
-                        meta,
-                        state,
-                        budget: RestartBudget::new(),
-                        work: WorkSet::EMPTY,
-                        background: 0,
-                        kernel_pid: None,
-                        generation: 0,
-                    },
-                )
+                (meta.id.clone(), Slot::new(meta, state))
             })
             .collect();
         Supervisor {
@@ -97,6 +135,7 @@ impl Supervisor {
             host: HostKind::Process,
             units: None,
             changed: Default::default(),
+            removed,
         }
     }
 
@@ -160,6 +199,8 @@ impl Supervisor {
                     SlotState::Starting => ("running", None, None),
                     SlotState::Restarting => ("restarting", None, None),
                     SlotState::GivenUp => ("given-up", None, None),
+                    SlotState::IdleStopping => ("stopping", None, None),
+                    SlotState::Removing => ("removing", None, None),
                     SlotState::Running { identity, build } => {
                         let state = if slot.work.is_empty() { "idle" } else { "busy" };
                         (state, Some(identity.pid), Some(build.clone()))

@@ -17,6 +17,7 @@ use crate::kernel::spool::JobEnd;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
+use crate::laws::idle_stop::idle_stop_answer;
 use crate::laws::runs::{
     end_is_recorded, may_withdraw, next_run, reconcile, KernelView, RunAction, RunId, RunRecord,
     SpoolRun,
@@ -277,6 +278,14 @@ impl RunCore {
             GateOutput::Answer(answer) => answer,
             _ => QuiesceAnswer::Busy,
         }
+    }
+
+    /// The supervisor asks the worker to quiesce for an idle stop, with
+    /// `clients` client connections open (`laws::idle_stop`).
+    pub fn quiesce_for_idle_stop(&mut self, clients: u32, now_us: u64) -> QuiesceAnswer {
+        let (gate, answer) = idle_stop_answer(self.gate, self.work(), clients, ms(now_us));
+        self.gate = gate;
+        answer
     }
 
     pub fn gate_event(&mut self, event: GateEvent, now_us: u64) -> GateOutput {
