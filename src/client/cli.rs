@@ -29,7 +29,11 @@ crash, `shutdown --force`), the run in flight is marked interrupted and never re
 kernel restores the saved shell state (background jobs and open file descriptors cannot come \
 back; one restore notice says so). `eukhe cancel` ends the running run (SIGINT, then SIGTERM \
 and SIGKILL after the cancel grace); `eukhe queue` and `eukhe withdraw` show and withdraw \
-queued inputs."
+queued inputs.\n\n\
+A session left alone (no work, no attached client, no request naming it) for `idle_stop_ms` \
+(config.toml or EUKHE_IDLE_STOP_MS; an hour by default, \"never\" turns it off) has its worker \
+and kernel stopped and is listed as saved; the next request naming it wakes it, its shell state \
+restored from the snapshot."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -129,11 +133,16 @@ pub enum Command {
     },
     /// Start a given-up session afresh.
     Restart { session: String },
-    /// Remove sessions: each one's worker, kernel and every process it
-    /// started end, and its directory (transcript, snapshot, spool) is
-    /// deleted; the name is free again. A busy session (a run, queued
-    /// input, a user bash or a background job) is refused unless --force.
-    /// One line per session; exit 1 if any was not removed.
+    /// Remove sessions: their processes end and their directories are
+    /// deleted.
+    ///
+    /// Each session's worker, kernel and every process its runs started
+    /// end (under systemd: its eukhe@ and eukhe-kernel@ units stop), and
+    /// its directory (transcript, snapshot, spool) is deleted; its name is
+    /// free again. A busy session (a run, queued input, a user bash or a
+    /// background job) is refused unless --force. The removal is final: no
+    /// busy evidence and no daemon restart brings the session back. One
+    /// line per session; exit 1 if any was not removed.
     #[command(name = "rm")]
     Rm {
         /// The sessions to remove, by id or name.
@@ -144,8 +153,9 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Give a session a new name (its id never changes). The name must be
-    /// free, and may not be another session's id.
+    /// Give a session a new name (its id never changes).
+    ///
+    /// The name must be free, and may not be another session's id.
     Rename {
         /// The session, by id or current name.
         session: String,
