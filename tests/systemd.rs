@@ -676,6 +676,47 @@ fn a_kernel_alone_with_a_run_records_busy_evidence_from_its_unit() {
         .contains(&format!("reviving session {id} from its busy evidence")));
 }
 
+/// Idle stop under systemd: a session left alone for `idle_stop_ms` has
+/// its worker and kernel units stopped (cleanly: no failure counted, no
+/// failed unit), is `saved`, and the next `bash` starts both units again
+/// with the shell state restored once.
+#[test]
+fn an_idle_session_stops_its_units_and_the_next_bash_wakes_it() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("idle-stop", &[]);
+    // Written before the first client starts the supervisor, which reads it.
+    eukhe.user_ok(
+        "mkdir -p ~/.config/eukhe && printf 'idle_stop_ms = 1500\\n' > ~/.config/eukhe/config.toml",
+    );
+    let id = eukhe.eukhe("new").trim().to_string();
+    eukhe.eukhe(&format!("bash {id} -- 'cd /tmp; f() {{ echo kept; }}'"));
+    wait_until(Duration::from_secs(10), "the session is saved", || {
+        eukhe.session(&id)["state"] == "saved"
+    });
+    for unit in [worker(&id), kernel(&id)] {
+        wait_until(Duration::from_secs(10), &format!("{unit} is down"), || {
+            eukhe.unit(&unit, "ActiveState") == "inactive"
+        });
+        assert_eq!(eukhe.unit(&unit, "Result"), "success", "{unit}");
+    }
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- 'pwd; f'")),
+        "/tmp\nkept\n"
+    );
+    for unit in [worker(&id), kernel(&id)] {
+        assert_eq!(eukhe.unit(&unit, "ActiveState"), "active", "{unit}");
+    }
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert_eq!(
+        log.matches("kernel restored from its snapshot").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+}
+
 /// `rm` under systemd: a busy session is refused; `--force` stops both of
 /// its units (nothing it ran is left, no failed unit stays behind) and
 /// deletes its directory; its busy evidence stays in the journal, and a
