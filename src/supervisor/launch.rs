@@ -187,8 +187,9 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                 slot.clients = info.clients;
                 slot.last_active_ms =
                     last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
-                // An idle stop under way owns the state until it is over.
-                if slot.state == SlotState::IdleStopping {
+                // An idle stop or a removal under way owns the state until
+                // it is over.
+                if matches!(slot.state, SlotState::IdleStopping | SlotState::Removing) {
                     continue;
                 }
                 let running = SlotState::Running {

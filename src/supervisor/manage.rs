@@ -21,7 +21,9 @@ use crate::session::removed::{RemovalRecord, Removals};
 use crate::session::store::{validate_name, write_json};
 
 /// A request naming a session, counted from the moment the supervisor
-/// takes it until it is handed to the worker: an idle stop waits for it.
+/// takes it (once the session is not stopping) until it is handed to the
+/// worker: no idle stop begins meanwhile, and a removal waits for it to be
+/// handed before it asks the worker whether it is busy.
 pub struct InFlight {
     supervisor: Shared,
     id: String,
@@ -51,6 +53,7 @@ impl Drop for InFlight {
                 // The idle time counts from the end of the last request.
                 slot.last_active_ms = slot.last_active_ms.max(mono_ms());
             }
+            s.changed.notify_waiters();
         }
     }
 }
@@ -88,6 +91,28 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), String> {
             }
             Some(_) => return Ok(()),
         }
+    }
+}
+
+/// Wait until every request naming `id` that the supervisor took before
+/// the session began to stop has been handed to its worker (the worker
+/// then counts it in its work or its clients), within `SESSION_SETTLE_MS`.
+async fn wait_handed(supervisor: &Shared, id: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(SESSION_SETTLE_MS);
+    let changed = supervisor.borrow().changed.clone();
+    loop {
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let handing = supervisor
+            .borrow()
+            .slots
+            .get(id)
+            .map_or(0, |slot| slot.requests_in_flight);
+        if handing == 0 || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        let _ = tokio::time::timeout_at(deadline, notified).await;
     }
 }
 
@@ -253,6 +278,10 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
             "session {name} ({id}) is being stopped or removed already"
         ));
     }
+    // From here requests naming the session wait (`settle`); those taken
+    // before are handed first, so the worker's answer counts their work.
+    supervisor.borrow_mut().set_state(&id, SlotState::Removing);
+    wait_handed(supervisor, &id).await;
     let asked_at = mono_ms();
     let running = match state {
         SlotState::Running { identity, .. } => Some(identity),
@@ -273,6 +302,7 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
         if running.is_some() {
             release(supervisor, &id).await;
         }
+        reinstate(supervisor, &id, state);
         let work = supervisor
             .borrow()
             .slots
@@ -288,14 +318,6 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
             "session {name} ({id}) is busy ({why}): `eukhe rm --force {reference}` cancels its work and removes it"
         ));
     }
-    {
-        let mut s = supervisor.borrow_mut();
-        if let Some(slot) = s.slots.get_mut(&id) {
-            // The watcher is stale from here: the worker's end is no failure.
-            slot.generation += 1;
-        }
-        s.set_state(&id, SlotState::Removing);
-    }
     let removals = Removals::new(&supervisor.borrow().paths.state);
     let record = RemovalRecord {
         session: id.clone(),
@@ -307,10 +329,17 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
         if running.is_some() {
             release(supervisor, &id).await;
         }
-        supervisor.borrow_mut().set_state(&id, state);
+        reinstate(supervisor, &id, state);
         return error(format!("session {id} was not removed: {message}"));
     }
-    supervisor.borrow_mut().removed.insert(id.clone());
+    {
+        let mut s = supervisor.borrow_mut();
+        s.removed.insert(id.clone());
+        if let Some(slot) = s.slots.get_mut(&id) {
+            // The watcher is stale from here: the worker's end is no failure.
+            slot.generation += 1;
+        }
+    }
     if verdict == RemovalVerdict::CancelWorkAndRemove {
         tracing::warn!(
             session = id,
@@ -331,6 +360,15 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
         Err(message) => error(format!(
             "session {id} is removed for good, but {message}; the next daemon start finishes the removal"
         )),
+    }
+}
+
+/// A removal that did not go ahead: the session is as it was, unless
+/// something else (a failure of its worker) changed it meanwhile.
+fn reinstate(supervisor: &Shared, id: &str, state: SlotState) {
+    let mut s = supervisor.borrow_mut();
+    if s.slots.get(id).map(|slot| &slot.state) == Some(&SlotState::Removing) {
+        s.set_state(id, state);
     }
 }
 

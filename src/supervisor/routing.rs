@@ -286,14 +286,15 @@ async fn route(
             return;
         }
     };
-    // Counted until it is handed over: the session is in use (no idle stop
-    // begins meanwhile), and one being stopped or removed right now is
-    // waited for, then woken (or found gone).
-    let _in_flight = InFlight::begin(supervisor, &id);
+    // A session being stopped or removed right now is waited for, then
+    // woken (or found gone). From then on the request is counted until it
+    // is handed over: the session is in use (no idle stop begins), and a
+    // removal waits for it to reach the worker.
     if let Err(message) = settle(supervisor, &id).await {
         let _ = write_frame(&mut client, &error(message)).await;
         return;
     }
+    let _in_flight = InFlight::begin(supervisor, &id);
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(state, Some(SlotState::GivenUp | SlotState::Saved));
     if let (true, SessionRequest::Log { tail, input }) = (resting, &request) {

@@ -112,7 +112,7 @@ async fn handed_client(
     stream: UnixStream,
     first: SessionRequest,
     signals: Signals,
-    _counted: ClientConnection,
+    _counted: Option<ClientConnection>,
 ) {
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write);
@@ -222,9 +222,7 @@ async fn connection(
                             client,
                             request,
                             signals.clone(),
-                            counted
-                                .take()
-                                .expect("a connection counts until it says what it is"),
+                            counted.take(),
                         ));
                     }
                     Ok(client) => {
@@ -302,6 +300,9 @@ async fn session_request(
             }
         }
         SessionRequest::Bash { command } => {
+            // User bash work from the moment it is taken: a quiesce (idle
+            // shutdown, rm) meanwhile answers busy.
+            worker.borrow_mut().core.bash_requested();
             // A worker just started connects to its kernel first. (One
             // thread: nothing can connect between the check and the wait.)
             let connected = worker.borrow().kernel_connected.clone();
@@ -311,6 +312,7 @@ async fn session_request(
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
+            worker.borrow_mut().core.bash_request_taken_up();
             user_bash(worker, command, tx)
         }
         SessionRequest::Cancel { all } => {

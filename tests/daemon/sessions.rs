@@ -363,3 +363,56 @@ fn requests_racing_the_idle_stop_are_all_answered() {
     );
     assert_eq!(env.session(&id)["failures_in_window"], 0);
 }
+
+#[test]
+fn a_request_racing_rm_is_either_served_before_it_or_told_the_session_is_gone() {
+    let env = Env::new("rm-race");
+    let (mut served, mut gone) = (0, 0);
+    for round in 0..8u64 {
+        let id = env.ok(&["new"]).trim().to_string();
+        let spawn = |args: Vec<String>, after_ms: u64| {
+            let mut command = env.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(after_ms));
+                command.output().unwrap()
+            })
+        };
+        // Even rounds ask first and remove a little later, odd rounds the
+        // other way round; the gap grows round by round.
+        let (bash_after, rm_after) = match round % 2 {
+            0 => (0, round * 3),
+            _ => (round * 2, 0),
+        };
+        let bash = spawn(
+            ["bash", &id, "--", "sleep 0.3; echo served"]
+                .map(String::from)
+                .to_vec(),
+            bash_after,
+        );
+        let rm = spawn(["rm", &id].map(String::from).to_vec(), rm_after);
+        let (bash, rm) = (bash.join().unwrap(), rm.join().unwrap());
+        let (bash_out, bash_err) = (
+            String::from_utf8_lossy(&bash.stdout),
+            String::from_utf8_lossy(&bash.stderr),
+        );
+        let rm_err = String::from_utf8_lossy(&rm.stderr);
+        if rm.status.success() {
+            // Removed first: the request was told so, in one line.
+            assert!(!bash.status.success(), "round {round}: {bash_out}");
+            assert!(bash_err.contains("no session"), "round {round}: {bash_err}");
+            gone += 1;
+        } else {
+            // Served first: rm saw the user bash and refused.
+            assert!(
+                rm_err.contains("is busy") && rm_err.contains("user bash"),
+                "round {round}: {rm_err}"
+            );
+            assert!(bash.status.success(), "round {round}: {bash_err}");
+            assert_eq!(bash_out, "served\n", "round {round}");
+            served += 1;
+            env.ok(&["rm", &id]);
+        }
+        assert!(!session_dir(&env, &id).exists(), "round {round}");
+    }
+    eprintln!("served first: {served}, removed first: {gone}");
+}
