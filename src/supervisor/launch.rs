@@ -108,6 +108,8 @@ pub async fn launch(supervisor: &Shared, id: &str) {
         }
         slot.state = SlotState::Starting;
         slot.generation += 1;
+        // A launched session is in use now: its idle time starts here.
+        slot.last_active_ms = slot.last_active_ms.max(mono_ms());
         slot.generation
     };
     if let Err(e) = backend::start_worker(supervisor, id).await {
