@@ -416,3 +416,24 @@ fn a_request_racing_rm_is_either_served_before_it_or_told_the_session_is_gone() 
     }
     eprintln!("served first: {served}, removed first: {gone}");
 }
+
+#[test]
+fn the_environment_overrides_idle_stop_ms_and_never_keeps_sessions() {
+    let refused = Env::new("idle-zero").with("EUKHE_IDLE_STOP_MS", "0");
+    let out = refused.run(&["status"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("EUKHE_IDLE_STOP_MS") && stderr.contains("\"never\""),
+        "{stderr}"
+    );
+    let env = Env::new("idle-never")
+        .with_config("idle_stop_ms = 1000\n")
+        .with("EUKHE_IDLE_STOP_MS", "never");
+    let id = env.ok(&["new"]).trim().to_string();
+    let worker = env.worker_pid(&id).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(env.session(&id)["state"], "idle");
+    assert_eq!(env.worker_pid(&id), Some(worker));
+}
