@@ -18,17 +18,24 @@
 //! # its run's end): what a power cut can lose. 0 syncs every write.
 //! # Default: 200, at most 60000.
 //! output_sync_ms = 200
+//! # A session with no work, no attached client and no request naming it
+//! # for this long has its worker and kernel stopped (it is `saved`; the
+//! # next request wakes it over its snapshot): milliseconds, or "never".
+//! # Default: 3600000 (an hour).
+//! idle_stop_ms = 3600000
 //! ```
 //!
-//! `EUKHE_WORKER_LOST_EXIT_MS` overrides the file.
+//! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::laws::idle_stop::IdleStop;
 use crate::laws::orphan::LostExitWindow;
 use crate::laws::timing::{
-    timeouts_ordered, Tm, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM, WORKER_LOST_EXIT_DEFAULT_MS,
+    timeouts_ordered, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM,
+    WORKER_LOST_EXIT_DEFAULT_MS,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -42,6 +49,10 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     #[serde(default = "default_output_sync")]
     pub output_sync_ms: u64,
+    /// How long a session may be left alone before its worker and kernel
+    /// stop (`laws::idle_stop`).
+    #[serde(default = "default_idle_stop")]
+    pub idle_stop_ms: IdleStop,
 }
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
@@ -63,6 +74,10 @@ fn default_output_sync() -> u64 {
     OUTPUT_SYNC_MS
 }
 
+fn default_idle_stop() -> IdleStop {
+    IdleStop::After(IDLE_STOP_DEFAULT_MS)
+}
+
 fn default_lost_exit() -> LostExitWindow {
     LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS)
 }
@@ -74,6 +89,7 @@ impl Default for Config {
             worker_watchdog_ms: default_watchdog(),
             cancel_grace_ms: default_cancel_grace(),
             output_sync_ms: default_output_sync(),
+            idle_stop_ms: default_idle_stop(),
         }
     }
 }
@@ -92,6 +108,10 @@ impl Config {
         if let Ok(value) = std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
             config.worker_lost_exit_ms =
                 parse_window(&value).map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
+        }
+        if let Ok(value) = std::env::var("EUKHE_IDLE_STOP_MS") {
+            config.idle_stop_ms =
+                parse_idle_stop(&value).map_err(|e| format!("EUKHE_IDLE_STOP_MS: {e}"))?;
         }
         Ok(config)
     }
@@ -155,6 +175,20 @@ pub fn parse_window(text: &str) -> Result<LostExitWindow, String> {
         .map_err(|_| format!("{text:?} is not a number of milliseconds or \"never\""))
 }
 
+/// The idle-stop setting from text: milliseconds (at least 1) or `never`.
+pub fn parse_idle_stop(text: &str) -> Result<IdleStop, String> {
+    let wire = match text.parse::<u64>() {
+        Ok(ms) => serde_json::Value::from(ms),
+        Err(_) if text == "never" => serde_json::Value::from(text),
+        Err(_) => {
+            return Err(format!(
+                "{text:?} is not a number of milliseconds or \"never\""
+            ))
+        }
+    };
+    serde_json::from_value(wire).map_err(|e| e.to_string())
+}
+
 /// The window as the environment variable carries it to a worker.
 pub fn window_text(window: LostExitWindow) -> String {
     match window {
@@ -188,6 +222,35 @@ mod tests {
         assert!(!err.is_empty());
         let err = Config::parse("colour = \"blue\"").unwrap_err();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn idle_stop_defaults_to_an_hour_and_reads_never() {
+        assert_eq!(
+            Config::parse("").unwrap().idle_stop_ms,
+            IdleStop::After(3_600_000)
+        );
+        assert_eq!(
+            Config::parse("idle_stop_ms = 1500").unwrap().idle_stop_ms,
+            IdleStop::After(1_500)
+        );
+        assert_eq!(
+            Config::parse("idle_stop_ms = \"never\"")
+                .unwrap()
+                .idle_stop_ms,
+            IdleStop::Never
+        );
+        let err = Config::parse("idle_stop_ms = 0").unwrap_err();
+        assert!(
+            err.contains("line 1") && err.contains("idle_stop_ms = 0"),
+            "{err}"
+        );
+        let err = Config::parse("idle_stop_ms = \"later\"").unwrap_err();
+        assert!(err.contains("later"), "{err}");
+        assert_eq!(parse_idle_stop("never").unwrap(), IdleStop::Never);
+        assert_eq!(parse_idle_stop("250").unwrap(), IdleStop::After(250));
+        assert!(parse_idle_stop("0").is_err());
+        assert!(parse_idle_stop("soon").unwrap_err().contains("soon"));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 #[path = "daemon/env.rs"]
 mod env;
+#[path = "daemon/sessions.rs"]
+mod sessions;
 
 #[path = "daemon/diag.rs"]
 mod diag;

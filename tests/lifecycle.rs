@@ -4,6 +4,7 @@
 //! and commands that ride through a lost worker or daemon.
 
 #[path = "daemon/env.rs"]
+#[allow(dead_code)]
 mod env;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -705,6 +705,147 @@ fn a_kernel_alone_with_a_run_records_busy_evidence_from_its_unit() {
         .contains(&format!("reviving session {id} from its busy evidence")));
 }
 
+/// Idle stop under systemd: a session left alone for `idle_stop_ms` has
+/// its worker and kernel units stopped (cleanly: no failure counted, no
+/// failed unit), is `saved`, and the next `bash` starts both units again
+/// with the shell state restored once.
+#[test]
+fn an_idle_session_stops_its_units_and_the_next_bash_wakes_it() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("idle-stop", &[]);
+    // Written before the first client starts the supervisor, which reads it.
+    eukhe.user_ok(
+        "mkdir -p ~/.config/eukhe && printf 'idle_stop_ms = 1500\\n' > ~/.config/eukhe/config.toml",
+    );
+    let id = eukhe.eukhe("new").trim().to_string();
+    eukhe.eukhe(&format!("bash {id} -- 'cd /tmp; f() {{ echo kept; }}'"));
+    wait_until(Duration::from_secs(10), "the session is saved", || {
+        eukhe.session(&id)["state"] == "saved"
+    });
+    for unit in [worker(&id), kernel(&id)] {
+        wait_until(Duration::from_secs(10), &format!("{unit} is down"), || {
+            eukhe.unit(&unit, "ActiveState") == "inactive"
+        });
+        assert_eq!(eukhe.unit(&unit, "Result"), "success", "{unit}");
+    }
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- 'pwd; f'")),
+        "/tmp\nkept\n"
+    );
+    for unit in [worker(&id), kernel(&id)] {
+        assert_eq!(eukhe.unit(&unit, "ActiveState"), "active", "{unit}");
+    }
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert_eq!(
+        log.matches("kernel restored from its snapshot").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+}
+
+/// `rm` under systemd: a busy session is refused; `--force` stops both of
+/// its units (nothing it ran is left, no failed unit stays behind) and
+/// deletes its directory; its busy evidence stays in the journal, and a
+/// reboot revives nothing of it, even with its directory put back.
+#[test]
+fn rm_stops_both_units_and_no_reboot_brings_the_session_back() {
+    if skip() {
+        return;
+    }
+    let mut eukhe = Installed::boot("rm", &[]);
+    let id = eukhe.eukhe("new --name doomed").trim().to_string();
+    let kept = eukhe.eukhe("new --name kept").trim().to_string();
+    eukhe.eukhe(&format!("send {id} 'sleep 600'"));
+    wait_until(
+        Duration::from_secs(10),
+        "the run is in the kernel unit",
+        || runs(&eukhe.cgroup_processes(&kernel(&id)), "sleep 600"),
+    );
+    let busy_evidence = format!(
+        "journalctl --user MESSAGE_ID={BUSY_MESSAGE_ID} EUKHE_SESSION={id} EUKHE_BUSY=busy -o cat --no-pager"
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "busy evidence is in the journal",
+        || {
+            eukhe
+                .user_ok(&busy_evidence)
+                .contains("busy evidence: busy")
+        },
+    );
+    let refused = eukhe.user(&format!("eukhe rm {id}"));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("is busy") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
+    assert!(runs(&eukhe.cgroup_processes(&kernel(&id)), "sleep 600"));
+    let state_dir = format!("/home/{}/.local/state/eukhe/sessions", eukhe::USER);
+    // What a removal cut short by a crash could leave behind.
+    eukhe.root(&format!("cp -a {state_dir}/{id} /root/{id}"));
+
+    assert_eq!(
+        eukhe.eukhe(&format!("rm --force {id}")),
+        format!("removed doomed ({id})\n")
+    );
+    for unit in [worker(&id), kernel(&id)] {
+        assert_eq!(eukhe.unit(&unit, "ActiveState"), "inactive", "{unit}");
+    }
+    let failed = eukhe.user_ok("systemctl --user list-units --failed --plain --no-legend");
+    assert!(
+        !failed.contains(&id),
+        "a unit of the removed session failed:\n{failed}"
+    );
+    assert!(
+        !runs(&eukhe.processes(), "sleep 600"),
+        "the run outlived rm --force"
+    );
+    assert_eq!(
+        eukhe.root(&format!(
+            "test -e {state_dir}/{id} && echo present || echo absent"
+        )),
+        "absent\n"
+    );
+    assert!(!eukhe.eukhe("ls").contains(&id));
+
+    eukhe.reboot();
+    eukhe.root(&format!("cp -a /root/{id} {state_dir}/{id}"));
+    assert!(
+        eukhe
+            .user_ok(&busy_evidence)
+            .contains("busy evidence: busy"),
+        "the journal keeps its entries"
+    );
+    let sessions = eukhe.sessions();
+    let ids: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![kept.as_str()], "only the kept session is listed");
+    for unit in [worker(&id), kernel(&id)] {
+        assert_eq!(eukhe.unit(&unit, "ActiveState"), "inactive", "{unit}");
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "the leftover directory is deleted",
+        || {
+            eukhe.root(&format!(
+                "test -e {state_dir}/{id} && echo present || echo absent"
+            )) == "absent\n"
+        },
+    );
+    assert!(!eukhe
+        .journal("eukhe.service")
+        .contains(&format!("reviving session {id}")));
+}
+
 #[test]
 fn a_private_systemd_boots_its_minimal_target_and_leaves_the_host_alone() {
     if skip() {

@@ -26,7 +26,11 @@ crash, `shutdown --force`), the run in flight is marked interrupted and never re
 kernel restores the saved shell state (background jobs and open file descriptors cannot come \
 back; one restore notice says so). `eukhe cancel` ends the running run (SIGINT, then SIGTERM \
 and SIGKILL after the cancel grace); `eukhe queue` and `eukhe withdraw` show and withdraw \
-queued inputs."
+queued inputs.\n\n\
+A session left alone (no work, no attached client, no request naming it) for `idle_stop_ms` \
+(config.toml or EUKHE_IDLE_STOP_MS; an hour by default, \"never\" turns it off) has its worker \
+and kernel stopped and is listed as saved; the next request naming it wakes it, its shell state \
+restored from the snapshot."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -219,6 +223,36 @@ pub enum Command {
         /// The session: its id or name.
         session: String,
     },
+    /// Remove sessions: their processes end and their directories are
+    /// deleted.
+    ///
+    /// Each session's worker, kernel and every process its runs started
+    /// end (under systemd: its eukhe@ and eukhe-kernel@ units stop), and
+    /// its directory (transcript, snapshot, spool) is deleted; its name is
+    /// free again. A busy session (a run, queued input, a user bash or a
+    /// background job) is refused unless --force. The removal is final: no
+    /// busy evidence and no daemon restart brings the session back. One
+    /// line per session; exit 125 if any was not removed.
+    #[command(name = "rm")]
+    Rm {
+        /// The sessions to remove, by id or name.
+        #[arg(required = true, value_name = "SESSION")]
+        sessions: Vec<String>,
+        /// Remove busy sessions too: their runs are cancelled, their
+        /// queued input dropped and their background jobs ended.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a session a new name (its id never changes).
+    ///
+    /// The name must be free, and may not be another session's id.
+    Rename {
+        /// The session, by id or current name.
+        session: String,
+        /// Its new name: 1 to 64 characters, no `/`, no `..`, no control
+        /// characters.
+        new_name: String,
+    },
     /// Stop the daemon.
     Shutdown {
         /// Stop only if no session has work (runs are never aborted).
@@ -341,6 +375,56 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             {
                 Response::Ok => {
                     outln!("session {session} restarted")?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => unexpected(other),
+            }
+        }
+        Command::Rm { sessions, force } => {
+            let mut failed = false;
+            for session in sessions {
+                let removed = match connect(false).await {
+                    Ok(mut client) => {
+                        client
+                            .ask(Request::Remove {
+                                session: session.clone(),
+                                force,
+                            })
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match removed {
+                    Ok(Response::Removed { id, name }) => outln!("removed {name} ({id})")?,
+                    Ok(Response::Error { message }) | Err(message) => {
+                        failed = true;
+                        eprintln!("eukhe: rm {session}: {message}");
+                    }
+                    Ok(other) => {
+                        failed = true;
+                        eprintln!(
+                            "eukhe: rm {session}: unexpected answer from the daemon: {other:?}"
+                        );
+                    }
+                }
+            }
+            Ok(if failed {
+                ExitCode::from(EUKHE_FAILED)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Rename { session, new_name } => {
+            let mut client = connect(false).await?;
+            match client
+                .ask(Request::Rename {
+                    session: session.clone(),
+                    name: new_name.clone(),
+                })
+                .await?
+            {
+                Response::Ok => {
+                    outln!("session {session} is now named {new_name}")?;
                     Ok(ExitCode::SUCCESS)
                 }
                 other => unexpected(other),

@@ -9,6 +9,9 @@ pub const WORKER_TEMPLATE: &str = "eukhe@.service";
 /// The glob that matches every worker unit.
 pub const WORKER_UNIT_PATTERN: &str = "eukhe@*.service";
 
+/// Every kernel unit, as a pattern for the manager's unit listing.
+pub const KERNEL_UNIT_PATTERN: &str = "eukhe-kernel@*.service";
+
 /// `text` escaped as `systemd-escape` escapes it.
 pub fn systemd_escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
@@ -74,6 +77,16 @@ pub fn session_of_unit(unit: &str) -> Option<String> {
         .flatten()
 }
 
+/// The session a kernel unit serves, if `unit` is one.
+pub fn session_of_kernel_unit(unit: &str) -> Option<String> {
+    let instance = unit
+        .strip_prefix("eukhe-kernel@")?
+        .strip_suffix(".service")?;
+    (!instance.is_empty())
+        .then(|| systemd_unescape(instance))
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +140,12 @@ mod tests {
         assert_eq!(kernel_unit("a-b/c"), "eukhe-kernel@a\\x2db-c.service");
         assert_ne!(kernel_unit("1a2b3c4d"), worker_unit("1a2b3c4d"));
         assert_eq!(session_of_unit(&kernel_unit("1a2b3c4d")), None);
+        assert_eq!(
+            session_of_kernel_unit(&kernel_unit("a-b/c")).as_deref(),
+            Some("a-b/c")
+        );
+        assert_eq!(session_of_kernel_unit(&worker_unit("1a2b3c4d")), None);
+        assert_eq!(session_of_kernel_unit("eukhe-kernel@.service"), None);
     }
 
     /// The real `systemd-escape` agrees on random text, where it is installed.

@@ -14,15 +14,19 @@
 //! | [`revival`] | busy refresh, `busy_evidence_fresh`, `revival_veto` | `bend/revive.bend` |
 //! | [`orphan`] | the lost-supervisor decision | `bend/orphan.bend` |
 //! | [`idle_shutdown`] | quiesce answers and the shutdown commit | `bend/launcher.bend` |
+//! | [`idle_stop`] | when an idle session's worker and kernel stop (a setting, not a law of the specification) | none |
 //! | [`adoption`] | adopt or replace live workers, survivor handling | `bend/launcher.bend` |
 //! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
+//! | [`removal`] | `rm`: remove, cancel and remove, or refuse a busy session; a removal is final | none |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
 //! | [`runs`] | a run's lifecycle: reconcile on (re)connect, next run, withdraw, kernel accept, end record | `bend/runs.bend` |
 
 pub mod adoption;
 pub mod idle_shutdown;
+pub mod idle_stop;
 pub mod notice;
 pub mod orphan;
+pub mod removal;
 pub mod replace;
 pub mod restart;
 pub mod revival;

@@ -145,6 +145,20 @@ pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// for it to release the state directory's lock. Not a law's timeout: a
 /// daemon on another socket is refused at once.
 pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
+/// `idle_stop_ms` by default: a session left alone for an hour gives back
+/// its worker and kernel (its shell state waits in the snapshot). Not a
+/// law's timeout: nothing waits for it.
+pub const IDLE_STOP_DEFAULT_MS: u64 = 3_600_000;
+/// How often the supervisor looks for sessions due for an idle stop: how
+/// late past `idle_stop_ms` a stop may begin.
+pub const IDLE_STOP_TICK_MS: u64 = 250;
+/// How long a request naming a session waits for that session's idle stop
+/// or removal to finish before it is answered: the quiesce answer, the
+/// worker's stop (asked, then forced, each within the stop grace, then the
+/// kill route and the child drain) and up to 20 s more for a kernel unit
+/// to go down under systemd (its `TimeoutStopSec`, 6 s, then SIGKILL).
+pub const SESSION_SETTLE_MS: u64 =
+    TM.quiesce_answer + 2 * TM.stop_grace + TM.kill_route + TM.child_drain + 20_000;
 
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {

@@ -31,6 +31,17 @@ pub enum Request {
     Restart {
         session: String,
     },
+    /// Remove a session: refused while it is busy unless `force` (which
+    /// cancels its work); its processes end and its directory is deleted.
+    Remove {
+        session: String,
+        force: bool,
+    },
+    /// Give a session another name (its id never changes).
+    Rename {
+        session: String,
+        name: String,
+    },
     /// Stop the daemon.
     Shutdown {
         mode: ShutdownMode,
@@ -53,6 +64,9 @@ pub enum Request {
     },
     /// Supervisor to worker: quiesce for an idle shutdown.
     Quiesce,
+    /// Supervisor to worker: quiesce for an idle stop (busy while a client
+    /// is connected, as well as with work: `laws::idle_stop`).
+    QuiesceIdle,
     /// Supervisor to worker: the shutdown did not commit; reopen the gate.
     Release,
     /// Supervisor to worker: stop, keeping resumable work (the kernel and
@@ -206,6 +220,9 @@ pub struct WorkerInfo {
     pub background: u32,
     #[serde(default)]
     pub kernel_pid: Option<u32>,
+    /// Client connections open (attached clients, requests being served).
+    #[serde(default)]
+    pub clients: u32,
 }
 
 /// What comes back.
@@ -220,6 +237,11 @@ pub enum Response {
     /// Done, nothing to report.
     Ok,
     Created {
+        id: String,
+        name: String,
+    },
+    /// The answer to `rm`: the session `id`, named `name`, is gone.
+    Removed {
         id: String,
         name: String,
     },

@@ -6,6 +6,7 @@ pub mod entry;
 pub mod env;
 pub mod log_query;
 pub mod notices;
+pub mod removed;
 pub mod snapshot;
 pub mod store;
 pub mod transcript;

@@ -10,7 +10,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::launch::{ask_worker, Shared};
-use crate::host::escape::{session_of_unit, worker_unit, WORKER_UNIT_PATTERN};
+use crate::host::escape::{
+    kernel_unit, session_of_kernel_unit, session_of_unit, worker_unit, KERNEL_UNIT_PATTERN,
+    WORKER_UNIT_PATTERN,
+};
 use crate::host::process::{identity_of, is_alive, signal};
 use crate::host::units::{UnitState, UserManager};
 use crate::laws::adoption::ProcessIdentity;
@@ -268,4 +271,73 @@ pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {
         Ok(state) => format!("its worker hung up while {unit} stayed {}", state.active),
         Err(e) => format!("its worker ended ({e})"),
     }
+}
+
+/// Under systemd: stop both units of `id` (the worker's, then the
+/// kernel's: every process of the session ends) and forget that they
+/// failed, so no trace of the session stays with the manager. Nothing to
+/// do on the process backend.
+pub async fn stop_session_units(supervisor: &Shared, id: &str) -> Result<(), String> {
+    let Some(units) = units(supervisor) else {
+        return Ok(());
+    };
+    let worker = worker_unit(id);
+    units.stop(&worker).await?;
+    let state = units
+        .wait_for(&worker, UNIT_START_WITHIN, UnitState::is_down)
+        .await?;
+    if !state.is_down() {
+        return Err(format!(
+            "session {id}: {worker} is still {} after its stop",
+            state.active
+        ));
+    }
+    crate::host::kernel_unit::stop(id).await?;
+    units.reset_failed(&worker).await;
+    units.reset_failed(&kernel_unit(id)).await;
+    Ok(())
+}
+
+/// What is left of session `id`'s processes, in words (none: nothing).
+pub async fn processes_left(supervisor: &Shared, id: &str) -> Option<String> {
+    if let Some(worker) = surviving_worker(supervisor, id).await {
+        return Some(format!("its worker (pid {}) is still alive", worker.pid));
+    }
+    let files = supervisor.borrow().files(id);
+    let kernel = read_json::<KernelRecord>(&files.kernel()).ok().flatten();
+    if let Some(kernel) = kernel.filter(|k| is_alive(k.identity)) {
+        return Some(format!(
+            "its kernel (pid {}) is still alive",
+            kernel.identity.pid
+        ));
+    }
+    if let Some(units) = units(supervisor) {
+        let unit = kernel_unit(id);
+        if units.state(&unit).await.is_ok_and(|s| !s.is_down()) {
+            return Some(format!("{unit} is still up"));
+        }
+    }
+    None
+}
+
+/// Under systemd, the sessions of every live worker or kernel unit (the
+/// process backend keeps its records in session directories instead).
+pub async fn sessions_with_live_units(supervisor: &Shared) -> Vec<String> {
+    let Some(units) = units(supervisor) else {
+        return Vec::new();
+    };
+    let mut sessions = Vec::new();
+    for (pattern, session_of) in [
+        (
+            WORKER_UNIT_PATTERN,
+            session_of_unit as fn(&str) -> Option<String>,
+        ),
+        (KERNEL_UNIT_PATTERN, session_of_kernel_unit),
+    ] {
+        match units.live_units(pattern).await {
+            Ok(live) => sessions.extend(live.iter().filter_map(|(unit, _)| session_of(unit))),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    sessions
 }

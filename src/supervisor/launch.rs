@@ -15,6 +15,7 @@ use crate::host::process::signal;
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
+use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
 use crate::laws::timing::TM;
@@ -73,6 +74,11 @@ pub async fn ask_worker(
 /// Launch the worker of `id` (after dealing with any earlier process the
 /// way `survivor_step` says) and start watching it.
 pub async fn launch(supervisor: &Shared, id: &str) {
+    // A removed session, or one being removed, is never launched again.
+    match supervisor.borrow().slots.get(id).map(|slot| &slot.state) {
+        None | Some(SlotState::Removing) => return,
+        Some(_) => {}
+    }
     // A session whose files cannot be read would fail at every start (a
     // crash loop saying only that the worker did not start): it is marked
     // damaged instead, with the file and what is wrong, and not launched.
@@ -108,8 +114,15 @@ pub async fn launch(supervisor: &Shared, id: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
+        // A session being removed is never launched again (a restart
+        // whose pause ran out during the removal comes here).
+        if slot.state == SlotState::Removing {
+            return;
+        }
         slot.state = SlotState::Starting;
         slot.generation += 1;
+        // A launched session is in use now: its idle time starts here.
+        slot.last_active_ms = slot.last_active_ms.max(mono_ms());
         slot.generation
     };
     if let Err(e) = backend::start_worker(supervisor, id).await {
@@ -182,9 +195,18 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                 if slot.generation != generation {
                     return;
                 }
+                let was_in_use = slot.seen().in_use();
                 slot.work = info.work;
                 slot.background = info.background;
                 slot.kernel_pid = info.kernel_pid;
+                slot.clients = info.clients;
+                slot.last_active_ms =
+                    last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
+                // An idle stop or a removal under way owns the state until
+                // it is over.
+                if matches!(slot.state, SlotState::IdleStopping | SlotState::Removing) {
+                    continue;
+                }
                 let running = SlotState::Running {
                     identity: ProcessIdentity {
                         pid: info.pid,
@@ -228,7 +250,10 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         let Some(slot) = s.slots.get_mut(id) else {
             return;
         };
-        if matches!(slot.state, SlotState::GivenUp | SlotState::Damaged { .. }) {
+        if matches!(
+            slot.state,
+            SlotState::GivenUp | SlotState::Damaged { .. } | SlotState::Removing
+        ) {
             return;
         }
         let verdict = slot.budget.record_failure(mono_ms());

@@ -6,6 +6,7 @@
 
 mod backend;
 mod launch;
+mod manage;
 mod routing;
 mod slots;
 pub mod state_lock;
@@ -59,7 +60,11 @@ pub fn main() -> Result<(), String> {
         books.host = host;
         books.units = units;
         let supervisor = Rc::new(RefCell::new(books));
+        // Removals cut short are finished first: nothing of a removed
+        // session is adopted, resumed or revived.
+        manage::finish_removals(&supervisor).await;
         launch::adopt_and_revive(&supervisor).await;
+        tokio::task::spawn_local(manage::idle_stop_loop(supervisor.clone()));
         systemd::notify(&format!(
             "READY=1\nSTATUS={}",
             supervisor.borrow().status_line()

@@ -11,6 +11,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::backend;
 use super::launch::{ask_worker, connect_worker, launch, Shared};
+use super::manage::{self, settle, InFlight};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
@@ -165,6 +166,8 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         },
         Request::Status => status(&supervisor),
         Request::Restart { session } => restart(&supervisor, &session).await,
+        Request::Remove { session, force } => manage::remove(&supervisor, &session, force).await,
+        Request::Rename { session, name } => manage::rename(&supervisor, &session, &name),
         Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
         other => Response::Error {
             message: format!("the daemon does not serve {other:?}"),
@@ -192,7 +195,9 @@ async fn new_session(
     // A fresh id is no other session's id, nor another session's name
     // (that name would stop reaching its session).
     let mut id = new_id();
+    // A removed session's id is never given again, nor another's name.
     while supervisor.borrow().slots.contains_key(&id)
+        || supervisor.borrow().removed.contains(&id)
         || supervisor
             .borrow()
             .slots
@@ -268,7 +273,7 @@ async fn new_session(
 }
 
 /// Wait until the session's worker is under supervision.
-async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
     let changed = supervisor.borrow().changed.clone();
     loop {
@@ -325,6 +330,15 @@ async fn route(
         let kernel_lives = backend::kernel_lives(supervisor, &id);
         let _ = supervisor.borrow_mut().recheck(&id, kernel_lives);
     }
+    // A session being stopped or removed right now is waited for, then
+    // woken (or found gone). From then on the request is counted until it
+    // is handed over: the session is in use (no idle stop begins), and a
+    // removal waits for it to reach the worker.
+    if let Err(message) = settle(supervisor, &id).await {
+        let _ = write_frame(&mut client, &error(message)).await;
+        return;
+    }
+    let _in_flight = InFlight::begin(supervisor, &id);
     let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
     let resting = matches!(
         state,

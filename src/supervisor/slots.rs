@@ -1,16 +1,20 @@
 //! The supervisor's books: one slot per session.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
+use crate::clock::mono_ms;
 use crate::config::Config;
 use crate::host::process::is_alive;
 use crate::host::units::UserManager;
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::idle_stop::Seen;
+use crate::laws::removal::may_bring_back;
 use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
 use crate::protocol::message::SessionInfo;
+use crate::session::removed::Removals;
 use crate::session::snapshot::Snapshot;
 use crate::session::store::{
     check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
@@ -35,6 +39,12 @@ pub enum SlotState {
     /// Its files cannot be read (which one and why): not launched, so it
     /// does not crash-loop; checked again when a request names it.
     Damaged { problem: String },
+    /// Left alone for `idle_stop_ms`: its worker is asked to quiesce and,
+    /// if it does, stopped with its kernel (then `Saved`). Requests naming
+    /// the session wait until this is over, then wake it.
+    IdleStopping,
+    /// Being removed (`eukhe rm`): nothing launches it any more.
+    Removing,
 }
 
 pub struct Slot {
@@ -51,10 +61,17 @@ pub struct Slot {
     /// snapshot's modification time then: `ls` reads a snapshot again
     /// only when it changed.
     pub shell_cwd: std::cell::RefCell<Option<(std::time::SystemTime, String)>>,
+    /// Client connections open at the worker, as it last reported them.
+    pub clients: u32,
+    /// Requests naming the session still being handed to its worker.
+    pub requests_in_flight: u32,
+    /// When the session was last seen in use (monotonic ms,
+    /// `laws::idle_stop::last_active`): the idle-stop clock.
+    pub last_active_ms: u64,
 }
 
 impl Slot {
-    /// A slot with no worker yet, no failures and no work.
+    /// A session resting in `state`, with nothing known of its worker yet.
     pub fn new(meta: SessionMeta, state: SlotState) -> Slot {
         Slot {
             meta,
@@ -65,6 +82,18 @@ impl Slot {
             kernel_pid: None,
             generation: 0,
             shell_cwd: Default::default(),
+            clients: 0,
+            requests_in_flight: 0,
+            last_active_ms: mono_ms(),
+        }
+    }
+
+    /// What the idle-stop decision sees of the session now.
+    pub fn seen(&self) -> Seen {
+        Seen {
+            work: self.work,
+            clients: self.clients,
+            requests_in_flight: self.requests_in_flight,
         }
     }
 
@@ -108,12 +137,17 @@ pub struct Supervisor {
     pub units: Option<UserManager>,
     /// Woken whenever a slot's state changes (see `set_state`).
     pub changed: std::rc::Rc<tokio::sync::Notify>,
+    /// Sessions removed from this state directory (`session::removed`):
+    /// never listed, launched or revived again, their ids never reused.
+    pub removed: HashSet<String>,
 }
 
 impl Supervisor {
     pub fn new(paths: Paths, config: Config) -> Self {
+        let removed = Removals::new(&paths.state).ids();
         let mut slots: BTreeMap<String, Slot> = list_sessions(&paths.state)
             .into_iter()
+            .filter(|meta| may_bring_back(removed.contains(&meta.id)))
             .map(|meta| {
                 let files = SessionFiles::new(paths.session_dir(&meta.id));
                 // Read now, so `ls` names a damaged session before any
@@ -133,6 +167,9 @@ impl Supervisor {
         // A session whose metadata cannot be read is still listed (with
         // what is wrong), not silently gone.
         for (id, problem) in list_unreadable(&paths.state) {
+            if !may_bring_back(removed.contains(&id)) {
+                continue;
+            }
             let meta = SessionMeta {
                 id: id.clone(),
                 name: id.clone(),
@@ -153,6 +190,7 @@ impl Supervisor {
             host: HostKind::Process,
             units: None,
             changed: Default::default(),
+            removed,
         }
     }
 
@@ -253,6 +291,8 @@ impl Supervisor {
                     SlotState::Starting => ("running", None, None),
                     SlotState::Restarting => ("restarting", None, None),
                     SlotState::GivenUp => ("given-up", None, None),
+                    SlotState::IdleStopping => ("stopping", None, None),
+                    SlotState::Removing => ("removing", None, None),
                     SlotState::Running { identity, build } => {
                         let state = if slot.work.is_empty() { "idle" } else { "busy" };
                         (state, Some(identity.pid), Some(build.clone()))

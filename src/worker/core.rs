@@ -17,6 +17,7 @@ use crate::kernel::spool::JobEnd;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
+use crate::laws::idle_stop::idle_stop_answer;
 use crate::laws::runs::{
     end_is_recorded, may_withdraw, next_run, reconcile, KernelView, RunAction, RunId, RunRecord,
     SpoolRun,
@@ -78,6 +79,10 @@ pub struct RunCore {
     bash_seq: u64,
     /// Makes user bash job names unique to this worker (its pid).
     job_tag: u32,
+    /// User bash requests taken but not started yet (waiting for the
+    /// kernel link): already user bash work, so no quiesce answers idle
+    /// while one waits.
+    bash_waiting: u32,
 }
 
 fn ms(now_us: u64) -> u64 {
@@ -188,6 +193,7 @@ impl RunCore {
                 background: 0,
                 bash_seq: 0,
                 job_tag,
+                bash_waiting: 0,
             },
             queue: BTreeMap::new(),
             texts: HashMap::new(),
@@ -250,6 +256,9 @@ impl RunCore {
         if self.background > 0 {
             activities.push(Activity::Work(WorkKind::BackgroundJob));
         }
+        if self.bash_waiting > 0 {
+            activities.push(Activity::Work(WorkKind::UserBash));
+        }
         if self.book.values().any(|r| *r == RunRecord::Withdrawn) {
             activities.push(Activity::WithdrawnInput);
         }
@@ -271,12 +280,31 @@ impl RunCore {
         next_run(&self.book, output == GateOutput::Run { admitted: true })
     }
 
+    /// A user bash request was taken: it is work until it starts (or is
+    /// refused), even while it waits for the kernel link.
+    pub fn bash_requested(&mut self) {
+        self.bash_waiting += 1;
+    }
+
+    /// A user bash request taken earlier starts now (or was refused).
+    pub fn bash_request_taken_up(&mut self) {
+        self.bash_waiting = self.bash_waiting.saturating_sub(1);
+    }
+
     /// The supervisor asks the worker to quiesce for an idle shutdown.
     pub fn quiesce(&mut self, now_us: u64) -> QuiesceAnswer {
         match self.gate_event(GateEvent::Quiesce { work: self.work() }, now_us) {
             GateOutput::Answer(answer) => answer,
             _ => QuiesceAnswer::Busy,
         }
+    }
+
+    /// The supervisor asks the worker to quiesce for an idle stop, with
+    /// `clients` client connections open (`laws::idle_stop`).
+    pub fn quiesce_for_idle_stop(&mut self, clients: u32, now_us: u64) -> QuiesceAnswer {
+        let (gate, answer) = idle_stop_answer(self.gate, self.work(), clients, ms(now_us));
+        self.gate = gate;
+        answer
     }
 
     pub fn gate_event(&mut self, event: GateEvent, now_us: u64) -> GateOutput {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
 use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
-use super::state::Worker;
+use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
 use crate::clock::mono_us;
 use crate::host::handoff;
@@ -68,6 +68,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
     tokio::task::spawn_local(output_sync_loop(worker.clone()));
     tokio::task::spawn_local(record_evidence(worker.clone()));
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
+    tokio::task::spawn_local(tell_client_changes(worker.clone()));
     worker.borrow_mut().work_changed();
     systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
     tracing::info!("serving session {id} on {}", socket.display());
@@ -79,7 +80,8 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Strin
                     refuse(stream, "eukhe: connection refused: another user's process").await;
                     continue;
                 }
-                tokio::task::spawn_local(connection(worker.clone(), stream, signals.clone()));
+                let counted = ClientConnection::open(&worker.borrow());
+                tokio::task::spawn_local(connection(worker.clone(), stream, signals.clone(), counted));
             }
             _ = signals.exit.notified() => break,
         }
@@ -110,6 +112,7 @@ async fn handed_client(
     stream: UnixStream,
     first: SessionRequest,
     signals: Signals,
+    _counted: Option<ClientConnection>,
 ) {
     let peer = stream
         .peer_cred()
@@ -140,7 +143,15 @@ async fn handed_client(
     }
 }
 
-async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Signals) {
+async fn connection(
+    worker: Rc<RefCell<Worker>>,
+    stream: UnixStream,
+    signals: Signals,
+    counted: ClientConnection,
+) {
+    // A client's connection counts until it ends (a handed-over client's
+    // until its own connection ends); the supervisor's do not.
+    let mut counted = Some(counted);
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write);
     // A peer of another protocol (a supervisor of another build) still gets
@@ -182,6 +193,17 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 break;
             }
         };
+        if matches!(
+            request,
+            Request::Supervise { .. }
+                | Request::Quiesce
+                | Request::QuiesceIdle
+                | Request::Release
+                | Request::Stop
+                | Request::StopWithKernel
+        ) {
+            counted = None;
+        }
         if let (Err(message), false) = (&compatible, matches!(request, Request::Stop)) {
             let _ = tx.send(Response::Error {
                 message: message.clone(),
@@ -205,6 +227,7 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                             client,
                             request,
                             signals.clone(),
+                            counted.take(),
                         ));
                     }
                     Ok(client) => {
@@ -223,6 +246,10 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
             }
             Request::Quiesce => {
                 let answer = worker.borrow_mut().quiesce();
+                let _ = tx.send(Response::Quiesce { answer });
+            }
+            Request::QuiesceIdle => {
+                let answer = worker.borrow_mut().quiesce_for_idle_stop();
                 let _ = tx.send(Response::Quiesce { answer });
             }
             Request::Release => {
@@ -290,6 +317,9 @@ async fn session_request(
                 let _ = tx.send(Response::Error { message });
                 return;
             }
+            // User bash work from the moment it is taken: a quiesce (idle
+            // shutdown, rm) meanwhile answers busy.
+            worker.borrow_mut().core.bash_requested();
             // A worker just started connects to its kernel first. (One
             // thread: nothing can connect between the check and the wait.)
             let connected = worker.borrow().kernel_connected.clone();
@@ -299,6 +329,7 @@ async fn session_request(
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
+            worker.borrow_mut().core.bash_request_taken_up();
             user_bash(worker, command, stdin, tx)
         }
         SessionRequest::Cancel { all } => {
@@ -749,6 +780,20 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 return;
             }
         }
+    }
+}
+
+/// Tell the supervisor whenever the number of client connections changes,
+/// so it knows when the last client left (the idle-stop clock starts).
+async fn tell_client_changes(worker: Rc<RefCell<Worker>>) {
+    let changed = worker.borrow().clients_changed.clone();
+    loop {
+        changed.notified().await;
+        let w = worker.borrow();
+        if w.stopping {
+            return;
+        }
+        w.sign_of_life();
     }
 }
 

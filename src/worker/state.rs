@@ -70,6 +70,40 @@ pub struct Worker {
     pub sync_pending: bool,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
+    /// Client connections open now (`ClientConnection`): an idle stop
+    /// waits for them.
+    pub open_clients: std::rc::Rc<std::cell::Cell<u32>>,
+    /// Wakes the task that tells the supervisor the client count changed.
+    pub clients_changed: std::rc::Rc<tokio::sync::Notify>,
+}
+
+/// One client connection, counted while it is open (`Worker::open_clients`).
+/// A connection counts from the moment it is accepted, before its first
+/// request is read, so a client the supervisor has handed over is counted
+/// before any later quiesce is answered; the supervisor's own connections
+/// stop counting once they say what they are.
+pub struct ClientConnection {
+    clients: std::rc::Rc<std::cell::Cell<u32>>,
+    changed: std::rc::Rc<tokio::sync::Notify>,
+}
+
+impl ClientConnection {
+    /// Count a connection just accepted.
+    pub fn open(worker: &Worker) -> ClientConnection {
+        worker.open_clients.set(worker.open_clients.get() + 1);
+        worker.clients_changed.notify_one();
+        ClientConnection {
+            clients: worker.open_clients.clone(),
+            changed: worker.clients_changed.clone(),
+        }
+    }
+}
+
+impl Drop for ClientConnection {
+    fn drop(&mut self) {
+        self.clients.set(self.clients.get().saturating_sub(1));
+        self.changed.notify_one();
+    }
 }
 
 impl Worker {
@@ -126,6 +160,8 @@ impl Worker {
             kernel_stop_asked: false,
             unstored_output: 0,
             identity: own_identity(),
+            open_clients: Default::default(),
+            clients_changed: Default::default(),
         };
         if let Some(count) = opened.migrated {
             tracing::info!(
@@ -370,6 +406,7 @@ impl Worker {
             work: self.work(),
             background: self.core.background(),
             kernel_pid: self.core.kernel_pid(),
+            clients: self.open_clients.get(),
         }
     }
 
@@ -379,6 +416,12 @@ impl Worker {
 
     pub fn quiesce(&mut self) -> QuiesceAnswer {
         self.core.quiesce(mono_us())
+    }
+
+    /// Quiesce for an idle stop: busy with work or with a client connected.
+    pub fn quiesce_for_idle_stop(&mut self) -> QuiesceAnswer {
+        self.core
+            .quiesce_for_idle_stop(self.open_clients.get(), mono_us())
     }
 
     /// Tell the supervisor this worker lives (its watchdog's ping).
