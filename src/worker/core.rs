@@ -52,8 +52,12 @@ pub enum JobKind {
     /// Run `input`; `lost`: the kernel that accepted it is gone, so its end
     /// is an interruption.
     Run { input: RunId, lost: bool },
-    /// User bash, answered to this client.
-    Bash { client: ClientId, number: RunId },
+    /// User bash `number`, answered to its client (none when an earlier
+    /// worker took it: its client follows it in the transcript).
+    Bash {
+        client: Option<ClientId>,
+        number: RunId,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -70,6 +74,9 @@ pub struct RunCore {
     queue: VecDeque<QueuedInput>,
     next_input: RunId,
     spool_offsets: HashMap<RunId, u64>,
+    /// User bash the transcript holds no end of, with the spool offset its
+    /// stored output reaches.
+    open_bash: BTreeMap<RunId, u64>,
     started_text: HashMap<RunId, String>,
     jobs: HashMap<String, Followed>,
     gate: RunGate,
@@ -83,6 +90,14 @@ pub struct RunCore {
     /// kernel link): already user bash work, so no quiesce answers idle
     /// while one waits.
     bash_waiting: u32,
+}
+
+/// The number of the user bash a kernel job runs: `b<number>-<tag>-<seq>`
+/// (earlier builds named them `b<tag>-<seq>`, without the number).
+fn bash_number(job: &str) -> Option<RunId> {
+    let mut parts = job.strip_prefix('b')?.split('-');
+    let number = parts.next()?.parse().ok()?;
+    (parts.count() == 2).then_some(number)
 }
 
 fn ms(now_us: u64) -> u64 {
@@ -125,6 +140,21 @@ impl Replay {
                 bash: Some(number), ..
             } => {
                 core.next_input = core.next_input.max(number + 1);
+                core.open_bash.insert(*number, 0);
+            }
+            EntryBody::BashFinished {
+                bash: Some(number), ..
+            } => {
+                core.open_bash.remove(number);
+            }
+            EntryBody::Output {
+                bash: Some(number),
+                spool_end: Some(end),
+                ..
+            } => {
+                if let Some(offset) = core.open_bash.get_mut(number) {
+                    *offset = *end;
+                }
             }
             EntryBody::RunStarted { input } => {
                 core.book.insert(*input, RunRecord::Started);
@@ -185,6 +215,7 @@ impl RunCore {
                 queue: VecDeque::new(),
                 next_input: 1,
                 spool_offsets: HashMap::new(),
+                open_bash: BTreeMap::new(),
                 started_text: HashMap::new(),
                 jobs: HashMap::new(),
                 gate: RunGate::Open,
@@ -381,8 +412,16 @@ impl RunCore {
     /// run in progress.
     pub fn bash(&mut self, command: &str, client: ClientId, number: RunId) -> Vec<Action> {
         self.bash_seq += 1;
-        let job = format!("b{}-{}", self.job_tag, self.bash_seq);
-        self.follow(&job, Some(command), JobKind::Bash { client, number })
+        // The number first, so a later worker knows whose job it is; this
+        // worker's tag keeps names unique even if a number is reused after
+        // a crash lost the entry that took it.
+        let job = format!("b{number}-{}-{}", self.job_tag, self.bash_seq);
+        self.open_bash.insert(number, 0);
+        let kind = JobKind::Bash {
+            client: Some(client),
+            number,
+        };
+        self.follow(&job, Some(command), kind)
     }
 
     /// The number the next input (a queued run or user bash) takes: inputs
@@ -396,7 +435,7 @@ impl RunCore {
     fn follow(&mut self, job: &str, command: Option<&str>, kind: JobKind) -> Vec<Action> {
         let from = match kind {
             JobKind::Run { input, .. } => self.spool_offsets.get(&input).copied().unwrap_or(0),
-            JobKind::Bash { .. } => 0,
+            JobKind::Bash { number, .. } => self.open_bash.get(&number).copied().unwrap_or(0),
         };
         let mut actions = Vec::new();
         if let Some(command) = command {
@@ -473,14 +512,53 @@ impl RunCore {
             let kind = JobKind::Run { input: run, lost };
             actions.extend(self.follow(&format!("r{run}"), command.as_deref(), kind));
         }
-        // The spool's leftovers: user bash of an earlier worker (its client
-        // left with it) and runs whose end the transcript already holds.
+        // User bash of an earlier worker goes on: its output and end are
+        // stored (its client follows them in the transcript). One the live
+        // kernel does not know was cut short: its kernel is gone, or its
+        // worker was lost before handing it over.
+        let mut followed = std::collections::BTreeSet::new();
+        for (job, state) in jobs {
+            let Some(number) = bash_number(job) else {
+                continue;
+            };
+            if self.open_bash.contains_key(&number) && *state != JobState::Lost {
+                followed.insert(number);
+                let kind = JobKind::Bash {
+                    client: None,
+                    number,
+                };
+                actions.extend(self.follow(job, None, kind));
+            }
+        }
+        let cut_short: Vec<RunId> = self
+            .open_bash
+            .keys()
+            .filter(|number| !followed.contains(number))
+            .copied()
+            .collect();
+        for number in cut_short {
+            self.open_bash.remove(&number);
+            actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
+                status: 255,
+                bash: Some(number),
+            }));
+            actions.push(Action::Store(EntryBody::Notice {
+                text: format!(
+                    "bash {number} was cut short: the kernel running it is gone, or it never \
+                     reached one; it does not run again"
+                ),
+                restore: None,
+            }));
+        }
+        // The spool's leftovers: user bash whose end is stored, and runs
+        // whose end the transcript already holds.
         for job in jobs.keys() {
             let stored_run = job
                 .strip_prefix('r')
                 .and_then(|n| n.parse::<u64>().ok())
                 .is_some_and(|run| self.book.get(&run) == Some(&RunRecord::Ended));
-            if job.starts_with('b') || stored_run {
+            let stored_bash = bash_number(job).is_some_and(|n| !followed.contains(&n));
+            if stored_bash || (job.starts_with('b') && bash_number(job).is_none()) || stored_run {
                 actions.push(Action::Kernel(ToKernel::Forget { job: job.clone() }));
             }
         }
@@ -524,16 +602,20 @@ impl RunCore {
                     Action::Waiters(input, response),
                 ]
             }
-            JobKind::Bash { client, number } => vec![
-                Action::Store(EntryBody::Output {
+            JobKind::Bash { client, number } => {
+                if let Some(offset) = self.open_bash.get_mut(&number) {
+                    *offset = end;
+                }
+                let mut actions = vec![Action::Store(EntryBody::Output {
                     input: None,
                     stream,
                     data,
-                    spool_end: None,
+                    spool_end: Some(end),
                     bash: Some(number),
-                }),
-                Action::Client(client, response),
-            ],
+                })];
+                actions.extend(client.map(|client| Action::Client(client, response)));
+                actions
+            }
         }
     }
 
@@ -582,11 +664,14 @@ impl RunCore {
             }
             JobKind::Bash { client, number } => {
                 let status = end.map_or(255, |e| e.status);
+                self.open_bash.remove(&number);
                 actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
                     status,
                     bash: Some(number),
                 }));
-                actions.push(Action::Client(client, Response::Exit { status }));
+                if let Some(client) = client {
+                    actions.push(Action::Client(client, Response::Exit { status }));
+                }
             }
         }
         if let Some(text) = end.and_then(|e| e.notice.clone()) {
@@ -820,7 +905,8 @@ mod tests {
         let number = core.take_input_number();
         core.bash("cat blob", 3, number);
         let bytes = [0xff, 0x00, 0xc3];
-        let actions = core.output("b7-1", Stream::Stdout, 8, bytes.to_vec());
+        let job = format!("b{number}-7-1");
+        let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec());
         assert_eq!(
             actions,
             vec![
@@ -828,7 +914,7 @@ mod tests {
                     input: None,
                     stream: Stream::Stdout,
                     data: bytes.to_vec(),
-                    spool_end: None,
+                    spool_end: Some(8),
                     bash: Some(number),
                 }),
                 Action::Client(
@@ -852,5 +938,55 @@ mod tests {
         let last = core.background_jobs(0);
         assert_eq!(stores(&last).len(), 1);
         assert!(core.work().is_empty());
+    }
+
+    #[test]
+    fn user_bash_outlives_its_worker_and_one_that_never_ran_is_ended_once() {
+        let bash = |number: u64, command: &str| EntryBody::Bash {
+            command: command.into(),
+            bash: Some(number),
+        };
+        let stored = [
+            entry(1, bash(1, "sleep 5; echo late")),
+            entry(
+                2,
+                EntryBody::Output {
+                    input: None,
+                    stream: Stream::Stdout,
+                    data: b"early\n".to_vec(),
+                    spool_end: Some(40),
+                    bash: Some(1),
+                },
+            ),
+            entry(3, bash(2, "never handed over")),
+        ];
+        let mut core = RunCore::from_transcript(&stored, 8);
+        let jobs = BTreeMap::from([("b1-7-1".to_string(), JobState::Running)]);
+        let actions = core.kernel_hello(5, &jobs, 0);
+        assert!(
+            actions.contains(&Action::Kernel(ToKernel::Follow {
+                job: "b1-7-1".into(),
+                from: 40
+            })),
+            "bash 1 is followed from where its stored output ends: {actions:#?}"
+        );
+        assert!(!actions
+            .iter()
+            .any(|a| matches!(a, Action::Kernel(ToKernel::Forget { job }) if job == "b1-7-1")));
+        assert!(stores(&actions).contains(&&EntryBody::BashFinished {
+            status: 255,
+            bash: Some(2)
+        }));
+        assert!(core.work().contains(WorkKind::UserBash));
+        let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec());
+        assert_eq!(output.len(), 1, "stored, shown to no client: {output:#?}");
+        let ended = core.ended("b1-7-1", Some(&end(0)));
+        assert_eq!(
+            stores(&ended),
+            vec![&EntryBody::BashFinished {
+                status: 0,
+                bash: Some(1)
+            }]
+        );
     }
 }

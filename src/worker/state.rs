@@ -460,7 +460,10 @@ impl Worker {
     /// The clients that follow `job`'s output live.
     pub fn followers(&self, job: &str) -> Vec<Outbox> {
         match self.core.job_kind(job) {
-            Some(JobKind::Bash { client, .. }) => self
+            Some(JobKind::Bash {
+                client: Some(client),
+                ..
+            }) => self
                 .clients
                 .get(&client)
                 .map(|(tx, _)| tx.clone())
@@ -469,7 +472,7 @@ impl Worker {
             Some(JobKind::Run { input, .. }) => {
                 self.waiters.get(&input).cloned().unwrap_or_default()
             }
-            None => Vec::new(),
+            Some(JobKind::Bash { client: None, .. }) | None => Vec::new(),
         }
     }
 
