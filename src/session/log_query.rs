@@ -38,6 +38,27 @@ pub fn entries(path: &Path, query: LogQuery) -> Result<Box<dyn Iterator<Item = E
     })
 }
 
+/// The entries `query` selects, after the restore notices older than the
+/// first of them when the query is a tail of the whole session (the
+/// notice law: every restore is shown once, however short the tail).
+pub fn entries_with_notices(
+    path: &Path,
+    query: LogQuery,
+    notices: Vec<Entry>,
+) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+    let selected = entries(path, query)?;
+    if query.tail.is_none() || query.input.is_some() {
+        return Ok(selected);
+    }
+    let mut selected = selected.peekable();
+    let first = selected.peek().map_or(u64::MAX, |e| e.seq);
+    let after = query.after.unwrap_or(0);
+    let older = notices
+        .into_iter()
+        .filter(move |n| n.seq < first && n.seq > after);
+    Ok(Box::new(older.chain(selected)))
+}
+
 /// Whether `entry` is part of input `input`: its text, start, output or end.
 pub fn belongs_to(entry: &Entry, input: u64) -> bool {
     match &entry.body {

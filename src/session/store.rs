@@ -198,6 +198,11 @@ impl SessionFiles {
     pub fn kernel_log(&self) -> PathBuf {
         self.dir.join("kernel.log")
     }
+    /// The transcript's restore notices (an index the worker keeps), so a
+    /// tail read from disk still shows one line per restore.
+    pub fn restore_notices(&self) -> PathBuf {
+        self.dir.join("restore-notices.json")
+    }
 }
 
 /// The kernel serving a session, as it recorded itself.

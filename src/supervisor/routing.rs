@@ -25,7 +25,10 @@ use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, 
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
 use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
-use crate::session::store::{new_id, private_dir, validate_name, write_json, SessionMeta};
+use crate::session::store::{
+    new_id, private_dir, read_json, validate_name, write_json, SessionMeta,
+};
+use crate::session::transcript::Entry;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
     // SAFETY: getuid(2) cannot fail.
@@ -356,13 +359,18 @@ async fn route(
     {
         // A resting session's transcript is read from disk: no worker is
         // started just to read it, and a given-up one keeps it readable.
-        let path = supervisor.borrow().files(&id).transcript();
+        let files = supervisor.borrow().files(&id);
         let query = LogQuery {
             tail: *tail,
             input: *input,
             after: *after,
         };
-        match log_query::entries(&path, query) {
+        // The worker's index of restore notices (none yet: an empty one).
+        let notices = read_json::<Vec<Entry>>(&files.restore_notices())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        match log_query::entries_with_notices(&files.transcript(), query, notices) {
             Ok(entries) => {
                 for entry in entries {
                     if write_frame(&mut client, &Response::Entry(entry))

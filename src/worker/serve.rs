@@ -391,12 +391,6 @@ async fn session_request(
                 let w = worker.borrow();
                 (w.files.transcript(), w.restore_notices.clone())
             };
-            // A tail still shows every restore (the notice law): older
-            // restore notices come first, one each.
-            let notices = match (tail, input) {
-                (Some(_), None) => notices,
-                _ => Vec::new(),
-            };
             let query = LogQuery { tail, input, after };
             tokio::task::spawn_local(replay(path, query, notices, tx.clone()));
         }
@@ -439,21 +433,18 @@ fn follow_entries(
     tokio::task::spawn_local(attach(path, replay, tx.clone(), live_rx));
 }
 
-/// Send the entries `query` selects (after `notices` older than the
-/// first of them), never more than [`REPLAY_AHEAD_BYTES`] ahead of the
+/// Send the entries `query` selects (a tail after the older restore
+/// `notices`), never more than [`REPLAY_AHEAD_BYTES`] ahead of the
 /// client, then `Replayed`.
 async fn replay(path: PathBuf, query: LogQuery, notices: Vec<Entry>, tx: Outbox) {
-    let entries = match log_query::entries(&path, query) {
+    let entries = match log_query::entries_with_notices(&path, query, notices) {
         Ok(entries) => entries,
         Err(message) => {
             let _ = tx.send(Response::Error { message });
             return;
         }
     };
-    let mut entries = entries.peekable();
-    let first = entries.peek().map_or(u64::MAX, |e| e.seq);
-    let older = notices.into_iter().filter(|n| n.seq < first);
-    for entry in older.chain(entries) {
+    for entry in entries {
         if tx.send(Response::Entry(entry)).is_err() {
             return;
         }

@@ -24,7 +24,8 @@ use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
 use crate::session::store::{
-    private_dir, read_json, write_json, SessionFiles, SessionMeta, WorkerRecord,
+    private_dir, read_json, write_json, write_json_unsynced, SessionFiles, SessionMeta,
+    WorkerRecord,
 };
 use crate::session::transcript::{Entry, EntryBody, Transcript};
 
@@ -175,6 +176,7 @@ impl Worker {
         for damage in &opened.damage {
             worker.append(notices::damage(damage))?;
         }
+        worker.index_restore_notices();
         write_json(
             &worker.files.worker(),
             &WorkerRecord {
@@ -296,11 +298,21 @@ impl Worker {
             .flatten()
     }
 
+    /// Keep the index of restore notices a tail read from disk shows (a
+    /// cache of the transcript's: losing it loses no entry).
+    pub fn index_restore_notices(&self) {
+        let path = self.files.restore_notices();
+        if let Err(e) = write_json_unsynced(&path, &self.restore_notices) {
+            tracing::warn!("{e}");
+        }
+    }
+
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
         let entry = self.transcript.append(wall_ms(), body)?;
         if is_restore_notice(&entry) {
             self.restore_notices.push(entry.clone());
+            self.index_restore_notices();
         }
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
