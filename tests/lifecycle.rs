@@ -318,3 +318,46 @@ fn send_wait_and_bash_ride_through_a_lost_daemon_and_a_lost_worker() {
         std::fs::remove_file(&marker).unwrap();
     }
 }
+
+#[test]
+fn a_tail_shows_one_line_per_earlier_restore_whether_the_session_runs_or_rests() {
+    let env = Env::new("tailnotices");
+    let id = session(&env);
+    env.ok(&["bash", &id, "--", "greet() { echo hello; }"]);
+    for restore in 1..=2 {
+        let kernel = env.kernel_pid(&id).expect("a kernel");
+        kill9(kernel);
+        wait_until(Duration::from_secs(20), "a new kernel", || {
+            env.kernel_pid(&id).is_some_and(|k| k != kernel)
+        });
+        assert_eq!(env.ok(&["bash", &id, "--", "greet"]), "hello\n");
+        assert_eq!(
+            env.log(&id)
+                .matches("kernel restored from its snapshot")
+                .count(),
+            restore
+        );
+    }
+    for n in 0..5 {
+        env.ok(&["bash", &id, "--", &format!("echo {n}")]);
+    }
+    let expect_tail = |tail: &str| {
+        let lines: Vec<&str> = tail.lines().collect();
+        assert_eq!(lines.len(), 4, "{tail}");
+        assert!(
+            lines[..2]
+                .iter()
+                .all(|l| l.starts_with("! ") && l.contains("kernel restored from its snapshot")),
+            "{tail}"
+        );
+        assert_eq!(lines[2..], ["4", "[bash 8 exited 0]"], "{tail}");
+    };
+    expect_tail(&env.ok(&["log", &id, "--tail", "2"]));
+    // Resting (no worker), the tail is read from disk by the daemon.
+    env.ok(&["shutdown", "--force"]);
+    expect_tail(&env.ok(&["log", &id, "--tail", "2"]));
+    assert!(
+        env.worker_pid(&id).is_none(),
+        "no worker started to read it"
+    );
+}
