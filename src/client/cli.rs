@@ -30,7 +30,17 @@ queued inputs.\n\n\
 A session left alone (no work, no attached client, no request naming it) for `idle_stop_ms` \
 (config.toml or EUKHE_IDLE_STOP_MS; an hour by default, \"never\" turns it off) has its worker \
 and kernel stopped and is listed as saved; the next request naming it wakes it, its shell state \
-restored from the snapshot."
+restored from the snapshot.",
+    after_long_help = "Exit status:\n  \
+`bash` and `send --wait` exit with the command's own status (128 + N when signal N ended it; \
+255 when it was interrupted: its kernel was lost).\n  \
+125: eukhe itself failed (an unknown session, a bad option, no daemon to be had, a damaged \
+session, a refused `rm`), as `env` and `timeout` do, so it is never mistaken for a command's \
+status.\n  \
+1: `cancel` found nothing to cancel; `shutdown --if-idle` did not stop a busy daemon; `doctor` \
+found a problem.\n  \
+A reader of standard output that goes away (`eukhe log s | head -1`) ends any command quietly, \
+by SIGPIPE."
 )]
 pub struct Cli {
     #[command(subcommand)]
