@@ -38,7 +38,7 @@ use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::env::{first_environment, SessionEnv};
 use crate::session::snapshot::{load_or_migrate, Snapshot};
 use crate::session::store::{
-    private_dir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
+    private_subdir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
 };
 
 /// What a restore cannot bring back.
@@ -179,7 +179,7 @@ fn start_kernel(
     let host = HostKind::from_env()?;
     crate::host::log::init(host, "kernel", Some(&meta.id));
     tree::become_subreaper()?;
-    private_dir(&files.scratch())?;
+    private_subdir(&files.scratch())?;
     let lock = take_lock(files)?;
     let config = crate::config::Config::load(&paths.config)?;
     let (snapshot, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())? {

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::message::Stream;
-use crate::session::store::{private_dir, read_json, write_json_unsynced};
+use crate::session::store::{private_subdir, read_json, write_json_unsynced};
 
 /// The header of one output record.
 const RECORD_HEADER: usize = 5;
@@ -66,7 +66,7 @@ fn valid_job(job: &str) -> bool {
 impl Spool {
     /// The spool in `dir`, created 0700 if missing.
     pub fn open(dir: &Path) -> Result<Spool, String> {
-        private_dir(dir)?;
+        private_subdir(dir)?;
         Ok(Spool {
             dir: dir.to_path_buf(),
         })

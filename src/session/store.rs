@@ -96,6 +96,18 @@ pub fn private_dir(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", path.display()))
 }
 
+/// Create a directory private to this user inside a session's directory,
+/// which must exist: a worker or kernel still starting when its session is
+/// removed never brings the session's directory back.
+pub fn private_subdir(path: &Path) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(format!("cannot create {}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Write `value` as JSON to `path` atomically, 0600, on disk before it
 /// returns.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {

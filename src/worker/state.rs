@@ -24,7 +24,7 @@ use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
 use crate::session::store::{
-    private_dir, read_json, write_json, write_json_unsynced, SessionFiles, SessionMeta,
+    private_subdir, read_json, write_json, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
 use crate::session::transcript::{Entry, EntryBody, Transcript};
@@ -115,7 +115,7 @@ impl Worker {
         let files = SessionFiles::new(paths.session_dir(session));
         let meta: SessionMeta =
             read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
-        private_dir(&files.scratch())?;
+        private_subdir(&files.scratch())?;
         let mut replay = RunCore::replay(std::process::id());
         let mut restore_notices = Vec::new();
         let opened = Transcript::open(&files.transcript(), &mut |entry| {

@@ -417,6 +417,10 @@ fn a_request_racing_rm_is_either_served_before_it_or_told_the_session_is_gone() 
             assert!(bash.status.success(), "round {round}: {bash_err}");
             assert_eq!(bash_out, "served\n", "round {round}");
             served += 1;
+            // Its job's output settles just after its end was reported.
+            wait_until(Duration::from_secs(10), "the session is idle", || {
+                env.session(&id)["state"] == "idle"
+            });
             env.ok(&["rm", &id]);
         }
         assert!(!session_dir(&env, &id).exists(), "round {round}");
