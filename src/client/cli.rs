@@ -651,7 +651,9 @@ impl From<StreamArg> for Stream {
     }
 }
 
-pub fn unexpected(response: Response) -> Result<ExitCode, String> {
+/// A daemon's answer other than the one asked for: its error's one line,
+/// or what came instead.
+pub fn unexpected<T>(response: Response) -> Result<T, String> {
     match response {
         Response::Error { message } => Err(message),
         other => Err(format!("unexpected answer from the daemon: {other:?}")),
