@@ -94,8 +94,13 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
     // Following: flushed entry by entry; a dropped connection is made
     // again, asking for what came after the last entry written.
     let mut last = args.since;
+    let mut pending = None;
     loop {
-        match client.receive().await {
+        let response = match pending.take() {
+            Some(first) => Ok(first),
+            None => client.receive().await,
+        };
+        match response {
             Ok(Response::Entry(entry)) => {
                 last = Some(entry.seq);
                 sink.write(&mut out, &entry).map_err(stdout::failed)?;
@@ -113,18 +118,34 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
                     after: last,
                     follow: true,
                 };
-                client = reopen(&args.session, request).await?;
+                let (again, first) = reopen(&args.session, request).await?;
+                client = again;
+                pending = Some(first);
             }
         }
     }
 }
 
-async fn reopen(session: &str, request: SessionRequest) -> Result<Client, String> {
-    within_relaunch(|| open(session, false, request.clone()))
-        .await
-        .map_err(|e| {
-            format!("lost the session {session} and could not reach it again within a minute: {e}")
-        })
+/// Connect again and send `request` until the session answers it, within
+/// `CLIENT_RELAUNCH_WITHIN_MS`; the connection and its first answer. An
+/// error answer is tried again as a refused connection is: the daemon may
+/// not have seen the lost worker end yet, and answers that it cannot
+/// reach it until the next one runs.
+async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), String> {
+    within_relaunch(|| {
+        let request = request.clone();
+        async move {
+            let mut client = open(session, false, request).await?;
+            match client.receive().await? {
+                Response::Error { message } => Err(message),
+                first => Ok((client, first)),
+            }
+        }
+    })
+    .await
+    .map_err(|e| {
+        format!("lost the session {session} and could not reach it again within a minute: {e}")
+    })
 }
 
 /// Print a run's or a user bash's output as it comes and end with its
@@ -278,10 +299,18 @@ async fn follow_input<S: OutputSink>(
         follow: true,
     };
     loop {
-        let mut client = reopen(session, request.clone()).await?;
+        let (mut client, first) = reopen(session, request.clone()).await?;
         // Each connection replays the input's entries from its start.
         let (mut stdout_at, mut stderr_at) = (0u64, 0u64);
-        while let Ok(response) = client.receive().await {
+        let mut pending = Some(first);
+        loop {
+            let response = match pending.take() {
+                Some(first) => first,
+                None => match client.receive().await {
+                    Ok(response) => response,
+                    Err(_) => break,
+                },
+            };
             let entry = match response {
                 Response::Entry(entry) => entry,
                 Response::Replayed => continue,
