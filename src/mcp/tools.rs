@@ -256,6 +256,10 @@ impl LogPage {
         self.more = true;
         if self.out.is_empty() {
             self.out.extend_from_slice(&rendered[..self.cap]);
+            // The cut ends a line, so whatever follows starts on its own.
+            if !self.out.ends_with(b"\n") {
+                self.out.push(b'\n');
+            }
             self.last_seq = Some(entry.seq);
             self.cut = Some(entry.seq);
         }
@@ -330,7 +334,7 @@ mod tests {
             output.text("see log"),
             "01234\n[... 13 bytes left out: see log ...]\nijXYZ\n"
         );
-        let mut small = CappedOutput::new(10);
+        let mut small = CappedOutput::new(64);
         small.push(Stream::Stdout, b"ok\n");
         small.push(Stream::Stderr, b"bad\n");
         assert!(!small.truncated());
