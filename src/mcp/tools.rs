@@ -148,6 +148,7 @@ pub struct CappedOutput {
 }
 
 impl CappedOutput {
+    /// Nothing taken yet; at most `cap` bytes kept.
     pub fn new(cap: usize) -> CappedOutput {
         CappedOutput {
             cap,
@@ -231,6 +232,7 @@ pub struct LogPage {
 }
 
 impl LogPage {
+    /// An empty page of at most `cap` bytes.
     pub fn new(cap: usize) -> LogPage {
         LogPage {
             cap,
