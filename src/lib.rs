@@ -5,7 +5,9 @@
 //! rest is a thin shell around them: [`protocol`] (the wire),
 //! [`supervisor`], [`worker`], [`kernel`] (the session's live shell and its
 //! runs), [`session`] (transcript, snapshot, files),
-//! [`host`] (processes, busy evidence) and [`client`] (the command line).
+//! [`host`] (processes, busy evidence), [`client`] (the command line) and
+//! [`mcp`] (the sessions as tools of a coding agent, over the Model Context
+//! Protocol).
 
 pub mod build_id;
 pub mod client;
@@ -14,6 +16,7 @@ pub mod config;
 pub mod host;
 pub mod kernel;
 pub mod laws;
+pub mod mcp;
 pub mod paths;
 pub mod protocol;
 pub mod runtime;

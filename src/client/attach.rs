@@ -216,10 +216,10 @@ async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
 
 /// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
 /// passed; the error is the last attempt's.
-pub async fn within_relaunch<F, Fut>(mut attempt: F) -> Result<Client, String>
+pub async fn within_relaunch<T, F, Fut>(mut attempt: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Client, String>>,
+    Fut: std::future::Future<Output = Result<T, String>>,
 {
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);

@@ -282,6 +282,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the sessions as tools of a coding agent over the Model
+    /// Context Protocol (MCP), on standard input and output.
+    ///
+    /// Tools: new_session, list_sessions, bash (a command now, in a shell
+    /// that keeps cd and export; past its timeout it answers and the
+    /// command goes on), send, log, cancel, remove_session. Add it to an
+    /// MCP client as the command `eukhe` with the argument `mcp`. It
+    /// starts the daemon when none listens and, a background client,
+    /// never replaces one.
+    Mcp,
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {
         /// One JSON object.
@@ -347,11 +357,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             let mut client = connect(false).await?;
             match client.ask(Request::List).await? {
                 Response::Sessions { mut sessions } => {
-                    // The one active most recently last: nearest the
-                    // prompt, as `ls -tr` puts it.
-                    sessions.sort_by(|a, b| {
-                        (a.active_ms, a.created_ms, &a.id).cmp(&(b.active_ms, b.created_ms, &b.id))
-                    });
+                    render::most_recent_last(&mut sessions);
                     stdout::print(&render::sessions(&sessions, json, crate::clock::wall_ms()))?;
                     if !json {
                         for s in &sessions {
@@ -561,6 +567,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 other => unexpected(other),
             }
         }
+        Command::Mcp => crate::mcp::serve().await,
         Command::Doctor { json } => {
             let checks = super::doctor::run().await;
             if json {
@@ -596,7 +603,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
 /// The environment `new` asks for: this process's exported variables
 /// (those carried, `session::env`), or none with `--clean-env`, and the
 /// `--env` assignments.
-fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, String> {
+pub(crate) fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, String> {
     let client = (!clean).then(|| {
         carried(
             std::env::vars_os()
@@ -610,7 +617,7 @@ fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, String
     Ok(SessionEnv { client, set })
 }
 
-fn absolute(path: &str) -> Result<String, String> {
+pub(crate) fn absolute(path: &str) -> Result<String, String> {
     let path = std::path::Path::new(path);
     let full = if path.is_absolute() {
         path.to_path_buf()
@@ -661,7 +668,9 @@ impl From<StreamArg> for Stream {
     }
 }
 
-pub fn unexpected(response: Response) -> Result<ExitCode, String> {
+/// A daemon's answer other than the one asked for: its error's one line,
+/// or what came instead.
+pub fn unexpected<T>(response: Response) -> Result<T, String> {
     match response {
         Response::Error { message } => Err(message),
         other => Err(format!("unexpected answer from the daemon: {other:?}")),

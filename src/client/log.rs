@@ -94,8 +94,13 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
     // Following: flushed entry by entry; a dropped connection is made
     // again, asking for what came after the last entry written.
     let mut last = args.since;
+    let mut pending = None;
     loop {
-        match client.receive().await {
+        let response = match pending.take() {
+            Some(first) => Ok(first),
+            None => client.receive().await,
+        };
+        match response {
             Ok(Response::Entry(entry)) => {
                 last = Some(entry.seq);
                 sink.write(&mut out, &entry).map_err(stdout::failed)?;
@@ -113,18 +118,34 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
                     after: last,
                     follow: true,
                 };
-                client = reopen(&args.session, request).await?;
+                let (again, first) = reopen(&args.session, request).await?;
+                client = again;
+                pending = Some(first);
             }
         }
     }
 }
 
-async fn reopen(session: &str, request: SessionRequest) -> Result<Client, String> {
-    within_relaunch(|| open(session, false, request.clone()))
-        .await
-        .map_err(|e| {
-            format!("lost the session {session} and could not reach it again within a minute: {e}")
-        })
+/// Connect again and send `request` until the session answers it, within
+/// `CLIENT_RELAUNCH_WITHIN_MS`; the connection and its first answer. An
+/// error answer is tried again as a refused connection is: the daemon may
+/// not have seen the lost worker end yet, and answers that it cannot
+/// reach it until the next one runs.
+async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), String> {
+    within_relaunch(|| {
+        let request = request.clone();
+        async move {
+            let mut client = open(session, false, request).await?;
+            match client.receive().await? {
+                Response::Error { message } => Err(message),
+                first => Ok((client, first)),
+            }
+        }
+    })
+    .await
+    .map_err(|e| {
+        format!("lost the session {session} and could not reach it again within a minute: {e}")
+    })
 }
 
 /// Print a run's or a user bash's output as it comes and end with its
@@ -136,39 +157,108 @@ pub async fn stream_until_exit(
     session: &str,
     wait: bool,
 ) -> Result<ExitCode, String> {
-    let mut input = None;
-    let mut printed = Printed::default();
+    if !wait {
+        return match client.receive().await? {
+            Response::Queued { input } => {
+                stdout::outln!("queued as run {input}")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            other => unexpected(other),
+        };
+    }
+    let end = output_until_end(client, session, None, &mut Terminal).await?;
+    if let Some(why) = &end.cut_short {
+        eprintln!("eukhe: {why}");
+    }
+    Ok(exit_code(end.status))
+}
+
+/// Where a followed input's output goes: the terminal (`bash`, `send
+/// --wait`) or a buffer (`eukhe mcp`).
+pub(crate) trait OutputSink {
+    /// The session numbered the input (its `Queued` answer).
+    fn numbered(&mut self, _input: u64) {}
+
+    /// Bytes the input wrote to `stream`, each byte once.
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), String>;
+}
+
+/// This process's standard output and error.
+struct Terminal;
+
+impl OutputSink for Terminal {
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
+        match stream {
+            Stream::Stdout => stdout::write_all(data),
+            Stream::Stderr => {
+                let _ = std::io::stderr().write_all(data);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How an input a client followed ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InputEnd {
+    /// Its exit status (255 when it was interrupted or withdrawn).
+    pub status: i32,
+    /// Why it ended without running to its end, as one line.
+    pub cut_short: Option<String>,
+}
+
+/// Follow the input whose request was sent on `client` (numbered `input`
+/// when its `Queued` answer was already read) until it ends, writing its
+/// output to `sink`. If the connection drops, the input goes on in the
+/// session: it is followed in the transcript, each byte written once.
+pub(crate) async fn output_until_end<S: OutputSink>(
+    client: &mut Client,
+    session: &str,
+    mut input: Option<u64>,
+    sink: &mut S,
+) -> Result<InputEnd, String> {
+    let mut printed = Printed::new(sink);
     loop {
         let response = match client.receive().await {
             Ok(response) => response,
             Err(e) => match input {
-                Some(input) if wait => return follow_input(session, input, printed).await,
-                _ => return Err(e),
+                Some(input) => return follow_input(session, input, printed).await,
+                None => return Err(e),
             },
         };
         match response {
             Response::Queued { input: queued } => {
-                if !wait {
-                    stdout::outln!("queued as run {queued}")?;
-                    return Ok(ExitCode::SUCCESS);
-                }
+                printed.sink.numbered(queued);
                 input = Some(queued);
             }
             Response::Output { stream, data } => printed.live(stream, &data)?,
-            Response::Exit { status } => return Ok(exit_code(status)),
+            Response::Exit { status } => {
+                return Ok(InputEnd {
+                    status,
+                    cut_short: None,
+                })
+            }
             other => return unexpected(other),
         }
     }
 }
 
-/// How many bytes of each stream were written.
-#[derive(Default)]
-struct Printed {
+/// How many bytes of each stream were written to the sink.
+struct Printed<'a, S> {
     stdout: u64,
     stderr: u64,
+    sink: &'a mut S,
 }
 
-impl Printed {
+impl<'a, S: OutputSink> Printed<'a, S> {
+    fn new(sink: &'a mut S) -> Self {
+        Printed {
+            stdout: 0,
+            stderr: 0,
+            sink,
+        }
+    }
+
     /// Write live output: all of it follows what was written.
     fn live(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
         let at = match stream {
@@ -191,19 +281,17 @@ impl Printed {
         }
         let fresh = &data[(*done - at.min(*done)) as usize..];
         *done = end;
-        match stream {
-            Stream::Stdout => stdout::write_all(fresh),
-            Stream::Stderr => {
-                let _ = std::io::stderr().write_all(fresh);
-                Ok(())
-            }
-        }
+        self.sink.write(stream, fresh)
     }
 }
 
-/// Follow input `input` in the transcript until its end, then exit with
-/// its status (255 when it was interrupted or withdrawn).
-async fn follow_input(session: &str, input: u64, mut printed: Printed) -> Result<ExitCode, String> {
+/// Follow input `input` in the transcript until its end (255 when it was
+/// interrupted or withdrawn).
+async fn follow_input<S: OutputSink>(
+    session: &str,
+    input: u64,
+    mut printed: Printed<'_, S>,
+) -> Result<InputEnd, String> {
     let request = SessionRequest::Log {
         tail: None,
         input: Some(input),
@@ -211,14 +299,26 @@ async fn follow_input(session: &str, input: u64, mut printed: Printed) -> Result
         follow: true,
     };
     loop {
-        let mut client = reopen(session, request.clone()).await?;
+        let (mut client, first) = reopen(session, request.clone()).await?;
         // Each connection replays the input's entries from its start.
         let (mut stdout_at, mut stderr_at) = (0u64, 0u64);
-        while let Ok(response) = client.receive().await {
+        let mut pending = Some(first);
+        loop {
+            let response = match pending.take() {
+                Some(first) => first,
+                None => match client.receive().await {
+                    Ok(response) => response,
+                    Err(_) => break,
+                },
+            };
             let entry = match response {
                 Response::Entry(entry) => entry,
                 Response::Replayed => continue,
                 other => return unexpected(other),
+            };
+            let cut_short = |why: String| InputEnd {
+                status: 255,
+                cut_short: Some(why),
             };
             match &entry.body {
                 EntryBody::Output { stream, data, .. } => {
@@ -230,15 +330,18 @@ async fn follow_input(session: &str, input: u64, mut printed: Printed) -> Result
                     *at += data.len() as u64;
                 }
                 EntryBody::RunFinished { status, .. } | EntryBody::BashFinished { status, .. } => {
-                    return Ok(exit_code(*status))
+                    return Ok(InputEnd {
+                        status: *status,
+                        cut_short: None,
+                    })
                 }
                 EntryBody::RunInterrupted { .. } => {
-                    eprintln!("eukhe: run {input} was interrupted (its kernel is gone)");
-                    return Ok(ExitCode::from(255));
+                    return Ok(cut_short(format!(
+                        "run {input} was interrupted (its kernel is gone)"
+                    )));
                 }
                 EntryBody::Withdrawn { .. } => {
-                    eprintln!("eukhe: run {input} was withdrawn");
-                    return Ok(ExitCode::from(255));
+                    return Ok(cut_short(format!("run {input} was withdrawn")));
                 }
                 _ => {}
             }

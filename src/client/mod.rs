@@ -1,12 +1,12 @@
 //! The command line: parse, connect (starting a daemon when none listens),
 //! and show the answers as a person or a script wants them.
 
-mod attach;
+pub(crate) mod attach;
 pub mod cli;
-mod connect;
+pub(crate) mod connect;
 mod doctor;
-mod log;
-mod render;
+pub(crate) mod log;
+pub(crate) mod render;
 mod stdin;
 pub mod stdout;
 

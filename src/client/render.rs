@@ -7,6 +7,14 @@ use crate::session::transcript::{Entry, EntryBody};
 
 /// `ls`: a table for people (columns sized to their widest cell, as a
 /// terminal shows it), or JSON. `now_ms` (wall clock) dates last activity.
+/// Sessions in the order `ls` lists them: the one active most recently
+/// last, nearest the prompt (as `ls -tr` puts it).
+pub fn most_recent_last(sessions: &mut [SessionInfo]) {
+    sessions.sort_by(|a, b| {
+        (a.active_ms, a.created_ms, &a.id).cmp(&(b.active_ms, b.created_ms, &b.id))
+    });
+}
+
 pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
     if json {
         return format!(
@@ -243,32 +251,45 @@ impl TextLog {
                 return Ok(());
             }
             self.end_open_line(out)?;
-            self.prefix(out, entry, None)?;
+            self.prefix(out, entry.at_ms, None)?;
             return out.write_all(line.as_bytes());
         };
+        self.write_output(out, entry.at_ms, *stream, data)
+    }
+
+    /// Write output bytes of `stream`, stored at `at_ms`, as an output
+    /// entry is written (live output, not stored yet, is written the same
+    /// way: `eukhe mcp`'s `bash`).
+    pub fn write_output(
+        &mut self,
+        out: &mut impl Write,
+        at_ms: u64,
+        stream: Stream,
+        data: &[u8],
+    ) -> std::io::Result<()> {
         if data.is_empty() {
             return Ok(());
         }
-        if self.open.is_some_and(|open| open != *stream) {
+        if self.open.is_some_and(|open| open != stream) {
             self.end_open_line(out)?;
         }
-        if !self.timestamps && *stream == Stream::Stdout {
+        if !self.timestamps && stream == Stream::Stdout {
             // The common case, at the speed of a copy.
             out.write_all(data)?;
         } else {
             for line in data.split_inclusive(|b| *b == b'\n') {
                 if self.open.is_none() {
-                    self.prefix(out, entry, Some(*stream))?;
+                    self.prefix(out, at_ms, Some(stream))?;
                 }
                 out.write_all(line)?;
-                self.open = Some(*stream);
+                self.open = Some(stream);
                 if line.ends_with(b"\n") {
                     self.open = None;
                 }
             }
             return Ok(());
         }
-        self.open = (!data.ends_with(b"\n")).then_some(*stream);
+        self.open = (!data.ends_with(b"\n")).then_some(stream);
         Ok(())
     }
 
@@ -283,11 +304,11 @@ impl TextLog {
     fn prefix(
         &self,
         out: &mut impl Write,
-        entry: &Entry,
+        at_ms: u64,
         stream: Option<Stream>,
     ) -> std::io::Result<()> {
         if self.timestamps {
-            write!(out, "{} ", utc_timestamp(entry.at_ms))?;
+            write!(out, "{} ", utc_timestamp(at_ms))?;
         }
         if stream == Some(Stream::Stderr) {
             out.write_all(STDERR_MARK)?;

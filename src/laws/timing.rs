@@ -152,6 +152,12 @@ pub const IDLE_STOP_DEFAULT_MS: u64 = 3_600_000;
 /// How often the supervisor looks for sessions due for an idle stop: how
 /// late past `idle_stop_ms` a stop may begin.
 pub const IDLE_STOP_TICK_MS: u64 = 250;
+/// How long `eukhe mcp`'s `bash` tool waits for its command by default
+/// before it answers with the output so far, the command still running in
+/// the session. Not a law's timeout: it stays below the request timeouts
+/// MCP clients commonly use (60 s), so the agent hears back before its
+/// client gives up on the call.
+pub const MCP_BASH_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 /// How long a request naming a session waits for that session's idle stop
 /// or removal to finish before it is answered: the quiesce answer, the
 /// worker's stop (asked, then forced, each within the stop grace, then the

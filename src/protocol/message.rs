@@ -118,6 +118,11 @@ pub enum SessionRequest {
     },
     /// Cancel the running run; with `all`, withdraw every queued input too.
     Cancel { all: bool },
+    /// Cancel input `input` by its number: a running run or user bash is
+    /// signalled as `Cancel` signals a run, a queued run is withdrawn.
+    /// Answered `Cancelled` (`run` when signalled, `withdrawn` when
+    /// withdrawn) or with an error naming why not.
+    CancelInput { input: u64 },
     /// The queued inputs.
     Queue,
     /// Withdraw queued input `run` (it never runs).

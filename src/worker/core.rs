@@ -46,6 +46,15 @@ pub enum Action {
     Client(ClientId, Response),
 }
 
+/// What cancelling one input by its number does (`RunCore::cancel_input`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputCancel {
+    /// It runs (a run or a user bash): carry out these actions.
+    Signal(Vec<Action>),
+    /// It is queued: withdraw it.
+    Withdraw,
+}
+
 /// Whose job the worker follows in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobKind {
@@ -388,6 +397,36 @@ impl RunCore {
             ),
             None => (None, Vec::new()),
         }
+    }
+
+    /// What cancelling input `input` by its number does, or why it cannot
+    /// (one line for the user): the running run or a running user bash is
+    /// signalled (its whole process group, as `cancel` does), a queued run
+    /// is withdrawn (the shell stores that, then calls `withdrawn`).
+    pub fn cancel_input(&self, input: RunId) -> Result<InputCancel, String> {
+        let signal = |job: &str| {
+            InputCancel::Signal(vec![Action::Kernel(ToKernel::Cancel {
+                job: job.to_string(),
+            })])
+        };
+        if self.current_run() == Some(input) {
+            return Ok(signal(&format!("r{input}")));
+        }
+        let running_bash = self.jobs.iter().find(|(_, followed)| {
+            !followed.ended
+                && matches!(followed.kind, JobKind::Bash { number, .. } if number == input)
+        });
+        if let Some((job, _)) = running_bash {
+            return Ok(signal(job));
+        }
+        if may_withdraw(&self.book, input) {
+            return Ok(InputCancel::Withdraw);
+        }
+        Err(if input == 0 || input >= self.next_input {
+            format!("the session has no input {input}")
+        } else {
+            format!("input {input} is neither running nor queued: it has ended")
+        })
     }
 
     /// `run`'s start is stored: hand it to the kernel.
@@ -927,6 +966,51 @@ mod tests {
             ]
         );
         assert_eq!(core.take_input_number(), number + 1, "inputs share numbers");
+    }
+
+    /// Cancel by number reaches what `cancel` cannot: a running user bash
+    /// (also one an earlier worker started), and it withdraws a queued run.
+    #[test]
+    fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
+        let cancel = |job: &str| {
+            InputCancel::Signal(vec![Action::Kernel(ToKernel::Cancel { job: job.into() })])
+        };
+        let mut core = RunCore::from_transcript(&[], 7);
+        core.kernel_hello(5, &BTreeMap::new(), 0);
+        let number = core.take_input_number();
+        core.bash("sleep 30", 3, number);
+        assert_eq!(core.cancel().0, None, "cancel reaches only queued runs");
+        assert_eq!(
+            core.cancel_input(number),
+            Ok(cancel(&format!("b{number}-7-1")))
+        );
+        core.queued(2, "sleep 9".into(), 0);
+        core.queued(3, "echo later".into(), 0);
+        assert_eq!(core.next_start(0), Some(2));
+        core.run_start_stored(2);
+        assert_eq!(core.cancel_input(2), Ok(cancel("r2")));
+        assert_eq!(core.cancel_input(3), Ok(InputCancel::Withdraw));
+        core.ended(&format!("b{number}-7-1"), Some(&end(130)));
+        assert_eq!(
+            core.cancel_input(number).unwrap_err(),
+            format!("input {number} is neither running nor queued: it has ended")
+        );
+        assert_eq!(
+            core.cancel_input(9).unwrap_err(),
+            "the session has no input 9"
+        );
+        // A user bash an earlier worker started is followed, and reached.
+        let stored = [entry(
+            1,
+            EntryBody::Bash {
+                command: "sleep 30".into(),
+                bash: Some(1),
+            },
+        )];
+        let mut next = RunCore::from_transcript(&stored, 8);
+        let jobs = BTreeMap::from([("b1-7-1".to_string(), JobState::Running)]);
+        next.kernel_hello(5, &jobs, 0);
+        assert_eq!(next.cancel_input(1), Ok(cancel("b1-7-1")));
     }
 
     #[test]

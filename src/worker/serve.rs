@@ -11,6 +11,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
+use super::core::InputCancel;
 use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
@@ -353,6 +354,28 @@ async fn session_request(
                 }
             }
             let _ = tx.send(Response::Cancelled { run, withdrawn });
+        }
+        SessionRequest::CancelInput { input } => {
+            let mut w = worker.borrow_mut();
+            let answer = match w.core.cancel_input(input) {
+                Ok(InputCancel::Signal(actions)) => {
+                    tracing::info!(input, "cancelling input {input}");
+                    w.apply(actions);
+                    Response::Cancelled {
+                        run: Some(input),
+                        withdrawn: Vec::new(),
+                    }
+                }
+                Ok(InputCancel::Withdraw) => match w.withdraw(input) {
+                    Ok(()) => Response::Cancelled {
+                        run: None,
+                        withdrawn: vec![input],
+                    },
+                    Err(message) => Response::Error { message },
+                },
+                Err(message) => Response::Error { message },
+            };
+            let _ = tx.send(answer);
         }
         SessionRequest::Queue => {
             let inputs = worker.borrow().core.queue().cloned().collect();

@@ -1,0 +1,511 @@
+//! The MCP server: each tool is a thin layer over the client code the
+//! command line uses (`client::connect`, `client::attach::open`,
+//! `client::log::output_until_end`), so a tool call reaches the daemon,
+//! starts it when none listens and rides through a lost worker exactly as
+//! the command does. It is a background client: it never replaces a
+//! daemon.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ContentBlock, Implementation, RequestId, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use super::tools::{
+    bash_gap, bash_trailer, check_arguments, read_on, BashArgs, CancelArgs, CappedOutput, LogArgs,
+    LogPage, NewSessionArgs, NoArgs, RemoveArgs, SendArgs, OUTPUT_CAP_BYTES,
+};
+use crate::build_id::version;
+use crate::client::attach::open;
+use crate::client::cli::{absolute, session_env, unexpected};
+use crate::client::connect::{connect, Client};
+use crate::client::log::output_until_end;
+use crate::client::render::most_recent_last;
+use crate::laws::timing::MCP_BASH_TIMEOUT_DEFAULT_MS;
+use crate::protocol::message::{Request, Response, SessionRequest};
+
+/// What an agent reads first about this server.
+const INSTRUCTIONS: &str = "eukhe keeps shell sessions alive outside this conversation. Create \
+a session with `new_session` (or find one with `list_sessions`), then run commands in it with \
+`bash`: the working directory, variables, functions and aliases persist from call to call, and \
+the session survives this agent's exit, a crash of eukhe's own processes and a reboot. Long \
+commands: `bash` answers after `timeout_ms` with the output so far while the command keeps \
+running (follow it with `log`, stop it with `cancel`), or queue them with `send`. Every command \
+and its output stay in the session's transcript (`log`).";
+
+/// The tools, and the calls a client may still cancel.
+#[derive(Clone, Default)]
+pub struct Tools {
+    /// `bash` calls in flight, by request: a client's
+    /// `notifications/cancelled` for one wakes it to cancel its command.
+    cancels: Arc<Mutex<HashMap<RequestId, Arc<Notify>>>>,
+}
+
+/// A tool call's answer: text for the model, the same facts as JSON.
+fn answer(text: String, structured: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+/// A valid call that failed: the command line's one line, as an error
+/// result the model reads (not a protocol error).
+fn failed(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+fn outcome(result: Result<CallToolResult, String>) -> Result<CallToolResult, McpError> {
+    Ok(result.unwrap_or_else(failed))
+}
+
+/// A `bash` call's registration for its client's cancel; ended with the
+/// call.
+struct CancelWatch {
+    cancels: Arc<Mutex<HashMap<RequestId, Arc<Notify>>>>,
+    id: RequestId,
+    notify: Arc<Notify>,
+}
+
+impl CancelWatch {
+    fn new(tools: &Tools, id: RequestId) -> CancelWatch {
+        let notify = Arc::new(Notify::new());
+        lock(&tools.cancels).insert(id.clone(), notify.clone());
+        CancelWatch {
+            cancels: tools.cancels.clone(),
+            id,
+            notify,
+        }
+    }
+}
+
+impl Drop for CancelWatch {
+    fn drop(&mut self) {
+        lock(&self.cancels).remove(&self.id);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the map leaves it usable: it holds no
+    // invariant beyond its entries.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How a `bash` call's wait ended.
+enum Waited {
+    Ended(Result<crate::client::log::InputEnd, String>),
+    TimedOut,
+    Cancelled,
+}
+
+#[tool_router]
+impl Tools {
+    /// Tools with no call in flight.
+    pub fn new() -> Tools {
+        Tools::default()
+    }
+
+    #[tool(
+        description = "Create a durable shell session and return its id and name. A session is \
+        a bash shell kept by the eukhe daemon, not by this conversation: its working directory, \
+        variables, functions and aliases persist from call to call, and it survives this \
+        agent's exit or crash, a restart of eukhe and a reboot, with a transcript of every \
+        command and its output. Create one per task and pass its id or name to `bash`, `send` \
+        and `log`."
+    )]
+    async fn new_session(
+        &self,
+        Parameters(args): Parameters<NewSessionArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(new_session(args).await)
+    }
+
+    #[tool(
+        description = "List the sessions, the one active most recently last: id, name, state \
+        (idle, busy, running, restarting, saved, given-up, damaged), worker and kernel pid, \
+        background jobs, failures in the restart window, last activity (milliseconds since the \
+        epoch) and the shell's working directory. The records of `eukhe ls --json`."
+    )]
+    async fn list_sessions(
+        &self,
+        Parameters(NoArgs {}): Parameters<NoArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(list_sessions().await)
+    }
+
+    #[tool(
+        description = "Run a bash command line now in a session's shell and return its output \
+        (standard output as written, each standard error line marked `[stderr] `) and exit \
+        status. `cd`, `export`, functions and aliases persist in the session for later calls. \
+        It runs at once, beside any queued run. Still running after timeout_ms (default 30000), \
+        the answer gives the output so far and its number, and the command goes on in the \
+        session: read the rest with `log` (run = that number), stop it with `cancel` (run = \
+        that number). Output over 32 KiB is cut in the middle; all of it stays in the \
+        transcript. Cancelling this call cancels the command."
+    )]
+    async fn bash(
+        &self,
+        Parameters(args): Parameters<BashArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        // Registered before the first await: the client's cancel for this
+        // call is read after the call itself, and the runtime runs this
+        // task's first step before the task that carries the cancel.
+        let watch = CancelWatch::new(self, context.id.clone());
+        outcome(bash(args, &watch.notify).await)
+    }
+
+    #[tool(
+        description = "Queue a bash command line in a session: it runs after the runs queued \
+        before it, one at a time, whether or not this agent is still there. Returns its run \
+        number: read its output and exit status with `log` (run = that number), stop it with \
+        `cancel`."
+    )]
+    async fn send(
+        &self,
+        Parameters(args): Parameters<SendArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(send(args).await)
+    }
+
+    #[tool(
+        description = "Read a session's transcript: each input (`[run N] $ command` queued by \
+        `send`, `[bash N] $ command`), its output as written (standard error lines marked \
+        `[stderr] `), its end (`[run N exited S]`), and notices (`! ...`). Narrow it with \
+        `run` (one input's entries), `tail` (the last N entries) or `since` (the entries after \
+        entry SEQ). One answer holds at most 32 KiB; when it stops there it says which `since` \
+        reads on."
+    )]
+    async fn log(&self, Parameters(args): Parameters<LogArgs>) -> Result<CallToolResult, McpError> {
+        outcome(log(args).await)
+    }
+
+    #[tool(
+        description = "Cancel a session's running run (SIGINT, then SIGTERM and SIGKILL after a \
+        grace); with all=true also withdraw its queued runs. With run=N, cancel that input \
+        instead: a `bash` command still running after its timeout, the running run, or a \
+        queued run (withdrawn, it never runs)."
+    )]
+    async fn cancel(
+        &self,
+        Parameters(args): Parameters<CancelArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        if args.run.is_some() && args.all {
+            return Err(McpError::invalid_params(
+                "cancel takes `run` or `all`, not both",
+                None,
+            ));
+        }
+        outcome(cancel(args).await)
+    }
+
+    #[tool(
+        description = "Remove a session for good: its processes end and its transcript and \
+        shell state are deleted. A busy session (a running or queued command, a background \
+        process) is refused unless force=true, which cancels its work."
+    )]
+    async fn remove_session(
+        &self,
+        Parameters(args): Parameters<RemoveArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(remove_session(args).await)
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Tools {
+    /// Arguments that do not fit a tool's schema are refused as the
+    /// protocol's invalid params (the router alone would answer them as a
+    /// failed call), so a client tells a malformed call from a failed one.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        check_arguments(&request.name, request.arguments.as_ref())
+            .map_err(|message| McpError::invalid_params(message, None))?;
+        let call = ToolCallContext::new(self, request, context);
+        Self::tool_router().call(call).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("eukhe", version()))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        // Only the client's own cancel ends a command: the server going
+        // away (its client closed the connection) leaves it running, as
+        // the session outlives its agent.
+        if let Some(id) = notification.request_id {
+            if let Some(notify) = lock(&self.cancels).get(&id) {
+                notify.notify_one();
+            }
+        }
+    }
+}
+
+async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, String> {
+    let cwd = match args.cwd {
+        Some(cwd) => Some(absolute(&cwd)?),
+        None => std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
+    };
+    // The session takes this server's environment, as `eukhe new` takes
+    // its shell's: the agent's, as its MCP client configured it.
+    let env = session_env(&[], false)?;
+    let mut client = connect(false).await?;
+    let request = Request::New {
+        name: args.name,
+        cwd,
+        env: Some(env),
+    };
+    match client.ask(request).await? {
+        Response::Created { id, name } => Ok(answer(
+            format!(
+                "created session {name} (id {id}); run commands in it with `bash` \
+                 session={name}"
+            ),
+            json!({ "id": id, "name": name }),
+        )),
+        other => unexpected(other),
+    }
+}
+
+async fn list_sessions() -> Result<CallToolResult, String> {
+    let mut client = connect(false).await?;
+    match client.ask(Request::List).await? {
+        Response::Sessions { mut sessions } => {
+            most_recent_last(&mut sessions);
+            let text = serde_json::to_string_pretty(&sessions).unwrap_or_default();
+            Ok(answer(text, json!({ "sessions": sessions })))
+        }
+        other => unexpected(other),
+    }
+}
+
+async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, String> {
+    let waited_ms = args.timeout_ms.unwrap_or(MCP_BASH_TIMEOUT_DEFAULT_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(waited_ms);
+    let session = args.session;
+    let request = SessionRequest::Bash {
+        command: args.command,
+        stdin: None,
+    };
+    let mut client = open(&session, false, request).await?;
+    // Its number comes first: a cancel names it, and so does the `log`
+    // that follows a command still running. A cancel asked meanwhile is
+    // carried out once the number is known.
+    let (number, cancel_early) = {
+        let first = first_answer(&mut client);
+        tokio::pin!(first);
+        let mut cancel_early = false;
+        loop {
+            tokio::select! {
+                number = &mut first => break (number?, cancel_early),
+                _ = cancel_asked.notified(), if !cancel_early => cancel_early = true,
+            }
+        }
+    };
+    let mut output = CappedOutput::new(OUTPUT_CAP_BYTES);
+    let waited = if cancel_early {
+        Waited::Cancelled
+    } else {
+        tokio::select! {
+            end = output_until_end(&mut client, &session, Some(number), &mut output) => Waited::Ended(end),
+            _ = tokio::time::sleep_until(deadline) => Waited::TimedOut,
+            _ = cancel_asked.notified() => Waited::Cancelled,
+        }
+    };
+    let (status, cut_short) = match waited {
+        Waited::Ended(end) => {
+            let end = end?;
+            (Some(end.status), end.cut_short)
+        }
+        Waited::TimedOut => (None, None),
+        Waited::Cancelled => {
+            cancel_input(&session, number).await?;
+            (
+                None,
+                Some("cancelled: its client cancelled the call".to_string()),
+            )
+        }
+    };
+    let mut text = output.text(&bash_gap(&session, number));
+    text += &bash_trailer(&session, number, status, cut_short.as_deref(), waited_ms);
+    text.push('\n');
+    let structured = json!({
+        "bash": number,
+        "output": output.text(&bash_gap(&session, number)),
+        "exit_status": status,
+        "running": status.is_none() && cut_short.is_none(),
+        "truncated": output.truncated(),
+    });
+    Ok(answer(text, structured))
+}
+
+/// The worker's first answer to `bash`: the command's number.
+async fn first_answer(client: &mut Client) -> Result<u64, String> {
+    match client.receive().await? {
+        Response::Queued { input } => Ok(input),
+        other => unexpected(other),
+    }
+}
+
+async fn cancel_input(session: &str, input: u64) -> Result<(), String> {
+    let mut client = connect(false).await?;
+    let request = Request::Session {
+        session: session.to_string(),
+        request: SessionRequest::CancelInput { input },
+    };
+    match client.ask(request).await? {
+        Response::Cancelled { .. } => Ok(()),
+        other => unexpected(other),
+    }
+}
+
+async fn send(args: SendArgs) -> Result<CallToolResult, String> {
+    let request = SessionRequest::Send {
+        text: args.command,
+        wait: false,
+    };
+    let mut client = open(&args.session, false, request).await?;
+    match client.receive().await? {
+        Response::Queued { input } => Ok(answer(
+            format!(
+                "queued as run {input}; its output and exit status: `log` session={}, run={input}",
+                args.session
+            ),
+            json!({ "run": input }),
+        )),
+        other => unexpected(other),
+    }
+}
+
+async fn log(args: LogArgs) -> Result<CallToolResult, String> {
+    let request = SessionRequest::Log {
+        tail: args.tail,
+        input: args.run,
+        after: args.since,
+        follow: false,
+    };
+    let mut client = open(&args.session, false, request).await?;
+    let mut page = LogPage::new(OUTPUT_CAP_BYTES);
+    loop {
+        match client.receive().await? {
+            Response::Entry(entry) => {
+                if !page.offer(&entry) {
+                    // The rest is read by the next call; this connection
+                    // is dropped mid-replay.
+                    break;
+                }
+            }
+            Response::Replayed => break,
+            other => return unexpected(other),
+        }
+    }
+    let mut text = page.text();
+    if text.is_empty() {
+        text = "(no entries)\n".into();
+    }
+    let hint = read_on(&args.session, &page, args.run);
+    if let Some(hint) = &hint {
+        text += hint;
+        text.push('\n');
+    }
+    let structured = json!({
+        "log": page.text(),
+        "last_seq": page.last_seq,
+        "more": page.more,
+    });
+    Ok(answer(text, structured))
+}
+
+async fn cancel(args: CancelArgs) -> Result<CallToolResult, String> {
+    let request = match args.run {
+        Some(input) => SessionRequest::CancelInput { input },
+        None => SessionRequest::Cancel { all: args.all },
+    };
+    let mut client = connect(false).await?;
+    let asked = Request::Session {
+        session: args.session.clone(),
+        request,
+    };
+    match client.ask(asked).await? {
+        Response::Cancelled { run, withdrawn } => {
+            let what = if args.run.is_some() { "input" } else { "run" };
+            let mut lines: Vec<String> = run
+                .iter()
+                .map(|r| format!("cancelling {what} {r}"))
+                .collect();
+            lines.extend(withdrawn.iter().map(|w| format!("withdrew run {w}")));
+            if lines.is_empty() {
+                lines.push("nothing to cancel".into());
+            }
+            Ok(answer(
+                lines.join("\n"),
+                json!({ "cancelled": run, "withdrawn": withdrawn }),
+            ))
+        }
+        other => unexpected(other),
+    }
+}
+
+async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, String> {
+    let mut client = connect(false).await?;
+    let request = Request::Remove {
+        session: args.session.clone(),
+        force: args.force,
+    };
+    match client.ask(request).await {
+        Ok(Response::Removed { id, name }) => Ok(answer(
+            format!("removed {name} ({id})"),
+            json!({ "id": id, "name": name }),
+        )),
+        // As `eukhe rm` says it.
+        Ok(Response::Error { message }) | Err(message) => {
+            Err(format!("rm {}: {message}", args.session))
+        }
+        Ok(other) => unexpected(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_checks_its_arguments_before_it_runs() {
+        let stray = serde_json::json!({ "session": "s", "command": "true", "stray": 1 });
+        let tools = Tools::tool_router().list_all();
+        assert_eq!(tools.len(), 7);
+        for tool in tools {
+            let refused = check_arguments(&tool.name, stray.as_object());
+            assert!(
+                refused.is_err_and(|e| e.contains("unknown field")),
+                "{} took an argument its schema does not name",
+                tool.name
+            );
+        }
+        assert_eq!(
+            check_arguments("bash", None).unwrap_err(),
+            "invalid arguments: missing field `session`"
+        );
+    }
+}
