@@ -46,7 +46,7 @@ impl Sink {
                 out.write_all(b"\n")
             }
             Sink::Raw(only) => match &entry.body {
-                EntryBody::Output { stream, data, .. } if only.map_or(true, |s| s == *stream) => {
+                EntryBody::Output { stream, data, .. } if only.is_none_or(|s| s == *stream) => {
                     out.write_all(data)
                 }
                 _ => Ok(()),

@@ -328,7 +328,7 @@ impl Kernel {
     pub fn needs_template(&self) -> bool {
         self.template
             .as_ref()
-            .map_or(true, |t| t.version != self.version)
+            .is_none_or(|t| t.version != self.version)
     }
 
     /// A template reported that it is ready.
@@ -485,7 +485,7 @@ impl Kernel {
 
     /// Whether `job` has ended (or is not this kernel's).
     pub fn job_ended(&self, job: &str) -> bool {
-        !self.jobs.get(job).is_some_and(|j| j.end.is_none())
+        self.jobs.get(job).is_none_or(|j| j.end.is_some())
     }
 
     /// The worker has stored `job`: drop it from the books and the spool.

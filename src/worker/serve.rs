@@ -525,8 +525,7 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedRe
         }
     };
     // Only the followed input's entries are sent; its end ends the follow.
-    let wanted =
-        move |entry: &Entry| only.map_or(true, |input| log_query::belongs_to(entry, input));
+    let wanted = move |entry: &Entry| only.is_none_or(|input| log_query::belongs_to(entry, input));
     let done = move |entry: &Entry| only.is_some_and(|input| log_query::ends(entry, input));
     for entry in entries {
         last = entry.seq;
