@@ -5,9 +5,11 @@ mod attach;
 pub mod cli;
 mod connect;
 mod doctor;
+mod events;
 mod log;
 mod render;
 mod stdin;
 pub mod stdout;
+mod top;
 
 pub use cli::{run, Cli};
