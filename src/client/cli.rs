@@ -308,7 +308,7 @@ pub enum Command {
 
 /// Run a client command.
 pub fn run(command: Command) -> ExitCode {
-    match crate::runtime::block_on_local("client", client(command)) {
+    match crate::runtime::block_on_client("client", client(command)) {
         Ok(code) => code,
         Err(message) => fail(message),
     }

@@ -29,6 +29,7 @@ use crate::clock::wall_ms;
 use crate::laws::timing::{EVENTS_RECONNECT_MS, TOP_TICK_MS};
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response, SessionRequest};
+use crate::session::transcript::Entry;
 use state::{Command, Dashboard, Key};
 
 /// How often the key reader looks whether it is paused (an attach has
@@ -44,6 +45,11 @@ pub async fn top() -> Result<ExitCode, String> {
     let mut stream = Some(subscribe(connect(false).await?, &None).await?);
     let (sessions, status) = listing().await?;
     let mut dashboard = Dashboard::new(&sessions, &status);
+    for info in sessions.iter().filter(|info| info.state == "busy") {
+        if let Ok(entries) = tail(&info.id).await {
+            dashboard.seen_in_tail(&info.id, &entries);
+        }
+    }
     let mut screen = Screen::enter()?;
     let mut keys = KeyReader::spawn();
     loop {
@@ -52,13 +58,17 @@ pub async fn top() -> Result<ExitCode, String> {
             input = keys.inputs.recv() => {
                 let Some(input) = input else { return Ok(ExitCode::SUCCESS) };
                 let Input::Key(key) = input else { continue };
-                match dashboard.key(key) {
+                let command = dashboard.key(key);
+                // Whatever a daemon connection printed meanwhile (a note
+                // about its build) is wiped by a full redraw.
+                let acted = command != Command::Nothing;
+                match command {
                     Command::Nothing => {}
                     Command::Quit => break,
                     Command::Attach(id) => {
                         keys.pause();
                         screen.leave();
-                        let attached = super::attach::attach(id.clone(), None).await;
+                        let attached = attach(&id).await;
                         screen = Screen::enter()?;
                         keys.resume();
                         dashboard.message = match attached {
@@ -69,6 +79,9 @@ pub async fn top() -> Result<ExitCode, String> {
                     Command::Cancel(id) => dashboard.message = cancel(&dashboard, &id).await,
                     Command::Restart(id) => dashboard.message = restart(&dashboard, &id).await,
                     Command::Remove(id) => dashboard.message = remove(&dashboard, &id).await,
+                }
+                if acted {
+                    screen.clear();
                 }
             }
             event = next_event(&mut stream) => match event {
@@ -98,6 +111,29 @@ pub async fn top() -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Attach to session `id` until the person detaches: `eukhe attach` (the
+/// same `client::attach`) as a child on this terminal, so its reading of
+/// standard input ends with it and no key meant for the dashboard is
+/// taken. Ctrl-C and Ctrl-\ reach the whole foreground group: this
+/// process catches them (and lets them pass) while the child decides.
+async fn attach(id: &str) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let _interrupts = signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    let _quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let status = tokio::process::Command::new(exe)
+        .args(["attach", id])
+        .status()
+        .await
+        .map_err(|e| format!("cannot attach to {id}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("attaching to {id} ended with {status}"))
+    }
+}
+
 /// The next event on the stream; none once it is lost (and forever
 /// pending without one).
 async fn next_event(stream: &mut Option<Client>) -> Option<Event> {
@@ -109,6 +145,34 @@ async fn next_event(stream: &mut Option<Client>) -> Option<Event> {
         _ => None,
     }
 }
+
+/// The last `TAIL_ENTRIES` entries of session `id`'s transcript.
+async fn tail(id: &str) -> Result<Vec<Entry>, String> {
+    let mut client = connect(false).await?;
+    client
+        .send(&Request::Session {
+            session: id.to_string(),
+            request: SessionRequest::Log {
+                tail: Some(TAIL_ENTRIES),
+                input: None,
+                after: None,
+                follow: false,
+            },
+        })
+        .await?;
+    let mut entries = Vec::new();
+    loop {
+        match client.receive().await? {
+            Response::Entry(entry) => entries.push(entry),
+            Response::Replayed => return Ok(entries),
+            other => return Err(answer(other)),
+        }
+    }
+}
+
+/// How many of a busy session's last entries `top` reads at its start to
+/// find the run it is running and its queue.
+const TAIL_ENTRIES: u64 = 200;
 
 /// `ls` and `status`, from a daemon that listens now.
 async fn listing() -> Result<
@@ -310,6 +374,11 @@ impl Screen {
             .draw(|frame| view::draw(frame, dashboard, now))
             .map(|_| ())
             .map_err(|e| format!("cannot draw on the terminal: {e}"))
+    }
+
+    /// Draw everything afresh at the next draw.
+    fn clear(&mut self) {
+        let _ = self.terminal.clear();
     }
 
     /// Give the terminal back as it was.

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::laws::restart::RestartVerdict;
-use crate::protocol::event::{Event, EventKind};
+use crate::protocol::event::{latest_line, Event, EventKind};
 use crate::protocol::message::{SessionInfo, StatusInfo};
+use crate::session::transcript::{Entry, EntryBody};
 
 /// One session's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +139,43 @@ impl Dashboard {
         self.backend = status.backend.clone();
         self.connected = true;
         self.keep_selection();
+    }
+
+    /// What the last entries of session `id`'s transcript say of its run
+    /// and queue (read once at the start: events tell the rest).
+    pub fn seen_in_tail(&mut self, id: &str, entries: &[Entry]) {
+        let Some(row) = self.rows.get_mut(id) else {
+            return;
+        };
+        let mut waiting = std::collections::BTreeSet::new();
+        for entry in entries {
+            match &entry.body {
+                EntryBody::Input { input, text } => {
+                    row.texts.insert(*input, text.clone());
+                    waiting.insert(*input);
+                }
+                EntryBody::RunStarted { input } => {
+                    waiting.remove(input);
+                    let text = row.texts.get(input).cloned().unwrap_or_default();
+                    row.run = Some((*input, text, entry.at_ms));
+                }
+                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
+                    if row.run.as_ref().is_some_and(|(run, _, _)| run == input) {
+                        row.run = None;
+                    }
+                }
+                EntryBody::Withdrawn { input } => {
+                    waiting.remove(input);
+                }
+                EntryBody::Output { data, .. } => {
+                    if let Some(line) = latest_line(data) {
+                        row.last_line = line;
+                    }
+                }
+                _ => {}
+            }
+        }
+        row.queued = waiting.len() as u32;
     }
 
     /// Take one event in.
