@@ -118,10 +118,11 @@ pub async fn top() -> Result<ExitCode, String> {
 /// process catches them (and lets them pass) while the child decides.
 async fn attach(id: &str) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
-    let _interrupts = signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    let _interrupts =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
     let _quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
     let status = tokio::process::Command::new(exe)
         .args(["attach", id])
         .status()

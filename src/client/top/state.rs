@@ -159,10 +159,10 @@ impl Dashboard {
                     let text = row.texts.get(input).cloned().unwrap_or_default();
                     row.run = Some((*input, text, entry.at_ms));
                 }
-                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
-                    if row.run.as_ref().is_some_and(|(run, _, _)| run == input) {
-                        row.run = None;
-                    }
+                EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input }
+                    if row.run.as_ref().is_some_and(|(run, _, _)| run == input) =>
+                {
+                    row.run = None;
                 }
                 EntryBody::Withdrawn { input } => {
                     waiting.remove(input);
