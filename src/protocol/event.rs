@@ -229,12 +229,13 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
 }
 
 /// The last non-blank line in `data` (output bytes, read as UTF-8 with
-/// replacement), bounded; none when `data` has only blank lines.
+/// replacement), without its indentation and control characters, bounded;
+/// none when `data` has only blank lines.
 pub fn latest_line(data: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(data);
     text.lines()
         .rev()
-        .map(|line| line.trim_end_matches('\r').trim_end())
+        .map(|line| line.trim())
         .find(|line| !line.trim().is_empty())
         .map(|line| bounded(&line.replace(|c: char| c.is_control() && c != '\t', "")))
 }
