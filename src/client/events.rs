@@ -16,9 +16,17 @@ use crate::protocol::message::{Request, Response};
 
 pub async fn events(json: bool, session: Option<String>) -> Result<ExitCode, String> {
     let mut stream = subscribe(connect(false).await?, &session).await?;
+    // The session followed, by its id once an event names it: a rename
+    // while the daemon is away does not lose it.
+    let mut session = session;
     loop {
         match stream.receive().await {
-            Ok(Response::Event(event)) => print(&event, json)?,
+            Ok(Response::Event(event)) => {
+                if let (Some(_), Some(id)) = (&session, &event.id) {
+                    session = Some(id.clone());
+                }
+                print(&event, json)?
+            }
             Ok(other) => return unexpected(other),
             Err(_) => {
                 let before = stream.daemon.pid;
