@@ -9,6 +9,9 @@ mod sessions;
 #[path = "daemon/diag.rs"]
 mod diag;
 
+#[path = "daemon/events.rs"]
+mod events;
+
 use std::time::{Duration, Instant};
 
 use env::{alive, kill9, wait_until, Env};

@@ -292,6 +292,32 @@ pub enum Command {
     /// starts the daemon when none listens and, a background client,
     /// never replaces one.
     Mcp,
+    /// Follow the daemon's events, one line each: sessions created,
+    /// removed, renamed; state changes; runs queued, started, finished,
+    /// interrupted; background jobs; restore and revival notices; worker
+    /// and kernel failures with the restart verdict; the latest output
+    /// line (at most once a second per session); the daemon stopping.
+    ///
+    /// Rides through a daemon restart: it waits for the next daemon (never
+    /// starting or replacing one) and says so once. A reader that falls
+    /// behind gets one "events dropped: N" line.
+    Events {
+        /// One JSON object per line: "at_ms", "id", "name" and "event"
+        /// (its "kind" and fields).
+        #[arg(long)]
+        json: bool,
+        /// Only this session's events (and the daemon's own).
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+    },
+    /// A live dashboard of every session: state, working directory, the
+    /// run and its elapsed time, queue, background jobs, failures, the
+    /// last output line.
+    ///
+    /// Keys: arrows select; Enter attaches (detach with Ctrl-\ to come
+    /// back); c cancels the run; r restarts a given-up session; d removes
+    /// (asks first); / filters by name; q quits.
+    Top,
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {
         /// One JSON object.
@@ -302,7 +328,7 @@ pub enum Command {
 
 /// Run a client command.
 pub fn run(command: Command) -> ExitCode {
-    match crate::runtime::block_on_local("client", client(command)) {
+    match crate::runtime::block_on_client("client", client(command)) {
         Ok(code) => code,
         Err(message) => fail(message),
     }
@@ -591,6 +617,8 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
+        Command::Events { json, session } => super::events::events(json, session).await,
+        Command::Top => super::top::top().await,
         Command::Daemon
         | Command::Worker { .. }
         | Command::Kernel { .. }

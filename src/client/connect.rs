@@ -255,3 +255,35 @@ async fn wait_socket_free(paths: &Paths) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Connect as a background client (`events`, `top`) to a daemon that
+/// listens now, never starting or replacing one: a client that rides
+/// through a daemon's restart waits for the next daemon. None: no daemon
+/// listens yet.
+pub async fn connect_background_existing() -> Result<Option<Client>, String> {
+    let paths = Paths::from_env()?;
+    let Some(client) = handshake(&paths, Role::Background).await? else {
+        return Ok(None);
+    };
+    let ours = Build {
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+    };
+    let theirs = DaemonHello {
+        build: Build {
+            version: client.daemon.version.clone(),
+            build_id: client.daemon.build_id.clone(),
+        },
+        protocol: client.daemon.protocol,
+        idle_shutdown: client.daemon.has(Capability::IdleShutdown),
+    };
+    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)?;
+    match verdict.action {
+        // A background client never replaces: `ReplaceIfIdle` is never
+        // its verdict, and a daemon it may not replace it uses.
+        ReplaceAction::Use | ReplaceAction::ReplaceIfIdle => Ok(Some(client)),
+        ReplaceAction::Stop => Err(verdict
+            .message
+            .unwrap_or_else(|| "cannot use the running daemon".into())),
+    }
+}

@@ -5,9 +5,11 @@ pub(crate) mod attach;
 pub mod cli;
 pub(crate) mod connect;
 mod doctor;
+mod events;
 pub(crate) mod log;
 pub(crate) mod render;
 mod stdin;
 pub mod stdout;
+mod top;
 
 pub use cli::{run, Cli};

@@ -166,6 +166,18 @@ pub const MCP_BASH_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 pub const SESSION_SETTLE_MS: u64 =
     TM.quiesce_answer + 2 * TM.stop_grace + TM.kill_route + TM.child_drain + 20_000;
 
+/// The latest output line of a session goes out on the event stream at
+/// most this often (`eukhe events`, `eukhe top`): a flood of output never
+/// floods the stream. Not a law's timeout: nothing waits for it.
+pub const EVENT_OUTPUT_LINE_MS: u64 = 1_000;
+/// How often `eukhe top` redraws without an event: elapsed times tick.
+pub const TOP_TICK_MS: u64 = 1_000;
+/// How often a client that lost the daemon's event stream tries again.
+pub const EVENTS_RECONNECT_MS: u64 = 200;
+/// How long a stopping daemon gives its event subscribers to read the
+/// last events (its own stop) before it ends.
+pub const EVENTS_FLUSH_MS: u64 = 200;
+
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {
     /// Index into [`TIMEOUT_NAMES`] of the timeout that waits.

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::event::Event;
 use super::hello::Hello;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
@@ -41,6 +42,13 @@ pub enum Request {
     Rename {
         session: String,
         name: String,
+    },
+    /// Subscribe to the daemon's events (all sessions', or one's):
+    /// answered with `Ok`, then one `Event` frame per event until either
+    /// side hangs up.
+    Events {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
     },
     /// Stop the daemon.
     Shutdown {
@@ -290,4 +298,7 @@ pub enum Response {
     Queue {
         inputs: Vec<QueuedInput>,
     },
+    /// One event of the daemon's stream (and, worker to supervisor on the
+    /// control connection, one the worker reports).
+    Event(Event),
 }

@@ -3,9 +3,10 @@
 //!
 //! Layers, bottom up: [`frame`] (bytes on a stream, with a hard size
 //! limit), [`message`] (the requests and responses), [`output`] (output
-//! bytes as binary frames), [`hello`] (the versioned greeting every
+//! bytes as binary frames), [`event`] (the daemon's event stream), [`hello`] (the versioned greeting every
 //! connection starts with).
 
+pub mod event;
 pub mod frame;
 pub mod hello;
 pub mod kernel;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use super::backend;
+use super::events;
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
@@ -19,6 +20,7 @@ use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
 use crate::laws::timing::TM;
+use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, Hello, PROTOCOL_VERSION};
@@ -196,8 +198,12 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                     return;
                 }
                 let was_in_use = slot.seen().in_use();
+                let jobs_before = slot.background;
                 slot.work = info.work;
                 slot.background = info.background;
+                let name = slot.meta.name.clone();
+                events::jobs_changed(&s.events, &id, &name, jobs_before, info.background);
+                let slot = s.slots.get_mut(&id).expect("looked up above");
                 slot.kernel_pid = info.kernel_pid;
                 slot.clients = info.clients;
                 slot.last_active_ms =
@@ -215,6 +221,12 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
                     build: hello.build_id.clone(),
                 };
                 s.set_state(&id, running);
+            }
+            Ok(Response::Event(event)) => {
+                let s = supervisor.borrow();
+                if let Some(slot) = s.slots.get(&id) {
+                    s.events.session(&id, &slot.meta.name, event.event);
+                }
             }
             Ok(_) => {}
             Err(_) => break,
@@ -262,6 +274,10 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
             RestartVerdict::Restart { .. } => SlotState::Restarting,
             RestartVerdict::GiveUp { .. } => SlotState::GivenUp,
         };
+        let name = slot.meta.name.clone();
+        let why = why.to_string();
+        s.events
+            .session(id, &name, EventKind::WorkerFailed { why, verdict });
         s.set_state(id, state);
         verdict
     };
@@ -379,6 +395,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         // however long ago its worker left.
         if backend::kernel_lives(supervisor, &id) {
             tracing::info!(session = id, "resuming session {id}: its kernel lives");
+            events::revived(supervisor, &id, "its kernel lives");
             launch(supervisor, &id).await;
             continue;
         }
@@ -390,6 +407,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .is_none()
         {
             tracing::info!(session = id, "reviving session {id} from its busy evidence");
+            events::revived(supervisor, &id, "its busy evidence is fresh");
             launch(supervisor, &id).await;
         }
     }

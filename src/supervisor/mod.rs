@@ -5,6 +5,7 @@
 //! busy evidence, and routes session requests to the session's worker.
 
 mod backend;
+mod events;
 mod launch;
 mod manage;
 mod routing;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 
 use super::backend;
+use super::events;
 use super::launch::{ask_worker, connect_worker, launch, Shared};
 use super::manage::{self, settle, InFlight};
 use super::slots::{Slot, SlotState};
@@ -20,6 +21,7 @@ use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
 use crate::laws::timing::QUIESCE_ANSWER_MS;
+use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
@@ -169,14 +171,44 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         },
         Request::Status => status(&supervisor),
         Request::Restart { session } => restart(&supervisor, &session).await,
-        Request::Remove { session, force } => manage::remove(&supervisor, &session, force).await,
-        Request::Rename { session, name } => manage::rename(&supervisor, &session, &name),
+        Request::Remove { session, force } => {
+            let response = manage::remove(&supervisor, &session, force).await;
+            if let Response::Removed { id, name } = &response {
+                let s = supervisor.borrow();
+                s.events.session(id, name, EventKind::Removed);
+                s.events.forget(id);
+            }
+            response
+        }
+        Request::Rename { session, name } => {
+            let before = supervisor.borrow().resolve(&session).ok().and_then(|id| {
+                let from = supervisor.borrow().slots.get(&id)?.meta.name.clone();
+                Some((id, from))
+            });
+            let response = manage::rename(&supervisor, &session, &name);
+            if let (Response::Ok, Some((id, from))) = (&response, before) {
+                let from = EventKind::Renamed { from };
+                supervisor.borrow().events.session(&id, &name, from);
+            }
+            response
+        }
+        Request::Events { session } => {
+            events::serve(&supervisor, stream, session).await;
+            return;
+        }
         Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
         other => Response::Error {
             message: format!("the daemon does not serve {other:?}"),
         },
     };
     let stopped = matches!(response, Response::Shutdown { stopped: true, .. });
+    if let Response::Shutdown {
+        stopped: true,
+        message,
+    } = &response
+    {
+        events::daemon_stopping(&supervisor, message).await;
+    }
     let _ = write_frame(&mut stream, &response).await;
     if stopped {
         supervisor.borrow_mut().answered_shutdown = true;
@@ -268,6 +300,10 @@ async fn new_session(
         .borrow_mut()
         .slots
         .insert(id.clone(), Slot::new(meta, SlotState::Saved));
+    let created = EventKind::Created {
+        cwd: supervisor.borrow().slots[&id].meta.cwd.clone(),
+    };
+    supervisor.borrow().events.session(&id, &name, created);
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
         Ok(()) => Response::Created { id, name },

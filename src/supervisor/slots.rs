@@ -88,6 +88,21 @@ impl Slot {
         }
     }
 
+    /// The state as `eukhe ls` (and the event stream) shows it.
+    pub fn state_label(&self) -> &'static str {
+        match &self.state {
+            SlotState::Saved => "saved",
+            SlotState::Damaged { .. } => "damaged",
+            SlotState::Starting => "running",
+            SlotState::Restarting => "restarting",
+            SlotState::GivenUp => "given-up",
+            SlotState::IdleStopping => "stopping",
+            SlotState::Removing => "removing",
+            SlotState::Running { .. } if self.work.is_empty() => "idle",
+            SlotState::Running { .. } => "busy",
+        }
+    }
+
     /// What the idle-stop decision sees of the session now.
     pub fn seen(&self) -> Seen {
         Seen {
@@ -140,6 +155,8 @@ pub struct Supervisor {
     /// Sessions removed from this state directory (`session::removed`):
     /// never listed, launched or revived again, their ids never reused.
     pub removed: HashSet<String>,
+    /// The event stream's subscribers (`eukhe events`, `eukhe top`).
+    pub events: super::events::EventHub,
 }
 
 impl Supervisor {
@@ -191,6 +208,7 @@ impl Supervisor {
             units: None,
             changed: Default::default(),
             removed,
+            events: Default::default(),
         }
     }
 
@@ -199,6 +217,7 @@ impl Supervisor {
         if let Some(slot) = self.slots.get_mut(id) {
             slot.state = state;
             self.changed.notify_waiters();
+            self.events.state(id, &slot.meta.name, slot.state_label());
         }
     }
 
@@ -285,18 +304,12 @@ impl Supervisor {
         self.slots
             .values()
             .map(|slot| {
-                let (state, pid, build) = match &slot.state {
-                    SlotState::Saved => ("saved", None, None),
-                    SlotState::Damaged { .. } => ("damaged", None, None),
-                    SlotState::Starting => ("running", None, None),
-                    SlotState::Restarting => ("restarting", None, None),
-                    SlotState::GivenUp => ("given-up", None, None),
-                    SlotState::IdleStopping => ("stopping", None, None),
-                    SlotState::Removing => ("removing", None, None),
+                let state = slot.state_label();
+                let (pid, build) = match &slot.state {
                     SlotState::Running { identity, build } => {
-                        let state = if slot.work.is_empty() { "idle" } else { "busy" };
-                        (state, Some(identity.pid), Some(build.clone()))
+                        (Some(identity.pid), Some(build.clone()))
                     }
+                    _ => (None, None),
                 };
                 SessionInfo {
                     id: slot.meta.id.clone(),

@@ -13,11 +13,13 @@ use tokio::sync::mpsc::unbounded_channel;
 use super::core::Action;
 use super::state::Worker;
 use crate::build_id::build_id;
+use crate::clock::wall_ms;
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
 use crate::laws::timing::FOLLOWER_PATIENCE_MS;
 use crate::laws::timing::TM;
 use crate::paths::Paths;
+use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
 use crate::protocol::kernel::{FromKernel, JobState, ToKernel, KERNEL_PROTOCOL};
 use crate::session::store::{read_json, KernelRecord};
@@ -62,7 +64,10 @@ pub async fn run(
     if w.stopping || w.kernel_stop_asked {
         Ok(())
     } else {
-        Err(format!("the session's kernel is gone ({ended})"))
+        let why = format!("the session's kernel is gone ({ended})");
+        let failed = EventKind::KernelFailed { why: why.clone() };
+        w.tell_event(wall_ms(), failed);
+        Err(why)
     }
 }
 

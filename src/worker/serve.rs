@@ -769,6 +769,7 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             }
             w.core.tick(mono_us());
             w.refresh_evidence();
+            w.report_output_line();
             w.orphan_verdict()
         };
         match verdict {

@@ -14,12 +14,14 @@ use crate::host::process::own_identity;
 use crate::host::HostKind;
 use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::events::OutputLine;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
 use crate::laws::runs::RunId;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
+use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
@@ -76,6 +78,8 @@ pub struct Worker {
     pub open_clients: std::rc::Rc<std::cell::Cell<u32>>,
     /// Wakes the task that tells the supervisor the client count changed.
     pub clients_changed: std::rc::Rc<tokio::sync::Notify>,
+    /// The latest output line, reported at a bounded rate.
+    output_line: OutputLine,
 }
 
 /// One client connection, counted while it is open (`Worker::open_clients`).
@@ -163,6 +167,7 @@ impl Worker {
             identity: own_identity(),
             open_clients: Default::default(),
             clients_changed: Default::default(),
+            output_line: Default::default(),
         };
         if let Some(count) = opened.migrated {
             tracing::info!(
@@ -254,6 +259,7 @@ impl Worker {
     /// append makes it durable too), then show it to attached clients.
     pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, String> {
         let entry = self.transcript.append_unsynced(wall_ms(), body)?;
+        self.report(&entry);
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
@@ -314,6 +320,7 @@ impl Worker {
             self.restore_notices.push(entry.clone());
             self.index_restore_notices();
         }
+        self.report(&entry);
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
         Ok(entry)
@@ -440,6 +447,41 @@ impl Worker {
     pub fn sign_of_life(&self) {
         if let Some(supervisor) = &self.supervisor {
             let _ = supervisor.send(Response::Worker(self.info()));
+        }
+    }
+
+    /// Tell the supervisor's event stream what a stored entry says: runs
+    /// and notices at once, output as its latest line at a bounded rate.
+    fn report(&mut self, entry: &Entry) {
+        let kind = match &entry.body {
+            EntryBody::Output { data, .. } => match latest_line(data) {
+                Some(line) => match self.output_line.seen(line, mono_ms()) {
+                    Some(line) => EventKind::Output { line },
+                    None => return,
+                },
+                None => return,
+            },
+            _ => match entry_event(entry) {
+                Some(kind) => kind,
+                None => return,
+            },
+        };
+        self.tell_event(entry.at_ms, kind);
+    }
+
+    /// The latest output line, once its turn has come (from the tick).
+    pub fn report_output_line(&mut self) {
+        if let Some(line) = self.output_line.due(mono_ms()) {
+            self.tell_event(wall_ms(), EventKind::Output { line });
+        }
+    }
+
+    /// Send an event of this session to the supervisor (which stamps it
+    /// with the session's current name), if one supervises.
+    pub fn tell_event(&self, at_ms: u64, kind: EventKind) {
+        if let Some(supervisor) = &self.supervisor {
+            let event = Event::session(at_ms, &self.meta.id, &self.meta.name, kind);
+            let _ = supervisor.send(Response::Event(event));
         }
     }
 

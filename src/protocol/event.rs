@@ -1,0 +1,300 @@
+//! The daemon's event stream (`eukhe events`, `eukhe top`): what happened
+//! to which session, and when. The supervisor makes the session-level
+//! events itself (created, removed, renamed, state changes, failures and
+//! their restart verdicts) and relays the ones its workers report on their
+//! control connections (runs, background jobs, notices, the latest output
+//! line), stamping each with the session's id and current name.
+//!
+//! Like every message, unknown kinds and fields are refused, never ignored.
+
+use serde::{Deserialize, Serialize};
+
+use crate::laws::restart::RestartVerdict;
+use crate::session::transcript::{Entry, EntryBody};
+
+/// The longest text an event carries (a run's command, a notice, an output
+/// line), in bytes: a subscriber's buffer holds a bounded number of events,
+/// so each must be bounded too.
+pub const EVENT_TEXT_MAX_BYTES: usize = 400;
+
+/// One event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    /// Wall-clock milliseconds when it happened.
+    pub at_ms: u64,
+    /// The session's id (none: an event of the daemon itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The session's name when the event was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What happened.
+    pub event: EventKind,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EventKind {
+    /// A session was created, its shell in `cwd`.
+    Created { cwd: String },
+    /// A session was removed (`eukhe rm`).
+    Removed,
+    /// A session was renamed; `name` is the new name.
+    Renamed { from: String },
+    /// The session's state as `eukhe ls` shows it changed: running, busy,
+    /// idle, restarting, given-up, saved, stopping, removing or damaged.
+    State { state: String },
+    /// Input was queued as run `input`.
+    RunQueued { input: u64, text: String },
+    /// Run `input` started.
+    RunStarted { input: u64 },
+    /// Run `input` ended.
+    RunFinished {
+        input: u64,
+        status: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
+    },
+    /// Run `input` was cut short: its kernel is gone.
+    RunInterrupted { input: u64 },
+    /// Queued input `input` was withdrawn before it ran.
+    Withdrawn { input: u64 },
+    /// Background jobs (processes runs left running) started: `count` run
+    /// now.
+    JobsStarted { count: u32 },
+    /// Background jobs ended: `count` run now.
+    JobsEnded { count: u32 },
+    /// A kernel was started over the session's snapshot (restore number
+    /// `restore`).
+    Restored { restore: u32, text: String },
+    /// A session resting on disk was brought back at the daemon's start
+    /// (busy evidence, or a kernel that still lives).
+    Revived { why: String },
+    /// Something the session says in its transcript.
+    Notice { text: String },
+    /// The session's kernel is gone (its worker fails with it).
+    KernelFailed { why: String },
+    /// The session's worker failed; the restart budget's verdict.
+    WorkerFailed {
+        why: String,
+        verdict: RestartVerdict,
+    },
+    /// The latest line of output, at most once per `EVENT_OUTPUT_LINE_MS`
+    /// per session.
+    Output { line: String },
+    /// This subscriber fell behind: `count` events were left out here.
+    Dropped { count: u64 },
+    /// The daemon stops (`eukhe shutdown`, or a newer daemon replaces it).
+    DaemonStopping { message: String },
+}
+
+impl Event {
+    /// An event of the daemon itself (no session).
+    pub fn daemon(at_ms: u64, event: EventKind) -> Event {
+        Event {
+            at_ms,
+            id: None,
+            name: None,
+            event,
+        }
+    }
+
+    /// An event of session `id`, named `name`.
+    pub fn session(at_ms: u64, id: &str, name: &str, event: EventKind) -> Event {
+        Event {
+            at_ms,
+            id: Some(id.to_string()),
+            name: Some(name.to_string()),
+            event,
+        }
+    }
+
+    /// The event as one line for a person (no time: the caller adds it).
+    pub fn describe(&self) -> String {
+        let who = match (&self.name, &self.id) {
+            (Some(name), Some(id)) if name != id => format!("{name} ({id}): "),
+            (_, Some(id)) => format!("{id}: "),
+            _ => "daemon: ".to_string(),
+        };
+        let what = match &self.event {
+            EventKind::Created { cwd } => format!("created in {cwd}"),
+            EventKind::Removed => "removed".into(),
+            EventKind::Renamed { from } => format!("renamed from {from}"),
+            EventKind::State { state } => format!("state {state}"),
+            EventKind::RunQueued { input, text } => format!("run {input} queued: {text}"),
+            EventKind::RunStarted { input } => format!("run {input} started"),
+            EventKind::RunFinished {
+                input,
+                status,
+                signal,
+                cancelled,
+            } => {
+                let mut text = format!("run {input} exited {status}");
+                if let Some(signal) = signal {
+                    text.push_str(&format!(" (signal {signal})"));
+                }
+                if *cancelled {
+                    text.push_str(", cancelled");
+                }
+                text
+            }
+            EventKind::RunInterrupted { input } => {
+                format!("run {input} interrupted: its kernel is gone")
+            }
+            EventKind::Withdrawn { input } => format!("input {input} withdrawn"),
+            EventKind::JobsStarted { count } => {
+                format!("background jobs started ({count} running)")
+            }
+            EventKind::JobsEnded { count } => format!("background jobs ended ({count} running)"),
+            EventKind::Restored { restore, text } => format!("restore {restore}: {text}"),
+            EventKind::Revived { why } => format!("revived: {why}"),
+            EventKind::Notice { text } => format!("notice: {text}"),
+            EventKind::KernelFailed { why } => format!("kernel failed: {why}"),
+            EventKind::WorkerFailed { why, verdict } => match verdict {
+                RestartVerdict::Restart {
+                    pause_ms,
+                    failures_in_window,
+                } => format!(
+                    "worker failed ({why}): restarting in {pause_ms} ms (failure {failures_in_window} in the window)"
+                ),
+                RestartVerdict::GiveUp { failures_in_window } => format!(
+                    "worker failed ({why}): given up after {failures_in_window} failures in the window"
+                ),
+            },
+            EventKind::Output { line } => format!("output: {line}"),
+            EventKind::Dropped { count } => {
+                format!("events dropped: {count} (this client fell behind)")
+            }
+            EventKind::DaemonStopping { message } => format!("stopping: {message}"),
+        };
+        format!("{who}{what}")
+    }
+}
+
+/// `text` cut to at most `EVENT_TEXT_MAX_BYTES`, at a character boundary.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= EVENT_TEXT_MAX_BYTES {
+        return text.to_string();
+    }
+    let mut end = EVENT_TEXT_MAX_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The event a stored transcript entry makes, if any. Output is not one:
+/// its latest line goes out at a bounded rate instead (`latest_line`).
+pub fn entry_event(entry: &Entry) -> Option<EventKind> {
+    Some(match &entry.body {
+        EntryBody::Input { input, text } => EventKind::RunQueued {
+            input: *input,
+            text: bounded(text),
+        },
+        EntryBody::RunStarted { input } => EventKind::RunStarted { input: *input },
+        EntryBody::RunFinished {
+            input,
+            status,
+            signal,
+            cancelled,
+        } => EventKind::RunFinished {
+            input: *input,
+            status: *status,
+            signal: *signal,
+            cancelled: *cancelled,
+        },
+        EntryBody::RunInterrupted { input } => EventKind::RunInterrupted { input: *input },
+        EntryBody::Withdrawn { input } => EventKind::Withdrawn { input: *input },
+        EntryBody::Notice {
+            text,
+            restore: Some(restore),
+        } => EventKind::Restored {
+            restore: *restore,
+            text: bounded(text),
+        },
+        EntryBody::Notice {
+            text,
+            restore: None,
+        } => EventKind::Notice {
+            text: bounded(text),
+        },
+        EntryBody::Output { .. } | EntryBody::Bash { .. } | EntryBody::BashFinished { .. } => {
+            return None
+        }
+    })
+}
+
+/// The last non-blank line in `data` (output bytes, read as UTF-8 with
+/// replacement), without its indentation and control characters, bounded;
+/// none when `data` has only blank lines.
+pub fn latest_line(data: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(data);
+    text.lines()
+        .rev()
+        .map(|line| line.trim())
+        .find(|line| !line.trim().is_empty())
+        .map(|line| bounded(&line.replace(|c: char| c.is_control() && c != '\t', "")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_and_unknown_fields_or_kinds_are_refused() {
+        let event = Event::session(
+            5,
+            "abc",
+            "build",
+            EventKind::RunFinished {
+                input: 2,
+                status: 130,
+                signal: Some(2),
+                cancelled: true,
+            },
+        );
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), event);
+        let extra = json.replacen("\"at_ms\"", "\"surprise\":1,\"at_ms\"", 1);
+        assert!(serde_json::from_str::<Event>(&extra).is_err());
+        let inner = json.replacen("\"input\"", "\"surprise\":1,\"input\"", 1);
+        assert!(serde_json::from_str::<Event>(&inner).is_err());
+        let kind = json.replace("run_finished", "run_exploded");
+        assert!(serde_json::from_str::<Event>(&kind).is_err());
+    }
+
+    #[test]
+    fn the_latest_line_is_the_last_non_blank_one_bounded() {
+        assert_eq!(latest_line(b"one\ntwo\n\n"), Some("two".into()));
+        assert_eq!(latest_line(b"partial"), Some("partial".into()));
+        assert_eq!(latest_line(b"\n  \n"), None);
+        assert_eq!(latest_line(b"a\x1b[1mb\r\n"), Some("a[1mb".into()));
+        let long = "é".repeat(EVENT_TEXT_MAX_BYTES);
+        let line = latest_line(long.as_bytes()).unwrap();
+        assert!(line.len() <= EVENT_TEXT_MAX_BYTES + '…'.len_utf8());
+    }
+
+    #[test]
+    fn a_worker_verdict_reads_for_a_person() {
+        let event = Event::session(
+            0,
+            "abc",
+            "abc",
+            EventKind::WorkerFailed {
+                why: "its worker ended".into(),
+                verdict: RestartVerdict::Restart {
+                    pause_ms: 250,
+                    failures_in_window: 1,
+                },
+            },
+        );
+        assert_eq!(
+            event.describe(),
+            "abc: worker failed (its worker ended): restarting in 250 ms (failure 1 in the window)"
+        );
+    }
+}
