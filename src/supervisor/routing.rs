@@ -17,6 +17,7 @@ use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::handoff;
+use crate::host::process::is_alive;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
@@ -338,6 +339,51 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), St
     }
 }
 
+/// Connect to the running worker of `id`. A worker that died a moment ago
+/// (its failure not noticed yet) is waited for as a start is: once its
+/// end is seen and the next worker runs, the request goes to that one.
+async fn connect_running_worker(
+    supervisor: &Shared,
+    id: &str,
+) -> Result<(UnixStream, Hello), String> {
+    loop {
+        let running = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
+            Some(SlotState::Running { identity, .. }) => Some(*identity),
+            _ => None,
+        };
+        let error = match connect_worker(supervisor, id).await {
+            Ok(connected) => return Ok(connected),
+            Err(error) => error,
+        };
+        let Some(dead) = running.filter(|identity| !is_alive(*identity)) else {
+            return Err(error);
+        };
+        tracing::info!(
+            session = id,
+            "a request for session {id} waits for its worker {} to be replaced",
+            dead.pid
+        );
+        let changed = supervisor.borrow().changed.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
+        loop {
+            let notified = changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let still = matches!(
+                supervisor.borrow().slots.get(id).map(|s| &s.state),
+                Some(SlotState::Running { identity, .. }) if *identity == dead
+            );
+            if !still {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(error);
+            }
+        }
+        wait_running(supervisor, id).await?;
+    }
+}
+
 fn damaged(id: &str, problem: &str) -> String {
     format!("session {id} cannot start: {problem} (mend or move the file; the next request reads it again)")
 }
@@ -439,7 +485,7 @@ async fn route(
         let _ = write_frame(&mut client, &error(message)).await;
         return;
     }
-    let (mut worker, hello) = match connect_worker(supervisor, &id).await {
+    let (mut worker, hello) = match connect_running_worker(supervisor, &id).await {
         Ok(connected) => connected,
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
