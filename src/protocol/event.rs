@@ -228,11 +228,14 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
     })
 }
 
-/// The last non-blank line in `data` (output bytes, read as UTF-8 with
-/// replacement), without its indentation and control characters, bounded;
-/// none when `data` has only blank lines.
+/// The last non-blank line in the last 4 KiB of `data` (output bytes,
+/// read as UTF-8 with replacement), without its indentation and control
+/// characters, bounded; none when those bytes hold only blank lines.
 pub fn latest_line(data: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(data);
+    // Only the end is looked at: every output chunk passes here, on the
+    // output's path, and a line is shown cut anyway.
+    const WINDOW: usize = 4096;
+    let text = String::from_utf8_lossy(&data[data.len().saturating_sub(WINDOW)..]);
     text.lines()
         .rev()
         .map(|line| line.trim())
