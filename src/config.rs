@@ -49,7 +49,7 @@ pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = 30_000;
 
 /// Workers show a sign of life every second; a shorter watchdog would kill
 /// healthy ones.
-pub const WORKER_WATCHDOG_MIN_MS: u64 = 2_000;
+pub const WORKER_WATCHDOG_MIN_MS: u64 = 2 * TM.sign_of_life;
 
 fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS

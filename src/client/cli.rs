@@ -9,7 +9,7 @@ use tokio::io::AsyncBufReadExt;
 use super::connect::{connect, Client};
 use super::render;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
-use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
+use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
 use crate::session::transcript::{Entry, EntryBody};
 
@@ -683,7 +683,7 @@ where
             Ok(client) => return Ok(client),
             Err(e) => last_error = e,
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(RELAUNCH_RETRY_MS)).await;
     }
     Err(last_error)
 }

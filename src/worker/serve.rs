@@ -21,7 +21,7 @@ use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
 use crate::laws::orphan::OrphanVerdict;
-use crate::laws::timing::TM;
+use crate::laws::timing::{POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::kernel::ToKernel;
@@ -279,7 +279,7 @@ async fn session_request(
             while !worker.borrow().core.connected() && !worker.borrow().stopping {
                 tokio::select! {
                     _ = connected.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
                 }
             }
             user_bash(worker, command, tx)
@@ -495,13 +495,13 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             // Not stored (a full disk): retry once there may be room.
             Some(Err(e)) => {
                 tracing::error!("{e}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
             }
             Some(Ok(())) => {}
             None => {
                 tokio::select! {
                     _ = signals.run.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
                 }
             }
         }
@@ -536,7 +536,7 @@ pub async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) 
             }
             Err(e) if !worker.borrow().stopping => {
                 tracing::error!("{e}; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
             }
             Err(e) => {
                 tracing::error!("{e}; the worker is stopping");
@@ -586,10 +586,10 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
     let mut last_ping = tokio::time::Instant::now();
     let mut last_sign_of_life = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(WORKER_TICK_MS)).await;
         // The supervisor's own watchdog (process backend) hears from this
         // loop too: a hung worker falls silent.
-        if last_sign_of_life.elapsed() >= Duration::from_secs(1) {
+        if last_sign_of_life.elapsed() >= Duration::from_millis(TM.sign_of_life) {
             worker.borrow().sign_of_life();
             last_sign_of_life = tokio::time::Instant::now();
         }
@@ -678,7 +678,7 @@ async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
     // Until the kernel process is gone, so nobody finds it alive after.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
     while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
     stop(worker, signals).await;
 }

@@ -5,10 +5,12 @@
 //! Scenario terms are `(tag, numbers, times)` (see bend/bridge/supervise.bend),
 //! times as Wide limbs:
 //! tag 0 a worker's failure times, tag 1 failure counts for the pause, tag 2 a
-//! Tm's 20 values, tag 3 a Tm compared with the model's own constants.
+//! Tm's 27 values, tag 3 a Tm compared with the model's own constants.
 
 use eukhe::laws::restart::{restart_decide, restart_pause_ms, RestartVerdict};
-use eukhe::laws::timing::{relations_hold, timeouts_ordered, Tm, ORDERING, RESTART_WINDOW_MS, TM};
+use eukhe::laws::timing::{
+    relations_hold, timeouts_ordered, Tm, ORDERING, RESTART_WINDOW_MS, TIMEOUT_COUNT, TM,
+};
 
 use super::harness::{self, limbs, list, Rng, Scenario};
 
@@ -54,11 +56,11 @@ fn pauses(ns: &[u32]) -> Scenario {
     s
 }
 
-fn tm_term(tag: u32, v: [u64; 20]) -> String {
+fn tm_term(tag: u32, v: [u64; TIMEOUT_COUNT]) -> String {
     format!("({tag}, [], {})", list(v.iter().map(|&x| limbs(x))))
 }
 
-fn timing(v: [u64; 20]) -> Scenario {
+fn timing(v: [u64; TIMEOUT_COUNT]) -> Scenario {
     let tm = Tm::from_values(v);
     let bits: String = relations_hold(&tm)
         .iter()
@@ -74,14 +76,14 @@ fn timing(v: [u64; 20]) -> Scenario {
     s
 }
 
-fn same_as_daemon(v: [u64; 20]) -> Scenario {
+fn same_as_daemon(v: [u64; TIMEOUT_COUNT]) -> Scenario {
     let mut s = Scenario::new(tm_term(3, v));
     let word = if v == TM.values() { "same" } else { "differs" };
     s.step(format!("tm {v:?} vs the daemon's"), word);
     s
 }
 
-fn needed(v: &[u64; 20], relation: usize) -> u64 {
+fn needed(v: &[u64; TIMEOUT_COUNT], relation: usize) -> u64 {
     ORDERING[relation].waits_for.iter().map(|&i| v[i]).sum()
 }
 
@@ -211,7 +213,7 @@ fn timing_scenarios() -> Vec<Scenario> {
     // so every value stays below 2^21.
     let mut rng = Rng::new(0x5EED_0002);
     for _ in 0..400 {
-        let mut v = [0u64; 20];
+        let mut v = [0u64; TIMEOUT_COUNT];
         for x in v.iter_mut() {
             *x = rng.below(1 << 16);
         }
