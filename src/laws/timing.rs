@@ -212,6 +212,13 @@ pub const UNIT_WAKE_MS: u64 = 1_000;
 /// (within `client_relaunch_within`).
 pub const RELAUNCH_RETRY_MS: u64 = 200;
 
+// The ticks that write due busy refreshes come at least as often as the
+// lateness `busy_tick` allows, and a worker's signs of life come at least
+// twice inside the shortest watchdog (checked when the crate compiles).
+const _: () = assert!(WORKER_TICK_MS <= TM.busy_tick);
+const _: () = assert!(KERNEL_TICK_MS <= TM.busy_tick);
+const _: () = assert!(TM.sign_of_life * 2 <= crate::config::WORKER_WATCHDOG_MIN_MS);
+
 /// The shortest lost-exit window a configuration may set: an attached
 /// client's relaunch of a lost supervisor, then a launcher's whole wait
 /// (`worker_lost_exit >= client_relaunch_within + launcher_wait`), so a
@@ -649,15 +656,6 @@ mod tests {
                 "{unit} should say {expected}, as TM does"
             );
         }
-    }
-
-    /// The ticks that write due busy refreshes come at least as often as
-    /// the lateness `busy_tick` allows.
-    #[test]
-    fn the_ticks_are_within_the_busy_tick() {
-        assert!(WORKER_TICK_MS <= TM.busy_tick);
-        assert!(KERNEL_TICK_MS <= TM.busy_tick);
-        assert!(TM.sign_of_life * 2 <= crate::config::WORKER_WATCHDOG_MIN_MS);
     }
 
     #[test]
