@@ -14,8 +14,9 @@ use crate::host::escape::{session_of_unit, worker_unit, WORKER_UNIT_PATTERN};
 use crate::host::process::{identity_of, is_alive, signal};
 use crate::host::units::{UnitState, UserManager};
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::timing::{POLL_MS, TM};
-use crate::protocol::message::Request;
+use crate::protocol::message::{Request, Response};
 use crate::session::store::{read_json, KernelRecord, WorkerRecord};
 
 /// How long a worker unit may take to become active (Type=notify: until
@@ -191,7 +192,20 @@ pub async fn stop_worker(
 ) -> bool {
     let units = units(supervisor);
     let grace_ends = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
-    let _ = tokio::time::timeout_at(grace_ends, ask_worker(supervisor, id, request)).await;
+    let answer = tokio::time::timeout_at(grace_ends, ask_worker(supervisor, id, request)).await;
+    // An idle shutdown's stop that met a reopened gate is refused: the
+    // worker may have started work since its idle answer, so it is left
+    // serving (never killed); the next supervisor adopts it.
+    if let Ok(Ok(Response::Quiesce {
+        answer: QuiesceAnswer::Busy,
+    })) = answer
+    {
+        tracing::warn!(
+            session = id,
+            "the worker refused the idle shutdown's stop (its gate reopened): left running"
+        );
+        return false;
+    }
     wait_gone_until(units.as_ref(), id, identity, grace_ends).await;
     if still_there(units.as_ref(), id, identity).await {
         match &units {

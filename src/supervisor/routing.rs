@@ -495,7 +495,7 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
             match idle_shutdown_commits(asked_at, &replies) {
                 ShutdownCommit::StopWorkers => {
                     stop_serving(supervisor);
-                    stop_all(supervisor, &ids, Request::Stop).await;
+                    stop_all(supervisor, &ids, Request::IdleStop).await;
                     Response::Shutdown {
                         stopped: true,
                         message: "the daemon was idle and stopped".into(),

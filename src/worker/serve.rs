@@ -19,7 +19,7 @@ use crate::host::handoff;
 use crate::host::process::is_alive;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
-use crate::laws::idle_shutdown::GateEvent;
+use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
 use crate::laws::orphan::OrphanVerdict;
 use crate::laws::timing::{POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
 use crate::paths::Paths;
@@ -224,6 +224,22 @@ async fn connection(worker: Rc<RefCell<Worker>>, stream: UnixStream, signals: Si
                 worker.borrow_mut().gate_event(GateEvent::Release);
                 signals.run.notify_one();
                 let _ = tx.send(Response::Ok);
+            }
+            Request::IdleStop => {
+                let taken = worker.borrow_mut().core.idle_stop(mono_us());
+                if !taken {
+                    tracing::info!(
+                        "refused the idle shutdown's stop: the run gate reopened after its hold"
+                    );
+                    let _ = tx.send(Response::Quiesce {
+                        answer: QuiesceAnswer::Busy,
+                    });
+                    continue;
+                }
+                tracing::info!("stopping: the idle shutdown committed (the kernel keeps its runs)");
+                stop(&worker, &signals).await;
+                let _ = tx.send(Response::Ok);
+                return;
             }
             Request::Stop => {
                 tracing::info!("stopping: asked by the supervisor (the kernel keeps its runs)");
@@ -463,6 +479,16 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, tx: &Outbox) {
     let mut w = worker.borrow_mut();
     if w.stopping {
         let message = "the session's worker is stopping".to_string();
+        let _ = tx.send(Response::Error { message });
+        return;
+    }
+    // User bash is work like a run: a worker quiesced for an idle shutdown
+    // starts none, so the shutdown's stop never meets one.
+    if !w.core.bash_admitted(mono_us()) {
+        let message = format!(
+            "session {}: the daemon is shutting down because it was idle; run the command again",
+            w.meta.id
+        );
         let _ = tx.send(Response::Error { message });
         return;
     }

@@ -52,15 +52,18 @@ enum Ev {
     Release,
     Stop,
     RunRequest,
+    IdleStop,
 }
 
-const EVENTS: [Ev; 6] = [
+const EVENTS: [Ev; 8] = [
     Ev::Quiesce(0),
     Ev::Quiesce(1),
     Ev::Quiesce(16),
+    Ev::Quiesce(32),
     Ev::Release,
     Ev::Stop,
     Ev::RunRequest,
+    Ev::IdleStop,
 ];
 
 fn gate_name(gate: RunGate) -> &'static str {
@@ -77,6 +80,8 @@ fn output_name(out: GateOutput) -> &'static str {
         GateOutput::Answer(QuiesceAnswer::Busy) => "answer-busy",
         GateOutput::Run { admitted: true } => "admitted",
         GateOutput::Run { admitted: false } => "refused",
+        GateOutput::IdleStop { taken: true } => "stop-taken",
+        GateOutput::IdleStop { taken: false } => "stop-refused",
         GateOutput::Done => "done",
     }
 }
@@ -90,6 +95,7 @@ fn gate_scenario(events: &[(Ev, u64)]) -> Scenario {
             Ev::Release => step_term(1, 0, 0, now, 0, 0, 0),
             Ev::Stop => step_term(2, 0, 0, now, 0, 0, 0),
             Ev::RunRequest => step_term(3, 0, 0, now, 0, 0, 0),
+            Ev::IdleStop => step_term(4, 0, 0, now, 0, 0, 0),
         })
         .collect();
     let mut s = Scenario::new(term(0, 0, steps));
@@ -105,6 +111,7 @@ fn gate_scenario(events: &[(Ev, u64)]) -> Scenario {
             Ev::Release => (GateEvent::Release, "release".to_string()),
             Ev::Stop => (GateEvent::Stop, "stop".to_string()),
             Ev::RunRequest => (GateEvent::RunRequest, "run-request".to_string()),
+            Ev::IdleStop => (GateEvent::IdleStop, "idle-stop".to_string()),
         };
         let (next, out) = run_gate_step(gate, event, now);
         gate = next;
@@ -138,6 +145,7 @@ fn gate_exhaustive() -> Vec<Scenario> {
         Ev::Release,
         Ev::Stop,
         Ev::RunRequest,
+        Ev::IdleStop,
     ];
     for &e1 in &five {
         for &e2 in &five {
@@ -173,6 +181,7 @@ fn gate_random(seed: u64, n: usize) -> Vec<Scenario> {
                         1 => Ev::Quiesce(rng.below(256) as u8),
                         2 => Ev::Release,
                         3 if rng.chance(40) => Ev::Stop,
+                        4 if rng.chance(40) => Ev::IdleStop,
                         _ => Ev::RunRequest,
                     };
                     let step = match rng.below(5) {
