@@ -262,6 +262,31 @@ fn an_older_client_uses_a_newer_daemon_and_says_so() {
 }
 
 #[test]
+fn eukhe_send_keeps_an_older_idle_daemon_and_names_the_way_to_upgrade() {
+    let older = Env::new("send-keeps").with("EUKHE_VERSION", "1.0.0");
+    let id = older.ok(&["new"]).trim().to_string();
+    let old_daemon = older.daemon_pid();
+    let newer = Env {
+        dir: older.dir.clone(),
+        vars: older.vars.clone(),
+    }
+    .with("EUKHE_VERSION", "2.0.0");
+    // A background start (a cron job's `eukhe send`) never replaces.
+    let out = newer.run(&["send", &id, "echo from cron", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from cron\n");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        said.trim(),
+        "eukhe: the running daemon (v1.0.0) is older than this eukhe (v2.0.0): keeping it; `eukhe attach` (or `eukhe shutdown --if-idle`) replaces it when it is idle",
+        "one line naming the way to upgrade"
+    );
+    assert!(alive(old_daemon), "the older daemon keeps serving");
+    assert_eq!(newer.daemon_pid(), old_daemon);
+    std::mem::forget(older);
+}
+
+#[test]
 fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
     let older = Env::new("newer-client").with("EUKHE_VERSION", "1.0.0");
     let id = older.ok(&["new"]).trim().to_string();
@@ -272,9 +297,12 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
         vars: older.vars.clone(),
     }
     .with("EUKHE_VERSION", "2.0.0");
-    assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
+    // `eukhe attach` is the interactive start: it replaces the idle older
+    // daemon (its input is empty, so it detaches at once).
+    newer.ok(&["attach", &id]);
     let status: serde_json::Value = serde_json::from_str(&newer.ok(&["status", "--json"])).unwrap();
     assert_eq!(status["version"], "2.0.0");
+    assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
     // It answered the shutdown before ending; it ends right after.
     wait_until(Duration::from_secs(5), "the old daemon ends", || {
         !alive(old_daemon)

@@ -27,6 +27,7 @@ const LAWS: &[&str] = &[
     "replace_never_downgrades",
     "replacement_terminates",
     "background_never_replaces",
+    "only_interactive_replaces",
     "replace_rank_reads_semver",
     "replace_relation_exact",
     "replace_verdict_exact",

@@ -9,6 +9,7 @@ use tokio::io::AsyncBufReadExt;
 use super::connect::{connect, Client};
 use super::render;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
+use crate::laws::replace::ClientStart;
 use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
 use crate::session::transcript::{Entry, EntryBody};
@@ -172,7 +173,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                     .ok()
                     .map(|d| d.display().to_string()),
             };
-            let mut client = connect(true).await?;
+            let mut client = connect(ClientStart::New).await?;
             match client.ask(Request::New { name, cwd }).await? {
                 Response::Created { id, name } => {
                     if json {
@@ -186,7 +187,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Ls { json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Ls).await?;
             match client.ask(Request::List).await? {
                 Response::Sessions { sessions } => {
                     print!("{}", render::sessions(&sessions, json));
@@ -196,7 +197,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Status { json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Status).await?;
             match client.ask(Request::Status).await? {
                 Response::Status(status) => {
                     print!("{}", render::status(&status, json));
@@ -206,7 +207,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Restart { session } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Restart).await?;
             match client
                 .ask(Request::Restart {
                     session: session.clone(),
@@ -247,7 +248,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             text,
             wait,
         } => {
-            let mut client = connect(true).await?;
+            let mut client = connect(ClientStart::Send).await?;
             client
                 .send(&Request::Session {
                     session,
@@ -257,7 +258,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             stream_until_exit(&mut client, wait).await
         }
         Command::Bash { session, command } => {
-            let mut client = connect(true).await?;
+            let mut client = connect(ClientStart::Bash).await?;
             let command = command_line(&command);
             client
                 .send(&Request::Session {
@@ -274,7 +275,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             raw,
             stream,
         } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Log).await?;
             client
                 .send(&Request::Session {
                     session,
@@ -314,7 +315,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         }
         Command::Attach { session } => attach(session).await,
         Command::Cancel { session, all } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Cancel).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Cancel { all },
@@ -337,7 +338,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Queue { session, json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Queue).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Queue,
@@ -351,7 +352,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Withdraw { session, run } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Withdraw).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Withdraw { run },
@@ -484,11 +485,11 @@ async fn stream_until_exit(client: &mut Client, wait: bool) -> Result<ExitCode, 
 async fn attach(session: String) -> Result<ExitCode, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let mut client = open_attach(&session, true, None).await?;
+    let mut client = open_attach(&session, ClientStart::Attach, None).await?;
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.
-    let mut watch = connect(false).await.ok();
+    let mut watch = connect(ClientStart::AttachWatch).await.ok();
     if interactive {
         eprintln!(
             "attached to {session}: typed lines are queued as input; \
@@ -623,10 +624,10 @@ fn stored_message(entry: &Entry) -> StoredMessage {
 
 async fn open_attach(
     session: &str,
-    interactive: bool,
+    start: ClientStart,
     after: Option<u64>,
 ) -> Result<Client, String> {
-    let mut client = connect(interactive).await?;
+    let mut client = connect(start).await?;
     client
         .send(&Request::Session {
             session: session.to_string(),
@@ -651,7 +652,7 @@ async fn supervisor_lost(watch: &mut Option<Client>) {
 /// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
 /// never replaces a daemon another client started), and watch it.
 async fn relaunch() -> Result<Client, String> {
-    within_relaunch(|| connect(false))
+    within_relaunch(|| connect(ClientStart::Relaunch))
         .await
         .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
 }
@@ -661,7 +662,7 @@ async fn relaunch() -> Result<Client, String> {
 /// if none listens. A reattach is a background start: it never replaces a
 /// daemon another client started.
 async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
-    within_relaunch(|| open_attach(session, false, after))
+    within_relaunch(|| open_attach(session, ClientStart::Reattach, after))
         .await
         .map_err(|e| {
             format!("lost the session {session} and could not attach again within a minute: {e}")

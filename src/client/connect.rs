@@ -10,7 +10,8 @@ use tokio::net::UnixStream;
 
 use crate::build_id::{build_id, version};
 use crate::laws::replace::{
-    busy_daemon_kept, replace_verdict, Build, ClientKind, DaemonHello, ReplaceAction,
+    busy_daemon_kept, lacking_capability, replace_verdict, start_kind, Build, ClientKind,
+    ClientStart, DaemonHello, ReplaceAction,
 };
 use crate::laws::timing::{duration_in_words, POLL_MS, TM};
 use crate::paths::Paths;
@@ -86,14 +87,15 @@ pub async fn connect_existing() -> Result<Option<Client>, String> {
     handshake(&Paths::from_env()?, Role::Interactive).await
 }
 
-/// Connect, starting a daemon if none listens. An `interactive` start may
-/// replace an older daemon, as the replacement law says.
-pub async fn connect(interactive: bool) -> Result<Client, String> {
+/// Connect, starting a daemon if none listens. `start` says who starts
+/// (`laws::replace::start_kind`): only an interactive start may replace an
+/// older daemon, as the replacement law says.
+pub async fn connect(start: ClientStart) -> Result<Client, String> {
     let paths = Paths::from_env()?;
-    let role = if interactive {
-        Role::Interactive
-    } else {
-        Role::Background
+    let kind = start_kind(start);
+    let role = match kind {
+        ClientKind::Interactive => Role::Interactive,
+        ClientKind::Background => Role::Background,
     };
     let client = match handshake(&paths, role).await? {
         Some(client) => client,
@@ -114,17 +116,17 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
         protocol: client.daemon.protocol,
         idle_shutdown: client.daemon.has(Capability::IdleShutdown),
     };
-    let kind = if interactive {
-        ClientKind::Interactive
-    } else {
-        ClientKind::Background
-    };
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
     }
     match verdict.action {
-        ReplaceAction::Use => Ok(client),
+        ReplaceAction::Use => {
+            match lacking_capability(start, &client.daemon.capabilities, &ours, &theirs.build) {
+                Some(message) => Err(message),
+                None => Ok(client),
+            }
+        }
         ReplaceAction::Stop => Err(verdict
             .message
             .unwrap_or_else(|| "cannot use the running daemon".into())),
