@@ -312,7 +312,9 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
 
 #[test]
 fn a_lost_worker_with_work_exits_and_its_run_goes_on_until_the_next_supervisor_resumes_it() {
-    let env = Env::new("revive").with("EUKHE_WORKER_LOST_EXIT_MS", "700");
+    let env = Env::new("revive")
+        .with("EUKHE_WORKER_LOST_EXIT_MS", "700")
+        .with("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["send", &id, "sleep 4; echo first done"]);
     env.ok(&["send", &id, "echo resumed after revival"]);
@@ -344,7 +346,9 @@ fn a_lost_worker_with_work_exits_and_its_run_goes_on_until_the_next_supervisor_r
 
 #[test]
 fn a_lost_idle_worker_closes_its_session_after_one_window() {
-    let env = Env::new("orphan-idle").with("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    let env = Env::new("orphan-idle")
+        .with("EUKHE_WORKER_LOST_EXIT_MS", "500")
+        .with("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = env.ok(&["new"]).trim().to_string();
     let worker = env.worker_pid(&id).unwrap();
     kill9(env.daemon_pid());
@@ -711,6 +715,36 @@ fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
         .find(|c| c["check"] == "config")
         .unwrap();
     assert_eq!(config["ok"], false);
+}
+
+#[test]
+fn a_lost_exit_window_below_the_minimum_is_refused_in_one_line_and_past_the_cap_means_never() {
+    let env = Env::new("short-window").with_config("worker_lost_exit_ms = 500\n");
+    let out = env.run(&["new"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        "{stderr}"
+    );
+    // The same from the environment.
+    let env = Env::new("short-window-env").with("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    let out = env.run(&["new"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("EUKHE_WORKER_LOST_EXIT_MS: worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        "{stderr}"
+    );
+    // Past the wire's range (10^14 ms) a window never expires, from the
+    // file as from the environment: both start sessions.
+    let past = "100000000000001";
+    let file = Env::new("capped-window").with_config(&format!("worker_lost_exit_ms = {past}\n"));
+    file.ok(&["new"]);
+    let environment = Env::new("capped-window-env").with("EUKHE_WORKER_LOST_EXIT_MS", past);
+    environment.ok(&["new"]);
 }
 
 #[test]
