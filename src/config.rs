@@ -25,23 +25,28 @@
 //! idle_stop_ms = 3600000
 //! ```
 //!
-//! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file.
+//! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A
+//! lost-exit window is at least 67000 ms (a client's relaunch of a lost
+//! daemon, 1 minute, plus a launcher's wait, 7 s); a number past the wire's
+//! range (10^14 ms, about 3170 years) means "never", in the file and in the
+//! environment alike. Tests that need short windows set
+//! `EUKHE_TEST_SHORT_WINDOWS=1` (logged).
 
 use std::path::Path;
 
 use serde::Deserialize;
 
 use crate::laws::idle_stop::IdleStop;
-use crate::laws::orphan::LostExitWindow;
+use crate::laws::orphan::{window_obeys_minimum, LostExitWindow};
 use crate::laws::timing::{
     timeouts_ordered, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM,
-    WORKER_LOST_EXIT_DEFAULT_MS,
+    WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    #[serde(default = "default_lost_exit")]
+    #[serde(default = "default_lost_exit", deserialize_with = "lost_exit_setting")]
     pub worker_lost_exit_ms: LostExitWindow,
     #[serde(default = "default_watchdog")]
     pub worker_watchdog_ms: u64,
@@ -60,7 +65,7 @@ pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = 30_000;
 
 /// Workers show a sign of life every second; a shorter watchdog would kill
 /// healthy ones.
-pub const WORKER_WATCHDOG_MIN_MS: u64 = 2_000;
+pub const WORKER_WATCHDOG_MIN_MS: u64 = 2 * TM.sign_of_life;
 
 fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS
@@ -80,6 +85,45 @@ fn default_idle_stop() -> IdleStop {
 
 fn default_lost_exit() -> LostExitWindow {
     LostExitWindow::After(WORKER_LOST_EXIT_DEFAULT_MS)
+}
+
+/// Test-only: `EUKHE_TEST_SHORT_WINDOWS=1` lets a lost-exit window be
+/// shorter than the law's minimum (tests cannot wait minutes); every
+/// process that reads such a window logs a warning.
+pub const TEST_SHORT_WINDOWS: &str = "EUKHE_TEST_SHORT_WINDOWS";
+
+fn short_windows_allowed() -> bool {
+    std::env::var(TEST_SHORT_WINDOWS).is_ok_and(|v| v == "1")
+}
+
+/// The file's `worker_lost_exit_ms`: milliseconds or "never", read the same
+/// way as the environment's (`parse_window`): past the wire's range a
+/// number means "never".
+fn lost_exit_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LostExitWindow, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Setting {
+        Ms(u64),
+        Word(String),
+    }
+    match Setting::deserialize(d)? {
+        Setting::Ms(ms) => Ok(LostExitWindow::from_ms(ms)),
+        Setting::Word(word) => parse_window(&word).map_err(serde::de::Error::custom),
+    }
+}
+
+/// The window obeys the law's minimum (or the test-only setting allows a
+/// shorter one, with a warning).
+fn check_lost_exit(window: LostExitWindow) -> Result<(), String> {
+    let allowed = short_windows_allowed();
+    window_obeys_minimum(window, allowed)?;
+    if allowed && window_obeys_minimum(window, false).is_err() {
+        tracing::warn!(
+            "{TEST_SHORT_WINDOWS}=1 (test only): lost-exit window {} ms is below the minimum {WORKER_LOST_EXIT_MIN_MS} ms",
+            window_text(window)
+        );
+    }
+    Ok(())
 }
 
 impl Default for Config {
@@ -108,6 +152,8 @@ impl Config {
         if let Ok(value) = std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
             config.worker_lost_exit_ms =
                 parse_window(&value).map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
+            check_lost_exit(config.worker_lost_exit_ms)
+                .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
         }
         if let Ok(value) = std::env::var("EUKHE_IDLE_STOP_MS") {
             config.idle_stop_ms =
@@ -126,6 +172,7 @@ impl Config {
             }
             None => e.message().to_string(),
         })?;
+        check_lost_exit(config.worker_lost_exit_ms)?;
         if config.worker_watchdog_ms < WORKER_WATCHDOG_MIN_MS {
             return Err(format!(
                 "worker_watchdog_ms = {} is below the minimum {WORKER_WATCHDOG_MIN_MS}: workers show a sign of life only every second",
@@ -205,10 +252,10 @@ mod tests {
     fn settings_parse_and_wrong_types_are_named() {
         assert_eq!(Config::parse("").unwrap(), Config::default());
         assert_eq!(
-            Config::parse("worker_lost_exit_ms = 1000")
+            Config::parse("worker_lost_exit_ms = 70000")
                 .unwrap()
                 .worker_lost_exit_ms,
-            LostExitWindow::After(1000)
+            LostExitWindow::After(70_000)
         );
         assert_eq!(
             Config::parse("worker_lost_exit_ms = \"never\"")
@@ -251,6 +298,37 @@ mod tests {
         assert_eq!(parse_idle_stop("250").unwrap(), IdleStop::After(250));
         assert!(parse_idle_stop("0").is_err());
         assert!(parse_idle_stop("soon").unwrap_err().contains("soon"));
+    }
+
+    #[test]
+    fn a_lost_exit_window_below_the_minimum_is_refused_and_past_the_cap_is_never() {
+        let err = Config::parse("worker_lost_exit_ms = 500").unwrap_err();
+        assert!(
+            err.starts_with("worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        let minimum = format!("worker_lost_exit_ms = {WORKER_LOST_EXIT_MIN_MS}");
+        assert_eq!(
+            Config::parse(&minimum).unwrap().worker_lost_exit_ms,
+            LostExitWindow::After(WORKER_LOST_EXIT_MIN_MS)
+        );
+        let below = format!("worker_lost_exit_ms = {}", WORKER_LOST_EXIT_MIN_MS - 1);
+        assert!(Config::parse(&below).is_err());
+        // Past the wire's range: never, from the file and from the
+        // environment's text alike.
+        let past = crate::laws::orphan::WIRE_MS_MAX + 1;
+        assert_eq!(
+            Config::parse(&format!("worker_lost_exit_ms = {past}"))
+                .unwrap()
+                .worker_lost_exit_ms,
+            LostExitWindow::Never
+        );
+        assert_eq!(parse_window(&past.to_string()), Ok(LostExitWindow::Never));
+        assert_eq!(
+            parse_window(&crate::laws::orphan::WIRE_MS_MAX.to_string()),
+            Ok(LostExitWindow::After(crate::laws::orphan::WIRE_MS_MAX))
+        );
     }
 
     #[test]

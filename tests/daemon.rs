@@ -270,6 +270,31 @@ fn an_older_client_uses_a_newer_daemon_and_says_so() {
 }
 
 #[test]
+fn eukhe_send_keeps_an_older_idle_daemon_and_names_the_way_to_upgrade() {
+    let older = Env::new("send-keeps").with("EUKHE_VERSION", "1.0.0");
+    let id = older.ok(&["new"]).trim().to_string();
+    let old_daemon = older.daemon_pid();
+    let newer = Env {
+        dir: older.dir.clone(),
+        vars: older.vars.clone(),
+    }
+    .with("EUKHE_VERSION", "2.0.0");
+    // A background start (a cron job's `eukhe send`) never replaces.
+    let out = newer.run(&["send", &id, "echo from cron", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from cron\n");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        said.trim(),
+        "eukhe: the running daemon (v1.0.0) is older than this eukhe (v2.0.0): keeping it; `eukhe attach` (or `eukhe shutdown --if-idle`) replaces it when it is idle",
+        "one line naming the way to upgrade"
+    );
+    assert!(alive(old_daemon), "the older daemon keeps serving");
+    assert_eq!(newer.daemon_pid(), old_daemon);
+    std::mem::forget(older);
+}
+
+#[test]
 fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
     let older = Env::new("newer-client").with("EUKHE_VERSION", "1.0.0");
     let id = older.ok(&["new"]).trim().to_string();
@@ -280,9 +305,12 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
         vars: older.vars.clone(),
     }
     .with("EUKHE_VERSION", "2.0.0");
-    assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
+    // `eukhe attach` is the interactive start: it replaces the idle older
+    // daemon (its input is empty, so it detaches at once).
+    newer.ok(&["attach", &id]);
     let status: serde_json::Value = serde_json::from_str(&newer.ok(&["status", "--json"])).unwrap();
     assert_eq!(status["version"], "2.0.0");
+    assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
     // It answered the shutdown before ending; it ends right after.
     wait_until(Duration::from_secs(5), "the old daemon ends", || {
         !alive(old_daemon)
@@ -292,7 +320,9 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
 
 #[test]
 fn a_lost_worker_with_work_exits_and_its_run_goes_on_until_the_next_supervisor_resumes_it() {
-    let env = Env::new("revive").with("EUKHE_WORKER_LOST_EXIT_MS", "700");
+    let env = Env::new("revive")
+        .with("EUKHE_WORKER_LOST_EXIT_MS", "700")
+        .with("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["send", &id, "sleep 4; echo first done"]);
     env.ok(&["send", &id, "echo resumed after revival"]);
@@ -324,7 +354,9 @@ fn a_lost_worker_with_work_exits_and_its_run_goes_on_until_the_next_supervisor_r
 
 #[test]
 fn a_lost_idle_worker_closes_its_session_after_one_window() {
-    let env = Env::new("orphan-idle").with("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    let env = Env::new("orphan-idle")
+        .with("EUKHE_WORKER_LOST_EXIT_MS", "500")
+        .with("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = env.ok(&["new"]).trim().to_string();
     let worker = env.worker_pid(&id).unwrap();
     kill9(env.daemon_pid());
@@ -691,6 +723,36 @@ fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
         .find(|c| c["check"] == "config")
         .unwrap();
     assert_eq!(config["ok"], false);
+}
+
+#[test]
+fn a_lost_exit_window_below_the_minimum_is_refused_in_one_line_and_past_the_cap_means_never() {
+    let env = Env::new("short-window").with_config("worker_lost_exit_ms = 500\n");
+    let out = env.run(&["new"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        "{stderr}"
+    );
+    // The same from the environment.
+    let env = Env::new("short-window-env").with("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    let out = env.run(&["new"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("EUKHE_WORKER_LOST_EXIT_MS: worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        "{stderr}"
+    );
+    // Past the wire's range (10^14 ms) a window never expires, from the
+    // file as from the environment: both start sessions.
+    let past = "100000000000001";
+    let file = Env::new("capped-window").with_config(&format!("worker_lost_exit_ms = {past}\n"));
+    file.ok(&["new"]);
+    let environment = Env::new("capped-window-env").with("EUKHE_WORKER_LOST_EXIT_MS", past);
+    environment.ok(&["new"]);
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! The Debian package installed, upgraded and removed inside a private
 //! systemd (never on the host): the socket is enabled for users with no
 //! manual step, an upgrade while a run is busy leaves the daemon serving
-//! until it is idle and the next interactive client replaces it (running
-//! user managers reload their unit files), and removal stops the units
-//! (kernels included) and leaves the user's state.
+//! until it is idle and the next interactive client (`eukhe attach`)
+//! replaces it (running user managers reload their unit files), and
+//! removal stops the units (kernels included) and leaves the user's state.
 
 #[allow(dead_code)]
 #[path = "systemd/eukhe.rs"]
@@ -151,8 +151,11 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         eukhe.root("eukhe --version").trim(),
         format!("eukhe {next}")
     );
-    let kept = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
-    assert_eq!(String::from_utf8_lossy(&kept.stdout), "still served\n");
+    let served = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
+    assert_eq!(String::from_utf8_lossy(&served.stdout), "still served\n");
+    // Only `eukhe attach` (the interactive start) asks the old daemon to
+    // shut down if idle: busy, it keeps serving.
+    let kept = eukhe.user(&format!("eukhe attach {id} </dev/null"));
     assert!(
         String::from_utf8_lossy(&kept.stderr)
             .contains("is busy: it keeps serving until it is idle"),
@@ -173,6 +176,7 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
     });
 
     // Idle now: the next interactive client replaces the daemon.
+    eukhe.user_ok(&format!("eukhe attach {id} </dev/null"));
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo upgraded")),
         "upgraded\n"

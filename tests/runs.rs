@@ -377,6 +377,7 @@ fn a_run_outlives_a_sigkilled_worker_and_its_end_is_recorded_once() {
 fn a_run_outlives_its_lost_supervisor_and_the_next_supervisor_resumes_it() {
     let mut t = Install::new("orphan");
     t.set_var("EUKHE_WORKER_LOST_EXIT_MS", "500");
+    t.set_var("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = t.new_session();
     let file = t.dir.join("F");
     t.send(

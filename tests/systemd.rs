@@ -366,12 +366,14 @@ fn replacement_rules_hold_through_socket_activation() {
     assert!(background.status.success());
     assert!(
         String::from_utf8_lossy(&background.stderr)
-            .contains("only an interactive start replaces a daemon"),
+            .contains("`eukhe attach` (or `eukhe shutdown --if-idle`) replaces it when it is idle"),
         "{}",
         String::from_utf8_lossy(&background.stderr)
     );
-    let kept = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
-    assert_eq!(String::from_utf8_lossy(&kept.stdout), "still served\n");
+    let served = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
+    assert_eq!(String::from_utf8_lossy(&served.stdout), "still served\n");
+    // Only `eukhe attach` asks the older daemon to shut down if idle.
+    let kept = eukhe.user(&format!("eukhe attach {id} </dev/null"));
     assert!(
         String::from_utf8_lossy(&kept.stderr)
             .contains("is busy: it keeps serving until it is idle"),
@@ -385,6 +387,7 @@ fn replacement_rules_hold_through_socket_activation() {
             .user_ok(&format!("{as_old} log {id}"))
             .contains("[run 1 exited 0]")
     });
+    eukhe.user_ok(&format!("eukhe attach {id} </dev/null"));
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
         "on the new build\n"

@@ -12,18 +12,19 @@ use super::connect::{connect, Client};
 use super::render::TextLog;
 use super::stdout;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
-use crate::laws::timing::CLIENT_RELAUNCH_WITHIN_MS;
+use crate::laws::replace::ClientStart;
+use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::transcript::{Entry, EntryBody};
 
 pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let mut client = open_attach(&session, true, None, tail).await?;
+    let mut client = open_attach(&session, ClientStart::Attach, None, tail).await?;
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.
-    let mut watch = connect(false).await.ok();
+    let mut watch = connect(ClientStart::AttachWatch).await.ok();
     if interactive {
         eprintln!(
             "attached to {session}: typed lines are queued as input; \
@@ -159,20 +160,20 @@ fn stored_message(entry: &Entry) -> StoredMessage {
 
 async fn open_attach(
     session: &str,
-    interactive: bool,
+    start: ClientStart,
     after: Option<u64>,
     tail: Option<u64>,
 ) -> Result<Client, String> {
-    open(session, interactive, SessionRequest::Attach { after, tail }).await
+    open(session, start, SessionRequest::Attach { after, tail }).await
 }
 
-/// Connect and send `request` for `session`.
+/// Connect as `start` and send `request` for `session`.
 pub async fn open(
     session: &str,
-    interactive: bool,
+    start: ClientStart,
     request: SessionRequest,
 ) -> Result<Client, String> {
-    let mut client = connect(interactive).await?;
+    let mut client = connect(start).await?;
     client
         .send(&Request::Session {
             session: session.to_string(),
@@ -197,7 +198,7 @@ async fn supervisor_lost(watch: &mut Option<Client>) {
 /// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
 /// never replaces a daemon another client started), and watch it.
 async fn relaunch() -> Result<Client, String> {
-    within_relaunch(|| connect(false))
+    within_relaunch(|| connect(ClientStart::Relaunch))
         .await
         .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
 }
@@ -207,7 +208,7 @@ async fn relaunch() -> Result<Client, String> {
 /// if none listens. A reattach is a background start: it never replaces a
 /// daemon another client started.
 async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
-    within_relaunch(|| open_attach(session, false, after, None))
+    within_relaunch(|| open_attach(session, ClientStart::Reattach, after, None))
         .await
         .map_err(|e| {
             format!("lost the session {session} and could not attach again within a minute: {e}")
@@ -229,7 +230,7 @@ where
             Ok(client) => return Ok(client),
             Err(e) => last_error = e,
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(RELAUNCH_RETRY_MS)).await;
     }
     Err(last_error)
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use super::connect::connect;
 use super::render;
 use super::stdout::{self, outln};
+use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
 use crate::session::env::{carried, parse_assignment, SessionEnv};
 
@@ -359,7 +360,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                     .map(|d| d.display().to_string()),
             };
             let env = session_env(&env, clean_env)?;
-            let mut client = connect(true).await?;
+            let mut client = connect(ClientStart::New).await?;
             match client
                 .ask(Request::New {
                     name,
@@ -380,7 +381,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Ls { json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Ls).await?;
             match client.ask(Request::List).await? {
                 Response::Sessions { mut sessions } => {
                     render::most_recent_last(&mut sessions);
@@ -398,7 +399,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Status { json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Status).await?;
             match client.ask(Request::Status).await? {
                 Response::Status(status) => {
                     stdout::print(&render::status(&status, json))?;
@@ -408,7 +409,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Restart { session } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Restart).await?;
             match client
                 .ask(Request::Restart {
                     session: session.clone(),
@@ -425,7 +426,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         Command::Rm { sessions, force } => {
             let mut failed = false;
             for session in sessions {
-                let removed = match connect(false).await {
+                let removed = match connect(ClientStart::Rm).await {
                     Ok(mut client) => {
                         client
                             .ask(Request::Remove {
@@ -457,7 +458,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Rename { session, new_name } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Rename).await?;
             match client
                 .ask(Request::Rename {
                     session: session.clone(),
@@ -501,7 +502,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         } => {
             let text = command_line(&text);
             let request = SessionRequest::Send { text, wait };
-            let mut client = super::attach::open(&session, true, request).await?;
+            let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
             super::log::stream_until_exit(&mut client, &session, wait).await
         }
         Command::Bash {
@@ -516,7 +517,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
                 super::stdin::lend()?
             };
             let request = SessionRequest::Bash { command, stdin };
-            let mut client = super::attach::open(&session, true, request).await?;
+            let mut client = super::attach::open(&session, ClientStart::Bash, request).await?;
             super::log::stream_until_exit(&mut client, &session, true).await
         }
         Command::Log {
@@ -543,7 +544,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
         }
         Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
         Command::Cancel { session, all } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Cancel).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Cancel { all },
@@ -566,7 +567,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Queue { session, json } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Queue).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Queue,
@@ -580,7 +581,7 @@ async fn client(command: Command) -> Result<ExitCode, String> {
             }
         }
         Command::Withdraw { session, run } => {
-            let mut client = connect(false).await?;
+            let mut client = connect(ClientStart::Withdraw).await?;
             let request = Request::Session {
                 session,
                 request: SessionRequest::Withdraw { run },

@@ -10,8 +10,10 @@ use tokio::net::UnixStream;
 
 use crate::build_id::{build_id, version};
 use crate::laws::replace::{
-    busy_daemon_kept, replace_verdict, Build, ClientKind, DaemonHello, ReplaceAction,
+    busy_daemon_kept, lacking_capability, replace_verdict, start_kind, Build, ClientKind,
+    ClientStart, DaemonHello, ReplaceAction,
 };
+use crate::laws::timing::{duration_in_words, POLL_MS, TM};
 use crate::paths::Paths;
 use crate::protocol::hello::{Capability, Role};
 use crate::protocol::message::{Request, Response, ShutdownMode};
@@ -85,14 +87,15 @@ pub async fn connect_existing() -> Result<Option<Client>, String> {
     handshake(&Paths::from_env()?, Role::Interactive).await
 }
 
-/// Connect, starting a daemon if none listens. An `interactive` start may
-/// replace an older daemon, as the replacement law says.
-pub async fn connect(interactive: bool) -> Result<Client, String> {
+/// Connect, starting a daemon if none listens. `start` says who starts
+/// (`laws::replace::start_kind`): only an interactive start may replace an
+/// older daemon, as the replacement law says.
+pub async fn connect(start: ClientStart) -> Result<Client, String> {
     let paths = Paths::from_env()?;
-    let role = if interactive {
-        Role::Interactive
-    } else {
-        Role::Background
+    let kind = start_kind(start);
+    let role = match kind {
+        ClientKind::Interactive => Role::Interactive,
+        ClientKind::Background => Role::Background,
     };
     let client = match handshake(&paths, role).await? {
         Some(client) => client,
@@ -113,28 +116,40 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
         protocol: client.daemon.protocol,
         idle_shutdown: client.daemon.has(Capability::IdleShutdown),
     };
-    let kind = if interactive {
-        ClientKind::Interactive
-    } else {
-        ClientKind::Background
-    };
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
     }
     match verdict.action {
-        ReplaceAction::Use => Ok(client),
+        ReplaceAction::Use => {
+            match lacking_capability(start, &client.daemon.capabilities, &ours, &theirs.build) {
+                Some(message) => Err(message),
+                None => Ok(client),
+            }
+        }
         ReplaceAction::Stop => Err(verdict
             .message
             .unwrap_or_else(|| "cannot use the running daemon".into())),
         ReplaceAction::ReplaceIfIdle => {
             let mut asking = client;
-            match asking
-                .ask(Request::Shutdown {
+            // The launcher waits for the whole supervisor drain (the
+            // quiesce answers, then every worker's stop), and no longer.
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.launcher_wait);
+            let answer = tokio::time::timeout_at(
+                deadline,
+                asking.ask(Request::Shutdown {
                     mode: ShutdownMode::IfIdle,
-                })
-                .await?
-            {
+                }),
+            )
+            .await
+            .map_err(|_| {
+                format!(
+                    "the daemon on {} did not finish its idle shutdown within {}",
+                    paths.socket.display(),
+                    duration_in_words(TM.launcher_wait)
+                )
+            })??;
+            match answer {
                 Response::Shutdown { stopped: true, .. } => {
                     let activated = asking.daemon.has(Capability::SocketActivated);
                     drop(asking);
@@ -143,7 +158,7 @@ pub async fn connect(interactive: bool) -> Result<Client, String> {
                         // the next connection.
                         return wait_for_activation(&paths, role).await;
                     }
-                    wait_socket_free(&paths).await;
+                    wait_socket_free(&paths, deadline).await;
                     let daemon = start_daemon(&paths).await?;
                     wait_for_daemon(&paths, role, daemon).await
                 }
@@ -200,7 +215,7 @@ async fn wait_for_daemon(
     role: Role,
     mut daemon: std::process::Child,
 ) -> Result<Client, String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
@@ -222,37 +237,40 @@ async fn wait_for_daemon(
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(
-                "the daemon did not start within 10 s; see {}",
+                "the daemon did not start within {}; see {}",
+                duration_in_words(TM.daemon_start_wait),
                 paths.state.join("daemon.log").display()
             ));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 
 /// Connect until a daemon other than the one that just stopped answers
 /// (the old one may still accept while it ends).
 async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(
-                "no daemon answered on {} within 10 s after the old one stopped; `systemctl --user status eukhe.service` says why",
-                paths.socket.display()
+                "no daemon answered on {} within {} after the old one stopped; `systemctl --user status eukhe.service` says why",
+                paths.socket.display(),
+                duration_in_words(TM.daemon_start_wait)
             ));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 
-async fn wait_socket_free(paths: &Paths) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+/// Wait until no daemon accepts on the socket, or until `deadline` (the
+/// launcher's wait, which began when it asked the old daemon to stop).
+async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
     while UnixStream::connect(&paths.socket).await.is_ok() && tokio::time::Instant::now() < deadline
     {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 

@@ -10,12 +10,13 @@ use super::cli::unexpected;
 use super::connect::{connect, connect_background_existing, Client};
 use super::render::utc_timestamp;
 use super::stdout::outln;
+use crate::laws::replace::ClientStart;
 use crate::laws::timing::EVENTS_RECONNECT_MS;
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response};
 
 pub async fn events(json: bool, session: Option<String>) -> Result<ExitCode, String> {
-    let mut stream = subscribe(connect(false).await?, &session).await?;
+    let mut stream = subscribe(connect(ClientStart::Events).await?, &session).await?;
     // The session followed, by its id once an event names it: a rename
     // while the daemon is away does not lose it.
     let mut session = session;

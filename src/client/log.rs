@@ -11,6 +11,7 @@ use super::cli::unexpected;
 use super::connect::Client;
 use super::render::{JsonArray, TextLog};
 use super::stdout;
+use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Response, SessionRequest, Stream};
 use crate::session::log_query::ends;
 use crate::session::transcript::{Entry, EntryBody};
@@ -71,7 +72,7 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
         after: args.since,
         follow: args.follow,
     };
-    let mut client = open(&args.session, false, request).await?;
+    let mut client = open(&args.session, ClientStart::Log, request).await?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut sink = match (args.raw, args.json) {
         (Some(_), _) => Sink::Raw(args.stream),
@@ -135,7 +136,7 @@ async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Respo
     within_relaunch(|| {
         let request = request.clone();
         async move {
-            let mut client = open(session, false, request).await?;
+            let mut client = open(session, ClientStart::Reattach, request).await?;
             match client.receive().await? {
                 Response::Error { message } => Err(message),
                 first => Ok((client, first)),

@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use crate::laws::timing::UNIT_WAKE_MS;
+
 use futures_util::StreamExt as _;
 use tokio::sync::watch;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
@@ -158,7 +160,8 @@ impl UserManager {
             if !pending || tokio::time::Instant::now() >= deadline {
                 return self.state(unit).await;
             }
-            let wake = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+            let wake =
+                deadline.min(tokio::time::Instant::now() + Duration::from_millis(UNIT_WAKE_MS));
             let _ = tokio::time::timeout_at(wake, changes.changed()).await;
         }
     }
@@ -176,6 +179,24 @@ impl UserManager {
                 Ok(())
             }
             Err(e) => Err(dbus_error("cannot stop", unit, e)),
+        }
+    }
+
+    /// Send `signal` to every process of `unit` now (`KillUnit`): the kill
+    /// route of a stop escalation, which must not wait out the unit's own
+    /// stop timeout.
+    pub async fn kill(&self, unit: &str, signal: i32) -> Result<(), String> {
+        match self
+            .call::<()>(MANAGER_PATH, MANAGER, "KillUnit", &(unit, "all", signal))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(dbus_error("cannot kill", unit, e)),
         }
     }
 
@@ -261,7 +282,8 @@ impl UserManager {
             if done(&state) || tokio::time::Instant::now() >= deadline {
                 return Ok(state);
             }
-            let wake = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+            let wake =
+                deadline.min(tokio::time::Instant::now() + Duration::from_millis(UNIT_WAKE_MS));
             let _ = tokio::time::timeout_at(wake, changes.changed()).await;
         }
     }

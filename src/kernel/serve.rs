@@ -22,7 +22,7 @@ use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
 use crate::host::socket::from_own_user;
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::timing::TM;
+use crate::laws::timing::{KERNEL_TICK_MS, POLL_MS, TM};
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::frame::{encode, read_frame, FrameError};
 use crate::protocol::kernel::{FromKernel, ToKernel, KERNEL_PROTOCOL};
@@ -325,7 +325,7 @@ async fn cancel(ctx: Rc<Context>, job: String) {
             if ended() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
     }
     if !ended() {
@@ -450,7 +450,7 @@ fn work(k: &Kernel) -> WorkSet {
 async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     let mut latest: Option<OwnRecord> = None;
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(KERNEL_TICK_MS)).await;
         // A session removed from under the kernel takes its processes with it.
         if !ctx.kernel.borrow().files.meta().exists() {
             tracing::warn!("the session's directory is gone: stopping");
@@ -501,7 +501,7 @@ async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
     }
     send(control, &FromKernel::Stopped);
     // Let the writer send it before the loops end.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     ctx.exit.notify_one();
 }
 

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::laws::timing::POLL_MS;
+
 /// Make this process a child subreaper (orphaned descendants come to it).
 pub fn become_subreaper() -> Result<(), String> {
     // SAFETY: prctl(2) with integer arguments only.
@@ -95,7 +97,7 @@ pub fn end_descendants(grace: Duration) -> usize {
         if descendants(me).is_empty() {
             return 0;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(POLL_MS));
     }
     let left = descendants(me);
     for &pid in &left {
@@ -104,7 +106,7 @@ pub fn end_descendants(grace: Duration) -> usize {
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !descendants(me).is_empty() {
         reap();
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(POLL_MS));
     }
     reap();
     left.len()

@@ -37,8 +37,14 @@ pub enum GateEvent {
     Quiesce { work: WorkSet },
     /// The supervisor reopens the gate (the shutdown did not commit).
     Release,
-    /// The supervisor stops the worker.
+    /// The supervisor stops the worker (any stop: it closes the gate).
     Stop,
+    /// The idle shutdown's stop. The worker enforces the shutdown's
+    /// deadline itself: only a gate still quiesced (its hold not passed, so
+    /// no run or user bash was admitted since its idle answer) or already
+    /// stopping takes it; an open gate refuses it and the worker keeps
+    /// serving.
+    IdleStop,
     /// A run wants to start.
     RunRequest,
 }
@@ -58,6 +64,8 @@ pub enum GateOutput {
     Answer(QuiesceAnswer),
     /// Whether a run request was admitted.
     Run { admitted: bool },
+    /// Whether an idle shutdown's stop was taken.
+    IdleStop { taken: bool },
     /// Nothing to report.
     Done,
 }
@@ -98,6 +106,12 @@ pub fn run_gate_step(gate: RunGate, event: GateEvent, now_ms: u64) -> (RunGate, 
             (opened, GateOutput::Done)
         }
         GateEvent::Stop => (RunGate::Stopping, GateOutput::Done),
+        GateEvent::IdleStop => match gate {
+            RunGate::Open => (gate, GateOutput::IdleStop { taken: false }),
+            RunGate::Quiesced { .. } | RunGate::Stopping => {
+                (RunGate::Stopping, GateOutput::IdleStop { taken: true })
+            }
+        },
         GateEvent::RunRequest => (
             gate,
             GateOutput::Run {
@@ -177,6 +191,25 @@ mod tests {
         );
         let (gate, _) = run_gate_step(RunGate::Stopping, GateEvent::Release, u64::MAX);
         assert_eq!(gate, RunGate::Stopping);
+    }
+
+    #[test]
+    fn the_idle_stop_is_taken_only_through_a_gate_still_quiesced() {
+        let closed = RunGate::Quiesced { since_ms: 0 };
+        let (gate, out) = run_gate_step(closed, GateEvent::IdleStop, QUIESCE_HOLD_MS);
+        assert_eq!(
+            (gate, out),
+            (RunGate::Stopping, GateOutput::IdleStop { taken: true })
+        );
+        // Past the hold the gate has reopened (a run may have started):
+        // the stop is refused and the gate stays open.
+        let (gate, out) = run_gate_step(closed, GateEvent::IdleStop, QUIESCE_HOLD_MS + 1);
+        assert_eq!(
+            (gate, out),
+            (RunGate::Open, GateOutput::IdleStop { taken: false })
+        );
+        let (_, out) = run_gate_step(RunGate::Stopping, GateEvent::IdleStop, u64::MAX);
+        assert_eq!(out, GateOutput::IdleStop { taken: true });
     }
 
     #[test]

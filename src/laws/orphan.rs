@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::timing::{duration_in_words, TM, WORKER_LOST_EXIT_MIN_MS};
 use super::work::WorkSet;
 
 /// The largest millisecond count the wire carries: 10^14 ms, about 3170 years.
@@ -54,6 +55,24 @@ pub fn orphan_decision(
         OrphanVerdict::ExitResumable
     } else {
         OrphanVerdict::Wait
+    }
+}
+
+/// Whether a configured lost-exit window obeys the ordering law: a lost
+/// worker sees a relaunched supervisor before it exits, so the window is
+/// at least `WORKER_LOST_EXIT_MIN_MS` (an attached client's relaunch, then
+/// a launcher's whole wait). `short_allowed` is the test-only setting that
+/// lets tests use short windows. Returns the error line.
+pub fn window_obeys_minimum(window: LostExitWindow, short_allowed: bool) -> Result<(), String> {
+    match window {
+        LostExitWindow::After(ms) if ms < WORKER_LOST_EXIT_MIN_MS && !short_allowed => {
+            Err(format!(
+                "worker_lost_exit_ms = {ms} is shorter than the minimum {WORKER_LOST_EXIT_MIN_MS}: a lost worker must see a relaunched daemon before it exits (a client relaunches one within {}, then waits up to {} for it)",
+                duration_in_words(TM.client_relaunch_within),
+                duration_in_words(TM.launcher_wait)
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -85,6 +85,146 @@ pub enum ClientKind {
     Background,
 }
 
+/// A client start, by the command (or the client's own act) that starts
+/// it: the command-to-kind table every daemon start goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientStart {
+    New,
+    Send,
+    Bash,
+    Log,
+    Queue,
+    Withdraw,
+    Cancel,
+    Ls,
+    Status,
+    Restart,
+    Rm,
+    Rename,
+    /// `eukhe events`, a subscriber that outlives daemons.
+    Events,
+    /// `eukhe top`, a dashboard (the specification's background example).
+    Top,
+    /// `eukhe mcp`, an agent's gateway.
+    Mcp,
+    /// `eukhe attach`: a person's screen on a session.
+    Attach,
+    /// An attached client's own connection that watches the supervisor.
+    AttachWatch,
+    /// A client (attach, `log --follow`, `send --wait`, `bash`) connecting
+    /// again after its connection dropped.
+    Reattach,
+    /// An attached client relaunching a lost daemon.
+    Relaunch,
+}
+
+impl ClientStart {
+    /// Every start, in the order the model's table lists them.
+    pub const ALL: [ClientStart; 19] = [
+        ClientStart::New,
+        ClientStart::Send,
+        ClientStart::Bash,
+        ClientStart::Log,
+        ClientStart::Queue,
+        ClientStart::Withdraw,
+        ClientStart::Cancel,
+        ClientStart::Ls,
+        ClientStart::Status,
+        ClientStart::Restart,
+        ClientStart::Rm,
+        ClientStart::Rename,
+        ClientStart::Events,
+        ClientStart::Top,
+        ClientStart::Mcp,
+        ClientStart::Attach,
+        ClientStart::AttachWatch,
+        ClientStart::Reattach,
+        ClientStart::Relaunch,
+    ];
+
+    /// The start's name: the command, or what the client does.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientStart::New => "new",
+            ClientStart::Send => "send",
+            ClientStart::Bash => "bash",
+            ClientStart::Log => "log",
+            ClientStart::Queue => "queue",
+            ClientStart::Withdraw => "withdraw",
+            ClientStart::Cancel => "cancel",
+            ClientStart::Ls => "ls",
+            ClientStart::Status => "status",
+            ClientStart::Restart => "restart",
+            ClientStart::Rm => "rm",
+            ClientStart::Rename => "rename",
+            ClientStart::Events => "events",
+            ClientStart::Top => "top",
+            ClientStart::Mcp => "mcp",
+            ClientStart::Attach => "attach",
+            ClientStart::AttachWatch => "attach-watch",
+            ClientStart::Reattach => "reattach",
+            ClientStart::Relaunch => "relaunch",
+        }
+    }
+}
+
+/// Who a start is. Only `eukhe attach` is an interactive start (the
+/// specification's "TUI, eukhe chat": a person's screen on a session);
+/// every other command, and an attached client's own reconnects and
+/// relaunches, is a background start and never replaces a daemon.
+pub fn start_kind(start: ClientStart) -> ClientKind {
+    match start {
+        ClientStart::Attach => ClientKind::Interactive,
+        ClientStart::New
+        | ClientStart::Send
+        | ClientStart::Bash
+        | ClientStart::Log
+        | ClientStart::Queue
+        | ClientStart::Withdraw
+        | ClientStart::Cancel
+        | ClientStart::Ls
+        | ClientStart::Status
+        | ClientStart::Restart
+        | ClientStart::Rm
+        | ClientStart::Rename
+        | ClientStart::Events
+        | ClientStart::Top
+        | ClientStart::Mcp
+        | ClientStart::AttachWatch
+        | ClientStart::Reattach
+        | ClientStart::Relaunch => ClientKind::Background,
+    }
+}
+
+/// The capabilities (by the names hellos carry) a start needs of the
+/// daemon it uses: every session command needs per-session workers.
+pub fn needed_capabilities(start: ClientStart) -> &'static [&'static str] {
+    match start {
+        ClientStart::Ls | ClientStart::Status | ClientStart::Relaunch => &[],
+        _ => &["workers"],
+    }
+}
+
+/// A start that uses a daemon lacking a capability it needs: the one line
+/// that says so and names the way to upgrade the daemon (a background start
+/// never replaces it).
+pub fn lacking_capability(
+    start: ClientStart,
+    advertised: &[String],
+    client: &Build,
+    daemon: &Build,
+) -> Option<String> {
+    let missing = needed_capabilities(start)
+        .iter()
+        .find(|need| !advertised.iter().any(|has| has == *need))?;
+    Some(format!(
+        "the running daemon (v{}) lacks `{missing}`, which `eukhe {}` needs: `eukhe attach` (or `eukhe shutdown --if-idle`) replaces it with v{} when it is idle",
+        daemon.version,
+        start.name(),
+        client.version
+    ))
+}
+
 /// What the daemon on the socket told the client in its hello.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,7 +273,7 @@ pub fn replace_verdict(
             client.build_id, daemon.build.build_id
         )),
         Relation::ClientNewer if kind == ClientKind::Background => Some(format!(
-            "the running daemon (v{d}) is older than this eukhe (v{c}): keeping it; only an interactive start replaces a daemon"
+            "the running daemon (v{d}) is older than this eukhe (v{c}): keeping it; `eukhe attach` (or `eukhe shutdown --if-idle`) replaces it when it is idle"
         )),
         Relation::ClientNewer if !daemon.idle_shutdown => Some(format!(
             "the running daemon (v{d}) cannot shut down when idle: keeping it; run `eukhe shutdown` to start v{c}"
@@ -197,6 +337,34 @@ mod tests {
             build: build(version, id),
             protocol: 1,
             idle_shutdown,
+        }
+    }
+
+    #[test]
+    fn a_start_that_needs_what_the_daemon_lacks_says_so_naming_attach() {
+        let client = build("2.0.0", "b");
+        let daemon = build("1.0.0", "a");
+        let none: Vec<String> = Vec::new();
+        let workers = vec!["workers".to_string()];
+        assert_eq!(
+            lacking_capability(ClientStart::Send, &none, &client, &daemon).as_deref(),
+            Some("the running daemon (v1.0.0) lacks `workers`, which `eukhe send` needs: `eukhe attach` (or `eukhe shutdown --if-idle`) replaces it with v2.0.0 when it is idle")
+        );
+        assert_eq!(
+            lacking_capability(ClientStart::Send, &workers, &client, &daemon),
+            None
+        );
+        assert_eq!(
+            lacking_capability(ClientStart::Status, &none, &client, &daemon),
+            None
+        );
+    }
+
+    #[test]
+    fn only_attach_is_an_interactive_start() {
+        for start in ClientStart::ALL {
+            let interactive = start_kind(start) == ClientKind::Interactive;
+            assert_eq!(interactive, start == ClientStart::Attach, "{start:?}");
         }
     }
 

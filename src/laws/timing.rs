@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Names of the timeouts, in the order [`Tm::values`] returns them.
-pub const TIMEOUT_NAMES: [&str; 20] = [
+pub const TIMEOUT_NAMES: [&str; TIMEOUT_COUNT] = [
     "stop_grace",
     "kernel_teardown",
     "harness_close",
@@ -33,7 +33,17 @@ pub const TIMEOUT_NAMES: [&str; 20] = [
     "restart_pause_max",
     "cancel_grace",
     "template_idle",
+    "daemon_start_wait",
+    "worker_start_wait",
+    "kernel_start_wait",
+    "kernel_stop_wait",
+    "worker_unit_stop",
+    "kernel_unit_stop",
+    "sign_of_life",
 ];
+
+/// How many timeouts [`Tm`] holds.
+pub const TIMEOUT_COUNT: usize = 27;
 
 /// Every timeout constant of the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +92,26 @@ pub struct Tm {
     /// the snapshot already restored) this long after its last job: an idle
     /// session holds no shell beyond its own.
     pub template_idle: u64,
+    /// A client waits this long for a daemon it started (or the service
+    /// manager activated) to answer.
+    pub daemon_start_wait: u64,
+    /// The supervisor waits this long for a launched worker to be under
+    /// supervision (its unit active, its socket answering).
+    pub worker_start_wait: u64,
+    /// A worker waits this long for its kernel unit to come up: a stop
+    /// still in progress (`kernel_stop_wait`), then the start itself.
+    pub kernel_start_wait: u64,
+    /// How long a kernel unit may take to go down: its unit's stop timeout,
+    /// then the manager's kill and the reaping.
+    pub kernel_stop_wait: u64,
+    /// `TimeoutStopSec` of `eukhe@.service`: the manager kills a worker
+    /// unit's processes this long after asking them to stop.
+    pub worker_unit_stop: u64,
+    /// `TimeoutStopSec` of `eukhe-kernel@.service`.
+    pub kernel_unit_stop: u64,
+    /// A worker shows its supervisor a sign of life this often (the process
+    /// backend's watchdog hears it).
+    pub sign_of_life: u64,
 }
 
 /// The daemon's timeouts.
@@ -106,6 +136,13 @@ pub const TM: Tm = Tm {
     restart_pause_max: 30_000,
     cancel_grace: 1_000,
     template_idle: 60_000,
+    daemon_start_wait: 10_000,
+    worker_start_wait: 10_000,
+    kernel_start_wait: 20_000,
+    kernel_stop_wait: 10_000,
+    worker_unit_stop: 5_000,
+    kernel_unit_stop: 6_000,
+    sign_of_life: 1_000,
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
@@ -178,6 +215,83 @@ pub const EVENTS_RECONNECT_MS: u64 = 200;
 /// last events (its own stop) before it ends.
 pub const EVENTS_FLUSH_MS: u64 = 200;
 
+// Poll and retry intervals: not timeouts (nothing gives up after them),
+// how often a waiter looks again. Kept here so no shell carries a literal.
+
+/// How often a waiter re-checks a condition it has no signal for (a
+/// process gone, a socket free, a unit down).
+pub const POLL_MS: u64 = 20;
+/// How often the supervisor wakes from `accept` to look at its state.
+pub const ACCEPT_WAKE_MS: u64 = 200;
+/// How often the supervisor retries a just-launched worker's socket (a
+/// worker binds it within milliseconds: a short retry keeps starts fast).
+pub const WORKER_CONNECT_RETRY_MS: u64 = 2;
+/// How often a starting supervisor looks whether its adopted workers are
+/// under supervision yet.
+pub const ADOPT_POLL_MS: u64 = 5;
+/// How often a worker retries reaching or replacing its kernel.
+pub const KERNEL_RETRY_MS: u64 = 200;
+/// How often a worker whose kernel speaks another protocol looks whether
+/// that kernel's runs have ended.
+pub const KERNEL_RUNS_POLL_MS: u64 = 1_000;
+/// How often a worker retries a store that failed (a full disk), and how
+/// long its loops sleep when nothing woke them.
+pub const WORKER_RETRY_MS: u64 = 500;
+/// The worker's tick: watchdog pings, signs of life, busy refresh, gate
+/// expiry and the orphan decision are looked at this often.
+pub const WORKER_TICK_MS: u64 = 250;
+/// The kernel's tick: background jobs and busy evidence without a worker.
+pub const KERNEL_TICK_MS: u64 = 1_000;
+/// How long a waiter on the user manager sleeps at most between looks at
+/// a unit (its signals usually wake it first).
+pub const UNIT_WAKE_MS: u64 = 1_000;
+/// How often an attached client retries relaunching a lost supervisor
+/// (within `client_relaunch_within`).
+pub const RELAUNCH_RETRY_MS: u64 = 200;
+/// How often `eukhe top`'s key reader looks whether it is paused (an
+/// attach has the terminal).
+pub const TOP_KEY_POLL_MS: u64 = 50;
+/// How often `eukhe top` looks whether its key reader has paused.
+pub const TOP_PAUSE_POLL_MS: u64 = 5;
+
+// The ticks that write due busy refreshes come at least as often as the
+// lateness `busy_tick` allows, and a worker's signs of life come at least
+// twice inside the shortest watchdog (checked when the crate compiles).
+const _: () = assert!(WORKER_TICK_MS <= TM.busy_tick);
+const _: () = assert!(KERNEL_TICK_MS <= TM.busy_tick);
+const _: () = assert!(TM.sign_of_life * 2 <= crate::config::WORKER_WATCHDOG_MIN_MS);
+
+/// The shortest lost-exit window a configuration may set: an attached
+/// client's relaunch of a lost supervisor, then a launcher's whole wait
+/// (`worker_lost_exit >= client_relaunch_within + launcher_wait`), so a
+/// lost worker sees a relaunched supervisor before it exits.
+pub const WORKER_LOST_EXIT_MIN_MS: u64 = TM.client_relaunch_within + TM.launcher_wait;
+
+/// The restart budget in words, for messages: "6 times in 15 minutes".
+pub fn give_up_in_words() -> String {
+    format!(
+        "{} times in {}",
+        crate::laws::restart::RESTART_GIVE_UP_AFTER + 1,
+        duration_in_words(TM.restart_window)
+    )
+}
+
+/// A duration for a message: whole minutes, whole seconds, or ms.
+pub fn duration_in_words(ms: u64) -> String {
+    if ms >= 60_000 && ms % 60_000 == 0 {
+        let minutes = ms / 60_000;
+        if minutes == 1 {
+            "1 minute".into()
+        } else {
+            format!("{minutes} minutes")
+        }
+    } else if ms >= 1_000 && ms % 1_000 == 0 {
+        format!("{} s", ms / 1_000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
 /// One ordering relation: `waiter >= sum(waits_for)`.
 pub struct Relation {
     /// Index into [`TIMEOUT_NAMES`] of the timeout that waits.
@@ -206,9 +320,11 @@ const QUIESCE_HOLD: usize = 15;
 const RESTART_WINDOW: usize = 16;
 const RESTART_PAUSE_MAX: usize = 17;
 const CANCEL_GRACE: usize = 18;
+const KERNEL_STOP_WAIT: usize = 23;
+const KERNEL_UNIT_STOP: usize = 25;
 
 /// The ordering relations, in the order the model checks them.
-pub const ORDERING: [Relation; 8] = [
+pub const ORDERING: [Relation; 9] = [
     Relation {
         waiter: STOP_GRACE,
         waits_for: &[KERNEL_TEARDOWN, HARNESS_CLOSE],
@@ -265,11 +381,16 @@ pub const ORDERING: [Relation; 8] = [
         ],
         why: "the restart window holds the give-up count of crash-loop steps",
     },
+    Relation {
+        waiter: KERNEL_STOP_WAIT,
+        waits_for: &[KERNEL_UNIT_STOP, KILL_ROUTE, CHILD_DRAIN],
+        why: "a parent's kill of a child covers kill route and child drain (a kernel unit)",
+    },
 ];
 
 impl Tm {
     /// The values in [`TIMEOUT_NAMES`] order.
-    pub fn values(&self) -> [u64; 20] {
+    pub fn values(&self) -> [u64; TIMEOUT_COUNT] {
         [
             self.stop_grace,
             self.kernel_teardown,
@@ -291,12 +412,19 @@ impl Tm {
             self.restart_pause_max,
             self.cancel_grace,
             self.template_idle,
+            self.daemon_start_wait,
+            self.worker_start_wait,
+            self.kernel_start_wait,
+            self.kernel_stop_wait,
+            self.worker_unit_stop,
+            self.kernel_unit_stop,
+            self.sign_of_life,
         ]
     }
 
     /// The timeouts from values in [`TIMEOUT_NAMES`] order (the inverse of
     /// [`Tm::values`]).
-    pub fn from_values(v: [u64; 20]) -> Tm {
+    pub fn from_values(v: [u64; TIMEOUT_COUNT]) -> Tm {
         Tm {
             stop_grace: v[0],
             kernel_teardown: v[1],
@@ -318,6 +446,13 @@ impl Tm {
             restart_pause_max: v[17],
             cancel_grace: v[18],
             template_idle: v[19],
+            daemon_start_wait: v[20],
+            worker_start_wait: v[21],
+            kernel_start_wait: v[22],
+            kernel_stop_wait: v[23],
+            worker_unit_stop: v[24],
+            kernel_unit_stop: v[25],
+            sign_of_life: v[26],
         }
     }
 }
@@ -391,5 +526,185 @@ mod tests {
         let mut extra = json;
         extra["surprise"] = 1.into();
         assert!(serde_json::from_value::<Tm>(extra).is_err());
+    }
+
+    /// Every Rust source file of the daemon under `src/`, with its text
+    /// up to its test module (tests may wait as they like).
+    fn shell_sources() -> Vec<(String, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    if path.file_name().is_some_and(|n| n == "tests") {
+                        continue;
+                    }
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let code = match text.find("#[cfg(test)]") {
+                        Some(at) => text[..at].to_string(),
+                        None => text,
+                    };
+                    out.push((path.display().to_string(), code));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut out,
+        );
+        assert!(out.len() > 20, "found only {} source files", out.len());
+        out
+    }
+
+    fn is_timing_home(path: &str) -> bool {
+        path.ends_with("src/laws/timing.rs") || path.ends_with("src/config.rs")
+    }
+
+    /// No shell writes a duration as a number: every wait is a `TM` field
+    /// or a named interval of this module (or a configuration default).
+    #[test]
+    fn no_duration_literal_outside_timing_and_config() {
+        let mut literals = Vec::new();
+        for (path, code) in shell_sources() {
+            if is_timing_home(&path) {
+                continue;
+            }
+            for (n, line) in code.lines().enumerate() {
+                for call in [
+                    "from_millis(",
+                    "from_secs(",
+                    "from_micros(",
+                    "from_nanos(",
+                    "Duration::new(",
+                ] {
+                    let mut rest = line;
+                    while let Some(at) = rest.find(call) {
+                        rest = &rest[at + call.len()..];
+                        if rest.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+                            literals.push(format!("{path}:{}: {}", n + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            literals.is_empty(),
+            "duration literals outside laws::timing and config:\n{}",
+            literals.join("\n")
+        );
+    }
+
+    /// The timeouts the code waits: every `Tm` field is read by some code
+    /// outside this module (the shells, or a law module through its
+    /// specification name), so none is a number the laws are proved over
+    /// that the daemon does not obey. The list printed is every timeout
+    /// the shells use.
+    #[test]
+    fn every_timeout_is_used_and_every_use_is_a_tm_field() {
+        let aliases = [
+            ("CLIENT_RELAUNCH_WITHIN_MS", "client_relaunch_within"),
+            ("WORKER_LOST_EXIT_DEFAULT_MS", "worker_lost_exit"),
+            ("QUIESCE_ANSWER_MS", "quiesce_answer"),
+            ("QUIESCE_HOLD_MS", "quiesce_hold"),
+            ("REVIVAL_CLOCK_SKEW_MS", "revival_clock_skew"),
+            ("BUSY_REFRESH_MS", "busy_refresh"),
+            ("REVIVAL_WINDOW_MS", "revival_window"),
+            ("RESTART_WINDOW_MS", "restart_window"),
+            ("CANCEL_GRACE_MS", "cancel_grace"),
+            ("RESTART_PAUSE_MAX_MS", "restart_pause_max"),
+            ("WORKER_LOST_EXIT_MIN_MS", "worker_lost_exit"),
+        ];
+        let mut used: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (path, code) in shell_sources() {
+            if path.ends_with("src/laws/timing.rs") {
+                continue;
+            }
+            let short = path.rsplit("src/").next().unwrap_or(&path).to_string();
+            for prefix in ["TM.", "tm."] {
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find(prefix) {
+                    let before = &code[..code.len() - rest.len() + at];
+                    rest = &rest[at + prefix.len()..];
+                    if before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                        continue;
+                    }
+                    let field: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if prefix == "tm." && !TIMEOUT_NAMES.contains(&field.as_str()) {
+                        continue; // another value called `tm`
+                    }
+                    // A method (`TM.values()`) is no field read.
+                    let is_method = rest[field.len()..].starts_with('(');
+                    if is_method {
+                        continue;
+                    }
+                    assert!(
+                        TIMEOUT_NAMES.contains(&field.as_str()),
+                        "{path} reads TM.{field}, which is no Tm field"
+                    );
+                    used.entry(field).or_default().push(short.clone());
+                }
+            }
+            for (alias, field) in aliases {
+                if code.contains(alias) {
+                    used.entry(field.to_string())
+                        .or_default()
+                        .push(short.clone());
+                }
+            }
+        }
+        for (field, users) in &used {
+            let mut users = users.clone();
+            users.dedup();
+            eprintln!("{field}: {}", users.join(", "));
+        }
+        // A timeout that only a used waiter waits for is obeyed through it
+        // (the revival window and the tick through busy_evidence_ttl, the
+        // harness close through the stop grace, a unit's stop timeout
+        // through the wait for its unit).
+        let mut covered: std::collections::BTreeSet<&str> = used
+            .keys()
+            .map(|k| TIMEOUT_NAMES[TIMEOUT_NAMES.iter().position(|n| n == k).unwrap()])
+            .collect();
+        for relation in &ORDERING {
+            if covered.contains(TIMEOUT_NAMES[relation.waiter]) {
+                covered.extend(relation.waits_for.iter().map(|&i| TIMEOUT_NAMES[i]));
+            }
+        }
+        let unused: Vec<&str> = TIMEOUT_NAMES
+            .iter()
+            .copied()
+            .filter(|name| !covered.contains(name))
+            .collect();
+        assert!(unused.is_empty(), "Tm fields no code waits: {unused:?}");
+    }
+
+    /// The units' stop timeouts are the ones `Tm` is ordered over.
+    #[test]
+    fn unit_stop_timeouts_are_tm_fields() {
+        let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("units");
+        for (unit, ms) in [
+            ("eukhe@.service", TM.worker_unit_stop),
+            ("eukhe-kernel@.service", TM.kernel_unit_stop),
+        ] {
+            let text = std::fs::read_to_string(units.join(unit)).unwrap();
+            let expected = format!("TimeoutStopSec={}s", ms / 1000);
+            assert!(
+                text.lines().any(|l| l.trim() == expected),
+                "{unit} should say {expected}, as TM does"
+            );
+        }
+    }
+
+    #[test]
+    fn messages_say_the_restart_budget_from_the_constants() {
+        assert_eq!(give_up_in_words(), "6 times in 15 minutes");
+        assert_eq!(duration_in_words(TM.launcher_wait), "7 s");
+        assert_eq!(duration_in_words(60_000), "1 minute");
+        assert_eq!(duration_in_words(1_500), "1500 ms");
     }
 }

@@ -30,6 +30,7 @@ use crate::client::cli::{absolute, session_env, unexpected};
 use crate::client::connect::{connect, Client};
 use crate::client::log::output_until_end;
 use crate::client::render::most_recent_last;
+use crate::laws::replace::ClientStart;
 use crate::laws::timing::MCP_BASH_TIMEOUT_DEFAULT_MS;
 use crate::protocol::message::{Request, Response, SessionRequest};
 
@@ -270,7 +271,7 @@ async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, String> {
     // The session takes this server's environment, as `eukhe new` takes
     // its shell's: the agent's, as its MCP client configured it.
     let env = session_env(&[], false)?;
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::New {
         name: args.name,
         cwd,
@@ -289,7 +290,7 @@ async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, String> {
 }
 
 async fn list_sessions() -> Result<CallToolResult, String> {
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Mcp).await?;
     match client.ask(Request::List).await? {
         Response::Sessions { mut sessions } => {
             most_recent_last(&mut sessions);
@@ -308,7 +309,7 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, S
         command: args.command,
         stdin: None,
     };
-    let mut client = open(&session, false, request).await?;
+    let mut client = open(&session, ClientStart::Mcp, request).await?;
     // Its number comes first: a cancel names it, and so does the `log`
     // that follows a command still running. A cancel asked meanwhile is
     // carried out once the number is known.
@@ -369,7 +370,7 @@ async fn first_answer(client: &mut Client) -> Result<u64, String> {
 }
 
 async fn cancel_input(session: &str, input: u64) -> Result<(), String> {
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::Session {
         session: session.to_string(),
         request: SessionRequest::CancelInput { input },
@@ -385,7 +386,7 @@ async fn send(args: SendArgs) -> Result<CallToolResult, String> {
         text: args.command,
         wait: false,
     };
-    let mut client = open(&args.session, false, request).await?;
+    let mut client = open(&args.session, ClientStart::Mcp, request).await?;
     match client.receive().await? {
         Response::Queued { input } => Ok(answer(
             format!(
@@ -405,7 +406,7 @@ async fn log(args: LogArgs) -> Result<CallToolResult, String> {
         after: args.since,
         follow: false,
     };
-    let mut client = open(&args.session, false, request).await?;
+    let mut client = open(&args.session, ClientStart::Mcp, request).await?;
     let mut page = LogPage::new(OUTPUT_CAP_BYTES);
     loop {
         match client.receive().await? {
@@ -442,7 +443,7 @@ async fn cancel(args: CancelArgs) -> Result<CallToolResult, String> {
         Some(input) => SessionRequest::CancelInput { input },
         None => SessionRequest::Cancel { all: args.all },
     };
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Mcp).await?;
     let asked = Request::Session {
         session: args.session.clone(),
         request,
@@ -468,7 +469,7 @@ async fn cancel(args: CancelArgs) -> Result<CallToolResult, String> {
 }
 
 async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, String> {
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::Remove {
         session: args.session.clone(),
         force: args.force,

@@ -80,6 +80,11 @@ pub enum Request {
     /// Supervisor to worker: stop, keeping resumable work (the kernel and
     /// its runs keep running).
     Stop,
+    /// Supervisor to worker: the idle shutdown's stop. Taken only while the
+    /// worker's gate is still quiesced (answered `Ok`, then the worker
+    /// stops as for `Stop`); a worker whose gate reopened answers
+    /// `Quiesce { answer: busy }` and keeps serving.
+    IdleStop,
     /// Supervisor to worker: stop the session's kernel (every process of
     /// the session ends), then the worker (`shutdown --force`).
     StopWithKernel,

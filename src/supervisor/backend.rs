@@ -17,13 +17,14 @@ use crate::host::escape::{
 use crate::host::process::{identity_of, is_alive, signal};
 use crate::host::units::{UnitState, UserManager};
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::timing::TM;
-use crate::protocol::message::Request;
+use crate::laws::idle_shutdown::QuiesceAnswer;
+use crate::laws::timing::{POLL_MS, TM};
+use crate::protocol::message::{Request, Response};
 use crate::session::store::{read_json, KernelRecord, WorkerRecord};
 
 /// How long a worker unit may take to become active (Type=notify: until
 /// the worker's READY=1) before it counts as failed.
-const UNIT_START_WITHIN: Duration = Duration::from_secs(10);
+const UNIT_START_WITHIN: Duration = Duration::from_millis(TM.worker_start_wait);
 
 fn units(supervisor: &Shared) -> Option<UserManager> {
     supervisor.borrow().units.clone()
@@ -165,15 +166,27 @@ pub async fn wait_gone(
     within_ms: u64,
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
+    wait_gone_until(units, id, identity, deadline).await;
+}
+
+async fn wait_gone_until(
+    units: Option<&UserManager>,
+    id: &str,
+    identity: ProcessIdentity,
+    deadline: tokio::time::Instant,
+) {
     while still_there(units, id, identity).await && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 
 /// Stop the worker `identity` of `id`: ask it with `request` (`Stop`: it
 /// keeps queued input for the next worker and its kernel keeps its runs;
-/// `StopWithKernel`: the kernel ends too), wait out the stop grace, then end
-/// it by force (SIGKILL by identity, or StopUnit). Returns whether it is gone.
+/// `StopWithKernel`: the kernel ends too) and give it one stop grace for
+/// asking and leaving together, then end it by force (SIGKILL by identity,
+/// or `KillUnit`) and wait out the kill route and the child drain. The
+/// whole escalation is `stop_grace + kill_route + child_drain`, which the
+/// supervisor drain covers (`timeouts_ordered`). Returns whether it is gone.
 pub async fn stop_worker(
     supervisor: &Shared,
     id: &str,
@@ -181,16 +194,28 @@ pub async fn stop_worker(
     request: Request,
 ) -> bool {
     let units = units(supervisor);
-    let _ = tokio::time::timeout(
-        Duration::from_millis(TM.stop_grace),
-        ask_worker(supervisor, id, request),
-    )
-    .await;
-    wait_gone(units.as_ref(), id, identity, TM.stop_grace).await;
+    let grace_ends = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+    let answer = tokio::time::timeout_at(grace_ends, ask_worker(supervisor, id, request)).await;
+    // An idle shutdown's stop that met a reopened gate is refused: the
+    // worker may have started work since its idle answer, so it is left
+    // serving (never killed); the next supervisor adopts it.
+    if let Ok(Ok(Response::Quiesce {
+        answer: QuiesceAnswer::Busy,
+    })) = answer
+    {
+        tracing::warn!(
+            session = id,
+            "the worker refused the idle shutdown's stop (its gate reopened): left running"
+        );
+        return false;
+    }
+    wait_gone_until(units.as_ref(), id, identity, grace_ends).await;
     if still_there(units.as_ref(), id, identity).await {
         match &units {
             Some(units) => {
-                if let Err(e) = units.stop(&worker_unit(id)).await {
+                // KillUnit, not StopUnit: a stop would wait out the unit's
+                // own TimeoutStopSec before killing.
+                if let Err(e) = units.kill(&worker_unit(id), libc::SIGKILL).await {
                     tracing::warn!(session = id, "{e}");
                 }
             }
@@ -202,13 +227,7 @@ pub async fn stop_worker(
             session = id,
             "the worker outlived its stop grace and was ended by force"
         );
-        wait_gone(
-            units.as_ref(),
-            id,
-            identity,
-            TM.kill_route + TM.child_drain + 5_000,
-        )
-        .await;
+        wait_gone(units.as_ref(), id, identity, TM.kill_route + TM.child_drain).await;
     }
     !still_there(units.as_ref(), id, identity).await
 }
@@ -244,7 +263,7 @@ pub async fn stop_lone_kernel(supervisor: &Shared, id: &str) {
     signal(record.identity, libc::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
     while is_alive(record.identity) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
     if is_alive(record.identity) {
         signal(record.identity, libc::SIGKILL);
@@ -262,7 +281,7 @@ pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {
     match units
         .wait_for(
             &unit,
-            Duration::from_millis(TM.stop_grace + 5_000),
+            Duration::from_millis(TM.stop_grace + TM.worker_unit_stop),
             UnitState::is_down,
         )
         .await

@@ -14,7 +14,7 @@ use tokio::net::UnixStream;
 use super::launch::Shared;
 use crate::clock::wall_ms;
 use crate::laws::events::{Next, SubscriberBuffer, SUBSCRIBER_BUFFER_EVENTS};
-use crate::laws::timing::EVENTS_FLUSH_MS;
+use crate::laws::timing::{EVENTS_FLUSH_MS, POLL_MS};
 use crate::protocol::event::{Event, EventKind};
 use crate::protocol::message::Response;
 use crate::protocol::write_frame;
@@ -167,7 +167,7 @@ pub async fn daemon_stopping(supervisor: &Shared, message: &str) {
     ));
     let deadline = tokio::time::Instant::now() + Duration::from_millis(EVENTS_FLUSH_MS);
     while !supervisor.borrow().events.all_sent() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 

@@ -19,7 +19,7 @@ use crate::laws::adoption::{
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
-use crate::laws::timing::TM;
+use crate::laws::timing::{duration_in_words, ADOPT_POLL_MS, TM, WORKER_CONNECT_RETRY_MS};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
@@ -137,14 +137,14 @@ pub async fn launch(supervisor: &Shared, id: &str) {
 /// Hold a control connection to the worker; when it ends, the worker has
 /// failed (unless it was stopped on purpose).
 async fn watch(supervisor: Shared, id: String, generation: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace.max(5_000));
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
     let connected = loop {
         match connect_worker(&supervisor, &id).await {
             Ok(connection) => break Some(connection),
             // A worker binds its socket within milliseconds of starting:
             // a short retry keeps session start fast.
             Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(2)).await
+                tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await
             }
             Err(_) => break None,
         }
@@ -316,7 +316,8 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
                     wall_ms(),
                     EntryBody::Notice {
                         text: format!(
-                            "given up: the worker failed {failures_in_window} times in 15 minutes; `eukhe restart {id}` starts it afresh"
+                            "given up: the worker failed {failures_in_window} times in {}; `eukhe restart {id}` starts it afresh",
+                            duration_in_words(TM.restart_window)
                         ),
                         restore: None,
                     },
@@ -435,6 +436,6 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
             .iter()
             .all(|id| supervised(&supervisor.borrow(), id))
     {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(ADOPT_POLL_MS)).await;
     }
 }

@@ -21,7 +21,9 @@ use crate::host::process::is_alive;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
-use crate::laws::timing::QUIESCE_ANSWER_MS;
+use crate::laws::timing::{
+    duration_in_words, give_up_in_words, ACCEPT_WAKE_MS, POLL_MS, QUIESCE_ANSWER_MS, TM,
+};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
@@ -60,7 +62,7 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
             return Ok(());
         }
         if supervisor.borrow().shutting_down {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
             continue;
         }
         let accepted = tokio::select! {
@@ -73,7 +75,7 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
                 tracing::info!("stopping on SIGTERM; workers keep running");
                 return Ok(());
             }
-            _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+            _ = tokio::time::sleep(Duration::from_millis(ACCEPT_WAKE_MS)) => continue,
         };
         let Ok((mut stream, _)) = accepted else {
             continue;
@@ -314,7 +316,7 @@ async fn new_session(
 
 /// Wait until the session's worker is under supervision.
 pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
     let changed = supervisor.borrow().changed.clone();
     loop {
         // Registered before the state is read, so no change slips between.
@@ -329,7 +331,8 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), St
             None => return Err(format!("no session {id}")),
             _ if tokio::time::Instant::now() >= deadline => {
                 return Err(format!(
-                    "session {id}: its worker did not start within 10 s"
+                    "session {id}: its worker did not start within {}",
+                    duration_in_words(TM.worker_start_wait)
                 ))
             }
             _ => {
@@ -364,7 +367,7 @@ async fn connect_running_worker(
             dead.pid
         );
         let changed = supervisor.borrow().changed.clone();
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
         loop {
             let notified = changed.notified();
             tokio::pin!(notified);
@@ -389,7 +392,10 @@ fn damaged(id: &str, problem: &str) -> String {
 }
 
 fn given_up(id: &str) -> String {
-    format!("session {id} was given up after failing 6 times in 15 minutes; `eukhe restart {id}` starts it afresh")
+    format!(
+        "session {id} was given up after failing {}; `eukhe restart {id}` starts it afresh",
+        give_up_in_words()
+    )
 }
 
 async fn route(
@@ -668,7 +674,7 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
             match idle_shutdown_commits(asked_at, &replies) {
                 ShutdownCommit::StopWorkers => {
                     stop_serving(supervisor);
-                    stop_all(supervisor, &ids, Request::Stop).await;
+                    stop_all(supervisor, &ids, Request::IdleStop).await;
                     Response::Shutdown {
                         stopped: true,
                         message: "the daemon was idle and stopped".into(),
@@ -737,7 +743,13 @@ async fn stop_all(supervisor: &Shared, ids: &[String], request: Request) {
             })
         })
         .collect();
-    for stop in stops {
-        let _ = stop.await;
-    }
+    // Each stop's escalation fits in the supervisor drain
+    // (`timeouts_ordered`); the drain bounds them all, so a hung host call
+    // cannot hold the shutdown's answer past the launcher's wait.
+    let _ = tokio::time::timeout(Duration::from_millis(TM.supervisor_drain), async {
+        for stop in stops {
+            let _ = stop.await;
+        }
+    })
+    .await;
 }

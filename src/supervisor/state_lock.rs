@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::laws::timing::STATE_LOCK_HANDOVER_MS;
+use crate::laws::timing::{POLL_MS, STATE_LOCK_HANDOVER_MS};
 use crate::paths::Paths;
 use crate::session::store::{private_dir, read_json, write_json};
 
@@ -110,7 +110,7 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
             !activated && std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
         match contended(&our_socket, holder.as_ref(), ours_listens) {
             Contended::WaitForHandover if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(POLL_MS));
             }
             Contended::AlreadyListening => {
                 return Err(format!("a daemon already listens on {our_socket}"))

@@ -347,6 +347,18 @@ impl RunCore {
         answer
     }
 
+    /// Whether a user bash may start now: the run gate admits it as it
+    /// admits a run (a quiesced or stopping worker starts no work).
+    pub fn bash_admitted(&mut self, now_us: u64) -> bool {
+        self.gate_event(GateEvent::RunRequest, now_us) == GateOutput::Run { admitted: true }
+    }
+
+    /// The idle shutdown's stop: taken only through a gate still quiesced
+    /// (or already stopping).
+    pub fn idle_stop(&mut self, now_us: u64) -> bool {
+        self.gate_event(GateEvent::IdleStop, now_us) == GateOutput::IdleStop { taken: true }
+    }
+
     pub fn gate_event(&mut self, event: GateEvent, now_us: u64) -> GateOutput {
         let (gate, output) = run_gate_step(self.gate, event, ms(now_us));
         self.gate = gate;

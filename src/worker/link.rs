@@ -16,8 +16,8 @@ use crate::build_id::build_id;
 use crate::clock::wall_ms;
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
-use crate::laws::timing::FOLLOWER_PATIENCE_MS;
 use crate::laws::timing::TM;
+use crate::laws::timing::{FOLLOWER_PATIENCE_MS, KERNEL_RETRY_MS, KERNEL_RUNS_POLL_MS};
 use crate::paths::Paths;
 use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
@@ -27,7 +27,7 @@ use crate::session::transcript::EntryBody;
 
 /// How often a worker retries a kernel it cannot drive yet (another
 /// protocol version with runs in flight, or one still starting).
-const RETRY: Duration = Duration::from_millis(200);
+const RETRY: Duration = Duration::from_millis(KERNEL_RETRY_MS);
 
 /// Refused connections after which a live kernel counts as broken.
 const UNREACHABLE_AFTER: u32 = 10;
@@ -133,7 +133,7 @@ async fn connect(
                 );
                 said_waiting = true;
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(KERNEL_RUNS_POLL_MS)).await;
             continue;
         }
         tracing::info!("replacing an idle kernel of protocol {protocol}");

@@ -20,9 +20,9 @@ use crate::host::handoff;
 use crate::host::process::is_alive;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
-use crate::laws::idle_shutdown::GateEvent;
+use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
 use crate::laws::orphan::OrphanVerdict;
-use crate::laws::timing::TM;
+use crate::laws::timing::{POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::kernel::ToKernel;
@@ -258,6 +258,22 @@ async fn connection(
                 signals.run.notify_one();
                 let _ = tx.send(Response::Ok);
             }
+            Request::IdleStop => {
+                let taken = worker.borrow_mut().core.idle_stop(mono_us());
+                if !taken {
+                    tracing::info!(
+                        "refused the idle shutdown's stop: the run gate reopened after its hold"
+                    );
+                    let _ = tx.send(Response::Quiesce {
+                        answer: QuiesceAnswer::Busy,
+                    });
+                    continue;
+                }
+                tracing::info!("stopping: the idle shutdown committed (the kernel keeps its runs)");
+                stop(&worker, &signals).await;
+                let _ = tx.send(Response::Ok);
+                return;
+            }
             Request::Stop => {
                 tracing::info!("stopping: asked by the supervisor (the kernel keeps its runs)");
                 stop(&worker, &signals).await;
@@ -327,7 +343,7 @@ async fn session_request(
             while !worker.borrow().core.connected() && !worker.borrow().stopping {
                 tokio::select! {
                     _ = connected.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
                 }
             }
             worker.borrow_mut().core.bash_request_taken_up();
@@ -611,6 +627,16 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, 
         let _ = tx.send(Response::Error { message });
         return;
     }
+    // User bash is work like a run: a worker quiesced for an idle shutdown
+    // starts none, so the shutdown's stop never meets one.
+    if !w.core.bash_admitted(mono_us()) {
+        let message = format!(
+            "session {}: the daemon is shutting down because it was idle; run the command again",
+            w.meta.id
+        );
+        let _ = tx.send(Response::Error { message });
+        return;
+    }
     // Acknowledged only by its end, which is stored durably after it.
     let number = w.core.take_input_number();
     if let Err(message) = w.append_unacknowledged(EntryBody::Bash {
@@ -658,13 +684,13 @@ async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             // Not stored (a full disk): retry once there may be room.
             Some(Err(e)) => {
                 tracing::error!("{e}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
             }
             Some(Ok(())) => {}
             None => {
                 tokio::select! {
                     _ = signals.run.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
                 }
             }
         }
@@ -699,7 +725,7 @@ pub async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) 
             }
             Err(e) if !worker.borrow().stopping => {
                 tracing::error!("{e}; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
             }
             Err(e) => {
                 tracing::error!("{e}; the worker is stopping");
@@ -749,10 +775,10 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
     let mut last_ping = tokio::time::Instant::now();
     let mut last_sign_of_life = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(WORKER_TICK_MS)).await;
         // The supervisor's own watchdog (process backend) hears from this
         // loop too: a hung worker falls silent.
-        if last_sign_of_life.elapsed() >= Duration::from_secs(1) {
+        if last_sign_of_life.elapsed() >= Duration::from_millis(TM.sign_of_life) {
             worker.borrow().sign_of_life();
             last_sign_of_life = tokio::time::Instant::now();
         }
@@ -856,7 +882,7 @@ async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
     // Until the kernel process is gone, so nobody finds it alive after.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
     while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
     stop(worker, signals).await;
 }

@@ -15,6 +15,7 @@ use eukhe::laws::idle_shutdown::{
     idle_shutdown_commits, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, QuiesceReply,
     RunGate, ShutdownCommit,
 };
+use eukhe::laws::restart::{RestartBudget, RestartVerdict};
 use eukhe::laws::timing::{QUIESCE_ANSWER_MS, QUIESCE_HOLD_MS};
 use eukhe::laws::work::{WorkKind, WorkSet};
 
@@ -52,15 +53,18 @@ enum Ev {
     Release,
     Stop,
     RunRequest,
+    IdleStop,
 }
 
-const EVENTS: [Ev; 6] = [
+const EVENTS: [Ev; 8] = [
     Ev::Quiesce(0),
     Ev::Quiesce(1),
     Ev::Quiesce(16),
+    Ev::Quiesce(32),
     Ev::Release,
     Ev::Stop,
     Ev::RunRequest,
+    Ev::IdleStop,
 ];
 
 fn gate_name(gate: RunGate) -> &'static str {
@@ -77,6 +81,8 @@ fn output_name(out: GateOutput) -> &'static str {
         GateOutput::Answer(QuiesceAnswer::Busy) => "answer-busy",
         GateOutput::Run { admitted: true } => "admitted",
         GateOutput::Run { admitted: false } => "refused",
+        GateOutput::IdleStop { taken: true } => "stop-taken",
+        GateOutput::IdleStop { taken: false } => "stop-refused",
         GateOutput::Done => "done",
     }
 }
@@ -90,6 +96,7 @@ fn gate_scenario(events: &[(Ev, u64)]) -> Scenario {
             Ev::Release => step_term(1, 0, 0, now, 0, 0, 0),
             Ev::Stop => step_term(2, 0, 0, now, 0, 0, 0),
             Ev::RunRequest => step_term(3, 0, 0, now, 0, 0, 0),
+            Ev::IdleStop => step_term(4, 0, 0, now, 0, 0, 0),
         })
         .collect();
     let mut s = Scenario::new(term(0, 0, steps));
@@ -105,6 +112,7 @@ fn gate_scenario(events: &[(Ev, u64)]) -> Scenario {
             Ev::Release => (GateEvent::Release, "release".to_string()),
             Ev::Stop => (GateEvent::Stop, "stop".to_string()),
             Ev::RunRequest => (GateEvent::RunRequest, "run-request".to_string()),
+            Ev::IdleStop => (GateEvent::IdleStop, "idle-stop".to_string()),
         };
         let (next, out) = run_gate_step(gate, event, now);
         gate = next;
@@ -138,6 +146,7 @@ fn gate_exhaustive() -> Vec<Scenario> {
         Ev::Release,
         Ev::Stop,
         Ev::RunRequest,
+        Ev::IdleStop,
     ];
     for &e1 in &five {
         for &e2 in &five {
@@ -173,6 +182,7 @@ fn gate_random(seed: u64, n: usize) -> Vec<Scenario> {
                         1 => Ev::Quiesce(rng.below(256) as u8),
                         2 => Ev::Release,
                         3 if rng.chance(40) => Ev::Stop,
+                        4 if rng.chance(40) => Ev::IdleStop,
                         _ => Ev::RunRequest,
                     };
                     let step = match rng.below(5) {
@@ -435,4 +445,123 @@ fn launcher_bridge() {
     scenarios.extend(survivor_all());
     scenarios.extend(survivor_random(0x5e_7f17, 300));
     harness::check("launcher", &scenarios);
+}
+
+// ------------------------------------------------------------ launch world
+
+/// One session's launches over time, driven through the functions the
+/// supervisor's launch path calls (`survivor_step` with the holder it
+/// finds before and after its stop, `RestartBudget::record_failure`), the
+/// way `src/supervisor/launch.rs` composes them: one line per attempt.
+fn launch_world_rust(start: u64, envs: &[(u8, bool)]) -> Vec<String> {
+    let earlier = ProcessIdentity {
+        pid: 42,
+        start_time: 1000,
+    };
+    let reused = ProcessIdentity {
+        pid: 42,
+        start_time: 2000,
+    };
+    let holder = |survivor: u8, stop_sent: bool| match survivor {
+        0 => None,
+        3 => Some(reused),
+        1 if stop_sent => None,
+        _ => Some(earlier),
+    };
+    let mut budget = RestartBudget::new();
+    let mut now = start;
+    let mut lines = Vec::new();
+    for &(survivor, ok) in envs {
+        let earlier_of = (survivor != 0).then_some(earlier);
+        let mut stop_sent = false;
+        let outcome = loop {
+            match survivor_step(earlier_of, holder(survivor, stop_sent), stop_sent) {
+                LaunchStep::Launch => break if ok { None } else { Some(true) },
+                LaunchStep::StopEarlier => stop_sent = true,
+                LaunchStep::CountFailure => break Some(false),
+            }
+        };
+        let at = format!(
+            "@{}:{}:{}",
+            now >> 48,
+            (now >> 24) & 0xFF_FFFF,
+            now & 0xFF_FFFF
+        );
+        let stopped = stop_sent as u8;
+        match outcome {
+            None => {
+                lines.push(format!("{at} s{stopped} l1 f0 -"));
+                break;
+            }
+            Some(launched) => {
+                let launched = launched as u8;
+                match budget.record_failure(now) {
+                    RestartVerdict::Restart {
+                        pause_ms,
+                        failures_in_window,
+                    } => {
+                        lines.push(format!(
+                            "{at} s{stopped} l{launched} f1 restart {pause_ms} {failures_in_window}"
+                        ));
+                        now += pause_ms;
+                    }
+                    RestartVerdict::GiveUp { failures_in_window } => {
+                        lines.push(format!(
+                            "{at} s{stopped} l{launched} f1 give-up {failures_in_window}"
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    lines
+}
+
+#[test]
+fn launch_world_bridge() {
+    let all: [(u8, bool); 7] = [
+        (0, false),
+        (0, true),
+        (1, false),
+        (1, true),
+        (2, false),
+        (3, false),
+        (3, true),
+    ];
+    let failing: [(u8, bool); 4] = [(0, false), (1, false), (2, false), (3, false)];
+    let mut histories: Vec<Vec<(u8, bool)>> = vec![vec![]];
+    for _ in 0..4 {
+        histories = histories
+            .iter()
+            .flat_map(|h| {
+                all.iter().map(move |&e| {
+                    let mut h = h.clone();
+                    h.push(e);
+                    h
+                })
+            })
+            .collect();
+    }
+    let mut rng = Rng::new(0x5EED_0777);
+    for _ in 0..400 {
+        histories.push((0..7).map(|_| failing[rng.below(4) as usize]).collect());
+    }
+    let mut scenarios = Vec::new();
+    for start in [0u64, u64::MAX - 1_000_000] {
+        for envs in &histories {
+            let term = format!(
+                "({}, {})",
+                limbs(start),
+                list(envs.iter().map(|(s, ok)| format!("({s}, {})", *ok as u8)))
+            );
+            let mut s = Scenario::new(term);
+            s.step(
+                format!("launches from {start} through {envs:?}"),
+                launch_world_rust(start, envs).join(" | "),
+            );
+            scenarios.push(s);
+        }
+    }
+    harness::check("launch_world", &scenarios);
 }

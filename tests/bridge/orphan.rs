@@ -175,3 +175,98 @@ fn orphan_bridge() {
     cases.extend(random_cases(0x0e0a_4a11, 2_000));
     harness::check("orphan", &scenarios(&cases));
 }
+
+// ------------------------------------------------------------ wire forms
+
+fn decoded<T>(result: Result<T, serde_json::Error>, show: impl Fn(T) -> String) -> String {
+    match result {
+        Ok(value) => format!("ok {}", show(value)),
+        Err(_) => "rejected".into(),
+    }
+}
+
+/// The serde forms of `OrphanVerdict` and `LostExitWindow` against the
+/// model's wire decoders and encoder: the same JSON strings and numbers
+/// are accepted or refused alike, and decode to the same values.
+#[test]
+fn orphan_wire_bridge() {
+    let words = [
+        "wait",
+        "exit_resumable",
+        "close_session",
+        "Wait",
+        "exit-resumable",
+        "closeSession",
+        "close_session ",
+        "",
+        "never",
+        "waiting",
+        "ExitResumable",
+        "close",
+        "Never",
+        "forever",
+    ];
+    let mut scenarios = Vec::new();
+    for word in words {
+        let json = serde_json::to_string(word).unwrap();
+        let mut s = Scenario::new(format!("(0, {word:?}, (0, 0, 0))"));
+        s.step(
+            format!("verdict {json}"),
+            decoded(serde_json::from_str::<OrphanVerdict>(&json), |v| {
+                verdict_text(v).to_string()
+            }),
+        );
+        scenarios.push(s);
+        let mut s = Scenario::new(format!("(2, {word:?}, (0, 0, 0))"));
+        s.step(
+            format!("window {json}"),
+            decoded(serde_json::from_str::<LostExitWindow>(&json), |w| match w {
+                LostExitWindow::Never => "never".into(),
+                LostExitWindow::After(ms) => format!("{ms}"),
+            }),
+        );
+        scenarios.push(s);
+    }
+    let limb_words =
+        |ms: u64| format!("{} {} {}", ms >> 48, (ms >> 24) & 0xFF_FFFF, ms & 0xFF_FFFF);
+    for ms in [
+        0,
+        1,
+        300_000,
+        WIRE_MS_MAX - 1,
+        WIRE_MS_MAX,
+        WIRE_MS_MAX + 1,
+        1 << 48,
+        u64::MAX,
+    ] {
+        let mut s = Scenario::new(format!("(1, \"\", {})", limbs(ms)));
+        s.step(
+            format!("window {ms}"),
+            decoded(
+                serde_json::from_str::<LostExitWindow>(&ms.to_string()),
+                |w| match w {
+                    LostExitWindow::Never => "never".into(),
+                    LostExitWindow::After(ms) => limb_words(ms),
+                },
+            ),
+        );
+        scenarios.push(s);
+    }
+    for verdict in [
+        OrphanVerdict::Wait,
+        OrphanVerdict::ExitResumable,
+        OrphanVerdict::CloseSession,
+    ] {
+        let name = verdict_text(verdict);
+        let mut s = Scenario::new(format!("(3, {name:?}, (0, 0, 0))"));
+        s.step(
+            format!("encode {name}"),
+            format!(
+                "encoded {}",
+                serde_json::to_string(&verdict).unwrap().trim_matches('"')
+            ),
+        );
+        scenarios.push(s);
+    }
+    harness::check("orphan_wire", &scenarios);
+}

@@ -26,8 +26,8 @@
 //! answer (protocols below 2^24: the model's numbers are u24).
 
 use eukhe::laws::replace::{
-    busy_daemon_kept, replace_relation, replace_verdict, version_rank, Build, ClientKind,
-    DaemonHello, Relation, ReplaceAction, ReplaceVerdict,
+    busy_daemon_kept, replace_relation, replace_verdict, start_kind, version_rank, Build,
+    ClientKind, ClientStart, DaemonHello, Relation, ReplaceAction, ReplaceVerdict,
 };
 
 use super::harness::{self, list, Rng, Scenario};
@@ -287,12 +287,37 @@ const BOUNDARY_VERSIONS: &[&str] = &[
     "1.2",
 ];
 
-/// One test, so the two harness runs (which share a scratch directory)
-/// never overlap.
+/// One test, so the harness runs (which share a scratch directory) never
+/// overlap.
 #[test]
 fn replace_bridge() {
     replace_rank_bridge();
     replace_verdict_bridge();
+    replace_start_table_bridge();
+}
+
+/// The command-to-kind table the client uses (`start_kind` over
+/// `ClientStart::ALL`) is the model's, entry by entry and in length.
+fn replace_start_table_bridge() {
+    let scenarios: Vec<Scenario> = (0..=ClientStart::ALL.len())
+        .map(|i| {
+            let expected = match ClientStart::ALL.get(i) {
+                Some(&start) => format!(
+                    "{} {}",
+                    start.name(),
+                    match start_kind(start) {
+                        ClientKind::Interactive => "interactive",
+                        ClientKind::Background => "background",
+                    }
+                ),
+                None => "none".to_string(),
+            };
+            let mut s = Scenario::new(list([format!("(3, \"\", \"\", 0, {i}, \"\", \"\", 0, 0)")]));
+            s.step(format!("table entry {i}"), expected);
+            s
+        })
+        .collect();
+    harness::check("replace", &scenarios);
 }
 
 fn replace_rank_bridge() {

@@ -5,10 +5,12 @@
 //! Scenario terms are `(tag, numbers, times)` (see bend/bridge/supervise.bend),
 //! times as Wide limbs:
 //! tag 0 a worker's failure times, tag 1 failure counts for the pause, tag 2 a
-//! Tm's 20 values, tag 3 a Tm compared with the model's own constants.
+//! Tm's 27 values, tag 3 a Tm compared with the model's own constants.
 
 use eukhe::laws::restart::{restart_decide, restart_pause_ms, RestartVerdict};
-use eukhe::laws::timing::{relations_hold, timeouts_ordered, Tm, ORDERING, RESTART_WINDOW_MS, TM};
+use eukhe::laws::timing::{
+    relations_hold, timeouts_ordered, Tm, ORDERING, RESTART_WINDOW_MS, TIMEOUT_COUNT, TM,
+};
 
 use super::harness::{self, limbs, list, Rng, Scenario};
 
@@ -54,11 +56,11 @@ fn pauses(ns: &[u32]) -> Scenario {
     s
 }
 
-fn tm_term(tag: u32, v: [u64; 20]) -> String {
+fn tm_term(tag: u32, v: [u64; TIMEOUT_COUNT]) -> String {
     format!("({tag}, [], {})", list(v.iter().map(|&x| limbs(x))))
 }
 
-fn timing(v: [u64; 20]) -> Scenario {
+fn timing(v: [u64; TIMEOUT_COUNT]) -> Scenario {
     let tm = Tm::from_values(v);
     let bits: String = relations_hold(&tm)
         .iter()
@@ -74,14 +76,14 @@ fn timing(v: [u64; 20]) -> Scenario {
     s
 }
 
-fn same_as_daemon(v: [u64; 20]) -> Scenario {
+fn same_as_daemon(v: [u64; TIMEOUT_COUNT]) -> Scenario {
     let mut s = Scenario::new(tm_term(3, v));
     let word = if v == TM.values() { "same" } else { "differs" };
     s.step(format!("tm {v:?} vs the daemon's"), word);
     s
 }
 
-fn needed(v: &[u64; 20], relation: usize) -> u64 {
+fn needed(v: &[u64; TIMEOUT_COUNT], relation: usize) -> u64 {
     ORDERING[relation].waits_for.iter().map(|&i| v[i]).sum()
 }
 
@@ -211,7 +213,7 @@ fn timing_scenarios() -> Vec<Scenario> {
     // so every value stays below 2^21.
     let mut rng = Rng::new(0x5EED_0002);
     for _ in 0..400 {
-        let mut v = [0u64; 20];
+        let mut v = [0u64; TIMEOUT_COUNT];
         for x in v.iter_mut() {
             *x = rng.below(1 << 16);
         }
@@ -240,4 +242,89 @@ fn supervise_bridge() {
     scenarios.extend(pause_scenarios());
     scenarios.extend(timing_scenarios());
     harness::check("supervise", &scenarios);
+}
+
+// ------------------------------------------------------------ wire forms
+
+/// The decoded verdict as the bridge words it.
+fn wire_text(decoded: Result<RestartVerdict, serde_json::Error>) -> String {
+    match decoded {
+        Ok(RestartVerdict::Restart {
+            pause_ms,
+            failures_in_window,
+        }) => format!("ok restart {pause_ms} {failures_in_window}"),
+        Ok(RestartVerdict::GiveUp { failures_in_window }) => {
+            format!("ok give-up {failures_in_window}")
+        }
+        Err(_) => "rejected".into(),
+    }
+}
+
+/// The restart verdict's serde form (src/laws/restart.rs) against the
+/// model's `restart_wire_decode`/`restart_wire_encode`: the same JSON
+/// object text (fields repeated or in any order, as written) is accepted
+/// or refused alike and decodes to the same verdict; each verdict the
+/// budget gives serializes to the text the model writes. The numbers stay
+/// below 2^24 or at and past 2^32 (the model carries a give-up's count in
+/// 24 bits; both refuse 2^32 as a u32).
+#[test]
+fn restart_wire_bridge() {
+    let tags = ["restart", "give_up", "retry", "Restart", ""];
+    let keys = ["pause_ms", "failures", "extra"];
+    let numbers: [u64; 10] = [0, 1, 5, 6, 250, 251, 4000, 8000, 30_000, 1 << 32];
+    let mut objects: Vec<(&str, Vec<(&str, u64)>)> = Vec::new();
+    for tag in tags {
+        objects.push((tag, vec![]));
+        for k1 in keys {
+            for &v1 in &numbers {
+                objects.push((tag, vec![(k1, v1)]));
+                for k2 in keys {
+                    for &v2 in &numbers {
+                        objects.push((tag, vec![(k1, v1), (k2, v2)]));
+                    }
+                }
+            }
+        }
+        objects.push((
+            tag,
+            vec![("pause_ms", 250), ("failures", 1), ("failures", 1)],
+        ));
+    }
+    let mut scenarios: Vec<Scenario> = objects
+        .iter()
+        .map(|(tag, fields)| {
+            let json = format!(
+                "{{\"verdict\":{tag:?}{}}}",
+                fields
+                    .iter()
+                    .map(|(k, v)| format!(",\"{k}\":{v}"))
+                    .collect::<String>()
+            );
+            let term = format!(
+                "(0, 0, {tag:?}, {})",
+                list(
+                    fields
+                        .iter()
+                        .map(|(k, v)| format!("({k:?}, {})", limbs(*v)))
+                )
+            );
+            let mut s = Scenario::new(term);
+            s.step(
+                format!("decode {json}"),
+                wire_text(serde_json::from_str::<RestartVerdict>(&json)),
+            );
+            s
+        })
+        .collect();
+    for n in 1..=12u32 {
+        let mut s = Scenario::new(format!("(1, {n}, \"\", [])"));
+        s.step(
+            format!("encode restart_verdict({n})"),
+            serde_json::to_string(&eukhe::laws::restart::restart_verdict(n))
+                .unwrap()
+                .replace('"', "'"),
+        );
+        scenarios.push(s);
+    }
+    harness::check("restart_wire", &scenarios);
 }

@@ -26,7 +26,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::connect::{connect, connect_background_existing, Client};
 use super::events::subscribe;
 use crate::clock::wall_ms;
-use crate::laws::timing::{EVENTS_RECONNECT_MS, TOP_TICK_MS};
+use crate::laws::replace::ClientStart;
+use crate::laws::timing::{EVENTS_RECONNECT_MS, TOP_KEY_POLL_MS, TOP_PAUSE_POLL_MS, TOP_TICK_MS};
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::transcript::Entry;
@@ -34,7 +35,7 @@ use state::{Command, Dashboard, Key};
 
 /// How often the key reader looks whether it is paused (an attach has
 /// the terminal).
-const KEY_POLL: Duration = Duration::from_millis(50);
+const KEY_POLL: Duration = Duration::from_millis(TOP_KEY_POLL_MS);
 
 pub async fn top() -> Result<ExitCode, String> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -42,7 +43,7 @@ pub async fn top() -> Result<ExitCode, String> {
     }
     // Subscribed before the first `ls`: nothing that happens after the
     // listing is missed.
-    let mut stream = Some(subscribe(connect(false).await?, &None).await?);
+    let mut stream = Some(subscribe(connect(ClientStart::Top).await?, &None).await?);
     let (sessions, status) = listing().await?;
     let mut dashboard = Dashboard::new(&sessions, &status);
     for info in sessions.iter().filter(|info| info.state == "busy") {
@@ -149,7 +150,7 @@ async fn next_event(stream: &mut Option<Client>) -> Option<Event> {
 
 /// The last `TAIL_ENTRIES` entries of session `id`'s transcript.
 async fn tail(id: &str) -> Result<Vec<Entry>, String> {
-    let mut client = connect(false).await?;
+    let mut client = connect(ClientStart::Top).await?;
     client
         .send(&Request::Session {
             session: id.to_string(),
@@ -183,11 +184,15 @@ async fn listing() -> Result<
     ),
     String,
 > {
-    let sessions = match connect(false).await?.ask(Request::List).await? {
+    let sessions = match connect(ClientStart::Top).await?.ask(Request::List).await? {
         Response::Sessions { sessions } => sessions,
         other => return Err(answer(other)),
     };
-    let status = match connect(false).await?.ask(Request::Status).await? {
+    let status = match connect(ClientStart::Top)
+        .await?
+        .ask(Request::Status)
+        .await?
+    {
         Response::Status(status) => status,
         other => return Err(answer(other)),
     };
@@ -209,7 +214,7 @@ fn name(dashboard: &Dashboard, id: &str) -> String {
 }
 
 async fn ask(request: Request) -> Result<Response, String> {
-    connect(false).await?.ask(request).await
+    connect(ClientStart::Top).await?.ask(request).await
 }
 
 async fn cancel(dashboard: &Dashboard, id: &str) -> String {
@@ -313,7 +318,7 @@ impl KeyReader {
     fn pause(&mut self) {
         self.paused.store(true, Ordering::SeqCst);
         while !self.resting.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(TOP_PAUSE_POLL_MS));
         }
     }
 
