@@ -305,6 +305,17 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
         vars: older.vars.clone(),
     }
     .with("EUKHE_VERSION", "2.0.0");
+    // Every other command is a background start: `send` and `ls` keep
+    // the older idle daemon.
+    newer.ok(&["send", "--wait", &id, "true"]);
+    newer.ok(&["ls"]);
+    assert_eq!(
+        newer.daemon_pid(),
+        old_daemon,
+        "a background start replaced the daemon"
+    );
+    let status: serde_json::Value = serde_json::from_str(&newer.ok(&["status", "--json"])).unwrap();
+    assert_eq!(status["version"], "1.0.0");
     // `eukhe attach` is the interactive start: it replaces the idle older
     // daemon (its input is empty, so it detaches at once).
     newer.ok(&["attach", &id]);
