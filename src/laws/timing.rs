@@ -278,14 +278,14 @@ pub fn give_up_in_words() -> String {
 
 /// A duration for a message: whole minutes, whole seconds, or ms.
 pub fn duration_in_words(ms: u64) -> String {
-    if ms >= 60_000 && ms % 60_000 == 0 {
+    if ms >= 60_000 && ms.is_multiple_of(60_000) {
         let minutes = ms / 60_000;
         if minutes == 1 {
             "1 minute".into()
         } else {
             format!("{minutes} minutes")
         }
-    } else if ms >= 1_000 && ms % 1_000 == 0 {
+    } else if ms >= 1_000 && ms.is_multiple_of(1_000) {
         format!("{} s", ms / 1_000)
     } else {
         format!("{ms} ms")
