@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
         entry.fields.insert(name.to_string(), part.to_string());
     }
     if let Some((session, _)) = trusted_record(&entry, 1000) {
-        assert_eq!(entry.get("_SYSTEMD_USER_UNIT"), Some(worker_unit(&session).as_str()));
+        assert_eq!(
+            entry.get("_SYSTEMD_USER_UNIT"),
+            Some(worker_unit(&session).as_str())
+        );
         assert_eq!(entry.get("_UID"), Some("1000"));
     }
 });
