@@ -8,7 +8,8 @@ use super::connect::connect;
 use super::render;
 use super::stdout::{self, outln};
 use crate::laws::replace::ClientStart;
-use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, Stream};
+use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
+use crate::session::entry::Stream;
 use crate::session::env::{carried, parse_assignment, SessionEnv};
 
 #[derive(Debug, Parser)]

@@ -12,7 +12,8 @@ use super::connect::Client;
 use super::render::{JsonArray, TextLog};
 use super::stdout;
 use crate::laws::replace::ClientStart;
-use crate::protocol::message::{Response, SessionRequest, Stream};
+use crate::protocol::message::{Response, SessionRequest};
+use crate::session::entry::Stream;
 use crate::session::log_query::ends;
 use crate::session::transcript::{Entry, EntryBody};
 

@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use crate::protocol::message::{QueuedInput, SessionInfo, StatusInfo, Stream};
+use crate::protocol::message::{QueuedInput, SessionInfo, StatusInfo};
+use crate::session::entry::Stream;
 use crate::session::transcript::{Entry, EntryBody};
 
 /// `ls`: a table for people (columns sized to their widest cell, as a

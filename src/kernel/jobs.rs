@@ -19,7 +19,7 @@ use crate::laws::adoption::ProcessIdentity;
 use crate::laws::runs::{kernel_accepts, SpoolRun};
 use crate::laws::timing::TM;
 use crate::protocol::kernel::JobState;
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 use crate::session::snapshot::{parse_capture, Snapshot};
 use crate::session::store::SessionFiles;
 

@@ -15,7 +15,7 @@ use tokio::net::unix::pipe;
 
 use super::jobs::Kernel;
 use crate::laws::timing::UTF8_HOLD_MS;
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 
 /// The size of a job's output pipes: a fast writer gets ahead while the
 /// kernel stores what it read.

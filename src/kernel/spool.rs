@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
 
 /// The header of one output record.

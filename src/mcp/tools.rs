@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::client::render::TextLog;
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 use crate::session::transcript::Entry;
 
 // `rmcp` re-exports the `schemars` it derives schemas with.

@@ -7,6 +7,7 @@ use super::event::Event;
 use super::hello::Hello;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
+use crate::session::entry::Stream;
 use crate::session::env::SessionEnv;
 use crate::session::transcript::Entry;
 
@@ -162,14 +163,6 @@ pub enum ShutdownMode {
     IfIdle,
     /// Stop every worker now; transcripts keep what was acknowledged.
     Force,
-}
-
-/// Which output stream a chunk came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stream {
-    Stdout,
-    Stderr,
 }
 
 /// A session as `eukhe ls` shows it.

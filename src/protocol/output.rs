@@ -12,8 +12,8 @@
 //! `stream` is 1 for stdout and 2 for stderr.
 
 use super::frame::{decode, FrameError, Message};
-use super::message::{Response, Stream};
-use crate::session::entry::{Entry, EntryBody};
+use super::message::Response;
+use crate::session::entry::{Entry, EntryBody, Stream};
 
 const LIVE: u8 = 0x01;
 const ENTRY: u8 = 0x02;

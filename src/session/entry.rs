@@ -8,7 +8,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::message::Stream;
+/// Which output stream a chunk came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
 
 /// One transcript entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

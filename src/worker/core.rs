@@ -24,7 +24,8 @@ use crate::laws::runs::{
 };
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::kernel::{JobState, ToKernel};
-use crate::protocol::message::{QueuedInput, Response, Stream};
+use crate::protocol::message::{QueuedInput, Response};
+use crate::session::entry::Stream;
 use crate::session::transcript::{Entry, EntryBody};
 
 /// A client waiting for user bash, as the shell numbers it.

@@ -3,7 +3,7 @@
 use std::io;
 
 use super::{Entry, EntryBody};
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 
 /// The first 8 bytes of every v2 transcript.
 pub const MAGIC: [u8; 8] = *b"EUKHETR2";

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
-use crate::protocol::message::Stream;
+use crate::session::entry::Stream;
 
 /// The v2 path in a fresh, empty directory.
 fn temp(name: &str) -> PathBuf {
