@@ -3,9 +3,6 @@
 //! `-`; ASCII letters, digits, `:`, `_` and `.` stay (except a leading
 //! `.`); every other byte becomes `\xNN` with lowercase hex.
 
-/// The templated unit that serves each session.
-pub const WORKER_TEMPLATE: &str = "eukhe@.service";
-
 /// The glob that matches every worker unit.
 pub const WORKER_UNIT_PATTERN: &str = "eukhe@*.service";
 

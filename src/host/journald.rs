@@ -5,15 +5,9 @@
 //! them.
 
 use std::os::unix::net::UnixDatagram;
-use std::path::Path;
 
 /// journald's native-protocol socket.
 pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
-
-/// Whether journald listens here.
-pub fn available() -> bool {
-    Path::new(JOURNAL_SOCKET).exists()
-}
 
 /// Encode `fields` in the native protocol. Names must be journal field
 /// names (uppercase letters, digits, `_`, not starting with `_`); a value
