@@ -102,8 +102,8 @@ mod tests {
             .arg(&exe)
             .output()
         else {
-            eprintln!("readelf is not installed; compared only with itself");
             assert_eq!(ours, gnu_build_id(&image));
+            crate::skip::skip_unless_ci("readelf is not installed; compared only with itself");
             return;
         };
         let text = String::from_utf8_lossy(&out.stdout);

@@ -23,3 +23,7 @@ pub mod runtime;
 pub mod session;
 pub mod supervisor;
 pub mod worker;
+
+#[cfg(test)]
+#[path = "../tests/support/skip.rs"]
+mod skip;

@@ -5,18 +5,21 @@
 mod eukhe;
 #[path = "systemd/harness.rs"]
 mod harness;
+#[path = "support/skip.rs"]
+mod skip;
 
 use std::time::Duration;
 
 use ::eukhe::host::busy_journal::BUSY_MESSAGE_ID;
 use eukhe::{wait_until, Installed};
 use harness::{unavailable, PrivateSystemd};
+use skip::skip_unless_ci;
 
 /// Why these tests cannot run here, printed as the reason they did not.
 fn skip() -> bool {
     match unavailable() {
         Some(why) => {
-            eprintln!("a private systemd cannot run here: {why}; not run");
+            skip_unless_ci(&format!("a private systemd cannot run here: {why}"));
             true
         }
         None => false,

@@ -150,7 +150,7 @@ mod tests {
     fn agrees_with_the_real_systemd_escape() {
         let tool = "/usr/bin/systemd-escape";
         if !std::path::Path::new(tool).exists() {
-            eprintln!("{tool} is not installed; not compared");
+            crate::skip::skip_unless_ci(&format!("{tool} is not installed; not compared"));
             return;
         }
         let alphabet: Vec<char> = "aZ09:_.-/\\ \t~%@ö€\u{1}".chars().collect();
