@@ -43,15 +43,22 @@ use crate::laws::timing::{
     WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS,
 };
 
+/// The daemon's settings (`config.toml`), each with its default.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// How long a worker whose supervisor is lost waits before it exits
+    /// when idle (`laws::orphan`), or never.
     #[serde(default = "default_lost_exit", deserialize_with = "lost_exit_setting")]
     pub worker_lost_exit_ms: LostExitWindow,
+    /// How long a worker may show no sign of life before the supervisor
+    /// kills it (process backend; systemd's watchdog under systemd).
     #[serde(default = "default_watchdog")]
     pub worker_watchdog_ms: u64,
+    /// From a cancel's SIGINT to its SIGTERM and SIGKILL.
     #[serde(default = "default_cancel_grace")]
     pub cancel_grace_ms: u64,
+    /// How long stored output may wait for its fsync (the group commit).
     #[serde(default = "default_output_sync")]
     pub output_sync_ms: u64,
     /// How long a session may be left alone before its worker and kernel

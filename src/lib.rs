@@ -9,6 +9,8 @@
 //! [`mcp`] (the sessions as tools of a coding agent, over the Model Context
 //! Protocol).
 
+#![warn(missing_docs)]
+
 pub mod build_id;
 pub mod client;
 pub mod clock;

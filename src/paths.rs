@@ -16,10 +16,14 @@ use crate::session::store::SESSION_ID_LEN;
 /// the last of them the terminating NUL.
 pub const SOCKET_PATH_MAX: usize = 107;
 
+/// Where this daemon's files live.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
+    /// The daemon's socket; workers' and kernels' sockets live beside it.
     pub socket: PathBuf,
+    /// The state directory: sessions, busy evidence, the daemon's lock.
     pub state: PathBuf,
+    /// The settings file.
     pub config: PathBuf,
 }
 

@@ -12,6 +12,8 @@ use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 use crate::session::entry::Stream;
 use crate::session::env::{carried, parse_assignment, SessionEnv};
 
+/// The command line as clap parses it (its help is written out below,
+/// not taken from this comment).
 #[derive(Debug, Parser)]
 #[command(
     name = "eukhe",
@@ -45,10 +47,12 @@ A reader of standard output that goes away (`eukhe log s | head -1`) ends any co
 by SIGPIPE."
 )]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Every command: a client's, or one of eukhe's own processes.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the supervisor in the foreground.
@@ -683,10 +687,27 @@ fn command_line(words: &[String]) -> String {
 }
 
 /// `--stream` of `log --raw`.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug)]
 pub enum StreamArg {
+    /// Standard output.
     Stdout,
+    /// Standard error.
     Stderr,
+}
+
+// By hand, not derived: a derived `ValueEnum` would show the variants' docs
+// in `--help` and the man pages, which list the bare names.
+impl clap::ValueEnum for StreamArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[StreamArg::Stdout, StreamArg::Stderr]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            StreamArg::Stdout => "stdout",
+            StreamArg::Stderr => "stderr",
+        }))
+    }
 }
 
 impl From<StreamArg> for Stream {

@@ -29,11 +29,15 @@ pub const BUSY_MESSAGE_ID: &str = "4b9f0c6e1d2a4e8f9a3b5c7d1e2f4a6b";
 /// One busy-evidence record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalLine {
+    /// The session's id.
     pub session: String,
+    /// Busy or idle.
     pub state: BusyState,
     /// Wall-clock milliseconds.
     pub at_ms: Option<u64>,
+    /// The work the session had.
     pub work: WorkSet,
+    /// The build id of the worker that wrote it.
     pub build: String,
 }
 

@@ -16,12 +16,14 @@ pub mod process;
 pub mod sd_journal;
 pub mod socket;
 pub mod systemd;
-pub mod units;
+pub(crate) mod units;
 
 /// Which backend this process runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostKind {
+    /// Workers and kernels are plain processes, watched by the supervisor.
     Process,
+    /// Workers and kernels are units of the user's service manager.
     Systemd,
 }
 
@@ -38,6 +40,7 @@ impl HostKind {
         }
     }
 
+    /// The backend's name, as `EUKHE_HOST` and `eukhe status` spell it.
     pub fn name(self) -> &'static str {
         match self {
             HostKind::Process => "process",

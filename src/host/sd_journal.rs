@@ -67,11 +67,14 @@ fn load() -> Result<Api, String> {
 /// journald received it (wall-clock milliseconds, set by journald).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JournalEntry {
+    /// The requested fields it has, by name.
     pub fields: HashMap<String, String>,
+    /// When journald received it.
     pub received_ms: u64,
 }
 
 impl JournalEntry {
+    /// The value of field `name`, if the entry has it.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.fields.get(name).map(String::as_str)
     }

@@ -46,6 +46,7 @@ pub struct JobEnd {
 /// A job's output records read from an offset.
 #[derive(Debug, Default)]
 pub struct Chunk {
+    /// Each record's stream, bytes, and the offset just after it.
     pub records: Vec<(Stream, Vec<u8>, u64)>,
     /// Where the next read starts.
     pub next: u64,

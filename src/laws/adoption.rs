@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessIdentity {
+    /// The process id.
     pub pid: u32,
+    /// Its start time, clock ticks after boot.
     pub start_time: u64,
 }
 

@@ -25,7 +25,10 @@ pub enum RunGate {
     /// New runs start.
     Open,
     /// Closed by a quiesce at `since_ms`; reopens after the hold.
-    Quiesced { since_ms: u64 },
+    Quiesced {
+        /// When it closed (monotonic milliseconds).
+        since_ms: u64,
+    },
     /// Closed for good: the worker is stopping.
     Stopping,
 }
@@ -34,7 +37,10 @@ pub enum RunGate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GateEvent {
     /// The supervisor asks the worker to quiesce; `work` is its work now.
-    Quiesce { work: WorkSet },
+    Quiesce {
+        /// The worker's work now.
+        work: WorkSet,
+    },
     /// The supervisor reopens the gate (the shutdown did not commit).
     Release,
     /// The supervisor stops the worker (any stop: it closes the gate).
@@ -53,7 +59,9 @@ pub enum GateEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QuiesceAnswer {
+    /// No work and the gate is closed: the shutdown may go ahead.
     Quiesced,
+    /// Work is in hand: the shutdown must not stop this worker.
     Busy,
 }
 
@@ -63,9 +71,15 @@ pub enum GateOutput {
     /// The answer to a quiesce request.
     Answer(QuiesceAnswer),
     /// Whether a run request was admitted.
-    Run { admitted: bool },
+    Run {
+        /// Whether it may start.
+        admitted: bool,
+    },
     /// Whether an idle shutdown's stop was taken.
-    IdleStop { taken: bool },
+    IdleStop {
+        /// Whether the worker stops.
+        taken: bool,
+    },
     /// Nothing to report.
     Done,
 }
@@ -126,7 +140,12 @@ pub fn run_gate_step(gate: RunGate, event: GateEvent, now_ms: u64) -> (RunGate, 
 #[serde(tag = "reply", rename_all = "snake_case", deny_unknown_fields)]
 pub enum QuiesceReply {
     /// The worker answered at `at_ms`.
-    Answered { answer: QuiesceAnswer, at_ms: u64 },
+    Answered {
+        /// Quiesced or busy.
+        answer: QuiesceAnswer,
+        /// When (monotonic milliseconds).
+        at_ms: u64,
+    },
     /// No answer came.
     Silent,
 }

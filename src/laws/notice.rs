@@ -20,7 +20,10 @@ pub enum MessageKind {
     /// Input, output or any other transcript entry.
     Entry,
     /// The kernel was restored from a snapshot; `restore` counts from 1.
-    RestoreNotice { restore: u32 },
+    RestoreNotice {
+        /// The restore's number.
+        restore: u32,
+    },
 }
 
 /// A message as stored in the session's transcript.
@@ -29,6 +32,7 @@ pub enum MessageKind {
 pub struct StoredMessage {
     /// Unique within the session, increasing in store order.
     pub id: u64,
+    /// Whether it is a restore notice.
     pub kind: MessageKind,
 }
 

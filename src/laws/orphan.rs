@@ -81,7 +81,9 @@ pub fn window_obeys_minimum(window: LostExitWindow, short_allowed: bool) -> Resu
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "LostExitWire", into = "LostExitWire")]
 pub enum LostExitWindow {
+    /// Exit this many milliseconds after the supervisor is lost.
     After(u64),
+    /// Never exit for a lost supervisor.
     Never,
 }
 

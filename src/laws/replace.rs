@@ -26,8 +26,11 @@ use serde::{Deserialize, Serialize};
 /// Where a version stands in the replacement order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Rank {
+    /// The major version.
     pub major: u64,
+    /// The minor version.
     pub minor: u64,
+    /// The patch version.
     pub patch: u64,
     /// A release ranks above every pre-release of its series.
     pub release: bool,
@@ -49,7 +52,9 @@ pub fn version_rank(version: &str) -> Result<Rank, String> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Build {
+    /// Its semantic version.
     pub version: String,
+    /// The binary's build id: tells two builds of one version apart.
     pub build_id: String,
 }
 
@@ -57,9 +62,13 @@ pub struct Build {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
+    /// The client's version ranks higher: an interactive start replaces an idle daemon.
     ClientNewer,
+    /// The client's version ranks lower: the daemon is kept and the user told to update.
     ClientOlder,
+    /// The very same binary.
     SameBuild,
+    /// The same version, another build: the daemon is kept.
     OtherBuild,
 }
 
@@ -80,6 +89,7 @@ pub fn replace_relation(client: &Build, daemon: &Build) -> Result<Relation, Stri
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientKind {
+    /// A person's start (`eukhe attach` only): may replace an older daemon.
     Interactive,
     /// Dashboard, gateway, ACP, the relaunch of a lost daemon.
     Background,
@@ -89,17 +99,29 @@ pub enum ClientKind {
 /// it: the command-to-kind table every daemon start goes through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientStart {
+    /// `eukhe new`.
     New,
+    /// `eukhe send`.
     Send,
+    /// `eukhe bash`.
     Bash,
+    /// `eukhe log`.
     Log,
+    /// `eukhe queue`.
     Queue,
+    /// `eukhe withdraw`.
     Withdraw,
+    /// `eukhe cancel`.
     Cancel,
+    /// `eukhe ls`.
     Ls,
+    /// `eukhe status`.
     Status,
+    /// `eukhe restart`.
     Restart,
+    /// `eukhe rm`.
     Rm,
+    /// `eukhe rename`.
     Rename,
     /// `eukhe events`, a subscriber that outlives daemons.
     Events,
@@ -229,8 +251,11 @@ pub fn lacking_capability(
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonHello {
+    /// The daemon's build.
     pub build: Build,
+    /// The wire protocol it speaks.
     pub protocol: u32,
+    /// Whether it has the idle-shutdown capability (it can be asked to stop if idle).
     pub idle_shutdown: bool,
 }
 
@@ -250,7 +275,9 @@ pub enum ReplaceAction {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplaceVerdict {
+    /// Use, replace if idle, or stop.
     pub action: ReplaceAction,
+    /// What the user is told, if anything.
     pub message: Option<String>,
 }
 

@@ -26,11 +26,16 @@ pub const RESTART_PAUSE_MAX_MS: u64 = TM.restart_pause_max;
 pub enum RestartVerdict {
     /// Start it again after `pause_ms`.
     Restart {
+        /// How long to wait first.
         pause_ms: u64,
+        /// Failures counted in the budget's window, this one included.
         failures_in_window: u32,
     },
     /// Stop restarting: the session is listed as given up.
-    GiveUp { failures_in_window: u32 },
+    GiveUp {
+        /// Failures counted in the budget's window, this one included.
+        failures_in_window: u32,
+    },
 }
 
 /// The pause before a restart when `failures_in_window` failures (counting

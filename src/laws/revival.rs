@@ -25,14 +25,18 @@ use super::work::WorkSet;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BusyState {
+    /// The session had work.
     Busy,
+    /// The session had none.
     Idle,
 }
 
 /// The worker's own latest record, timed by the worker's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnRecord {
+    /// What it recorded.
     pub state: BusyState,
+    /// When, on the worker's wall clock.
     pub at_ms: u64,
 }
 
@@ -40,8 +44,11 @@ pub struct OwnRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefreshAction {
+    /// Write nothing: the latest record still holds.
     Nothing,
+    /// Write a busy record.
     RecordBusy,
+    /// Write an idle record.
     RecordIdle,
 }
 
@@ -93,6 +100,7 @@ pub fn busy_evidence_fresh(at_ms: u64, now_ms: u64, origin: RecordOrigin) -> boo
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BusyRecord {
+    /// What it recorded.
     pub state: BusyState,
     /// Wall-clock milliseconds; `None` when the record carries no time.
     pub at_ms: Option<u64>,

@@ -69,7 +69,10 @@ pub enum SpoolRun {
     /// The kernel accepted it (and so began executing it); no end yet.
     Accepted,
     /// It ended with this exit status.
-    Ended { status: i32 },
+    Ended {
+        /// The run's exit status.
+        status: i32,
+    },
 }
 
 /// The kernel as a worker finds it when it (re)connects.

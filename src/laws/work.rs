@@ -13,13 +13,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkKind {
+    /// A run executing (or its output still open).
     Run = 1,
+    /// A compaction (none is produced yet; part of the specification's work set).
     Compaction = 2,
+    /// Input waiting in the queue.
     QueuedInput = 4,
+    /// A run start admitted but not yet handed to the kernel (none is produced yet).
     AdmittedRunStart = 8,
+    /// Processes a run left running.
     BackgroundJob = 16,
+    /// An `eukhe bash` command executing.
     UserBash = 32,
+    /// A job whose shell ended while processes still write its output.
     UnsettledChild = 64,
+    /// A workflow run (none is produced yet; part of the specification's work set).
     WorkflowRun = 128,
 }
 

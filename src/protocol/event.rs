@@ -38,58 +38,116 @@ pub struct Event {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum EventKind {
     /// A session was created, its shell in `cwd`.
-    Created { cwd: String },
+    Created {
+        /// The shell's first working directory.
+        cwd: String,
+    },
     /// A session was removed (`eukhe rm`).
     Removed,
     /// A session was renamed; `name` is the new name.
-    Renamed { from: String },
+    Renamed {
+        /// The name it had.
+        from: String,
+    },
     /// The session's state as `eukhe ls` shows it changed: running, busy,
     /// idle, restarting, given-up, saved, stopping, removing or damaged.
-    State { state: String },
+    State {
+        /// The new state, as `ls` words it.
+        state: String,
+    },
     /// Input was queued as run `input`.
-    RunQueued { input: u64, text: String },
+    RunQueued {
+        /// The run's number.
+        input: u64,
+        /// The input, cut to [`EVENT_TEXT_MAX_BYTES`].
+        text: String,
+    },
     /// Run `input` started.
-    RunStarted { input: u64 },
+    RunStarted {
+        /// The run's number.
+        input: u64,
+    },
     /// Run `input` ended.
     RunFinished {
+        /// The run's number.
         input: u64,
+        /// Its exit status.
         status: i32,
+        /// The signal that ended it, if one did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
+        /// Whether `eukhe cancel` ended it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancelled: bool,
     },
     /// Run `input` was cut short: its kernel is gone.
-    RunInterrupted { input: u64 },
+    RunInterrupted {
+        /// The run's number.
+        input: u64,
+    },
     /// Queued input `input` was withdrawn before it ran.
-    Withdrawn { input: u64 },
+    Withdrawn {
+        /// The input's number.
+        input: u64,
+    },
     /// Background jobs (processes runs left running) started: `count` run
     /// now.
-    JobsStarted { count: u32 },
+    JobsStarted {
+        /// Background jobs running now.
+        count: u32,
+    },
     /// Background jobs ended: `count` run now.
-    JobsEnded { count: u32 },
+    JobsEnded {
+        /// Background jobs running now.
+        count: u32,
+    },
     /// A kernel was started over the session's snapshot (restore number
     /// `restore`).
-    Restored { restore: u32, text: String },
+    Restored {
+        /// The restore's number among the session's restores.
+        restore: u32,
+        /// The restore notice, as the transcript holds it.
+        text: String,
+    },
     /// A session resting on disk was brought back at the daemon's start
     /// (busy evidence, or a kernel that still lives).
-    Revived { why: String },
+    Revived {
+        /// What showed the session had work.
+        why: String,
+    },
     /// Something the session says in its transcript.
-    Notice { text: String },
+    Notice {
+        /// The notice, cut to [`EVENT_TEXT_MAX_BYTES`].
+        text: String,
+    },
     /// The session's kernel is gone (its worker fails with it).
-    KernelFailed { why: String },
+    KernelFailed {
+        /// How it ended, in words.
+        why: String,
+    },
     /// The session's worker failed; the restart budget's verdict.
     WorkerFailed {
+        /// How it ended, in words.
         why: String,
+        /// Restart after a pause, or give up.
         verdict: RestartVerdict,
     },
     /// The latest line of output, at most once per `EVENT_OUTPUT_LINE_MS`
     /// per session.
-    Output { line: String },
+    Output {
+        /// The line, cut to [`EVENT_TEXT_MAX_BYTES`].
+        line: String,
+    },
     /// This subscriber fell behind: `count` events were left out here.
-    Dropped { count: u64 },
+    Dropped {
+        /// How many events were left out.
+        count: u64,
+    },
     /// The daemon stops (`eukhe shutdown`, or a newer daemon replaces it).
-    DaemonStopping { message: String },
+    DaemonStopping {
+        /// Why, in one line.
+        message: String,
+    },
 }
 
 impl Event {

@@ -20,11 +20,19 @@ pub enum FrameError {
     /// The peer closed the stream between frames (a clean end).
     Closed,
     /// The stream ended inside a frame.
-    Truncated { expected: usize, got: usize },
+    Truncated {
+        /// The length the frame's header announced.
+        expected: usize,
+        /// The bytes that came.
+        got: usize,
+    },
     /// A frame of zero bytes.
     Empty,
     /// A frame over the limit.
-    TooLarge { len: usize },
+    TooLarge {
+        /// The length the frame's header announced.
+        len: usize,
+    },
     /// The payload is not a message we understand.
     Malformed(String),
     /// The stream failed.
@@ -89,7 +97,9 @@ pub async fn read_frame_bytes<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Ve
 
 /// A message that travels as one frame's payload.
 pub trait Message: Sized {
+    /// The message as one frame's payload.
     fn to_payload(&self) -> Result<Vec<u8>, FrameError>;
+    /// The message a frame's payload holds, or why it holds none.
     fn from_payload(payload: &[u8]) -> Result<Self, FrameError>;
 }
 

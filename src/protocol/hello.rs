@@ -23,6 +23,7 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// The capability's name as hellos carry it.
     pub fn name(self) -> &'static str {
         match self {
             Capability::IdleShutdown => "idle_shutdown",
@@ -52,10 +53,15 @@ pub enum Role {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hello {
+    /// The wire protocol version ([`PROTOCOL_VERSION`]).
     pub protocol: u32,
+    /// The sender's version.
     pub version: String,
+    /// The sender's build id.
     pub build_id: String,
+    /// Who is speaking.
     pub role: Role,
+    /// What the sender can do, by name ([`Capability::name`]).
     #[serde(default)]
     pub capabilities: Vec<String>,
     /// The answering process's pid (daemons and workers).
@@ -64,6 +70,7 @@ pub struct Hello {
 }
 
 impl Hello {
+    /// Whether the sender advertises `capability`.
     pub fn has(&self, capability: Capability) -> bool {
         self.capabilities.iter().any(|c| c == capability.name())
     }

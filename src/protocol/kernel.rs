@@ -23,7 +23,10 @@ pub enum JobState {
     /// Executing in this kernel, or its output is still open.
     Running,
     /// Ended; the spool holds its end.
-    Ended { end: JobEnd },
+    Ended {
+        /// Its status and how it ended.
+        end: JobEnd,
+    },
     /// Accepted by an earlier kernel that is gone, without an end.
     Lost,
 }
@@ -32,28 +35,37 @@ pub enum JobState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToKernel {
+    /// The worker's greeting, first on the link.
     Hello {
+        /// [`KERNEL_PROTOCOL`] as the worker speaks it.
         protocol: u32,
+        /// The worker's build.
         build_id: String,
     },
     /// Execute `command` as `job` (`r<N>` for run N, `b<N>` for user
     /// bash), unless the spool already knows `job`.
     Start {
+        /// The job's tag.
         job: String,
+        /// The command line its shell runs.
         command: String,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.
     Follow {
+        /// The job's tag.
         job: String,
+        /// The spool offset the worker has stored up to.
         from: u64,
     },
     /// Cancel `job`: SIGINT, then SIGTERM and SIGKILL after the cancel grace.
     Cancel {
+        /// The job's tag.
         job: String,
     },
     /// The worker stored `job`'s end and output: the spool may drop it.
     Forget {
+        /// The job's tag.
         job: String,
     },
     /// End every process of the session, then the kernel.
@@ -64,49 +76,70 @@ pub enum ToKernel {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FromKernel {
+    /// The kernel's answer to the worker's hello: who it is and what it
+    /// knows, for the worker to reconcile its books with.
     Hello {
+        /// [`KERNEL_PROTOCOL`] as the kernel speaks it.
         protocol: u32,
+        /// The kernel's build.
         build_id: String,
+        /// Its pid, with `start_time` its identity.
         pid: u32,
+        /// Its start time (clock ticks since boot).
         start_time: u64,
         /// Set once, for the first worker of a kernel started over a
         /// snapshot: what the restore brought back and what it could not.
         restored: Option<String>,
+        /// Every job its spool knows, by tag.
         jobs: BTreeMap<String, JobState>,
+        /// Processes that runs left running.
         background: u32,
     },
     /// `job` was accepted and runs (`accepted: false`: the spool knew it;
     /// it was not executed again).
     Started {
+        /// The job's tag.
         job: String,
+        /// Whether this kernel executes it (false: the spool knew it).
         accepted: bool,
     },
     /// `job`'s spool holds output records from byte `from` to `end`: the
     /// worker reads them from the spool file (whole records; a record cut
     /// by a crash is never counted).
     Spooled {
+        /// The job's tag.
         job: String,
+        /// Where the new records start in the spool.
         from: u64,
+        /// Where they end.
         end: u64,
     },
     /// `job` ended (`None`: a kernel that is gone had accepted it).
     Ended {
+        /// The job's tag.
         job: String,
+        /// Its status and how it ended, when known.
         end: Option<JobEnd>,
     },
     /// Every writer of `job`'s output has closed.
     Settled {
+        /// The job's tag.
         job: String,
     },
     /// How many processes that runs left behind still live.
     Jobs {
+        /// How many.
         background: u32,
     },
     /// Something the user should know (the worker stores it as a notice).
     Notice {
+        /// The notice's text.
         text: String,
     },
+    /// What the kernel could not do (a malformed message, a job it could
+    /// not start); the worker logs it and stores it as a notice.
     Error {
+        /// Why, in one line.
         message: String,
     },
     /// The kernel ended every process of the session and exits.

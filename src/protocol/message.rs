@@ -15,10 +15,13 @@ use crate::session::transcript::Entry;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
+    /// The greeting every connection starts with (`protocol::hello`).
     Hello(Hello),
     /// Create a session.
     New {
+        /// The session's name; absent, its id.
         name: Option<String>,
+        /// The directory its shell starts in; absent, the daemon's `$HOME`.
         cwd: Option<String>,
         /// The session's first environment (absent: the daemon's, as an
         /// older client gets).
@@ -31,44 +34,56 @@ pub enum Request {
     Status,
     /// Start a given-up session afresh.
     Restart {
+        /// The session's name or id.
         session: String,
     },
     /// Remove a session: refused while it is busy unless `force` (which
     /// cancels its work); its processes end and its directory is deleted.
     Remove {
+        /// The session's name or id.
         session: String,
+        /// Remove it even while busy, cancelling its work.
         force: bool,
     },
     /// Give a session another name (its id never changes).
     Rename {
+        /// The session's current name or id.
         session: String,
+        /// The new name.
         name: String,
     },
     /// Subscribe to the daemon's events (all sessions', or one's):
     /// answered with `Ok`, then one `Event` frame per event until either
     /// side hangs up.
     Events {
+        /// Only this session's events (name or id); absent, every session's.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session: Option<String>,
     },
     /// Stop the daemon.
     Shutdown {
+        /// How far to go: see [`ShutdownMode`].
         mode: ShutdownMode,
     },
     /// A request for one session's worker, routed by the supervisor.
     Session {
+        /// The session's name or id.
         session: String,
+        /// What its worker is to do.
         request: SessionRequest,
     },
     /// Supervisor to worker: serve this client's request, and the client
     /// from now on, directly. One byte follows, carrying the client's
     /// connection (`host::handoff`).
     Handoff {
+        /// The session's id.
         session: String,
+        /// The client's request, which the worker now answers.
         request: SessionRequest,
     },
     /// Supervisor to worker: take this worker under supervision.
     Supervise {
+        /// The supervisor's build, so a worker of another build can be told apart.
         build_id: String,
     },
     /// Supervisor to worker: quiesce for an idle shutdown.
@@ -96,10 +111,16 @@ pub enum Request {
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SessionRequest {
     /// Queue input; with `wait`, stream the run and end with its exit.
-    Send { text: String, wait: bool },
+    Send {
+        /// The input: a command line for the `shell` engine.
+        text: String,
+        /// Stream the run's output and end with its exit.
+        wait: bool,
+    },
     /// Run a command now in the session's shell, beside any run; what it
     /// leaves in the shell persists.
     Bash {
+        /// The command line, run by the session's shell.
         command: String,
         /// The command's standard input is this client's: the pid of the
         /// client process (its peer credentials must agree), whose fd 0
@@ -112,12 +133,16 @@ pub enum SessionRequest {
     /// entries; with `follow`, then live entries until the client leaves
     /// (or, with `input`, until that input has ended).
     Log {
+        /// Only the last this many entries.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail: Option<u64>,
+        /// Only the entries of this input.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<u64>,
+        /// Only the entries numbered after this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<u64>,
+        /// Keep streaming live entries after the stored ones.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         follow: bool,
     },
@@ -125,29 +150,42 @@ pub enum SessionRequest {
     /// entry `after`, when attaching again), then live entries until the
     /// client leaves.
     Attach {
+        /// Only the entries numbered after this one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<u64>,
+        /// How many stored entries to replay first.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail: Option<u64>,
     },
     /// Cancel the running run; with `all`, withdraw every queued input too.
-    Cancel { all: bool },
+    Cancel {
+        /// Withdraw every queued input too.
+        all: bool,
+    },
     /// Cancel input `input` by its number: a running run or user bash is
     /// signalled as `Cancel` signals a run, a queued run is withdrawn.
     /// Answered `Cancelled` (`run` when signalled, `withdrawn` when
     /// withdrawn) or with an error naming why not.
-    CancelInput { input: u64 },
+    CancelInput {
+        /// The input's number.
+        input: u64,
+    },
     /// The queued inputs.
     Queue,
     /// Withdraw queued input `run` (it never runs).
-    Withdraw { run: u64 },
+    Withdraw {
+        /// The queued input's number.
+        run: u64,
+    },
 }
 
 /// One queued input, as `eukhe queue` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueuedInput {
+    /// The input's number, which `withdraw` and `cancel` take.
     pub run: u64,
+    /// The input as queued.
     pub text: String,
     /// Wall-clock milliseconds when it was queued.
     pub at_ms: u64,
@@ -169,12 +207,17 @@ pub enum ShutdownMode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionInfo {
+    /// The session's id: never changes, names its directory.
     pub id: String,
+    /// The session's name: unique among sessions, may change.
     pub name: String,
     /// running, busy, idle, restarting, given-up, saved or damaged.
     pub state: String,
+    /// The worker's pid, while one runs.
     pub pid: Option<u32>,
+    /// The build id of the worker serving it, while one runs.
     pub build: Option<String>,
+    /// Worker failures in the restart budget's window (enough of them give up).
     pub failures_in_window: u32,
     /// Processes that runs left running (background jobs).
     #[serde(default)]
@@ -203,17 +246,29 @@ pub struct SessionInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusInfo {
+    /// The daemon's version (`Cargo.toml`'s).
     pub version: String,
+    /// The daemon binary's build id, to tell two builds of one version apart.
     pub build_id: String,
+    /// The supervisor's pid.
     pub pid: u32,
+    /// `process` or `systemd`: where workers run.
     pub backend: String,
+    /// The wire protocol version it speaks.
     pub protocol: u32,
+    /// The capabilities it advertises in its hello.
     pub capabilities: Vec<String>,
+    /// Sessions it knows.
     pub sessions: u32,
+    /// Sessions with a live worker.
     pub running: u32,
+    /// Sessions with work (runs, queued input, background jobs).
     pub busy: u32,
+    /// Sessions whose restart budget ran out.
     pub given_up: u32,
+    /// The socket it listens on.
     pub socket: String,
+    /// The state directory it serves.
     pub state_dir: String,
 }
 
@@ -221,14 +276,20 @@ pub struct StatusInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerInfo {
+    /// The session it serves.
     pub session: String,
+    /// Its pid, with `start_time` its identity.
     pub pid: u32,
+    /// Its start time (clock ticks since boot), so a reused pid is not taken for it.
     pub start_time: u64,
+    /// Its build id, to tell a worker of an older build apart.
     pub build_id: String,
+    /// The work it has, which keeps the session busy.
     pub work: WorkSet,
     /// Processes that runs left running.
     #[serde(default)]
     pub background: u32,
+    /// The session's kernel, while it lives.
     #[serde(default)]
     pub kernel_pid: Option<u32>,
     /// Client connections open (attached clients, requests being served).
@@ -240,37 +301,51 @@ pub struct WorkerInfo {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Response {
+    /// The answer to the client's hello.
     Hello(Hello),
     /// The request failed; the message is one line for the user.
     Error {
+        /// One line for the user.
         message: String,
     },
     /// Done, nothing to report.
     Ok,
+    /// The answer to `new`: the session created.
     Created {
+        /// The new session's id.
         id: String,
+        /// The new session's name.
         name: String,
     },
     /// The answer to `rm`: the session `id`, named `name`, is gone.
     Removed {
+        /// The removed session's id.
         id: String,
+        /// Its name.
         name: String,
     },
+    /// The answer to `ls`.
     Sessions {
+        /// Every session, in id order.
         sessions: Vec<SessionInfo>,
     },
+    /// The answer to `status`.
     Status(StatusInfo),
     /// Input queued as run `input`.
     Queued {
+        /// The run's number.
         input: u64,
     },
     /// Output of a run or of user bash.
     Output {
+        /// Which stream it came from.
         stream: Stream,
+        /// The bytes exactly as written: no decoding on the way.
         data: Vec<u8>,
     },
     /// A run or user bash ended.
     Exit {
+        /// The exit status, as the shell reports it.
         status: i32,
     },
     /// One transcript entry (log, attach).
@@ -279,21 +354,29 @@ pub enum Response {
     Replayed,
     /// The answer to `shutdown`.
     Shutdown {
+        /// Whether the daemon stops.
         stopped: bool,
+        /// What happened, or why it does not stop, in one line.
         message: String,
     },
+    /// Worker to supervisor: its account of itself, answering `Supervise`.
     Worker(WorkerInfo),
+    /// Worker to supervisor: the answer to `Quiesce` or `QuiesceIdle`.
     Quiesce {
+        /// Idle (and the gate closed) or busy.
         answer: QuiesceAnswer,
     },
     /// The answer to `cancel`: the run cancelled (if one ran) and the
     /// inputs withdrawn.
     Cancelled {
+        /// The run that was signalled, if one ran.
         run: Option<u64>,
+        /// The inputs withdrawn.
         withdrawn: Vec<u64>,
     },
     /// The answer to `queue`.
     Queue {
+        /// The queued inputs, in queue order.
         inputs: Vec<QueuedInput>,
     },
     /// One event of the daemon's stream (and, worker to supervisor on the

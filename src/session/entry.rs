@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stream {
+    /// Standard output.
     Stdout,
+    /// Standard error.
     Stderr,
 }
 
@@ -23,6 +25,7 @@ pub struct Entry {
     pub seq: u64,
     /// Wall-clock milliseconds when it was stored.
     pub at_ms: u64,
+    /// What it says.
     #[serde(flatten)]
     pub body: EntryBody,
 }
@@ -32,14 +35,25 @@ pub struct Entry {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EntryBody {
     /// Input queued as run `input`.
-    Input { input: u64, text: String },
+    Input {
+        /// The run's number.
+        input: u64,
+        /// The input as sent.
+        text: String,
+    },
     /// Run `input` started.
-    RunStarted { input: u64 },
+    RunStarted {
+        /// The run's number.
+        input: u64,
+    },
     /// Output of run `input` (or of user bash `bash`, when `input` is
     /// `None`).
     Output {
+        /// The run's number; `None` for user bash.
         input: Option<u64>,
+        /// Which stream it came from.
         stream: Stream,
+        /// The bytes exactly as written.
         #[serde(flatten, with = "output_bytes")]
         data: Vec<u8>,
         /// The offset in the kernel's spool of the run's output after this
@@ -52,7 +66,9 @@ pub enum EntryBody {
     },
     /// Run `input` ended with `status`.
     RunFinished {
+        /// The run's number.
         input: u64,
+        /// Its exit status.
         status: i32,
         /// The signal that ended it, if one did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,23 +79,40 @@ pub enum EntryBody {
     },
     /// Run `input` was cut short: the kernel running it is gone. It does
     /// not run again.
-    RunInterrupted { input: u64 },
+    RunInterrupted {
+        /// The run's number.
+        input: u64,
+    },
     /// Queued input `input` was withdrawn before it ran; it never runs.
-    Withdrawn { input: u64 },
+    Withdrawn {
+        /// The input's number.
+        input: u64,
+    },
     /// User bash started; `bash` numbers it among the session's inputs.
     Bash {
+        /// The command line.
         command: String,
+        /// Its number among the session's inputs (absent in older
+        /// transcripts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bash: Option<u64>,
     },
     /// User bash ended.
     BashFinished {
+        /// Its exit status.
         status: i32,
+        /// Its number among the session's inputs (absent in older
+        /// transcripts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bash: Option<u64>,
     },
     /// Something the user should know; `restore` numbers a restore notice.
-    Notice { text: String, restore: Option<u32> },
+    Notice {
+        /// The notice.
+        text: String,
+        /// The restore's number, for a restore notice.
+        restore: Option<u32>,
+    },
 }
 
 /// Output bytes as one JSON field: `text`, `base64`, or the first

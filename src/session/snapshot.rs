@@ -46,6 +46,7 @@ pub struct Snapshot {
 /// What one job's shell left behind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Capture {
+    /// The shell state it left.
     pub snapshot: Snapshot,
     /// Functions that could not be kept: their names shadow builtins that
     /// eukhe's own shell code needs.

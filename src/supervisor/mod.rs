@@ -10,7 +10,7 @@ mod launch;
 mod manage;
 mod routing;
 mod slots;
-pub mod state_lock;
+pub(crate) mod state_lock;
 
 use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
@@ -24,7 +24,7 @@ use crate::host::{log, systemd, HostKind};
 use crate::paths::Paths;
 use crate::session::store::private_dir;
 
-pub use slots::Supervisor;
+pub(crate) use slots::Supervisor;
 
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), String> {

@@ -207,7 +207,9 @@ impl Replay {
 }
 
 impl RunCore {
-    /// The books as the stored transcript leaves them.
+    /// The books as the stored transcript leaves them, in one call: the
+    /// worker itself streams its transcript through `replay`.
+    #[cfg(test)]
     pub fn from_transcript(entries: &[Entry], job_tag: u32) -> RunCore {
         let mut replay = RunCore::replay(job_tag);
         for entry in entries {

@@ -16,7 +16,7 @@ use std::rc::Rc;
 
 use crate::paths::Paths;
 
-pub use state::Worker;
+pub(crate) use state::Worker;
 
 /// Run the worker of `session` until it stops.
 pub fn main(session: &str) -> Result<(), String> {

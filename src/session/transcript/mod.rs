@@ -65,7 +65,9 @@ pub use writer::Transcript;
 /// transcript.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TornTail {
+    /// Where the record started.
     pub offset: u64,
+    /// How many bytes were cut.
     pub bytes: u64,
 }
 
@@ -73,13 +75,17 @@ pub struct TornTail {
 /// copied to `kept`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
+    /// Where the damage starts.
     pub offset: u64,
+    /// How many bytes are damaged.
     pub bytes: u64,
+    /// The copy of the damaged bytes.
     pub kept: PathBuf,
 }
 
 /// A transcript opened for appending, and what opening it found.
 pub struct Opened {
+    /// The transcript, ready to append.
     pub transcript: Transcript,
     /// The torn tail cut off, if there was one.
     pub torn: Option<TornTail>,
