@@ -371,6 +371,32 @@ fn a_run_outlives_a_sigkilled_worker_and_its_end_is_recorded_once() {
     assert_eq!(t.session(&id)["kernel_pid"], kernel.pid);
 }
 
+// A kernel's death cuts its run short, and the run is recorded so: on the
+// process backend its jobs would outlive it (they are not its children but
+// its shell's), so the next kernel ends what it left running.
+#[test]
+fn a_run_cut_short_by_its_kernels_death_does_not_go_on() {
+    let t = Install::new("kernel-kill");
+    let id = t.new_session();
+    let file = t.dir.join("F");
+    t.send(&id, &format!("sleep 3; echo x >> {}", file.display()));
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 3");
+    kill9(kernel.pid);
+    t.log_with(&id, "[run 1 interrupted]", Duration::from_secs(20));
+    wait_until(Duration::from_secs(5), "the run's process ends", || {
+        !still(run)
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !file.exists(),
+        "the run went on after its kernel died: {} was written",
+        file.display()
+    );
+    let out = t.run(&["send", &id, "echo later", "--wait"]);
+    assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
+}
+
 // Done when 2: the supervisor is lost past the lost-exit windows; the
 // worker exits, the run goes on, the next client's supervisor resumes it.
 #[test]

@@ -345,7 +345,28 @@ impl Kernel {
         if let Some(j) = self.jobs.get_mut(job) {
             j.group = Some(group);
             j.placeholders.clear();
+            if let Some(leader) = identity_of(group) {
+                if let Err(e) = self.spool.set_group(job, leader) {
+                    tracing::warn!("{job}'s process group is not recorded: {e}");
+                }
+            }
         }
+    }
+
+    /// End what a kernel that died left running: the process group of each
+    /// job it started that has no end, if its leader still lives (on the
+    /// process backend its jobs outlive it; under systemd the kernel unit's
+    /// cgroup is emptied first). Their runs are recorded interrupted, so
+    /// they must not go on. Returns the jobs ended.
+    pub fn end_jobs_of_a_dead_kernel(&self) -> Vec<String> {
+        let mut ended = Vec::new();
+        for (job, leader) in self.spool.unended_groups() {
+            if is_alive(leader) {
+                super::tree::signal_group(leader.pid, libc::SIGKILL);
+                ended.push(job);
+            }
+        }
+        ended
     }
 
     /// Store output of `job`.

@@ -210,6 +210,11 @@ fn start_kernel(
     // No template yet: the first job would compete with it for the CPU (a
     // session's start); one is prepared when a job ends.
     let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
+    // Holding the lock, this is the only kernel: whatever the last one
+    // left running is a run already cut short.
+    for job in kernel.end_jobs_of_a_dead_kernel() {
+        tracing::warn!(job, "ended {job}, left running by a kernel that died");
+    }
     let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))
         .map_err(|e| format!("kernel: {e}"))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,

@@ -8,6 +8,9 @@
 //!   file exists is never executed again (`laws::runs::kernel_accepts`).
 //! - `<job>.end`: how the job ended (JSON), written once its status is known
 //!   and again when its output is settled (every writer closed).
+//! - `<job>.group`: the identity of the job's process group leader (JSON),
+//!   written when it starts: a job with a group and no end, found by the
+//!   next kernel, was left running by a kernel that died, and is ended.
 //!
 //! A worker follows a job by byte offset into `<job>.out`; the transcript
 //! keeps the offset each stored output entry reaches, so a worker that
@@ -21,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::laws::adoption::ProcessIdentity;
 use crate::session::entry::Stream;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
 
@@ -81,6 +85,10 @@ impl Spool {
         self.dir.join(format!("{job}.end"))
     }
 
+    fn group_path(&self, job: &str) -> PathBuf {
+        self.dir.join(format!("{job}.group"))
+    }
+
     /// Accept `job`: `Ok(Some(file))` to append its output to, or `Ok(None)`
     /// when the spool already knows it (it ran, or runs, already).
     pub fn accept(&self, job: &str) -> Result<Option<File>, String> {
@@ -115,6 +123,26 @@ impl Spool {
     /// Record how `job` ended.
     pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
         write_json_unsynced(&self.end_path(job), end)
+    }
+
+    /// Record the process group `job` runs in, by its leader's identity.
+    /// Not synced: after a machine crash nothing of the job runs anyway.
+    pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), String> {
+        write_json_unsynced(&self.group_path(job), &leader)
+    }
+
+    /// The group leaders of the jobs that started and have no end: what a
+    /// kernel that died left running (read by the next kernel, which is
+    /// the session's only one once it holds the kernel lock).
+    pub fn unended_groups(&self) -> Vec<(String, ProcessIdentity)> {
+        self.jobs()
+            .into_iter()
+            .filter(|(_, end)| end.is_none())
+            .filter_map(|(job, _)| {
+                let leader = read_json(&self.group_path(&job)).ok().flatten()?;
+                Some((job, leader))
+            })
+            .collect()
     }
 
     /// How `job` ended, if the spool knows.
@@ -190,6 +218,7 @@ impl Spool {
         if valid_job(job) {
             let _ = std::fs::remove_file(self.out_path(job));
             let _ = std::fs::remove_file(self.end_path(job));
+            let _ = std::fs::remove_file(self.group_path(job));
         }
     }
 }
@@ -221,6 +250,27 @@ mod tests {
         assert_eq!(upto.next, first);
         assert_eq!(spool.jobs().get("r1"), Some(&None));
         assert!(spool.accept("../x").is_err());
+        // A started job with no end is a dead kernel's, until it ends.
+        let leader = ProcessIdentity {
+            pid: 42,
+            start_time: 7,
+        };
+        spool.set_group("r1", leader).unwrap();
+        assert_eq!(spool.unended_groups(), vec![("r1".to_string(), leader)]);
+        let end = JobEnd {
+            status: 0,
+            signal: None,
+            cancelled: false,
+            notice: None,
+            settled: true,
+        };
+        spool.set_end("r1", &end).unwrap();
+        assert!(spool.unended_groups().is_empty());
+        spool.forget("r1");
+        assert!(
+            std::fs::read_dir(&dir).unwrap().next().is_none(),
+            "forget leaves files"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
