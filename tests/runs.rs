@@ -10,6 +10,8 @@
 
 #[path = "daemon/env.rs"]
 mod env;
+#[path = "support/skip.rs"]
+mod skip;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -395,6 +397,72 @@ fn a_run_cut_short_by_its_kernels_death_does_not_go_on() {
     );
     let out = t.run(&["send", &id, "echo later", "--wait"]);
     assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
+}
+
+// A run that ends while the state disk is full ends once space returns,
+// told once to its `send --wait` client: the worker retries its end, and
+// the kernel's log line about it (its log file is on that disk) failing to
+// be written ends nothing (it used to end the kernel's reader of its shell's
+// reports, and the run stayed busy for good).
+#[test]
+fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        skip::skip_unless_ci("needs root to mount a small tmpfs as the state directory");
+        return;
+    }
+    let t = Install::new("full-disk");
+    let state = t.state_dir();
+    std::fs::create_dir_all(&state).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs"])
+        .arg(&state)
+        .status()
+        .expect("mount");
+    assert!(
+        mounted.success(),
+        "cannot mount a tmpfs on {}",
+        state.display()
+    );
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(state.clone());
+    let id = t.new_session();
+    let mut client = t
+        .command(&["send", "--wait", &id, "sleep 2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("eukhe send --wait");
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        t.session(&id)["state"] == "busy"
+    });
+    let filler = state.join("filler");
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M"])
+        .arg(format!("of={}", filler.display()))
+        .stderr(std::process::Stdio::null())
+        .status();
+    // The run ends in the kernel while the disk is full.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::remove_file(&filler).unwrap();
+    let mut status = None;
+    wait_until(Duration::from_secs(15), "the client exits", || {
+        status = client.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(status.unwrap().success(), "{status:?}");
+    let log = t.log(&id);
+    assert_eq!(log.matches("[run 1 exited 0]").count(), 1, "{log}");
+    wait_until(Duration::from_secs(10), "the session is idle", || {
+        t.session(&id)["state"] == "idle"
+    });
 }
 
 // Done when 2: the supervisor is lost past the lost-exit windows; the

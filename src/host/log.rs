@@ -73,7 +73,13 @@ impl<S: Subscriber> Layer<S> for StderrLines {
         } else {
             format!(" ({})", line.fields.join(", "))
         };
-        eprintln!("{}: {}{fields}", self.prefix, line.message);
+        // One write, and never a panic: on the process backend standard
+        // error is a log file on the state disk, and a full disk must not
+        // end the task that logged (`eprintln!` panics when it cannot
+        // write; a kernel's report reader died so, and its runs never
+        // ended).
+        let text = format!("{}: {}{fields}\n", self.prefix, line.message);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
     }
 }
 

@@ -220,9 +220,10 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), String> {
             tracing::info!(job, from, "following {job} from byte {from} of its spool");
         }
     }
-    for body in w.apply(actions) {
-        // Only ends are retried; none comes from a greeting.
-        tracing::error!("not stored: {body:?}");
+    for action in w.apply(actions) {
+        // Only the ends of runs are retried: what a greeting ends (a user
+        // bash no kernel knows) is logged.
+        tracing::error!("not carried out: {action:?}");
     }
     Ok(())
 }
@@ -292,14 +293,8 @@ async fn serve(
                 }
             }
             FromKernel::Ended { job, end } => {
-                let unstored = {
-                    let mut w = worker.borrow_mut();
-                    let actions = w.core.ended(&job, end.as_ref());
-                    w.apply(actions)
-                };
-                for body in unstored {
-                    super::serve::append_until_stored(worker, body).await;
-                }
+                let actions = worker.borrow_mut().core.ended(&job, end.as_ref());
+                super::serve::apply_until_stored(worker, actions).await;
                 worker.borrow_mut().work_changed();
                 wake_runs.notify_one();
             }

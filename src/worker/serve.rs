@@ -11,7 +11,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
-use super::core::InputCancel;
+use super::core::{Action, InputCancel};
 use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
@@ -712,26 +712,23 @@ impl Worker {
     }
 }
 
-/// Store with `store`, retrying while the disk is full (a run's end must be
-/// on record, or a restart would call a finished run interrupted). Gives up
-/// only when the worker stops.
-pub async fn append_until_stored(worker: &Rc<RefCell<Worker>>, body: EntryBody) {
-    loop {
-        let stored = worker.borrow_mut().append(body.clone());
-        match stored {
-            Ok(_) => {
-                worker.borrow_mut().notice_unstored_output();
-                return;
-            }
-            Err(e) if !worker.borrow().stopping => {
-                tracing::error!("{e}; retrying");
-                tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
-            }
-            Err(e) => {
-                tracing::error!("{e}; the worker is stopping");
-                return;
-            }
+/// Carry out `actions`; an end that cannot be stored yet (a full disk) is
+/// retried until it is (it must be on record, or a restart would call a
+/// finished run interrupted), and nothing after it, the waiters told of
+/// that end among them, happens before. Gives up only when the worker
+/// stops.
+pub async fn apply_until_stored(worker: &Rc<RefCell<Worker>>, actions: Vec<Action>) {
+    let mut held = worker.borrow_mut().apply(actions);
+    while !held.is_empty() {
+        if worker.borrow().stopping {
+            tracing::error!(
+                "the worker is stopping: {} actions not carried out",
+                held.len()
+            );
+            return;
         }
+        tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
+        held = worker.borrow_mut().apply(held);
     }
 }
 

@@ -197,23 +197,31 @@ impl Worker {
         self.restore_notices.len() as u32
     }
 
-    /// Carry out the core's actions. Returns the entries that must be
-    /// stored but could not be yet (a full disk): the caller retries them.
-    pub fn apply(&mut self, actions: Vec<Action>) -> Vec<EntryBody> {
-        let mut unstored = Vec::new();
-        for action in actions {
+    /// Carry out the core's actions. When an end that must be stored
+    /// cannot be yet (a full disk), it and every action after it are
+    /// returned, not carried out: nobody hears of an end before it is on
+    /// disk. The caller applies them again until they are
+    /// (`serve::apply_until_stored`).
+    pub fn apply(&mut self, actions: Vec<Action>) -> Vec<Action> {
+        let mut actions = actions.into_iter();
+        while let Some(action) = actions.next() {
             match action {
                 Action::Store(body @ EntryBody::Output { .. }) => self.store_output(body),
                 Action::Store(body) => {
                     let _ = self.append(body);
                 }
-                Action::StoreUntilStored(body) => {
-                    log_end(&body);
-                    match self.append(body.clone()) {
-                        Ok(_) => self.notice_unstored_output(),
-                        Err(_) => unstored.push(body),
+                Action::StoreUntilStored(body) => match self.append(body.clone()) {
+                    Ok(_) => {
+                        log_end(&body);
+                        self.notice_unstored_output();
                     }
-                }
+                    Err(e) => {
+                        tracing::error!("{e}; retrying");
+                        let mut held = vec![Action::StoreUntilStored(body)];
+                        held.extend(actions);
+                        return held;
+                    }
+                },
                 Action::Kernel(message) => self.send_kernel(message),
                 Action::Waiters(run, response) => self.tell_waiters(run, response),
                 Action::EndWaiters(run, status) => self.end_waiters(run, status),
@@ -238,7 +246,7 @@ impl Worker {
                 }
             }
         }
-        unstored
+        Vec::new()
     }
 
     /// Number a client that waits for user bash `number`.
