@@ -180,6 +180,18 @@ async fn wait_gone_until(
     }
 }
 
+/// Whether no worker of `id` is left, once one that is dying has had the
+/// kill route and the child drain to go (its connection closes before its
+/// process is gone).
+pub async fn no_worker_left(supervisor: &Shared, id: &str) -> bool {
+    let Some(identity) = surviving_worker(supervisor, id).await else {
+        return true;
+    };
+    let units = units(supervisor);
+    wait_gone(units.as_ref(), id, identity, TM.kill_route + TM.child_drain).await;
+    !still_there(units.as_ref(), id, identity).await
+}
+
 /// Stop the worker `identity` of `id`: ask it with `request` (`Stop`: it
 /// keeps queued input for the next worker and its kernel keeps its runs;
 /// `StopWithKernel`: the kernel ends too) and give it one stop grace for

@@ -307,7 +307,15 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
         RestartVerdict::GiveUp { failures_in_window } => {
             let files = supervisor.borrow().files(id);
             let _ = std::fs::write(files.given_up(), format!("{failures_in_window}\n"));
-            if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
+            // A transcript has one writer, its worker: one that survived
+            // (it never answered, or outlived its stop) may still write,
+            // so the notice is then only logged.
+            if !backend::no_worker_left(supervisor, id).await {
+                tracing::warn!(
+                    session = id,
+                    "session {id}: a worker of it still runs, so the give-up notice is not written to its transcript"
+                );
+            } else if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
                 let mut transcript = opened.transcript;
                 for damage in &opened.damage {
                     let _ = transcript.append(wall_ms(), notices::damage(damage));
