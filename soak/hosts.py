@@ -536,12 +536,10 @@ def debs_in(directory, versions):
     return [os.path.join(directory, f"eukhe_{v}_{arch}.deb") for v in versions]
 
 
-def build_debs(upgrades, directory):
-    """Build the .deb of this checkout and of `upgrades` patch releases
-    above it into `directory` (packaging/build-packages --deb-only)."""
-    versions = deb_versions(upgrades)
+def build_debs(versions, directory):
+    """Build the .deb of this checkout as each of `versions` into
+    `directory` (packaging/build-packages --deb-only)."""
     for version in versions:
         subprocess.run([os.path.join(ROOT, "packaging", "build-packages"), "--deb-only",
                         "--version", version, "--out", directory], check=True,
                        stdout=subprocess.DEVNULL)
-    return debs_in(directory, versions)
