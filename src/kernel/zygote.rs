@@ -2,9 +2,11 @@
 //! job. It holds no user state, so it never needs restoring; if it dies,
 //! the kernel starts another on the same command and report pipes.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+
+use nix::fcntl::OFlag;
 
 /// The kernel's shell, with the job code (`job.bash`) in both places that
 /// fork a job: the shell itself and a prepared template.
@@ -22,19 +24,10 @@ pub struct Pipes {
     pub reports_write: OwnedFd,
 }
 
+/// A pipe, closed on exec unless passed on explicitly.
 fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2(2) writes two fds into the array we own; they are ours
-    // from here on, closed on exec unless passed on explicitly.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if rc != 0 {
-        return Err(format!(
-            "kernel: cannot make a pipe: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| format!("kernel: cannot make a pipe: {}", std::io::Error::from(e)))
 }
 
 /// Make the pipes; returns them and the read end of the reports.
@@ -80,7 +73,11 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
+    // SAFETY: the closure runs between fork and exec and calls only
+    // fcntl(2) and dup2(2), which are async-signal-safe and allocate
+    // nothing, on fds this process holds open (`pipes` outlives the
+    // spawn). `pre_exec` itself is unsafe: std offers no safe way to place
+    // an fd at a given number in the child.
     unsafe {
         command.pre_exec(move || {
             for (from, to) in [(jobs, 3), (reports, 4)] {
@@ -213,10 +210,8 @@ mod tests {
             &fifo.to_string_lossy(),
             &restore.to_string_lossy(),
         ]);
-        // SAFETY: write(2) on the pipe's write end this test owns.
-        let written =
-            unsafe { libc::write(pipes.jobs_write.as_raw_fd(), ask.as_ptr().cast(), ask.len()) };
-        assert_eq!(written, ask.len() as isize);
+        let written = nix::unistd::write(&pipes.jobs_write, &ask).unwrap();
+        assert_eq!(written, ask.len());
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let template = loop {
             if let Some(&pid) = children(zygote).first() {
@@ -238,8 +233,8 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        // SAFETY: reaping the zygote this test started.
-        unsafe { libc::waitpid(zygote as i32, std::ptr::null_mut(), 0) };
+        // Reap the zygote this test started.
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zygote as i32), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

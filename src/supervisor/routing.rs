@@ -36,8 +36,7 @@ use crate::session::store::{
 use crate::session::transcript::Entry;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
-    // SAFETY: getuid(2) cannot fail.
-    let own_uid = unsafe { libc::getuid() };
+    let own_uid = nix::unistd::getuid().as_raw();
     let watchdog = systemd::watchdog_ping_interval();
     let mut last_ping = tokio::time::Instant::now();
     let mut last_status = String::new();
