@@ -4,7 +4,7 @@
 //! worker that cannot take a connection (another build) gets the request
 //! forwarded and the two connections spliced.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
@@ -505,7 +505,7 @@ async fn route(
             request,
         };
         let handed = match write_frame(&mut worker, &handoff).await {
-            Ok(()) => handoff::send_fd(&worker, client.as_raw_fd())
+            Ok(()) => handoff::send_fd(&worker, client.as_fd())
                 .await
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
