@@ -2,10 +2,10 @@
 //! job. It holds no user state, so it never needs restoring; if it dies,
 //! the kernel starts another on the same command and report pipes.
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 
+use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 
 /// The kernel's shell, with the job code (`job.bash`) in both places that
@@ -54,8 +54,22 @@ fn bash() -> &'static str {
 /// Start a shell on `pipes`; returns its pid. Its environment is empty:
 /// every variable a job sees comes from the snapshot.
 pub fn start(pipes: &Pipes) -> Result<u32, String> {
-    let jobs = pipes.jobs_read.as_raw_fd();
-    let reports = pipes.reports_write.as_raw_fd();
+    let clone = |fd: &OwnedFd| {
+        fd.try_clone()
+            .map_err(|e| format!("kernel: cannot start bash: {e}"))
+    };
+    // The shell reads jobs on fd 3 and jobs report on fd 4; the copies are
+    // closed here once the shell has started.
+    let mappings = vec![
+        FdMapping {
+            parent_fd: clone(&pipes.jobs_read)?,
+            child_fd: 3,
+        },
+        FdMapping {
+            parent_fd: clone(&pipes.reports_write)?,
+            child_fd: 4,
+        },
+    ];
     let mut command = Command::new(bash());
     // The script travels in a variable it unsets first, so `ps` and
     // `systemctl status` show a short command line and no job inherits it.
@@ -73,24 +87,9 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: the closure runs between fork and exec and calls only
-    // fcntl(2) and dup2(2), which are async-signal-safe and allocate
-    // nothing, on fds this process holds open (`pipes` outlives the
-    // spawn). `pre_exec` itself is unsafe: std offers no safe way to place
-    // an fd at a given number in the child.
-    unsafe {
-        command.pre_exec(move || {
-            for (from, to) in [(jobs, 3), (reports, 4)] {
-                // dup2 onto a different fd clears close-on-exec; the same
-                // fd would keep it, so go through a spare one first.
-                let spare = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10);
-                if spare < 0 || libc::dup2(spare, to) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    command
+        .fd_mappings(mappings)
+        .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
     let child = command
         .spawn()
         .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
