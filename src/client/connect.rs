@@ -197,8 +197,10 @@ async fn start_daemon(paths: &Paths) -> Result<std::process::Child, String> {
     // SAFETY: the closure runs between fork and exec and calls only
     // setsid(2), which is async-signal-safe and allocates nothing. The
     // daemon leaves this client's session so it outlives the terminal.
-    // `pre_exec` itself is unsafe and no safe crate replaces it: std
-    // offers `process_group` (setpgid), not setsid.
+    // `pre_exec` itself is unsafe: std and tokio offer
+    // `process_group` (setpgid), not setsid. process-wrap's ProcessSession
+    // is a safe wrapper of this same closure, but its child type also
+    // changes how the child is waited for and killed (by group).
     unsafe {
         command.pre_exec(|| {
             let _ = nix::unistd::setsid();

@@ -130,8 +130,10 @@ fn spawn_process(supervisor: &Shared, id: &str) -> Result<(), String> {
     // SAFETY: the closure runs between fork and exec and calls only
     // setsid(2), which is async-signal-safe and allocates nothing. The
     // worker gets its own session and process group, so it outlives this
-    // supervisor. `pre_exec` itself is unsafe and no safe crate replaces
-    // it: std and tokio offer `process_group` (setpgid), not setsid.
+    // supervisor. `pre_exec` itself is unsafe: std and tokio offer
+    // `process_group` (setpgid), not setsid. process-wrap's ProcessSession
+    // is a safe wrapper of this same closure, but its child type also
+    // changes how the child is waited for and killed (by group).
     unsafe {
         command.as_std_mut().pre_exec(|| {
             let _ = nix::unistd::setsid();
