@@ -40,8 +40,7 @@ impl Paths {
             Some(socket) => socket,
             None => match var("XDG_RUNTIME_DIR") {
                 Some(runtime) => runtime.join("eukhe").join("eukhe.sock"),
-                // SAFETY: getuid(2) cannot fail and touches no memory.
-                None => PathBuf::from(format!("/tmp/eukhe-{}", unsafe { libc::getuid() }))
+                None => PathBuf::from(format!("/tmp/eukhe-{}", nix::unistd::getuid()))
                     .join("eukhe.sock"),
             },
         };

@@ -194,11 +194,16 @@ async fn start_daemon(paths: &Paths) -> Result<std::process::Child, String> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    // SAFETY: setsid(2) is async-signal-safe; the daemon leaves this
-    // client's session so it outlives the terminal.
+    // SAFETY: the closure runs between fork and exec and calls only
+    // setsid(2), which is async-signal-safe and allocates nothing. The
+    // daemon leaves this client's session so it outlives the terminal.
+    // `pre_exec` itself is unsafe: std and tokio offer
+    // `process_group` (setpgid), not setsid. process-wrap's ProcessSession
+    // is a safe wrapper of this same closure, but its child type also
+    // changes how the child is waited for and killed (by group).
     unsafe {
         command.pre_exec(|| {
-            libc::setsid();
+            let _ = nix::unistd::setsid();
             Ok(())
         });
     }

@@ -4,6 +4,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use nix::sys::signal::kill;
+use nix::unistd::{access, getuid, AccessFlags, Pid, User};
 use serde::Serialize;
 
 use super::connect::connect_existing;
@@ -80,18 +82,14 @@ fn writable(dir: &Path) -> Result<String, String> {
         .skip(1)
         .find(|p| p.is_dir())
         .unwrap_or(Path::new("/"));
-    let c_parent = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
-        .map_err(|e| format!("{}: {e}", parent.display()))?;
-    // SAFETY: access(2) reads the NUL-terminated path we own.
-    if unsafe { libc::access(c_parent.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
-        Ok(format!("can be created in {}", parent.display()))
-    } else {
-        Err(format!(
+    match access(parent, AccessFlags::W_OK | AccessFlags::X_OK) {
+        Ok(()) => Ok(format!("can be created in {}", parent.display())),
+        Err(e) => Err(format!(
             "{} cannot be created: {} is not writable: {}",
             dir.display(),
             parent.display(),
-            std::io::Error::last_os_error()
-        ))
+            std::io::Error::from(e)
+        )),
     }
 }
 
@@ -147,8 +145,8 @@ fn session_files(paths: &Paths) -> Vec<Check> {
 /// this socket's daemon refuse to start (one daemon per state directory).
 fn state_lock(paths: &Paths) -> Result<String, String> {
     let socket = paths.socket.display().to_string();
-    // SAFETY: kill(2) with signal 0 only asks whether the pid exists.
-    let alive = |pid: u32| unsafe { libc::kill(pid as i32, 0) } == 0;
+    // Signal 0 (`None`) only asks whether the pid exists.
+    let alive = |pid: u32| kill(Pid::from_raw(pid as i32), None).is_ok();
     match recorded_holder(&paths.state) {
         Some(holder) if alive(holder.pid) && holder.socket != socket => Err(format!(
             "the state directory is served by the daemon with pid {} on socket {}, not on {socket}: \
@@ -165,18 +163,9 @@ fn state_lock(paths: &Paths) -> Result<String, String> {
 
 /// This user's login name.
 fn user_name() -> Option<String> {
-    // SAFETY: getpwuid(3) returns a pointer into static storage (or null),
-    // read at once; the client runs no other thread that calls it.
-    unsafe {
-        let entry = libc::getpwuid(libc::getuid());
-        if entry.is_null() || (*entry).pw_name.is_null() {
-            return std::env::var("USER").ok();
-        }
-        Some(
-            std::ffi::CStr::from_ptr((*entry).pw_name)
-                .to_string_lossy()
-                .into_owned(),
-        )
+    match User::from_uid(getuid()) {
+        Ok(Some(user)) => Some(user.name),
+        _ => std::env::var("USER").ok(),
     }
 }
 

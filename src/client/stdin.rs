@@ -5,7 +5,8 @@
 //! into a pipe of the client's own first.
 
 use std::io::IsTerminal;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use nix::fcntl::OFlag;
 
 /// The pid whose fd 0 the command reads, or `None` (the command gets
 /// `/dev/null`) when standard input is a terminal or closed.
@@ -14,11 +15,9 @@ pub fn lend() -> Result<Option<u32>, String> {
     if stdin.is_terminal() {
         return Ok(None);
     }
-    // SAFETY: fstat fills a stat buffer we own.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(0, &mut stat) } != 0 {
+    let Ok(stat) = nix::sys::stat::fstat(&stdin) else {
         return Ok(None);
-    }
+    };
     if stat.st_mode & libc::S_IFMT == libc::S_IFSOCK {
         relay_socket()?;
     }
@@ -28,25 +27,13 @@ pub fn lend() -> Result<Option<u32>, String> {
 /// Put a pipe on fd 0, fed from the socket that was there by a thread.
 fn relay_socket() -> Result<(), String> {
     let failed = |e: std::io::Error| format!("cannot pass standard input (a socket) on: {e}");
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the two descriptors it creates.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(failed(std::io::Error::last_os_error()));
-    }
-    // SAFETY: both descriptors were just created and are ours alone.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: fd 0 is ours; dup keeps the socket open for the thread.
-    let socket = unsafe { libc::dup(0) };
-    if socket < 0 {
-        return Err(failed(std::io::Error::last_os_error()));
-    }
-    // SAFETY: `socket` was just duplicated and is owned by this File.
-    let mut socket = unsafe { std::fs::File::from_raw_fd(socket) };
-    // SAFETY: replaces fd 0 with the pipe's read end (dup2 clears
-    // close-on-exec on the copy).
-    if unsafe { libc::dup2(read.as_raw_fd(), 0) } < 0 {
-        return Err(failed(std::io::Error::last_os_error()));
-    }
+    let failed = |e: nix::errno::Errno| failed(std::io::Error::from(e));
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(failed)?;
+    // The copy keeps the socket open for the thread.
+    let mut socket = std::fs::File::from(nix::unistd::dup(std::io::stdin()).map_err(failed)?);
+    // Replaces fd 0 with the pipe's read end (dup2 clears close-on-exec on
+    // the copy).
+    nix::unistd::dup2_stdin(&read).map_err(failed)?;
     let mut write = std::fs::File::from(write);
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut socket, &mut write);

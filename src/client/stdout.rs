@@ -29,12 +29,8 @@ pub fn failed(e: io::Error) -> String {
 /// Die of SIGPIPE, as a filter whose reader left does (Rust ignores the
 /// signal, so writes fail with EPIPE instead).
 fn closed() -> ! {
-    // SAFETY: restoring a signal's default action and raising it in this
-    // process touch no memory of ours.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::raise(libc::SIGPIPE);
-    }
+    // Restores the default action and raises the signal.
+    let _ = signal_hook::low_level::emulate_default_handler(libc::SIGPIPE);
     std::process::exit(128 + libc::SIGPIPE)
 }
 

@@ -101,8 +101,7 @@ impl BusyJournal {
         match self {
             BusyJournal::File(path) => Ok(latest_in_file(path)),
             BusyJournal::Journald => {
-                // SAFETY: getuid(2) cannot fail.
-                let own_uid = unsafe { libc::getuid() };
+                let own_uid = nix::unistd::getuid().as_raw();
                 let mut latest = HashMap::new();
                 newest_first(
                     &[

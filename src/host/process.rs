@@ -1,6 +1,9 @@
 //! Processes by identity: a pid plus its start time, so a reused pid is
 //! never mistaken for (or signalled as) the process we mean.
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
 use crate::laws::adoption::ProcessIdentity;
 
 /// The identity of the live process `pid`, if there is one (zombies are
@@ -34,13 +37,13 @@ pub fn is_alive(identity: ProcessIdentity) -> bool {
 
 /// Send `signal` to the process `identity` names, only if it is still that
 /// process. Returns whether it was signalled.
-pub fn signal(identity: ProcessIdentity, signal: i32) -> bool {
+pub fn signal(identity: ProcessIdentity, signal: Signal) -> bool {
     if !is_alive(identity) {
         return false;
     }
-    // SAFETY: kill(2) touches no memory; the identity check above makes
-    // sure the pid still belongs to the process we mean.
-    unsafe { libc::kill(identity.pid as i32, signal) == 0 }
+    // The identity check above makes sure the pid still belongs to the
+    // process we mean.
+    kill(Pid::from_raw(identity.pid as i32), signal).is_ok()
 }
 
 #[cfg(test)]
@@ -60,7 +63,7 @@ mod tests {
                 pid: me.pid,
                 start_time: me.start_time + 1
             },
-            0
+            Signal::SIGCONT
         ));
     }
 }

@@ -27,7 +27,6 @@ pub fn listen_private(path: &Path) -> Result<UnixListener, String> {
 
 /// Whether the peer of `stream` runs as this process's user.
 pub fn from_own_user(stream: &tokio::net::UnixStream) -> bool {
-    // SAFETY: getuid(2) cannot fail.
-    let own_uid = unsafe { libc::getuid() };
+    let own_uid = nix::unistd::getuid().as_raw();
     stream.peer_cred().map(|c| c.uid()).ok() == Some(own_uid)
 }

@@ -39,6 +39,13 @@ pub fn activated_listener() -> Result<Option<UnixListener>, String> {
 }
 
 /// Tell the service manager `state` (e.g. `READY=1`); nothing without one.
+///
+/// Written here rather than taken from the sd-notify crate: its `notify`
+/// connects to `NOTIFY_SOCKET` as a path, so a manager that names an
+/// abstract socket (`@...`, as sd_notify(3) allows) would never hear from
+/// eukhe. `NOTIFY_SOCKET` stays set in this process (it is read at every
+/// call) and is removed from every child's environment instead (a worker's
+/// in `supervisor::backend`, a command's in `session::env`).
 pub fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
@@ -59,16 +66,11 @@ pub fn notify(state: &str) {
     }
 }
 
-/// How often to send `WATCHDOG=1`: half the manager's watchdog interval.
+/// How often to send `WATCHDOG=1`: half the manager's watchdog interval
+/// (`WATCHDOG_USEC`, when `WATCHDOG_PID` is unset or this process; a
+/// zero interval is no watchdog).
 pub fn watchdog_ping_interval() -> Option<Duration> {
-    if let Some(pid) = std::env::var("WATCHDOG_PID")
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-    {
-        if pid != std::process::id() {
-            return None;
-        }
-    }
-    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
-    (usec > 0).then(|| Duration::from_micros(usec / 2))
+    sd_notify::watchdog_enabled()
+        .filter(|interval| !interval.is_zero())
+        .map(|interval| interval / 2)
 }

@@ -398,6 +398,10 @@ impl Kernel {
             let mut waiting: libc::c_int = 0;
             // SAFETY: FIONREAD writes one int; `fd` is a FIFO read end its
             // reader task still holds (cleared before the task drops it).
+            // No safe crate covers it: nix's ioctl macros generate unsafe
+            // functions, and rustix's safe `ioctl_fionread` takes a
+            // `BorrowedFd`, which only an unsafe `borrow_raw` makes from
+            // the raw fd the reader task's `pipe::Receiver` owns.
             let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
             rc == 0 && waiting > 0
         })

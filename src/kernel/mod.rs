@@ -26,9 +26,11 @@ mod zygote;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::unistd::ForkResult;
 
 use crate::build_id::build_id;
 use crate::host::process::own_identity;
@@ -67,32 +69,22 @@ pub fn main(session: &str, detach: bool) -> Result<(), String> {
 /// Fork; the parent waits for the child's word on a pipe and exits with
 /// it. Returns the child's end of the pipe.
 fn detach_from_parent() -> Result<std::fs::File, String> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2(2) writes two fds into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("kernel: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: both fds are new and ours.
-    let (mut read, write) = unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    };
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| format!("kernel: {}", std::io::Error::from(e)))?;
+    let (mut read, write) = (std::fs::File::from(read), std::fs::File::from(write));
     // SAFETY: no other thread runs yet (no runtime has started), so the
-    // child may do anything after fork.
-    match unsafe { libc::fork() } {
-        -1 => Err(format!(
-            "kernel: cannot fork: {}",
-            std::io::Error::last_os_error()
-        )),
-        0 => {
+    // child may do anything after fork. fork(2) is unsafe in nix too (a
+    // multithreaded parent would leave the child only async-signal-safe
+    // calls), and no safe crate offers it.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => Err(format!("kernel: cannot fork: {}", std::io::Error::from(e))),
+        Ok(ForkResult::Child) => {
             drop(read);
-            // SAFETY: setsid(2) in the child, which leads no group yet.
-            unsafe { libc::setsid() };
+            // The child leads no group yet, so setsid(2) succeeds.
+            let _ = nix::unistd::setsid();
             Ok(write)
         }
-        _ => {
+        Ok(ForkResult::Parent { .. }) => {
             drop(write);
             let mut word = String::new();
             let _ = read.read_to_string(&mut word);
@@ -106,18 +98,16 @@ fn detach_from_parent() -> Result<std::fs::File, String> {
 }
 
 /// The lock that makes this the session's only kernel, held for life.
-fn take_lock(files: &SessionFiles) -> Result<std::fs::File, String> {
+fn take_lock(files: &SessionFiles) -> Result<Flock<std::fs::File>, String> {
     let path = files.kernel_lock();
     let lock = crate::session::store::private_append(&path)?;
-    // SAFETY: flock(2) on a file we own.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(format!(
+    Flock::lock(lock, FlockArg::LockExclusiveNonblock).map_err(|_| {
+        format!(
             "kernel: session {} already has a live kernel ({} is locked)",
             files.dir.display(),
             path.display()
-        ));
-    }
-    Ok(lock)
+        )
+    })
 }
 
 fn serve_session(
@@ -166,7 +156,7 @@ type Started = (
     serve::Shared,
     std::os::fd::OwnedFd,
     std::os::unix::net::UnixListener,
-    std::fs::File,
+    Flock<std::fs::File>,
     crate::host::busy_journal::BusyJournal,
     Duration,
 );
@@ -250,12 +240,9 @@ fn redirect_stdio(log: &std::path::Path) {
         return;
     };
     let null = std::fs::File::open("/dev/null").ok();
-    // SAFETY: dup2(2) onto the standard fds, with fds we own.
-    unsafe {
-        if let Some(null) = &null {
-            libc::dup2(null.as_raw_fd(), 0);
-        }
-        libc::dup2(file.as_raw_fd(), 1);
-        libc::dup2(file.as_raw_fd(), 2);
+    if let Some(null) = &null {
+        let _ = nix::unistd::dup2_stdin(null);
     }
+    let _ = nix::unistd::dup2_stdout(&file);
+    let _ = nix::unistd::dup2_stderr(&file);
 }

@@ -4,12 +4,13 @@
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::sys::stat::Mode;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
@@ -32,14 +33,10 @@ pub struct Fifo {
 
 /// Make a FIFO at `path`, 0600.
 pub fn make_fifo(path: &Path) -> Result<(), String> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|e| format!("kernel: {e}"))?;
-    // SAFETY: mkfifo(3) reads the NUL-terminated path we own.
-    if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!("kernel: cannot make {}: {e}", path.display()));
-    }
-    Ok(())
+    nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).map_err(|e| {
+        let e = std::io::Error::from(e);
+        format!("kernel: cannot make {}: {e}", path.display())
+    })
 }
 
 /// Make the FIFO at `path` (0600) and open both ends.
@@ -55,9 +52,8 @@ pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(context)?;
-    // SAFETY: fcntl(2) on a FIFO this process holds; failure leaves the
-    // default size, which is only slower.
-    unsafe { libc::fcntl(placeholder.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    // Failure leaves the default size, which is only slower.
+    let _ = fcntl(&placeholder, FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
     Ok(Fifo {
         reader,
         placeholder,

@@ -318,7 +318,11 @@ async fn cancel(ctx: Rc<Context>, job: String) {
     };
     let Some(group) = group else { return };
     let ended = || ctx.kernel.borrow().job_ended(&job);
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGKILL,
+    ] {
         tree::signal_group(group, signal);
         let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
         while tokio::time::Instant::now() < deadline {

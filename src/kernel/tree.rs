@@ -5,20 +5,20 @@
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
 use crate::laws::timing::POLL_MS;
 
 /// Make this process a child subreaper (orphaned descendants come to it).
 pub fn become_subreaper() -> Result<(), String> {
-    // SAFETY: prctl(2) with integer arguments only.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
+        format!(
             "kernel: cannot become a subreaper: {}",
-            std::io::Error::last_os_error()
-        ))
-    }
+            std::io::Error::from(e)
+        )
+    })
 }
 
 /// The direct children of `pid`.
@@ -55,31 +55,27 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 pub fn reap() -> Vec<u32> {
     let mut reaped = Vec::new();
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid(2) writes only into `status`, which we own.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
+        // Any child (`None`: pid -1); ended ones only (WNOHANG).
+        let Some(pid) = waitpid(None, Some(WaitPidFlag::WNOHANG))
+            .ok()
+            .and_then(|status| status.pid())
+        else {
             return reaped;
-        }
-        reaped.push(pid as u32);
+        };
+        reaped.push(pid.as_raw() as u32);
     }
 }
 
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) touches no memory. The pids are our own descendants,
-    // read just now; a descendant cannot be reaped (and its pid reused) by
-    // anyone but this process, which is not reaping while it signals.
-    unsafe {
-        libc::kill(pid as i32, signal);
-    }
+/// The pids are our own descendants, read just now; a descendant cannot be
+/// reaped (and its pid reused) by anyone but this process, which is not
+/// reaping while it signals.
+fn signal(pid: u32, signal: Signal) {
+    let _ = kill(Pid::from_raw(pid as i32), signal);
 }
 
 /// Signal a process group (a job: each job is its own group).
-pub fn signal_group(group: u32, sig: i32) {
-    // SAFETY: as in `signal`; a negative pid names the group.
-    unsafe {
-        libc::kill(-(group as i32), sig);
-    }
+pub fn signal_group(group: u32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(group as i32), signal);
 }
 
 /// End every descendant of this process except `keep`: SIGTERM, then
@@ -87,9 +83,9 @@ pub fn signal_group(group: u32, sig: i32) {
 pub fn end_descendants(grace: Duration) -> usize {
     let me = std::process::id();
     for pid in descendants(me) {
-        signal(pid, libc::SIGTERM);
+        signal(pid, Signal::SIGTERM);
         // A stopped process would never act on its SIGTERM.
-        signal(pid, libc::SIGCONT);
+        signal(pid, Signal::SIGCONT);
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
@@ -101,7 +97,7 @@ pub fn end_descendants(grace: Duration) -> usize {
     }
     let left = descendants(me);
     for &pid in &left {
-        signal(pid, libc::SIGKILL);
+        signal(pid, Signal::SIGKILL);
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !descendants(me).is_empty() {

@@ -2,9 +2,11 @@
 //! job. It holds no user state, so it never needs restoring; if it dies,
 //! the kernel starts another on the same command and report pipes.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
+
+use command_fds::{CommandFdExt, FdMapping};
+use nix::fcntl::OFlag;
 
 /// The kernel's shell, with the job code (`job.bash`) in both places that
 /// fork a job: the shell itself and a prepared template.
@@ -22,19 +24,10 @@ pub struct Pipes {
     pub reports_write: OwnedFd,
 }
 
+/// A pipe, closed on exec unless passed on explicitly.
 fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2(2) writes two fds into the array we own; they are ours
-    // from here on, closed on exec unless passed on explicitly.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if rc != 0 {
-        return Err(format!(
-            "kernel: cannot make a pipe: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| format!("kernel: cannot make a pipe: {}", std::io::Error::from(e)))
 }
 
 /// Make the pipes; returns them and the read end of the reports.
@@ -61,8 +54,22 @@ fn bash() -> &'static str {
 /// Start a shell on `pipes`; returns its pid. Its environment is empty:
 /// every variable a job sees comes from the snapshot.
 pub fn start(pipes: &Pipes) -> Result<u32, String> {
-    let jobs = pipes.jobs_read.as_raw_fd();
-    let reports = pipes.reports_write.as_raw_fd();
+    let clone = |fd: &OwnedFd| {
+        fd.try_clone()
+            .map_err(|e| format!("kernel: cannot start bash: {e}"))
+    };
+    // The shell reads jobs on fd 3 and jobs report on fd 4; the copies are
+    // closed here once the shell has started.
+    let mappings = vec![
+        FdMapping {
+            parent_fd: clone(&pipes.jobs_read)?,
+            child_fd: 3,
+        },
+        FdMapping {
+            parent_fd: clone(&pipes.reports_write)?,
+            child_fd: 4,
+        },
+    ];
     let mut command = Command::new(bash());
     // The script travels in a variable it unsets first, so `ps` and
     // `systemctl status` show a short command line and no job inherits it.
@@ -80,20 +87,9 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: only async-signal-safe calls (dup2) between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            for (from, to) in [(jobs, 3), (reports, 4)] {
-                // dup2 onto a different fd clears close-on-exec; the same
-                // fd would keep it, so go through a spare one first.
-                let spare = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10);
-                if spare < 0 || libc::dup2(spare, to) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    command
+        .fd_mappings(mappings)
+        .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
     let child = command
         .spawn()
         .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
@@ -213,10 +209,8 @@ mod tests {
             &fifo.to_string_lossy(),
             &restore.to_string_lossy(),
         ]);
-        // SAFETY: write(2) on the pipe's write end this test owns.
-        let written =
-            unsafe { libc::write(pipes.jobs_write.as_raw_fd(), ask.as_ptr().cast(), ask.len()) };
-        assert_eq!(written, ask.len() as isize);
+        let written = nix::unistd::write(&pipes.jobs_write, &ask).unwrap();
+        assert_eq!(written, ask.len());
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let template = loop {
             if let Some(&pid) = children(zygote).first() {
@@ -238,8 +232,8 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        // SAFETY: reaping the zygote this test started.
-        unsafe { libc::waitpid(zygote as i32, std::ptr::null_mut(), 0) };
+        // Reap the zygote this test started.
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(zygote as i32), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -127,11 +127,16 @@ fn spawn_process(supervisor: &Shared, id: &str) -> Result<(), String> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    // SAFETY: setsid(2) is async-signal-safe; the worker gets its own
-    // session and process group, so it outlives this supervisor.
+    // SAFETY: the closure runs between fork and exec and calls only
+    // setsid(2), which is async-signal-safe and allocates nothing. The
+    // worker gets its own session and process group, so it outlives this
+    // supervisor. `pre_exec` itself is unsafe: std and tokio offer
+    // `process_group` (setpgid), not setsid. process-wrap's ProcessSession
+    // is a safe wrapper of this same closure, but its child type also
+    // changes how the child is waited for and killed (by group).
     unsafe {
         command.as_std_mut().pre_exec(|| {
-            libc::setsid();
+            let _ = nix::unistd::setsid();
             Ok(())
         });
     }
@@ -232,7 +237,7 @@ pub async fn stop_worker(
                 }
             }
             None => {
-                signal(identity, libc::SIGKILL);
+                signal(identity, nix::sys::signal::Signal::SIGKILL);
             }
         }
         tracing::warn!(
@@ -272,13 +277,13 @@ pub async fn stop_lone_kernel(supervisor: &Shared, id: &str) {
         }
         return;
     }
-    signal(record.identity, libc::SIGTERM);
+    signal(record.identity, nix::sys::signal::Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
     while is_alive(record.identity) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
     if is_alive(record.identity) {
-        signal(record.identity, libc::SIGKILL);
+        signal(record.identity, nix::sys::signal::Signal::SIGKILL);
     }
 }
 

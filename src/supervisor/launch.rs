@@ -239,7 +239,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             _ => None,
         };
         if let Some(identity) = identity {
-            signal(identity, libc::SIGKILL);
+            signal(identity, nix::sys::signal::Signal::SIGKILL);
             backend::wait_gone(None, &id, identity, TM.kill_route + TM.child_drain).await;
         }
         let why = format!(

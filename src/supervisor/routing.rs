@@ -4,7 +4,7 @@
 //! worker that cannot take a connection (another build) gets the request
 //! forwarded and the two connections spliced.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
@@ -36,8 +36,7 @@ use crate::session::store::{
 use crate::session::transcript::Entry;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
-    // SAFETY: getuid(2) cannot fail.
-    let own_uid = unsafe { libc::getuid() };
+    let own_uid = nix::unistd::getuid().as_raw();
     let watchdog = systemd::watchdog_ping_interval();
     let mut last_ping = tokio::time::Instant::now();
     let mut last_status = String::new();
@@ -506,7 +505,7 @@ async fn route(
             request,
         };
         let handed = match write_frame(&mut worker, &handoff).await {
-            Ok(()) => handoff::send_fd(&worker, client.as_raw_fd())
+            Ok(()) => handoff::send_fd(&worker, client.as_fd())
                 .await
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),

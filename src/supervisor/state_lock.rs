@@ -6,11 +6,11 @@
 //! it ends) and writes who it is beside it (`daemon.json`: socket, pid), so
 //! a second daemon can say which one serves the directory.
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::laws::timing::{POLL_MS, STATE_LOCK_HANDOVER_MS};
@@ -27,7 +27,7 @@ pub struct Holder {
 
 /// The lock, held while this value lives (the process's life).
 pub struct StateLock {
-    _file: std::fs::File,
+    _file: Flock<std::fs::File>,
 }
 
 /// What a daemon that found the lock held does.
@@ -77,7 +77,7 @@ pub fn recorded_holder(state: &Path) -> Option<Holder> {
 pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
     private_dir(&paths.state)?;
     let path = lock_path(&paths.state);
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -93,17 +93,19 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
     let our_socket = paths.socket.display().to_string();
     let deadline = Instant::now() + Duration::from_millis(STATE_LOCK_HANDOVER_MS);
     loop {
-        // SAFETY: flock(2) on a file we own; the lock lives as long as the
-        // open file, which `StateLock` keeps.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            write_json(
-                &holder_path(&paths.state),
-                &Holder {
-                    socket: our_socket,
-                    pid: std::process::id(),
-                },
-            )?;
-            return Ok(StateLock { _file: file });
+        // The lock lives as long as the open file, which `StateLock` keeps.
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => {
+                write_json(
+                    &holder_path(&paths.state),
+                    &Holder {
+                        socket: our_socket,
+                        pid: std::process::id(),
+                    },
+                )?;
+                return Ok(StateLock { _file: locked });
+            }
+            Err((unlocked, _)) => file = unlocked,
         }
         let holder: Option<Holder> = read_json(&holder_path(&paths.state)).ok().flatten();
         let ours_listens =

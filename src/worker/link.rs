@@ -152,12 +152,12 @@ async fn end_kernel(id: &str, kernel: crate::laws::adoption::ProcessIdentity) {
         }
         return;
     }
-    crate::host::process::signal(kernel, libc::SIGTERM);
+    crate::host::process::signal(kernel, nix::sys::signal::Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
     while is_alive(kernel) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(RETRY).await;
     }
-    crate::host::process::signal(kernel, libc::SIGKILL);
+    crate::host::process::signal(kernel, nix::sys::signal::Signal::SIGKILL);
 }
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,

@@ -38,27 +38,10 @@ pub fn new_marker() -> io::Result<Marker> {
     }
 }
 
+/// Random bytes from getrandom(2) (the getrandom crate retries on EINTR
+/// and reads /dev/urandom where the call is missing).
 fn fill_random(buf: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n >= 0 {
-            filled += n as usize;
-            continue;
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => {}
-            Some(libc::ENOSYS) => {
-                use std::io::Read;
-                return std::fs::File::open("/dev/urandom")?.read_exact(&mut buf[filled..]);
-            }
-            _ => return Err(e),
-        }
-    }
-    Ok(())
+    Ok(getrandom::fill(buf)?)
 }
 
 /// The header of a new file.

@@ -133,24 +133,7 @@ impl<S: Source> Window<S> {
 
 /// Where `marker` first occurs in `hay`.
 pub fn memmem(hay: &[u8], marker: &Marker) -> Option<usize> {
-    if hay.len() < marker.len() {
-        return None;
-    }
-    // glibc's memmem: a byte-by-byte search here would dominate reading
+    // memchr's vectorised search: a byte-by-byte one would dominate reading
     // the end of a large transcript, which scans up to 16 MiB.
-    // SAFETY: both pointers and lengths come from live slices; memmem
-    // only reads them and returns null or a pointer into `hay`.
-    let found = unsafe {
-        libc::memmem(
-            hay.as_ptr().cast(),
-            hay.len(),
-            marker.as_ptr().cast(),
-            marker.len(),
-        )
-    };
-    if found.is_null() {
-        None
-    } else {
-        Some(found as usize - hay.as_ptr() as usize)
-    }
+    memchr::memmem::find(hay, marker)
 }

@@ -1,3 +1,5 @@
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
 use super::*;
 
 #[test]
@@ -123,27 +125,22 @@ fn a_failed_append_is_cut_back_and_later_entries_stay_readable() {
     let mut transcript = open(&path).0.transcript;
     transcript.append(1, input(1)).unwrap();
     let len = std::fs::metadata(&path).unwrap().len();
-    // SAFETY: this test runs in a process of its own (nextest); the
-    // limit makes writes past `len + 16` fail with EFBIG instead of
-    // raising SIGXFSZ, which is ignored here.
-    let old = unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-        let mut old = std::mem::zeroed::<libc::rlimit>();
-        libc::getrlimit(libc::RLIMIT_FSIZE, &mut old);
-        let limit = libc::rlimit {
-            rlim_cur: len + 16,
-            rlim_max: old.rlim_max,
-        };
-        libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
-        old
-    };
+    // This test runs in a process of its own (nextest); the limit makes
+    // writes past `len + 16` fail with EFBIG, and SIGXFSZ, which they also
+    // raise, is caught here instead of ending the process.
+    signal_hook::flag::register(
+        libc::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )
+    .unwrap();
+    let (soft, hard) = getrlimit(Resource::RLIMIT_FSIZE).unwrap();
+    setrlimit(Resource::RLIMIT_FSIZE, len + 16, hard).unwrap();
     let big = EntryBody::Notice {
         text: "x".repeat(4096),
         restore: None,
     };
     let failed = transcript.append(2, big);
-    // SAFETY: restores the limit read above.
-    unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &old) };
+    setrlimit(Resource::RLIMIT_FSIZE, soft, hard).unwrap();
     assert!(failed.is_err());
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "cut back");
     transcript.append(3, input(2)).unwrap();
