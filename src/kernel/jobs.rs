@@ -362,7 +362,7 @@ impl Kernel {
         let mut ended = Vec::new();
         for (job, leader) in self.spool.unended_groups() {
             if is_alive(leader) {
-                super::tree::signal_group(leader.pid, libc::SIGKILL);
+                super::tree::signal_group(leader.pid, nix::sys::signal::Signal::SIGKILL);
                 ended.push(job);
             }
         }
