@@ -219,6 +219,7 @@ class ProcessHost:
 USER, UID = "eukhe-soak", 4243
 HOME = f"/home/{USER}"
 STATE_INSIDE = f"{HOME}/.local/state/eukhe"
+STATE_IMAGE = "/var/lib/eukhe-soak/state.ext4"
 # Units the private systemd must never start (as in tests/systemd/harness.rs).
 MASKED = ["getty@.service", "serial-getty@.service", "console-getty.service",
           "container-getty@.service", "getty.target", "systemd-networkd.service",
@@ -282,17 +283,20 @@ class SystemdHost:
             os.makedirs(os.path.join(self.dir, sub))
         with open(os.path.join(self.dir, "boot.sh"), "w") as f:
             f.write(boot_script(self.dir))
-        self.image = os.path.join(self.dir, "state.ext4")
-        subprocess.run(["truncate", "-s", f"{STATE_DISK_MB}M", self.image], check=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", self.image], check=True)
+        self.image_made = False
         self.cgroup = os.path.join(cgroup2_root(), f"eukhe-soak-{os.getpid()}")
         os.makedirs(self.cgroup, exist_ok=True)
         self.unshare = None
         self.pid = 0
-        self.boot()
-        self.root(f"useradd -m -u {UID} -s /bin/sh {USER}")
-        self.install_next()
-        self.log_in()
+        try:
+            self.boot()
+            self.root(f"useradd -m -u {UID} -s /bin/sh {USER}")
+            self.install_next()
+            self.log_in()
+        except BaseException:
+            # Nobody else holds this host yet: end what was booted.
+            self.close()
+            raise
 
     def describe(self):
         return (f"the systemd backend: a private systemd, eukhe {self.version()} from its .deb, "
@@ -328,8 +332,14 @@ class SystemdHost:
         self.wait_for("the private systemd runs", 30, lambda: self.exec(
             ["systemctl", "is-system-running"]).stdout.strip() in (b"running", b"degraded"))
         # The state directory on its own small disk, before the user's
-        # manager (and with it eukhe) starts.
-        self.root(f"mkdir -p {STATE_INSIDE} && mount -o loop {self.image} {STATE_INSIDE} && "
+        # manager (and with it eukhe) starts. The image lives inside (in
+        # the overlay, so it survives a reboot): the checkout may be under
+        # a path the private root does not show (its /tmp is its own).
+        if not self.image_made:
+            self.root(f"mkdir -p {os.path.dirname(STATE_IMAGE)} && "
+                      f"truncate -s {STATE_DISK_MB}M {STATE_IMAGE} && mkfs.ext4 -q -F {STATE_IMAGE}")
+            self.image_made = True
+        self.root(f"mkdir -p {STATE_INSIDE} && mount -o loop {STATE_IMAGE} {STATE_INSIDE} && "
                   f"chown {UID}:{UID} {STATE_INSIDE} && chmod 0700 {STATE_INSIDE} && "
                   f"chown -R {UID}:{UID} {HOME}/.local")
 
