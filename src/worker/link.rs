@@ -220,10 +220,14 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), String> {
             tracing::info!(job, from, "following {job} from byte {from} of its spool");
         }
     }
-    for action in w.apply(actions) {
-        // Only the ends of runs are retried: what a greeting ends (a user
-        // bash no kernel knows) is logged.
-        tracing::error!("not carried out: {action:?}");
+    // Only the ends of runs are retried: an end a greeting makes (a user
+    // bash no kernel knows) that cannot be stored is logged, and what
+    // follows it (following the kernel's jobs among it) still happens.
+    let mut held = w.apply(actions);
+    while !held.is_empty() {
+        let unstored = held.remove(0);
+        tracing::error!("not stored: {unstored:?}");
+        held = w.apply(held);
     }
     Ok(())
 }
