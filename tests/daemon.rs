@@ -486,9 +486,7 @@ fn garbage_oversized_truncated_and_future_frames_get_clear_errors_and_the_daemon
 
 #[test]
 fn another_uid_is_refused() {
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        skip::skip_unless_ci("another_uid_is_refused needs root to play a second uid");
+    if skip::not_root("another_uid_is_refused needs root to play a second uid") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -406,9 +406,7 @@ fn a_run_cut_short_by_its_kernels_death_does_not_go_on() {
 // reports, and the run stayed busy for good).
 #[test]
 fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        skip::skip_unless_ci("needs root to mount a small tmpfs as the state directory");
+    if skip::not_root("needs root to mount a small tmpfs as the state directory") {
         return;
     }
     let t = Install::new("full-disk");

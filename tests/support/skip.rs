@@ -11,3 +11,14 @@ pub fn skip_unless_ci(reason: &str) {
     );
     eprintln!("not run: {reason}");
 }
+
+/// Whether this test must end early because it is not running as root
+/// (`why` says what it needs root for; see [`skip_unless_ci`]).
+#[allow(dead_code)] // not every crate that includes this has a root-only test
+pub fn not_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    skip_unless_ci(why);
+    true
+}
