@@ -1,6 +1,9 @@
 //! The Rust-model bridge: every law module and its Bend model, run on the
 //! same scenarios (all small ones exhaustively, plus seeded random ones at
-//! the real constants); their transcripts must be equal.
+//! the real constants); their transcripts must be equal. The model runs
+//! compiled (`bend gen-c`, built once per test run) on every scenario and
+//! interpreted (`bend run-c`) on every tenth: the specification's
+//! compiled-model laws (`*_ffi_*`).
 //!
 //! Transcripts land in `target/tmp/bridge-<model>/`.
 
