@@ -301,8 +301,9 @@ fn compiled_verdicts(model: &str, scenarios: &[Scenario], dir: &Path) -> Vec<Str
 /// under `bend/` changes): `bend gen-c -Oinline` of
 /// `bend/compiled_bridge.bend`, then the C compiler, for one thread (the
 /// model's work is one sequential walk per scenario list; a second thread
-/// only spins, tripling the time). Test processes run at once take turns
-/// through a lock, so the first builds it and the others find it.
+/// only spins in `sched_yield`, and took half as long again). Test
+/// processes run at once take turns through a lock, so the first builds it
+/// and the others find it.
 fn compiled_bridge() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bridge-compiled");
     std::fs::create_dir_all(&root).unwrap();
