@@ -399,6 +399,40 @@ fn a_run_cut_short_by_its_kernels_death_does_not_go_on() {
     assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
 }
 
+// The same when the kernel dies between its shell starting the job and its
+// recording the job's process group (`<job>.group`, removed here to stand
+// for that moment): the next kernel finds the job's processes by the dead
+// kernel's session.
+#[test]
+fn a_run_whose_group_its_dead_kernel_never_recorded_does_not_go_on() {
+    let t = Install::new("kernel-kill-unrecorded");
+    let id = t.new_session();
+    let file = t.dir.join("F");
+    t.send(&id, &format!("sleep 3; echo x >> {}", file.display()));
+    let kernel = t.kernel(&id);
+    let run = t.run_process(kernel, "sleep 3");
+    let group = t.session_dir(&id).join("spool").join("r1.group");
+    wait_until(
+        Duration::from_secs(5),
+        "the run's group is recorded",
+        || group.exists(),
+    );
+    std::fs::remove_file(&group).unwrap();
+    kill9(kernel.pid);
+    t.log_with(&id, "[run 1 interrupted]", Duration::from_secs(20));
+    wait_until(Duration::from_secs(5), "the run's process ends", || {
+        !still(run)
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !file.exists(),
+        "the run went on after its kernel died: {} was written",
+        file.display()
+    );
+    let out = t.run(&["send", &id, "echo later", "--wait"]);
+    assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
+}
+
 // A run that ends while the state disk is full ends once space returns,
 // told once to its `send --wait` client: the worker retries its end, and
 // the kernel's log line about it (its log file is on that disk) failing to

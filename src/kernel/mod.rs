@@ -33,8 +33,9 @@ use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::unistd::ForkResult;
 
 use crate::build_id::build_id;
-use crate::host::process::own_identity;
+use crate::host::process::{identity_of, own_identity};
 use crate::host::HostKind;
+use crate::laws::adoption::ProcessIdentity;
 use crate::paths::Paths;
 use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::env::{first_environment, SessionEnv};
@@ -171,6 +172,13 @@ fn start_kernel(
     tree::become_subreaper()?;
     private_subdir(&files.scratch())?;
     let lock = take_lock(files)?;
+    // Read before this kernel's record replaces it.
+    // Read before this kernel's record replaces it; a record from before
+    // the machine's boot names a kernel whose processes all ended with it.
+    let previous: Option<KernelRecord> = read_json(&files.kernel())
+        .ok()
+        .flatten()
+        .filter(|_| written_since_boot(&files.kernel()));
     let config = crate::config::Config::load(&paths.config)?;
     let (snapshot, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())? {
         Some(snapshot) => {
@@ -205,6 +213,9 @@ fn start_kernel(
     for job in kernel.end_jobs_of_a_dead_kernel() {
         tracing::warn!(job, "ended {job}, left running by a kernel that died");
     }
+    if let Some(previous) = previous {
+        end_session_of_a_dead_kernel(previous.identity);
+    }
     let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))
         .map_err(|e| format!("kernel: {e}"))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
@@ -225,6 +236,46 @@ fn start_kernel(
         host.busy_journal(&paths.state),
         Duration::from_millis(config.cancel_grace_ms),
     ))
+}
+
+/// End every process left in the session of the kernel `previous`, which
+/// died (this kernel holds the lock): its shell, and the jobs it started
+/// and their children. A job whose start it had not yet recorded has no
+/// group on file (the kernel may die between its shell forking the job and
+/// reading the job's report), and its run is recorded interrupted, so it
+/// must not go on. A job's processes stay in the kernel's session however
+/// they are reparented, and while any of them lives no new process can get
+/// the dead kernel's pid; so a live process with that pid means none is
+/// left, and nothing is ended.
+fn end_session_of_a_dead_kernel(previous: ProcessIdentity) {
+    if identity_of(previous.pid).is_some() {
+        return;
+    }
+    let members = tree::session_members(previous);
+    for member in &members {
+        crate::host::process::signal(*member, nix::sys::signal::Signal::SIGKILL);
+    }
+    if !members.is_empty() {
+        tracing::warn!(
+            "ended {} processes left running in the session of a kernel that died",
+            members.len()
+        );
+    }
+}
+
+/// Whether `path` was last written after the machine booted (`btime` of
+/// /proc/stat); false when either cannot be read.
+fn written_since_boot(path: &std::path::Path) -> bool {
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
+        stat.lines()
+            .find_map(|line| line.strip_prefix("btime "))
+            .and_then(|secs| secs.trim().parse::<u64>().ok())
+    });
+    let written = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    matches!((boot, written), (Some(boot), Some(written)) if written.as_secs() >= boot)
 }
 
 fn count(snapshot: &Snapshot, prefix: &str) -> usize {

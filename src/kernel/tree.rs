@@ -9,6 +9,8 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
+use crate::host::process::identity_of;
+use crate::laws::adoption::ProcessIdentity;
 use crate::laws::timing::POLL_MS;
 
 /// Make this process a child subreaper (orphaned descendants come to it).
@@ -49,6 +51,30 @@ pub fn descendants(pid: u32) -> Vec<u32> {
         }
     }
     all
+}
+
+/// The live processes of the session `leader` led (their session id is its
+/// pid), started no earlier than it: what stays of a session whose leader
+/// died, however its processes were reparented. This process is left out.
+pub fn session_members(leader: ProcessIdentity) -> Vec<ProcessIdentity> {
+    let own = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != own && session_of(pid) == Some(leader.pid))
+        .filter_map(identity_of)
+        .filter(|member| member.start_time >= leader.start_time)
+        .collect()
+}
+
+/// The session id of `pid` (field 6 of proc(5)'s stat).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(3)?.parse().ok()
 }
 
 /// Reap every child that has ended; returns their pids.
