@@ -139,12 +139,17 @@ mod tests {
     #[test]
     fn a_gap_at_the_end_is_told_too() {
         let mut buffer = SubscriberBuffer::new(1);
+        assert!(buffer.is_empty());
         buffer.offer('a');
         buffer.offer('b');
         buffer.offer('c');
+        assert!(!buffer.is_empty());
         assert_eq!(buffer.take(), Some(Next::Event('a')));
+        // Only the mark is left, and it still waits to be sent.
+        assert!(!buffer.is_empty());
         assert_eq!(buffer.take(), Some(Next::Dropped(2)));
         assert_eq!(buffer.take(), None);
+        assert!(buffer.is_empty());
     }
 
     #[test]
