@@ -172,7 +172,6 @@ fn start_kernel(
     tree::become_subreaper()?;
     private_subdir(&files.scratch())?;
     let lock = take_lock(files)?;
-    // Read before this kernel's record replaces it.
     // Read before this kernel's record replaces it; a record from before
     // the machine's boot names a kernel whose processes all ended with it.
     let previous: Option<KernelRecord> = read_json(&files.kernel())
