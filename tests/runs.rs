@@ -1002,3 +1002,38 @@ fn cancel_queue_and_withdraw_do_what_they_say_and_refuse_clearly() {
         assert!(!marker(n).exists(), "withdrawn run {n} ran");
     }
 }
+
+// A run the kernel accepted but could not hand to a shell (its scratch
+// directory is gone, as on a full disk) ends at once with the status and the
+// reason; it was never running, so it is not "interrupted", and the session
+// goes on once the cause is gone.
+#[test]
+fn a_run_the_kernel_cannot_start_ends_with_the_reason_not_interrupted() {
+    let t = Install::new("cannot-start");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo warm"), "warm\n");
+    let scratch = t.session_dir(&id).join("scratch");
+    std::fs::remove_dir_all(&scratch).unwrap();
+    std::fs::write(&scratch, b"not a directory").unwrap();
+
+    let failed = t.run(&["send", "--wait", &id, "echo never"]);
+    assert_eq!(failed.status.code(), Some(126), "{failed:?}");
+    assert!(text(&failed.stdout).is_empty(), "{failed:?}");
+    // Inputs and user bash share one numbering: the bash was 1.
+    let log = t.log_with(&id, "[run 2 exited 126]", Duration::from_secs(10));
+    assert!(log.contains("! run 2 did not start: "), "{log}");
+    assert!(log.contains("Not a directory"), "{log}");
+    assert!(!log.contains("interrupted"), "{log}");
+    assert!(!log.contains("cut short"), "{log}");
+
+    std::fs::remove_file(&scratch).unwrap();
+    std::fs::create_dir(&scratch).unwrap();
+    let later = t.run(&["send", "--wait", &id, "echo later"]);
+    assert_eq!(text(&later.stdout), "later\n", "{later:?}");
+    let log = t.log(&id);
+    assert_eq!(log.matches("[run 2 exited 126]").count(), 1, "{log}");
+    assert_eq!(log.matches("[run 3 exited 0]").count(), 1, "{log}");
+    wait_until(Duration::from_secs(5), "the session is idle", || {
+        t.session(&id)["state"] == "idle"
+    });
+}

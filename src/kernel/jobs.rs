@@ -47,6 +47,18 @@ pub struct Job {
     pub placeholders: Vec<File>,
 }
 
+/// The status of a job the kernel accepted but could not start (a shell's
+/// "found but cannot execute").
+pub const COULD_NOT_START: i32 = 126;
+
+/// What handing a job to a shell made: its output readers, the FIFOs'
+/// placeholder writers and the readers' fds.
+struct Handed {
+    readers: Readers,
+    placeholders: Vec<File>,
+    read_ends: [Option<RawFd>; 2],
+}
+
 /// A shell forked by the kernel's shell that has restored one version of
 /// the snapshot and takes jobs from its FIFO.
 pub struct Template {
@@ -177,7 +189,12 @@ impl Kernel {
     }
 
     /// Start `job` unless the spool knows it: `Ok(Some(readers))` of its
-    /// output when it started, `Ok(None)` when the spool knew it.
+    /// output when it started, `Ok(None)` when the spool knew it. A job the
+    /// spool accepted but the kernel could not hand to a shell (its scratch
+    /// files cannot be made, say on a full disk) ends at once with
+    /// `COULD_NOT_START` and a notice saying why: its acceptance stands
+    /// (the run never starts twice), and it was never running, so it is not
+    /// recorded interrupted.
     pub fn start(&mut self, job: &str, command: &str) -> Result<Option<Readers>, String> {
         if self.stopping {
             return Err("the kernel is stopping".into());
@@ -190,6 +207,50 @@ impl Kernel {
         let Some(out) = self.spool.accept(job)? else {
             return Ok(None);
         };
+        let handed = self.hand_to_shell(job, command);
+        let (readers, placeholders, fifos, end) = match handed {
+            Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
+            Err(e) => {
+                self.remove_scratch(job);
+                let end = JobEnd {
+                    status: COULD_NOT_START,
+                    signal: None,
+                    cancelled: false,
+                    notice: Some(format!("{} did not start: {e}", job_in_words(job))),
+                    settled: true,
+                };
+                if keeps_end(job) {
+                    if let Err(e) = self.spool.set_end(job, &end) {
+                        self.notices
+                            .push(format!("the end of {job} could not be kept: {e}"));
+                    }
+                }
+                (Vec::new(), Vec::new(), [None, None], Some(end))
+            }
+        };
+        self.last_job_ms = crate::clock::mono_ms();
+        let open_streams = if end.is_some() { 0 } else { 2 };
+        self.jobs.insert(
+            job.to_string(),
+            Job {
+                out,
+                group: None,
+                started_from: self.snapshot.clone(),
+                end,
+                open_streams,
+                fifos,
+                held: [0, 0],
+                cancelled: false,
+                placeholders,
+            },
+        );
+        self.bump();
+        Ok(Some(readers))
+    }
+
+    /// Make `job`'s output FIFOs and hand it to the template, or to the
+    /// shell with the snapshot's restore script.
+    fn hand_to_shell(&mut self, job: &str, command: &str) -> Result<Handed, String> {
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
         let mut placeholders = Vec::new();
@@ -229,23 +290,11 @@ impl Kernel {
             }
         };
         handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
-        self.last_job_ms = crate::clock::mono_ms();
-        self.jobs.insert(
-            job.to_string(),
-            Job {
-                out,
-                group: None,
-                started_from: self.snapshot.clone(),
-                end: None,
-                open_streams: 2,
-                fifos: read_ends,
-                held: [0, 0],
-                cancelled: false,
-                placeholders,
-            },
-        );
-        self.bump();
-        Ok(Some(readers))
+        Ok(Handed {
+            readers,
+            placeholders,
+            read_ends,
+        })
     }
 
     fn shell_input(&self) -> Result<File, String> {
@@ -508,6 +557,14 @@ impl Kernel {
         }
     }
 
+    /// Every scratch file of `job`, its state capture too.
+    fn remove_scratch(&self, job: &str) {
+        self.forget_scratch(job);
+        for what in ["state", "state.names"] {
+            let _ = std::fs::remove_file(self.scratch(job, what));
+        }
+    }
+
     /// Whether `job` has ended (or is not this kernel's).
     pub fn job_ended(&self, job: &str) -> bool {
         self.jobs.get(job).is_none_or(|j| j.end.is_some())
@@ -554,6 +611,15 @@ fn template_expired(job_running: bool, last_job_ms: u64, now_ms: u64) -> bool {
 
 /// A started job's output pipes, to be read by `output::read`.
 pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
+
+/// A job as the user knows it: `r2` is "run 2", `b1` "bash 1".
+fn job_in_words(job: &str) -> String {
+    match job.split_at_checked(1) {
+        Some(("r", n)) => format!("run {n}"),
+        Some(("b", n)) => format!("bash {n}"),
+        _ => job.to_string(),
+    }
+}
 
 pub fn stream_name(stream: Stream) -> &'static str {
     match stream {
