@@ -37,7 +37,8 @@ and kernel stopped and is listed as saved; the next request naming it wakes it, 
 restored from the snapshot.",
     after_long_help = "Exit status:\n  \
 `bash` and `send --wait` exit with the command's own status (128 + N when signal N ended it; \
-255 when it was interrupted: its kernel was lost).\n  \
+255 when it was interrupted: its kernel was lost; 126 when the kernel could not start it, the \
+reason in the log).\n  \
 125: eukhe itself failed (an unknown session, a bad option, no daemon to be had, a damaged \
 session, a refused `rm`), as `env` and `timeout` do, so it is never mistaken for a command's \
 status.\n  \
