@@ -11,12 +11,14 @@ pub mod escape;
 pub mod handoff;
 pub mod journald;
 pub mod kernel_unit;
+pub mod kernels;
 pub mod log;
 pub mod process;
 pub mod sd_journal;
 pub mod socket;
 pub mod systemd;
 pub(crate) mod units;
+pub mod workers;
 
 /// Which backend this process runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,6 @@ use super::events;
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
-use crate::host::process::signal;
 use crate::laws::adoption::{
     adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
 };
@@ -165,14 +164,11 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         failed(&supervisor, &id, "its worker hung up").await;
         return;
     }
-    // On the process backend the supervisor is the watchdog: a worker
-    // silent for the watchdog interval is hung (under systemd the unit's
-    // WatchdogSec kills it instead).
+    // Where the supervisor is the watchdog, a worker silent for the
+    // watchdog interval is hung (a host may watch it itself instead).
     let watchdog = {
         let s = supervisor.borrow();
-        s.units
-            .is_none()
-            .then(|| Duration::from_millis(s.config.worker_watchdog_ms))
+        s.host.watchdog(&s.config)
     };
     let mut hung = None;
     loop {
@@ -239,8 +235,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             _ => None,
         };
         if let Some(identity) = identity {
-            signal(identity, nix::sys::signal::Signal::SIGKILL);
-            backend::wait_gone(None, &id, identity, TM.kill_route + TM.child_drain).await;
+            backend::kill_worker(&supervisor, &id, identity).await;
         }
         let why = format!(
             "its worker hung (no sign of life for {} ms) and was killed",
@@ -347,7 +342,7 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         .collect();
     let evidence = {
         let s = supervisor.borrow();
-        s.host.busy_journal(&s.paths.state).latest()
+        s.host.busy_journal().latest()
     };
     let evidence = evidence.unwrap_or_else(|e| {
         tracing::error!("cannot read busy evidence, so no session is revived: {e}");

@@ -387,7 +387,7 @@ async fn end_and_delete(
         backend::stop_worker(supervisor, id, identity, Request::StopWithKernel).await;
     }
     backend::stop_lone_kernel(supervisor, id).await;
-    backend::stop_session_units(supervisor, id).await?;
+    backend::forget_session(supervisor, id).await?;
     if let Some(left) = backend::processes_left(supervisor, id).await {
         // Its directory holds the records that find those processes again.
         return Err(left);
@@ -424,7 +424,7 @@ pub async fn finish_removals(supervisor: &Shared) {
         .filter(|id| paths.session_dir(id).exists())
         .cloned()
         .collect();
-    for id in backend::sessions_with_live_units(supervisor).await {
+    for id in backend::sessions_running(supervisor).await {
         if removed.contains(&id) && !left.contains(&id) {
             left.push(id);
         }

@@ -19,7 +19,6 @@ use std::rc::Rc;
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::config::Config;
-use crate::host::units::UserManager;
 use crate::host::{log, systemd, HostKind};
 use crate::paths::Paths;
 use crate::session::store::private_dir;
@@ -52,14 +51,9 @@ pub fn main() -> Result<(), String> {
             }
         };
         private_dir(&paths.state)?;
-        let units = match host {
-            HostKind::Systemd => Some(UserManager::connect().await?),
-            HostKind::Process => None,
-        };
-        let mut books = Supervisor::new(paths.clone(), config);
+        let workers = crate::host::workers::chosen(host, &paths, &config).await?;
+        let mut books = Supervisor::new(paths.clone(), config, workers);
         books.socket_activated = socket_activated;
-        books.host = host;
-        books.units = units;
         let supervisor = Rc::new(RefCell::new(books));
         // Removals cut short are finished first: nothing of a removed
         // session is adopted, resumed or revived.

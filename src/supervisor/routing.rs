@@ -544,7 +544,7 @@ fn status(supervisor: &Shared) -> Response {
         version: version().to_string(),
         build_id: build_id().to_string(),
         pid: std::process::id(),
-        backend: s.host.name().into(),
+        backend: s.host.kind().name().into(),
         protocol: PROTOCOL_VERSION,
         capabilities: hello(s.socket_activated).capabilities,
         sessions: s.slots.len() as u32,

@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::clock::mono_ms;
 use crate::config::Config;
 use crate::host::process::is_alive;
-use crate::host::units::UserManager;
-use crate::host::HostKind;
+use crate::host::workers::WorkerHost;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_stop::Seen;
 use crate::laws::removal::may_bring_back;
@@ -146,10 +145,8 @@ pub struct Supervisor {
     pub answered_shutdown: bool,
     /// The socket came from the service manager, which owns its file.
     pub socket_activated: bool,
-    /// The backend workers run on.
-    pub host: HostKind,
-    /// The user manager, on the systemd backend.
-    pub units: Option<UserManager>,
+    /// The backend workers run on, chosen once at start.
+    pub host: std::rc::Rc<dyn WorkerHost>,
     /// Woken whenever a slot's state changes (see `set_state`).
     pub changed: std::rc::Rc<tokio::sync::Notify>,
     /// Sessions removed from this state directory (`session::removed`):
@@ -160,7 +157,7 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(paths: Paths, config: Config) -> Self {
+    pub fn new(paths: Paths, config: Config, host: std::rc::Rc<dyn WorkerHost>) -> Self {
         let removed = Removals::new(&paths.state).ids();
         let mut slots: BTreeMap<String, Slot> = list_sessions(&paths.state)
             .into_iter()
@@ -198,14 +195,13 @@ impl Supervisor {
             slots.insert(id, slot);
         }
         Supervisor {
+            host,
             paths,
             config,
             slots,
             shutting_down: false,
             answered_shutdown: false,
             socket_activated: false,
-            host: HostKind::Process,
-            units: None,
             changed: Default::default(),
             removed,
             events: Default::default(),

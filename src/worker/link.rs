@@ -16,7 +16,6 @@ use crate::build_id::build_id;
 use crate::clock::wall_ms;
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
-use crate::laws::timing::TM;
 use crate::laws::timing::{FOLLOWER_PATIENCE_MS, KERNEL_RETRY_MS, KERNEL_RUNS_POLL_MS};
 use crate::paths::Paths;
 use crate::protocol::event::EventKind;
@@ -88,7 +87,7 @@ async fn connect(
             .flatten()
             .filter(|k| is_alive(k.identity));
         if live.is_none() {
-            start_kernel(&id, paths).await?;
+            crate::host::kernels::start(&id, paths).await?;
         }
         let mut stream = match UnixStream::connect(&socket).await {
             Ok(stream) => stream,
@@ -102,7 +101,7 @@ async fn connect(
                         "the kernel ({}) is unreachable ({e}): ending it",
                         kernel.identity.pid
                     );
-                    end_kernel(&id, kernel.identity).await;
+                    crate::host::kernels::end(&id, kernel.identity).await;
                     refused = 0;
                 }
                 tokio::time::sleep(RETRY).await;
@@ -141,53 +140,6 @@ async fn connect(
         let _ = read_frame_bytes(&mut stream).await;
         tokio::time::sleep(RETRY).await;
     }
-}
-
-/// End a broken kernel: through its unit under systemd, else by identity
-/// (SIGTERM ends its processes; SIGKILL if it outlives its teardown).
-async fn end_kernel(id: &str, kernel: crate::laws::adoption::ProcessIdentity) {
-    if crate::host::HostKind::from_env() == Ok(crate::host::HostKind::Systemd) {
-        if let Err(e) = crate::host::kernel_unit::stop(id).await {
-            tracing::warn!("{e}");
-        }
-        return;
-    }
-    crate::host::process::signal(kernel, nix::sys::signal::Signal::SIGTERM);
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
-    while is_alive(kernel) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(RETRY).await;
-    }
-    crate::host::process::signal(kernel, nix::sys::signal::Signal::SIGKILL);
-}
-
-/// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
-/// else a detached process (it is not this worker's child).
-async fn start_kernel(id: &str, paths: &Paths) -> Result<(), String> {
-    if crate::host::HostKind::from_env()? == crate::host::HostKind::Systemd {
-        return crate::host::kernel_unit::start(id).await;
-    }
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
-    let output = tokio::process::Command::new(exe)
-        .args(["kernel", id, "--detach"])
-        .env("EUKHE_SOCKET", &paths.socket)
-        .env("EUKHE_STATE_DIR", &paths.state)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .await
-        .map_err(|e| format!("cannot start the kernel of session {id}: {e}"))?;
-    if output.status.success() {
-        tracing::info!("started the session's kernel");
-        return Ok(());
-    }
-    let why = String::from_utf8_lossy(&output.stderr).trim().to_string();
-    if why.contains("already has a live kernel") {
-        // Another worker's start won the race; connect to that one.
-        return Ok(());
-    }
-    Err(format!("the kernel of session {id} did not start: {why}"))
 }
 
 /// Take the kernel's greeting: the restore notice, then every run the

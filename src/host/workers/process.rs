@@ -1,0 +1,169 @@
+//! Workers as detached processes: started with their own session, found
+//! by the identity they record (`worker.json`), ended by signal, watched
+//! by the supervisor itself.
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use super::{HostFuture, WorkerHost};
+use crate::config::Config;
+use crate::host::busy_journal::BusyJournal;
+use crate::host::process::{is_alive, signal};
+use crate::host::HostKind;
+use crate::laws::adoption::ProcessIdentity;
+use crate::laws::timing::{POLL_MS, TM};
+use crate::paths::Paths;
+use crate::session::store::{read_json, SessionFiles, WorkerRecord};
+
+/// The process backend: the embedded default.
+pub struct ProcessHost {
+    paths: Paths,
+    /// The lost-exit window handed to each worker (`config::window_text`).
+    lost_exit: String,
+}
+
+impl ProcessHost {
+    /// Workers of the state directory in `paths`, with `config`'s lost-exit
+    /// window.
+    pub fn new(paths: Paths, config: &Config) -> ProcessHost {
+        ProcessHost {
+            lost_exit: crate::config::window_text(config.worker_lost_exit_ms),
+            paths,
+        }
+    }
+
+    fn files(&self, id: &str) -> SessionFiles {
+        SessionFiles::new(self.paths.session_dir(id))
+    }
+
+    fn recorded_worker(&self, id: &str) -> Option<ProcessIdentity> {
+        read_json::<WorkerRecord>(&self.files(id).worker())
+            .ok()
+            .flatten()
+            .map(|record| record.identity)
+            .filter(|&identity| is_alive(identity))
+    }
+
+    fn spawn(&self, id: &str) -> Result<(), String> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+        let log = crate::session::store::private_append(&self.files(id).log())?;
+        let log2 = log.try_clone().map_err(|e| e.to_string())?;
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .arg("worker")
+            .arg(id)
+            .env("EUKHE_SOCKET", &self.paths.socket)
+            .env("EUKHE_STATE_DIR", &self.paths.state)
+            .env("EUKHE_WORKER_LOST_EXIT_MS", &self.lost_exit)
+            .env_remove("EUKHE_HOST")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        // SAFETY: the closure runs between fork and exec and calls only
+        // setsid(2), which is async-signal-safe and allocates nothing. The
+        // worker gets its own session and process group, so it outlives this
+        // supervisor. `pre_exec` itself is unsafe: std and tokio offer
+        // `process_group` (setpgid), not setsid. process-wrap's ProcessSession
+        // is a safe wrapper of this same closure, but its child type also
+        // changes how the child is waited for and killed (by group).
+        unsafe {
+            command.as_std_mut().pre_exec(|| {
+                let _ = nix::unistd::setsid();
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
+        // Reap the child whenever it ends; the watcher notices through its
+        // control connection.
+        tokio::task::spawn_local(async move {
+            let _ = child.wait().await;
+        });
+        Ok(())
+    }
+}
+
+impl WorkerHost for ProcessHost {
+    fn kind(&self) -> HostKind {
+        HostKind::Process
+    }
+
+    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>> {
+        Box::pin(async move { self.spawn(id) })
+    }
+
+    fn find<'a>(&'a self, id: &'a str) -> HostFuture<'a, Option<ProcessIdentity>> {
+        Box::pin(async move { self.recorded_worker(id) })
+    }
+
+    fn live<'a>(
+        &'a self,
+        known: Vec<String>,
+    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>> {
+        Box::pin(async move {
+            Ok(known
+                .into_iter()
+                .filter_map(|id| Some((self.recorded_worker(&id)?, id)))
+                .map(|(identity, id)| (id, identity))
+                .collect())
+        })
+    }
+
+    fn still_there<'a>(&'a self, _id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, bool> {
+        Box::pin(async move { is_alive(identity) })
+    }
+
+    fn kill<'a>(&'a self, _id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, ()> {
+        Box::pin(async move {
+            signal(identity, Signal::SIGKILL);
+        })
+    }
+
+    fn why_ended<'a>(&'a self, _id: &'a str) -> HostFuture<'a, String> {
+        Box::pin(async { "its worker ended".to_string() })
+    }
+
+    fn busy_journal(&self) -> BusyJournal {
+        BusyJournal::file(&self.paths.state)
+    }
+
+    fn watchdog(&self, config: &Config) -> Option<Duration> {
+        Some(Duration::from_millis(config.worker_watchdog_ms))
+    }
+
+    /// SIGTERM (its handler ends its descendants), SIGKILL if it outlives
+    /// the stop grace.
+    fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {
+        Box::pin(async move {
+            signal(kernel, Signal::SIGTERM);
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+            while is_alive(kernel) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            }
+            if is_alive(kernel) {
+                signal(kernel, Signal::SIGKILL);
+            }
+        })
+    }
+
+    fn forget_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn left_of_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Option<String>> {
+        Box::pin(async { None })
+    }
+
+    fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+}
