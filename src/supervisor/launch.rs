@@ -9,12 +9,11 @@ use tokio::net::UnixStream;
 
 use super::backend;
 use super::events;
+use super::lifecycle::{self, Action, Event};
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
-use crate::laws::adoption::{
-    adoption_verdict, survivor_step, AdoptionVerdict, LaunchStep, LiveWorker, ProcessIdentity,
-};
+use crate::laws::adoption::{adoption_verdict, AdoptionVerdict, LiveWorker, ProcessIdentity};
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
@@ -73,64 +72,92 @@ pub async fn ask_worker(
 }
 
 /// Launch the worker of `id` (after dealing with any earlier process the
-/// way `survivor_step` says) and start watching it.
+/// way `survivor_step` says) and start watching it; a launch that fails is
+/// restarted after its pause or given up, as `lifecycle` says, before this
+/// returns.
 pub async fn launch(supervisor: &Shared, id: &str) {
-    // A removed session, or one being removed, is never launched again.
-    match supervisor.borrow().slots.get(id).map(|slot| &slot.state) {
-        None | Some(SlotState::Removing) => return,
-        Some(_) => {}
-    }
-    // A session whose files cannot be read would fail at every start (a
-    // crash loop saying only that the worker did not start): it is marked
-    // damaged instead, with the file and what is wrong, and not launched.
-    let files = supervisor.borrow().files(id);
-    let kernel_lives = backend::kernel_lives(supervisor, id);
-    if let Err(problem) = check_files(&files, !kernel_lives) {
-        tracing::error!(session = id, "session {id} cannot start: {problem}");
-        supervisor
-            .borrow_mut()
-            .set_state(id, SlotState::Damaged { problem });
-        return;
-    }
-    let earlier = backend::surviving_worker(supervisor, id).await;
-    let mut holder = earlier;
-    let mut stop_sent = false;
-    loop {
-        match survivor_step(earlier, holder, stop_sent) {
-            LaunchStep::Launch => break,
-            LaunchStep::StopEarlier => {
-                let earlier = earlier.expect("a step to stop needs an earlier process");
-                backend::stop_worker(supervisor, id, earlier, Request::Stop).await;
-                stop_sent = true;
-                holder = backend::surviving_worker(supervisor, id).await;
-            }
-            LaunchStep::CountFailure => {
-                failed(supervisor, id, "its earlier worker survived being stopped").await;
+    drive(supervisor, id, Event::Launch).await;
+}
+
+/// Feed `event` to the slot's lifecycle and perform its actions, feeding
+/// back what they found, until none is left.
+async fn drive(supervisor: &Shared, id: &str, event: Event) {
+    let mut next = Some(event);
+    while let Some(event) = next.take() {
+        let actions = {
+            let mut s = supervisor.borrow_mut();
+            let Some(slot) = s.slots.get_mut(id) else {
                 return;
+            };
+            lifecycle::handle(slot, event, mono_ms())
+        };
+        for action in actions {
+            if let Some(event) = perform(supervisor, id, action).await {
+                next = Some(event);
             }
         }
     }
-    let generation = {
-        let mut s = supervisor.borrow_mut();
-        let Some(slot) = s.slots.get_mut(id) else {
-            return;
-        };
-        // A session being removed is never launched again (a restart
-        // whose pause ran out during the removal comes here).
-        if slot.state == SlotState::Removing {
-            return;
+}
+
+/// Perform one lifecycle action; the event it leads to, if any.
+async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event> {
+    match action {
+        Action::FindSurvivor => {
+            // A session whose files cannot be read would fail at every
+            // start (a crash loop saying only that the worker did not
+            // start): it is marked damaged instead, with the file and what
+            // is wrong, and not launched.
+            let files = supervisor.borrow().files(id);
+            let kernel_lives = backend::kernel_lives(supervisor, id);
+            if let Err(problem) = check_files(&files, !kernel_lives) {
+                tracing::error!(session = id, "session {id} cannot start: {problem}");
+                supervisor
+                    .borrow_mut()
+                    .set_state(id, SlotState::Damaged { problem });
+                return None;
+            }
+            let earlier = backend::surviving_worker(supervisor, id).await;
+            Some(Event::Survivor {
+                earlier,
+                holder: earlier,
+                stop_sent: false,
+            })
         }
-        slot.state = SlotState::Starting;
-        slot.generation += 1;
-        // A launched session is in use now: its idle time starts here.
-        slot.last_active_ms = slot.last_active_ms.max(mono_ms());
-        slot.generation
-    };
-    if let Err(e) = backend::start_worker(supervisor, id).await {
-        failed(supervisor, id, &e).await;
-        return;
+        Action::StopEarlier(earlier) => {
+            backend::stop_worker(supervisor, id, earlier, Request::Stop).await;
+            let holder = backend::surviving_worker(supervisor, id).await;
+            Some(Event::Survivor {
+                earlier: Some(earlier),
+                holder,
+                stop_sent: true,
+            })
+        }
+        Action::Start => Some(Event::Started(backend::start_worker(supervisor, id).await)),
+        Action::Watch { generation } => {
+            tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
+            None
+        }
+        Action::Kill(identity) => {
+            backend::kill_worker(supervisor, id, identity).await;
+            None
+        }
+        Action::Failed { why, verdict } => {
+            tell_failure(supervisor, id, why, verdict);
+            None
+        }
+        Action::StateChanged => {
+            supervisor.borrow().state_changed(id);
+            None
+        }
+        Action::Pause { ms } => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            (!supervisor.borrow().shutting_down).then_some(Event::PauseOver)
+        }
+        Action::GiveUp { failures_in_window } => {
+            record_give_up(supervisor, id, failures_in_window).await;
+            None
+        }
     }
-    tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
 }
 
 /// Hold a control connection to the worker; when it ends, the worker has
@@ -148,8 +175,13 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             Err(_) => break None,
         }
     };
+    let ended = |why: &str| Event::Ended {
+        generation,
+        why: why.to_string(),
+    };
     let Some((mut stream, hello)) = connected else {
-        failed(&supervisor, &id, "its worker never answered on its socket").await;
+        let why = "its worker never answered on its socket";
+        drive(&supervisor, &id, ended(why)).await;
         return;
     };
     if write_frame(
@@ -161,7 +193,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     .await
     .is_err()
     {
-        failed(&supervisor, &id, "its worker hung up").await;
+        drive(&supervisor, &id, ended("its worker hung up")).await;
         return;
     }
     // Where the supervisor is the watchdog, a worker silent for the
@@ -228,54 +260,33 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             Err(_) => break,
         }
     }
-    let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
-    if let Some(interval) = hung.filter(|_| current) {
-        let identity = match supervisor.borrow().slots.get(&id).map(|s| &s.state) {
-            Some(SlotState::Running { identity, .. }) => Some(*identity),
-            _ => None,
+    if let Some(interval) = hung {
+        let hung = Event::Hung {
+            generation,
+            silent_ms: interval.as_millis() as u64,
         };
-        if let Some(identity) = identity {
-            backend::kill_worker(&supervisor, &id, identity).await;
-        }
-        let why = format!(
-            "its worker hung (no sign of life for {} ms) and was killed",
-            interval.as_millis()
-        );
-        failed(&supervisor, &id, &why).await;
+        drive(&supervisor, &id, hung).await;
         return;
     }
+    let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
     if current && !supervisor.borrow().shutting_down {
         let why = backend::why_worker_ended(&supervisor, &id).await;
-        failed(&supervisor, &id, &why).await;
+        drive(&supervisor, &id, ended(&why)).await;
     }
 }
 
-/// A worker failed: restart after the pause or give up, as the budget says.
-pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
-    let verdict = {
-        let mut s = supervisor.borrow_mut();
-        let Some(slot) = s.slots.get_mut(id) else {
-            return;
-        };
-        if matches!(
-            slot.state,
-            SlotState::GivenUp | SlotState::Damaged { .. } | SlotState::Removing
-        ) {
-            return;
+/// Tell a worker's failure: the event stream and the log.
+fn tell_failure(supervisor: &Shared, id: &str, why: String, verdict: RestartVerdict) {
+    {
+        let s = supervisor.borrow();
+        if let Some(slot) = s.slots.get(id) {
+            let failed = EventKind::WorkerFailed {
+                why: why.clone(),
+                verdict,
+            };
+            s.events.session(id, &slot.meta.name, failed);
         }
-        let verdict = slot.budget.record_failure(mono_ms());
-        slot.work = Default::default();
-        let state = match verdict {
-            RestartVerdict::Restart { .. } => SlotState::Restarting,
-            RestartVerdict::GiveUp { .. } => SlotState::GivenUp,
-        };
-        let name = slot.meta.name.clone();
-        let why = why.to_string();
-        s.events
-            .session(id, &name, EventKind::WorkerFailed { why, verdict });
-        s.set_state(id, state);
-        verdict
-    };
+    }
     match verdict {
         RestartVerdict::Restart {
             pause_ms,
@@ -291,42 +302,36 @@ pub async fn failed(supervisor: &Shared, id: &str, why: &str) {
             "session {id}: {why}; given up after {failures_in_window} failures in the window"
         ),
     }
-    match verdict {
-        RestartVerdict::Restart { pause_ms, .. } => {
-            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-            if supervisor.borrow().shutting_down {
-                return;
-            }
-            Box::pin(launch(supervisor, id)).await;
+}
+
+/// Record a give-up: the `given-up` file, and a notice in the transcript
+/// once no worker of the session is left.
+async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) {
+    let files = supervisor.borrow().files(id);
+    let _ = std::fs::write(files.given_up(), format!("{failures_in_window}\n"));
+    // A transcript has one writer, its worker: one that survived (it never
+    // answered, or outlived its stop) may still write, so the notice is
+    // then only logged.
+    if !backend::no_worker_left(supervisor, id).await {
+        tracing::warn!(
+            session = id,
+            "session {id}: a worker of it still runs, so the give-up notice is not written to its transcript"
+        );
+    } else if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
+        let mut transcript = opened.transcript;
+        for damage in &opened.damage {
+            let _ = transcript.append(wall_ms(), notices::damage(damage));
         }
-        RestartVerdict::GiveUp { failures_in_window } => {
-            let files = supervisor.borrow().files(id);
-            let _ = std::fs::write(files.given_up(), format!("{failures_in_window}\n"));
-            // A transcript has one writer, its worker: one that survived
-            // (it never answered, or outlived its stop) may still write,
-            // so the notice is then only logged.
-            if !backend::no_worker_left(supervisor, id).await {
-                tracing::warn!(
-                    session = id,
-                    "session {id}: a worker of it still runs, so the give-up notice is not written to its transcript"
-                );
-            } else if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
-                let mut transcript = opened.transcript;
-                for damage in &opened.damage {
-                    let _ = transcript.append(wall_ms(), notices::damage(damage));
-                }
-                let _ = transcript.append(
-                    wall_ms(),
-                    EntryBody::Notice {
-                        text: format!(
-                            "given up: the worker failed {failures_in_window} times in {}; `eukhe restart {id}` starts it afresh",
-                            duration_in_words(TM.restart_window)
-                        ),
-                        restore: None,
-                    },
-                );
-            }
-        }
+        let _ = transcript.append(
+            wall_ms(),
+            EntryBody::Notice {
+                text: format!(
+                    "given up: the worker failed {failures_in_window} times in {}; `eukhe restart {id}` starts it afresh",
+                    duration_in_words(TM.restart_window)
+                ),
+                restore: None,
+            },
+        );
     }
 }
 

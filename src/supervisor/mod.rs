@@ -7,6 +7,7 @@
 mod backend;
 mod events;
 mod launch;
+mod lifecycle;
 mod manage;
 mod routing;
 mod slots;

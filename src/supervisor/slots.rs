@@ -212,6 +212,14 @@ impl Supervisor {
     pub fn set_state(&mut self, id: &str, state: SlotState) {
         if let Some(slot) = self.slots.get_mut(id) {
             slot.state = state;
+            self.state_changed(id);
+        }
+    }
+
+    /// The state of `id`'s slot was changed: wake whoever waits on a
+    /// change, and tell the event stream.
+    pub fn state_changed(&self, id: &str) {
+        if let Some(slot) = self.slots.get(id) {
             self.changed.notify_waiters();
             self.events.state(id, &slot.meta.name, slot.state_label());
         }
