@@ -165,3 +165,176 @@ pub async fn processes_left(supervisor: &Shared, id: &str) -> Option<String> {
 pub async fn sessions_running(supervisor: &Shared) -> Vec<String> {
     host(supervisor).sessions_running().await
 }
+
+#[cfg(test)]
+mod tests {
+    //! The stop escalation against a fake host, on tokio's paused clock:
+    //! each case runs in microseconds of real time.
+
+    use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::host::busy_journal::BusyJournal;
+    use crate::host::workers::HostFuture;
+    use crate::host::HostKind;
+    use crate::paths::Paths;
+    use crate::supervisor::slots::Supervisor;
+
+    /// A worker that leaves by itself after `leaves_after` (never: `None`)
+    /// and, once killed, after `dies_after_kill` (never: `None`).
+    struct FakeHost {
+        started: Instant,
+        leaves_after: Option<Duration>,
+        dies_after_kill: Option<Duration>,
+        killed: Cell<Option<Instant>>,
+        kills: RefCell<Vec<ProcessIdentity>>,
+    }
+
+    impl FakeHost {
+        fn alive(&self) -> bool {
+            let now = Instant::now();
+            let left = self
+                .leaves_after
+                .is_some_and(|after| now >= self.started + after);
+            let killed = match (self.killed.get(), self.dies_after_kill) {
+                (Some(at), Some(after)) => now >= at + after,
+                _ => false,
+            };
+            !left && !killed
+        }
+    }
+
+    impl WorkerHost for FakeHost {
+        fn kind(&self) -> HostKind {
+            HostKind::Process
+        }
+        fn start<'a>(&'a self, _: &'a str) -> HostFuture<'a, Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn find<'a>(&'a self, _: &'a str) -> HostFuture<'a, Option<ProcessIdentity>> {
+            Box::pin(async { None })
+        }
+        fn live<'a>(
+            &'a self,
+            _: Vec<String>,
+        ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>> {
+            Box::pin(async { Ok(HashMap::new()) })
+        }
+        fn still_there<'a>(&'a self, _: &'a str, _: ProcessIdentity) -> HostFuture<'a, bool> {
+            Box::pin(async { self.alive() })
+        }
+        fn kill<'a>(&'a self, _: &'a str, identity: ProcessIdentity) -> HostFuture<'a, ()> {
+            Box::pin(async move {
+                self.killed.set(Some(Instant::now()));
+                self.kills.borrow_mut().push(identity);
+            })
+        }
+        fn why_ended<'a>(&'a self, _: &'a str) -> HostFuture<'a, String> {
+            Box::pin(async { String::new() })
+        }
+        fn busy_journal(&self) -> BusyJournal {
+            BusyJournal::Journald
+        }
+        fn watchdog(&self, _: &Config) -> Option<Duration> {
+            None
+        }
+        fn stop_kernel<'a>(&'a self, _: &'a str, _: ProcessIdentity) -> HostFuture<'a, ()> {
+            Box::pin(async {})
+        }
+        fn forget_session<'a>(&'a self, _: &'a str) -> HostFuture<'a, Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn left_of_session<'a>(&'a self, _: &'a str) -> HostFuture<'a, Option<String>> {
+            Box::pin(async { None })
+        }
+        fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>> {
+            Box::pin(async { Vec::new() })
+        }
+    }
+
+    const WORKER: ProcessIdentity = ProcessIdentity {
+        pid: 4242,
+        start_time: 77,
+    };
+
+    /// Stop a worker that behaves as `leaves_after` and `dies_after_kill`
+    /// say (it never answers: there is no socket): whether it is gone, how
+    /// long the stop took on the paused clock, and when it was killed.
+    async fn stop(
+        leaves_after: Option<Duration>,
+        dies_after_kill: Option<Duration>,
+    ) -> (bool, Duration, Option<Duration>, Vec<ProcessIdentity>) {
+        let dir = std::env::temp_dir().join(format!(
+            "eukhe-stop-escalation-{}-{}",
+            std::process::id(),
+            crate::clock::mono_ms()
+        ));
+        let paths = Paths {
+            socket: dir.join("eukhe.sock"),
+            state: dir.join("state"),
+            config: dir.join("config.toml"),
+        };
+        let started = Instant::now();
+        let host = Rc::new(FakeHost {
+            started,
+            leaves_after,
+            dies_after_kill,
+            killed: Cell::new(None),
+            kills: RefCell::new(Vec::new()),
+        });
+        let supervisor = Rc::new(RefCell::new(Supervisor::new(
+            paths,
+            Config::default(),
+            host.clone(),
+        )));
+        let gone = stop_worker(&supervisor, "1a2b3c4d", WORKER, Request::Stop).await;
+        let took = started.elapsed();
+        let killed = host.killed.get().map(|at| at - started);
+        let kills = host.kills.borrow().clone();
+        (gone, took, killed, kills)
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_worker_that_leaves_within_the_grace_is_never_killed() {
+        let (gone, took, killed, _) = stop(Some(ms(1_200)), Some(ms(0))).await;
+        assert!(gone);
+        assert_eq!(killed, None);
+        assert!(took >= ms(1_200) && took <= ms(1_200 + POLL_MS), "{took:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_worker_that_outlives_the_stop_grace_is_killed_by_identity_when_it_ends() {
+        let (gone, took, killed, kills) = stop(None, Some(ms(300))).await;
+        assert!(gone);
+        assert_eq!(kills, [WORKER], "killed by identity, once");
+        let killed = killed.expect("it was killed");
+        assert!(
+            killed >= ms(TM.stop_grace) && killed <= ms(TM.stop_grace + POLL_MS),
+            "killed at {killed:?}"
+        );
+        assert!(took <= killed + ms(300 + POLL_MS), "{took:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_worker_that_survives_its_kill_is_reported_within_the_supervisor_drain() {
+        let (gone, took, killed, kills) = stop(None, None).await;
+        assert!(!gone, "a worker that survives its kill is still there");
+        assert_eq!(kills, [WORKER], "killed by identity, once");
+        assert!(killed.is_some());
+        let escalation = TM.stop_grace + TM.kill_route + TM.child_drain;
+        assert!(
+            took >= ms(escalation) && took <= ms(escalation + POLL_MS),
+            "{took:?}"
+        );
+        assert!(took <= ms(TM.supervisor_drain + POLL_MS), "{took:?}");
+    }
+}
