@@ -17,6 +17,7 @@ pub mod process;
 pub mod sd_journal;
 pub mod socket;
 pub mod systemd;
+pub mod systemd1;
 pub(crate) mod units;
 pub mod workers;
 

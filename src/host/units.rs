@@ -1,6 +1,7 @@
-//! Worker units through the user manager's D-Bus API: `StartUnit`,
-//! `StopUnit`, `ListUnitsByPatterns`, unit properties, and the manager's
-//! signals (`PropertiesChanged` on units, `JobRemoved`), never by running
+//! Worker units through the user manager's D-Bus API, through the typed
+//! proxies of `host::systemd1`: `StartUnit`, `StopUnit`, `KillUnit`,
+//! `ListUnitsByPatterns`, unit properties, and the manager's signals
+//! (`PropertiesChanged` on units, `JobRemoved`), never by running
 //! `systemctl`.
 //!
 //! The connection is the user bus (`$DBUS_SESSION_BUS_ADDRESS`, else
@@ -14,20 +15,19 @@ use crate::laws::timing::UNIT_WAKE_MS;
 
 use futures_util::StreamExt as _;
 use tokio::sync::watch;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+use zbus::proxy::CacheProperties;
+use zbus::zvariant::OwnedObjectPath;
 
-const DESTINATION: &str = "org.freedesktop.systemd1";
-const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
-const MANAGER: &str = "org.freedesktop.systemd1.Manager";
-const UNIT: &str = "org.freedesktop.systemd1.Unit";
-const SERVICE: &str = "org.freedesktop.systemd1.Service";
-const JOB: &str = "org.freedesktop.systemd1.Job";
-const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+use super::systemd1::{JobProxy, ManagerProxy, ServiceProxy, UnitProxy};
+
+/// The manager's error for a unit it does not know.
+const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
 
 /// A connection to this user's service manager.
 #[derive(Clone)]
 pub struct UserManager {
     connection: zbus::Connection,
+    manager: ManagerProxy<'static>,
     /// Bumped at every unit or job signal: waiters re-read what they wait on.
     changes: watch::Receiver<u64>,
 }
@@ -102,37 +102,39 @@ impl UserManager {
                 }
             }
         });
-        let manager = UserManager {
-            connection,
-            changes,
-        };
+        let manager = ManagerProxy::builder(&connection)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(unreachable)?;
         manager
-            .call::<()>(MANAGER_PATH, MANAGER, "Subscribe", &())
+            .subscribe()
             .await
             .map_err(|e| format!("subscribing to the user manager's signals: {e}"))?;
-        Ok(manager)
+        Ok(UserManager {
+            connection,
+            manager,
+            changes,
+        })
     }
 
-    async fn call<R>(
-        &self,
-        path: &str,
-        interface: &str,
-        method: &str,
-        body: &(impl serde::Serialize + zbus::zvariant::DynamicType),
-    ) -> Result<R, zbus::Error>
+    /// A proxy of the object at `path` (a unit's, a job's), reading its
+    /// properties afresh at each call.
+    async fn object<P>(&self, path: &OwnedObjectPath) -> zbus::Result<P>
     where
-        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
+        P: From<zbus::Proxy<'static>> + zbus::proxy::Defaults,
     {
-        let reply = self
-            .connection
-            .call_method(Some(DESTINATION), path, Some(interface), method, body)
-            .await?;
-        reply.body().deserialize::<R>()
+        zbus::proxy::Builder::<P>::new(&self.connection)
+            .path(path.clone())?
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
     }
 
     /// Start `unit` (a no-op if it is already active).
     pub async fn start(&self, unit: &str) -> Result<(), String> {
-        self.call::<OwnedObjectPath>(MANAGER_PATH, MANAGER, "StartUnit", &(unit, "replace"))
+        self.manager
+            .start_unit(unit, "replace")
             .await
             .map(|_| ())
             .map_err(|e| dbus_error("cannot start", unit, e))
@@ -144,8 +146,9 @@ impl UserManager {
     /// so a unit still emptying its cgroup is started again, not reported
     /// down. Returns the unit's state once the start job is gone.
     pub async fn start_and_wait(&self, unit: &str, within: Duration) -> Result<UnitState, String> {
-        let job: OwnedObjectPath = self
-            .call(MANAGER_PATH, MANAGER, "StartUnit", &(unit, "replace"))
+        let job = self
+            .manager
+            .start_unit(unit, "replace")
             .await
             .map_err(|e| dbus_error("cannot start", unit, e))?;
         let deadline = tokio::time::Instant::now() + within;
@@ -153,10 +156,10 @@ impl UserManager {
         loop {
             changes.borrow_and_update();
             // A finished job leaves the bus: reading it fails.
-            let pending = self
-                .call::<OwnedValue>(job.as_str(), PROPERTIES, "Get", &(JOB, "State"))
-                .await
-                .is_ok();
+            let pending = match self.object::<JobProxy>(&job).await {
+                Ok(job) => job.state().await.is_ok(),
+                Err(_) => false,
+            };
             if !pending || tokio::time::Instant::now() >= deadline {
                 return self.state(unit).await;
             }
@@ -168,16 +171,9 @@ impl UserManager {
 
     /// Stop `unit` (its stop timeout bounds how long that takes).
     pub async fn stop(&self, unit: &str) -> Result<(), String> {
-        match self
-            .call::<OwnedObjectPath>(MANAGER_PATH, MANAGER, "StopUnit", &(unit, "replace"))
-            .await
-        {
+        match self.manager.stop_unit(unit, "replace").await {
             Ok(_) => Ok(()),
-            Err(zbus::Error::MethodError(name, _, _))
-                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
-            {
-                Ok(())
-            }
+            Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == NO_SUCH_UNIT => Ok(()),
             Err(e) => Err(dbus_error("cannot stop", unit, e)),
         }
     }
@@ -186,16 +182,9 @@ impl UserManager {
     /// route of a stop escalation, which must not wait out the unit's own
     /// stop timeout.
     pub async fn kill(&self, unit: &str, signal: i32) -> Result<(), String> {
-        match self
-            .call::<()>(MANAGER_PATH, MANAGER, "KillUnit", &(unit, "all", signal))
-            .await
-        {
+        match self.manager.kill_unit(unit, "all", signal).await {
             Ok(()) => Ok(()),
-            Err(zbus::Error::MethodError(name, _, _))
-                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
-            {
-                Ok(())
-            }
+            Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == NO_SUCH_UNIT => Ok(()),
             Err(e) => Err(dbus_error("cannot kill", unit, e)),
         }
     }
@@ -203,34 +192,16 @@ impl UserManager {
     /// Forget that `unit` failed (so a fresh start is not refused by a
     /// start limit the supervisor's own budget already covers).
     pub async fn reset_failed(&self, unit: &str) {
-        let _ = self
-            .call::<()>(MANAGER_PATH, MANAGER, "ResetFailedUnit", &(unit,))
-            .await;
+        let _ = self.manager.reset_failed_unit(unit).await;
     }
 
     /// The loaded units matching `pattern` that are active, activating or
     /// deactivating: `(unit name, its state)`.
     pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, String> {
-        type Listed = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            OwnedObjectPath,
-            u32,
-            String,
-            OwnedObjectPath,
-        );
         let states = ["active", "activating", "deactivating", "reloading"];
-        let listed: Vec<Listed> = self
-            .call(
-                MANAGER_PATH,
-                MANAGER,
-                "ListUnitsByPatterns",
-                &(states.as_slice(), [pattern].as_slice()),
-            )
+        let listed = self
+            .manager
+            .list_units_by_patterns(&states, &[pattern])
             .await
             .map_err(|e| dbus_error("cannot list", pattern, e))?;
         let mut live = Vec::with_capacity(listed.len());
@@ -244,24 +215,24 @@ impl UserManager {
     /// The state of `unit` (loading it if needed: an unknown instance of a
     /// template is simply inactive).
     pub async fn state(&self, unit: &str) -> Result<UnitState, String> {
-        let path: OwnedObjectPath = self
-            .call(MANAGER_PATH, MANAGER, "LoadUnit", &(unit,))
+        let path = self
+            .manager
+            .load_unit(unit)
             .await
             .map_err(|e| dbus_error("cannot load", unit, e))?;
-        let get = |interface: &'static str, property: &'static str| {
-            let path = path.clone();
-            async move {
-                self.call::<OwnedValue>(path.as_str(), PROPERTIES, "Get", &(interface, property))
-                    .await
-                    .map_err(|e| dbus_error(&format!("cannot read {property} of"), unit, e))
-            }
+        let read = |property: &str, e: zbus::Error| {
+            dbus_error(&format!("cannot read {property} of"), unit, e)
         };
-        let text = |value: OwnedValue| String::try_from(value).unwrap_or_default();
+        let as_unit: UnitProxy = self.object(&path).await.map_err(|e| read("the unit", e))?;
+        let service: ServiceProxy = self.object(&path).await.map_err(|e| read("the unit", e))?;
         Ok(UnitState {
-            active: text(get(UNIT, "ActiveState").await?),
-            sub: text(get(UNIT, "SubState").await?),
-            result: text(get(SERVICE, "Result").await?),
-            main_pid: u32::try_from(get(SERVICE, "MainPID").await?).unwrap_or(0),
+            active: as_unit
+                .active_state()
+                .await
+                .map_err(|e| read("ActiveState", e))?,
+            sub: as_unit.sub_state().await.map_err(|e| read("SubState", e))?,
+            result: service.result().await.map_err(|e| read("Result", e))?,
+            main_pid: service.main_pid().await.map_err(|e| read("MainPID", e))?,
         })
     }
 
