@@ -643,6 +643,9 @@ fn in_attach_ctrl_c_cancels_the_running_run_ctrl_backslash_detaches_and_eof_wait
     let stdin = attached.child.stdin.as_mut().unwrap();
     writeln!(stdin, "sleep 1000").unwrap();
     writeln!(stdin, "echo after the cancel").unwrap();
+    // Running, not only queued (a session is busy from its first queued
+    // input): Ctrl-C cancels the running run.
+    attached.expect("[run 1] $ sleep 1000");
     wait_until(Duration::from_secs(10), "the run is busy", || {
         env.session(&id)["state"] == "busy"
     });

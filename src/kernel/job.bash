@@ -9,14 +9,19 @@
 # kept).
 {
   # The reporter outlives the job's cancel signals; its shell does not
-  # (a trapped signal is reset to its default in the subshell).
-  trap ':' INT TERM HUP
+  # (a trapped signal is reset to its default in the subshell). A cancel's
+  # SIGINT that comes once the start is reported, before the subshell
+  # exists, is kept for the subshell.
+  __eukhe_cancel=
+  trap '__eukhe_cancel=1' INT
+  trap ':' TERM HUP
   exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
   builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
   (
     # The reporter's traps are not the user's (`trap -p` in a subshell
     # shows the parent's until the subshell sets its own).
     trap - INT TERM HUP
+    if [[ -n $__eukhe_cancel ]]; then builtin kill -INT "$BASHPID"; fi
     exec 3<&- 4>&- 5<&-
     . "$__eukhe_restore"
     eval "$__eukhe_cmd"

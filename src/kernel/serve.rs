@@ -316,7 +316,13 @@ async fn cancel(ctx: Rc<Context>, job: String) {
         j.cancelled = true;
         j.group
     };
-    let Some(group) = group else { return };
+    let group = match group {
+        Some(group) => group,
+        None => match group_once_started(&ctx, &job).await {
+            Some(group) => group,
+            None => return,
+        },
+    };
     let ended = || ctx.kernel.borrow().job_ended(&job);
     for signal in [
         nix::sys::signal::Signal::SIGINT,
@@ -335,6 +341,28 @@ async fn cancel(ctx: Rc<Context>, job: String) {
     if !ended() {
         ctx.kernel.borrow_mut().ended(&job, 128 + libc::SIGKILL);
     }
+}
+
+/// The process group of `job`, which was handed to a shell that has not
+/// reported it yet (a cancel sent the moment a run starts): waited for up
+/// to the cancel grace. `None` if the job ends first or never reports.
+async fn group_once_started(ctx: &Context, job: &str) -> Option<u32> {
+    let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
+    while tokio::time::Instant::now() < deadline {
+        {
+            let k = ctx.kernel.borrow();
+            let j = k.jobs.get(job)?;
+            if j.end.is_some() {
+                return None;
+            }
+            if j.group.is_some() {
+                return j.group;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+    tracing::warn!("{job} was cancelled but its shell never reported its process group");
+    None
 }
 
 async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {

@@ -16,12 +16,13 @@ use crate::clock::{mono_ms, wall_ms};
 use crate::laws::adoption::{adoption_verdict, AdoptionVerdict, LiveWorker, ProcessIdentity};
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
-use crate::laws::revival::{revival_veto, RecordOrigin};
+use crate::laws::revival::{revival_veto, BusyRecord, RecordOrigin};
 use crate::laws::timing::{duration_in_words, ADOPT_POLL_MS, TM, WORKER_CONNECT_RETRY_MS};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
+use crate::protocol::message::WorkerInfo;
 use crate::protocol::message::{Request, Response};
-use crate::protocol::{read_frame, write_frame, Hello, PROTOCOL_VERSION};
+use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
 use crate::session::notices;
 use crate::session::store::check_files;
 use crate::session::transcript::{EntryBody, Transcript};
@@ -163,36 +164,19 @@ async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event>
 /// Hold a control connection to the worker; when it ends, the worker has
 /// failed (unless it was stopped on purpose).
 async fn watch(supervisor: Shared, id: String, generation: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
-    let connected = loop {
-        match connect_worker(&supervisor, &id).await {
-            Ok(connection) => break Some(connection),
-            // A worker binds its socket within milliseconds of starting:
-            // a short retry keeps session start fast.
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await
-            }
-            Err(_) => break None,
-        }
-    };
     let ended = |why: &str| Event::Ended {
         generation,
         why: why.to_string(),
     };
-    let Some((mut stream, hello)) = connected else {
+    let Some((mut stream, hello)) = connect_soon(&supervisor, &id).await else {
         let why = "its worker never answered on its socket";
         drive(&supervisor, &id, ended(why)).await;
         return;
     };
-    if write_frame(
-        &mut stream,
-        &Request::Supervise {
-            build_id: build_id().to_string(),
-        },
-    )
-    .await
-    .is_err()
-    {
+    let supervise = Request::Supervise {
+        build_id: build_id().to_string(),
+    };
+    if write_frame(&mut stream, &supervise).await.is_err() {
         drive(&supervisor, &id, ended("its worker hung up")).await;
         return;
     }
@@ -202,77 +186,109 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         let s = supervisor.borrow();
         s.host.watchdog(&s.config)
     };
-    let mut hung = None;
     loop {
-        let frame = match watchdog {
-            Some(interval) => {
-                match tokio::time::timeout(interval, read_frame::<Response, _>(&mut stream)).await {
-                    Ok(frame) => frame,
-                    Err(_) => {
-                        hung = Some(interval);
-                        break;
-                    }
-                }
-            }
-            None => read_frame::<Response, _>(&mut stream).await,
-        };
-        match frame {
-            Ok(Response::Worker(info)) => {
-                let mut s = supervisor.borrow_mut();
-                let Some(slot) = s.slots.get_mut(&id) else {
-                    return;
-                };
-                if slot.generation != generation {
+        match next_frame(&mut stream, watchdog).await {
+            Ok(Ok(Response::Worker(info))) => {
+                if !take_report(&supervisor, &id, generation, &info, &hello.build_id) {
                     return;
                 }
-                let was_in_use = slot.seen().in_use();
-                let jobs_before = slot.background;
-                slot.work = info.work;
-                slot.background = info.background;
-                let name = slot.meta.name.clone();
-                events::jobs_changed(&s.events, &id, &name, jobs_before, info.background);
-                let slot = s.slots.get_mut(&id).expect("looked up above");
-                slot.kernel_pid = info.kernel_pid;
-                slot.clients = info.clients;
-                slot.last_active_ms =
-                    last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
-                // An idle stop or a removal under way owns the state until
-                // it is over.
-                if matches!(slot.state, SlotState::IdleStopping | SlotState::Removing) {
-                    continue;
-                }
-                let running = SlotState::Running {
-                    identity: ProcessIdentity {
-                        pid: info.pid,
-                        start_time: info.start_time,
-                    },
-                    build: hello.build_id.clone(),
-                };
-                s.set_state(&id, running);
             }
-            Ok(Response::Event(event)) => {
+            Ok(Ok(Response::Event(event))) => {
                 let s = supervisor.borrow();
                 if let Some(slot) = s.slots.get(&id) {
                     s.events.session(&id, &slot.meta.name, event.event);
                 }
             }
-            Ok(_) => {}
-            Err(_) => break,
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => break,
+            Err(silent) => {
+                let hung = Event::Hung {
+                    generation,
+                    silent_ms: silent.as_millis() as u64,
+                };
+                drive(&supervisor, &id, hung).await;
+                return;
+            }
         }
-    }
-    if let Some(interval) = hung {
-        let hung = Event::Hung {
-            generation,
-            silent_ms: interval.as_millis() as u64,
-        };
-        drive(&supervisor, &id, hung).await;
-        return;
     }
     let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
     if current && !supervisor.borrow().shutting_down {
         let why = backend::why_worker_ended(&supervisor, &id).await;
         drive(&supervisor, &id, ended(&why)).await;
     }
+}
+
+/// Connect to a worker that is starting: it binds its socket within
+/// milliseconds, so a short retry keeps session start fast, up to the
+/// worker-start wait.
+async fn connect_soon(supervisor: &Shared, id: &str) -> Option<(UnixStream, Hello)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
+    loop {
+        match connect_worker(supervisor, id).await {
+            Ok(connection) => return Some(connection),
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The worker's next frame, or `Err(interval)` when a `watchdog` interval
+/// passed without one.
+async fn next_frame(
+    stream: &mut UnixStream,
+    watchdog: Option<Duration>,
+) -> Result<Result<Response, FrameError>, Duration> {
+    match watchdog {
+        Some(interval) => tokio::time::timeout(interval, read_frame::<Response, _>(stream))
+            .await
+            .map_err(|_| interval),
+        None => Ok(read_frame::<Response, _>(stream).await),
+    }
+}
+
+/// Take a worker's report of itself into its slot (work, background jobs,
+/// kernel, clients, activity; running, unless an idle stop or a removal
+/// owns the state). False when the watcher is stale: the slot is gone or
+/// was launched again since.
+fn take_report(
+    supervisor: &Shared,
+    id: &str,
+    generation: u64,
+    info: &WorkerInfo,
+    build: &str,
+) -> bool {
+    let mut s = supervisor.borrow_mut();
+    let Some(slot) = s.slots.get_mut(id) else {
+        return false;
+    };
+    if slot.generation != generation {
+        return false;
+    }
+    let was_in_use = slot.seen().in_use();
+    let jobs_before = slot.background;
+    slot.work = info.work;
+    slot.background = info.background;
+    let name = slot.meta.name.clone();
+    events::jobs_changed(&s.events, id, &name, jobs_before, info.background);
+    let slot = s.slots.get_mut(id).expect("looked up above");
+    slot.kernel_pid = info.kernel_pid;
+    slot.clients = info.clients;
+    slot.last_active_ms = last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
+    // An idle stop or a removal under way owns the state until it is over.
+    if matches!(slot.state, SlotState::IdleStopping | SlotState::Removing) {
+        return true;
+    }
+    let running = SlotState::Running {
+        identity: ProcessIdentity {
+            pid: info.pid,
+            start_time: info.start_time,
+        },
+        build: build.to_string(),
+    };
+    s.set_state(id, running);
+    true
 }
 
 /// Tell a worker's failure: the event stream and the log.
@@ -360,64 +376,11 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
     let mut adopted = Vec::new();
     for id in ids {
         if let Some(identity) = live.remove(&id) {
-            let reachable = connect_worker(supervisor, &id).await;
-            let build = match &reachable {
-                Ok((_, hello)) => hello.build_id.clone(),
-                Err(_) => String::new(),
-            };
-            let verdict = adoption_verdict(
-                build_id(),
-                &LiveWorker {
-                    build: &build,
-                    reachable: reachable.is_ok(),
-                },
-            );
-            drop(reachable);
-            match verdict {
-                AdoptionVerdict::Adopt => {
-                    let generation = {
-                        let mut s = supervisor.borrow_mut();
-                        let slot = s.slots.get_mut(&id).expect("listed session");
-                        slot.generation += 1;
-                        slot.state = SlotState::Starting;
-                        slot.generation
-                    };
-                    tracing::info!(
-                        session = id,
-                        pid = identity.pid,
-                        "adopted the worker of session {id}"
-                    );
-                    tokio::task::spawn_local(watch(supervisor.clone(), id.clone(), generation));
-                    adopted.push(id.clone());
-                }
-                AdoptionVerdict::StopAndRelaunch => {
-                    tracing::info!(
-                        session = id,
-                        "the worker of session {id} is another build ({build:?}): replacing it"
-                    );
-                    launch(supervisor, &id).await;
-                }
+            if adopt_or_replace(supervisor, &id, identity).await {
+                adopted.push(id);
             }
-            continue;
-        }
-        // A live kernel is work in progress or its record: resumable now,
-        // however long ago its worker left.
-        if backend::kernel_lives(supervisor, &id) {
-            tracing::info!(session = id, "resuming session {id}: its kernel lives");
-            events::revived(supervisor, &id, "its kernel lives");
-            launch(supervisor, &id).await;
-            continue;
-        }
-        if revival_veto(
-            evidence.get(&id).copied(),
-            wall_ms(),
-            RecordOrigin::OtherProcess,
-        )
-        .is_none()
-        {
-            tracing::info!(session = id, "reviving session {id} from its busy evidence");
-            events::revived(supervisor, &id, "its busy evidence is fresh");
-            launch(supervisor, &id).await;
+        } else {
+            resume_or_revive(supervisor, &id, evidence.get(&id).copied()).await;
         }
     }
     for (id, identity) in live {
@@ -430,8 +393,72 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
             "a live worker serves {id:?}, which is no session of this state directory; left alone"
         );
     }
-    // Serve only once the adopted workers are under supervision, so the
-    // first client already sees them with their pids.
+    wait_supervised(supervisor, &adopted).await;
+}
+
+/// A live worker of `id` found at start: adopt it if it is this build and
+/// answers (true), else replace it.
+async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdentity) -> bool {
+    let reachable = connect_worker(supervisor, id).await;
+    let build = match &reachable {
+        Ok((_, hello)) => hello.build_id.clone(),
+        Err(_) => String::new(),
+    };
+    let worker = LiveWorker {
+        build: &build,
+        reachable: reachable.is_ok(),
+    };
+    let verdict = adoption_verdict(build_id(), &worker);
+    drop(reachable);
+    match verdict {
+        AdoptionVerdict::Adopt => {
+            let generation = {
+                let mut s = supervisor.borrow_mut();
+                let slot = s.slots.get_mut(id).expect("listed session");
+                slot.generation += 1;
+                slot.state = SlotState::Starting;
+                slot.generation
+            };
+            tracing::info!(
+                session = id,
+                pid = identity.pid,
+                "adopted the worker of session {id}"
+            );
+            tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
+            true
+        }
+        AdoptionVerdict::StopAndRelaunch => {
+            tracing::info!(
+                session = id,
+                "the worker of session {id} is another build ({build:?}): replacing it"
+            );
+            launch(supervisor, id).await;
+            false
+        }
+    }
+}
+
+/// A session with no live worker at start: resumed if its kernel lives,
+/// revived if its busy evidence is fresh, else left resting.
+async fn resume_or_revive(supervisor: &Shared, id: &str, evidence: Option<BusyRecord>) {
+    // A live kernel is work in progress or its record: resumable now,
+    // however long ago its worker left.
+    if backend::kernel_lives(supervisor, id) {
+        tracing::info!(session = id, "resuming session {id}: its kernel lives");
+        events::revived(supervisor, id, "its kernel lives");
+        launch(supervisor, id).await;
+        return;
+    }
+    if revival_veto(evidence, wall_ms(), RecordOrigin::OtherProcess).is_none() {
+        tracing::info!(session = id, "reviving session {id} from its busy evidence");
+        events::revived(supervisor, id, "its busy evidence is fresh");
+        launch(supervisor, id).await;
+    }
+}
+
+/// Serve only once the adopted workers are under supervision (or a stop
+/// grace passed), so the first client already sees them with their pids.
+async fn wait_supervised(supervisor: &Shared, adopted: &[String]) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
     let supervised = |s: &Supervisor, id: &String| {
         matches!(

@@ -250,34 +250,10 @@ fn work_words(work: WorkSet) -> String {
 /// `eukhe rm`: remove the session `reference` names, as
 /// `laws::removal::removal_verdict` says.
 pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Response {
-    let resolved = supervisor.borrow().resolve(reference);
-    let id = match resolved {
-        Ok(id) => id,
-        Err(message) => return error(message),
+    let (id, state, name) = match removable(supervisor, reference).await {
+        Ok(found) => found,
+        Err(refused) => return refused,
     };
-    if let Err(message) = settle(supervisor, &id).await {
-        return error(message);
-    }
-    let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
-    let resting_with_kernel =
-        state == Some(SlotState::Saved) && backend::kernel_lives(supervisor, &id);
-    if resting_with_kernel {
-        // A kernel without a worker may be running work: a worker over it
-        // can say (and its gate can hold new runs back).
-        launch(supervisor, &id).await;
-    }
-    if matches!(state, Some(SlotState::Starting | SlotState::Restarting)) || resting_with_kernel {
-        let _ = super::routing::wait_running(supervisor, &id).await;
-    }
-    let (state, name) = match supervisor.borrow().slots.get(&id) {
-        Some(slot) => (slot.state.clone(), slot.meta.name.clone()),
-        None => return error(format!("no session {reference:?}: `eukhe ls` lists them")),
-    };
-    if matches!(state, SlotState::Removing | SlotState::IdleStopping) {
-        return error(format!(
-            "session {name} ({id}) is being stopped or removed already"
-        ));
-    }
     // From here requests naming the session wait (`settle`); those taken
     // before are handed first, so the worker's answer counts their work.
     supervisor.borrow_mut().set_state(&id, SlotState::Removing);
@@ -287,58 +263,19 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
         SlotState::Running { identity, .. } => Some(identity),
         _ => None,
     };
-    let reply = match running {
-        Some(_) => Some(quiesce(supervisor, &id, Request::Quiesce).await),
-        // Given up (or its worker would not start) with a kernel alive: its
-        // work cannot be asked, so it counts as busy.
-        None if backend::kernel_lives(supervisor, &id) => Some(QuiesceReply::Answered {
-            answer: QuiesceAnswer::Busy,
-            at_ms: asked_at,
-        }),
-        None => None,
-    };
+    let reply = removal_reply(supervisor, &id, running.is_some(), asked_at).await;
     let verdict = removal_verdict(asked_at, reply, force);
     if verdict == RemovalVerdict::RefuseBusy {
-        if running.is_some() {
-            release(supervisor, &id).await;
-        }
-        reinstate(supervisor, &id, state);
-        let work = supervisor
-            .borrow()
-            .slots
-            .get(&id)
-            .map(|s| s.work)
-            .unwrap_or_default();
-        let why = match reply {
-            Some(QuiesceReply::Silent) => "its worker did not answer".to_string(),
-            _ if running.is_none() => "its kernel is still running".to_string(),
-            _ => work_words(work),
-        };
+        abandon_removal(supervisor, &id, running.is_some(), state).await;
+        let why = busy_reason(supervisor, &id, reply, running.is_some());
         return error(format!(
             "session {name} ({id}) is busy ({why}): `eukhe rm --force {reference}` cancels its work and removes it"
         ));
     }
-    let removals = Removals::new(&supervisor.borrow().paths.state);
-    let record = RemovalRecord {
-        session: id.clone(),
-        name: name.clone(),
-        at_ms: wall_ms(),
-    };
-    if let Err(message) = removals.record(&record) {
+    if let Err(message) = record_removal(supervisor, &id, &name) {
         // Nothing was stopped yet: the session stays as it was.
-        if running.is_some() {
-            release(supervisor, &id).await;
-        }
-        reinstate(supervisor, &id, state);
+        abandon_removal(supervisor, &id, running.is_some(), state).await;
         return error(format!("session {id} was not removed: {message}"));
-    }
-    {
-        let mut s = supervisor.borrow_mut();
-        s.removed.insert(id.clone());
-        if let Some(slot) = s.slots.get_mut(&id) {
-            // The watcher is stale from here: the worker's end is no failure.
-            slot.generation += 1;
-        }
     }
     if verdict == RemovalVerdict::CancelWorkAndRemove {
         tracing::warn!(
@@ -361,6 +298,106 @@ pub async fn remove(supervisor: &Shared, reference: &str, force: bool) -> Respon
             "session {id} is removed for good, but {message}; the next daemon start finishes the removal"
         )),
     }
+}
+
+/// A removal that does not go ahead: the worker (if it `runs`) is released
+/// from its quiesce, and the session is as it was (`state`).
+async fn abandon_removal(supervisor: &Shared, id: &str, runs: bool, state: SlotState) {
+    if runs {
+        release(supervisor, id).await;
+    }
+    reinstate(supervisor, id, state);
+}
+
+/// Why a removal was refused as busy, in words.
+fn busy_reason(supervisor: &Shared, id: &str, reply: Option<QuiesceReply>, runs: bool) -> String {
+    match reply {
+        Some(QuiesceReply::Silent) => "its worker did not answer".to_string(),
+        _ if !runs => "its kernel is still running".to_string(),
+        _ => {
+            let work = supervisor.borrow().slots.get(id).map(|s| s.work);
+            work_words(work.unwrap_or_default())
+        }
+    }
+}
+
+/// Whether session `id` is busy, for its removal: its worker's answer to a
+/// quiesce question if it `runs`; a kernel alive without a worker (given
+/// up, or its worker would not start) cannot be asked, so it counts as
+/// busy; `None` when nothing of it runs.
+async fn removal_reply(
+    supervisor: &Shared,
+    id: &str,
+    runs: bool,
+    asked_at: u64,
+) -> Option<QuiesceReply> {
+    if runs {
+        Some(quiesce(supervisor, id, Request::Quiesce).await)
+    } else if backend::kernel_lives(supervisor, id) {
+        Some(QuiesceReply::Answered {
+            answer: QuiesceAnswer::Busy,
+            at_ms: asked_at,
+        })
+    } else {
+        None
+    }
+}
+
+/// The session `reference` names, once it may be asked about a removal:
+/// settled, a worker brought up over a kernel that runs without one, and
+/// not already being stopped or removed. Its id, state and name; or the
+/// refusal.
+async fn removable(
+    supervisor: &Shared,
+    reference: &str,
+) -> Result<(String, SlotState, String), Response> {
+    let resolved = supervisor.borrow().resolve(reference);
+    let id = resolved.map_err(error)?;
+    settle(supervisor, &id).await.map_err(error)?;
+    let state = supervisor.borrow().slots.get(&id).map(|s| s.state.clone());
+    let resting_with_kernel =
+        state == Some(SlotState::Saved) && backend::kernel_lives(supervisor, &id);
+    if resting_with_kernel {
+        // A kernel without a worker may be running work: a worker over it
+        // can say (and its gate can hold new runs back).
+        launch(supervisor, &id).await;
+    }
+    if matches!(state, Some(SlotState::Starting | SlotState::Restarting)) || resting_with_kernel {
+        let _ = super::routing::wait_running(supervisor, &id).await;
+    }
+    let (state, name) = match supervisor.borrow().slots.get(&id) {
+        Some(slot) => (slot.state.clone(), slot.meta.name.clone()),
+        None => {
+            return Err(error(format!(
+                "no session {reference:?}: `eukhe ls` lists them"
+            )))
+        }
+    };
+    if matches!(state, SlotState::Removing | SlotState::IdleStopping) {
+        return Err(error(format!(
+            "session {name} ({id}) is being stopped or removed already"
+        )));
+    }
+    Ok((id, state, name))
+}
+
+/// Record the removal of `id` for good (`session::removed`): from here it
+/// is never listed, launched or revived again, and its watcher is stale
+/// (the worker's end is no failure).
+fn record_removal(supervisor: &Shared, id: &str, name: &str) -> Result<(), String> {
+    let removals = Removals::new(&supervisor.borrow().paths.state);
+    let record = RemovalRecord {
+        session: id.to_string(),
+        name: name.to_string(),
+        at_ms: wall_ms(),
+    };
+    removals.record(&record)?;
+    let mut s = supervisor.borrow_mut();
+    s.removed.insert(id.to_string());
+    if let Some(slot) = s.slots.get_mut(id) {
+        slot.generation += 1;
+    }
+    Ok(())
 }
 
 /// A removal that did not go ahead: the session is as it was, unless

@@ -79,28 +79,23 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
         let Ok((mut stream, _)) = accepted else {
             continue;
         };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == own_uid => {}
-            Ok(cred) => {
-                let message = format!(
-                    "connection refused: uid {} is not the daemon's uid {own_uid}",
-                    cred.uid()
-                );
-                let _ = write_frame(&mut stream, &Response::Error { message }).await;
-                continue;
-            }
-            Err(e) => {
-                let _ = write_frame(
-                    &mut stream,
-                    &Response::Error {
-                        message: format!("connection refused: {e}"),
-                    },
-                )
-                .await;
-                continue;
-            }
+        if let Err(message) = same_user(&stream, own_uid) {
+            let _ = write_frame(&mut stream, &Response::Error { message }).await;
+            continue;
         }
         tokio::task::spawn_local(connection(supervisor.clone(), stream));
+    }
+}
+
+/// Whether the peer of `stream` runs as `own_uid`; else why it is refused.
+fn same_user(stream: &UnixStream, own_uid: u32) -> Result<(), String> {
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == own_uid => Ok(()),
+        Ok(cred) => Err(format!(
+            "connection refused: uid {} is not the daemon's uid {own_uid}",
+            cred.uid()
+        )),
+        Err(e) => Err(format!("connection refused: {e}")),
     }
 }
 
@@ -123,30 +118,9 @@ fn hello(socket_activated: bool) -> Hello {
 }
 
 async fn connection(supervisor: Shared, mut stream: UnixStream) {
-    // The hello and `shutdown` are the part of the wire every protocol
-    // version shares: a client of another protocol still learns who runs
-    // here (so the replacement law can decide) and may still ask an idle
-    // daemon to go; anything else needs the same protocol.
     let activated = supervisor.borrow().socket_activated;
-    let compatible = match read_frame::<Request, _>(&mut stream).await {
-        Ok(Request::Hello(theirs)) => {
-            if write_frame(&mut stream, &Response::Hello(hello(activated)))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            check_protocol(theirs.protocol)
-        }
-        Ok(_) => {
-            let _ = write_frame(&mut stream, &error("expected hello first")).await;
-            return;
-        }
-        Err(FrameError::Closed) => return,
-        Err(e) => {
-            let _ = write_frame(&mut stream, &error(e.to_string())).await;
-            return;
-        }
+    let Some(compatible) = greet(&mut stream, activated).await else {
+        return;
     };
     let request = match read_frame::<Request, _>(&mut stream).await {
         Ok(request) => request,
@@ -167,37 +141,18 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             route(&supervisor, stream, &session, request).await;
             return;
         }
+        Request::Events { session } => {
+            events::serve(&supervisor, stream, session).await;
+            return;
+        }
         Request::New { name, cwd, env } => new_session(&supervisor, name, cwd, env).await,
         Request::List => Response::Sessions {
             sessions: supervisor.borrow().info(mono_ms()),
         },
         Request::Status => status(&supervisor),
         Request::Restart { session } => restart(&supervisor, &session).await,
-        Request::Remove { session, force } => {
-            let response = manage::remove(&supervisor, &session, force).await;
-            if let Response::Removed { id, name } = &response {
-                let s = supervisor.borrow();
-                s.events.session(id, name, EventKind::Removed);
-                s.events.forget(id);
-            }
-            response
-        }
-        Request::Rename { session, name } => {
-            let before = supervisor.borrow().resolve(&session).ok().and_then(|id| {
-                let from = supervisor.borrow().slots.get(&id)?.meta.name.clone();
-                Some((id, from))
-            });
-            let response = manage::rename(&supervisor, &session, &name);
-            if let (Response::Ok, Some((id, from))) = (&response, before) {
-                let from = EventKind::Renamed { from };
-                supervisor.borrow().events.session(&id, &name, from);
-            }
-            response
-        }
-        Request::Events { session } => {
-            events::serve(&supervisor, stream, session).await;
-            return;
-        }
+        Request::Remove { session, force } => remove(&supervisor, &session, force).await,
+        Request::Rename { session, name } => rename(&supervisor, &session, &name),
         Request::Shutdown { mode } => shutdown(&supervisor, mode).await,
         other => Response::Error {
             message: format!("the daemon does not serve {other:?}"),
@@ -217,6 +172,55 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
     }
 }
 
+/// Exchange hellos. The hello and `shutdown` are the part of the wire
+/// every protocol version shares: a client of another protocol still
+/// learns who runs here (so the replacement law can decide) and may still
+/// ask an idle daemon to go; anything else needs the same protocol. `None`
+/// when the connection is over; else whether the client's protocol is
+/// this one (or why not).
+async fn greet(stream: &mut UnixStream, activated: bool) -> Option<Result<(), String>> {
+    match read_frame::<Request, _>(stream).await {
+        Ok(Request::Hello(theirs)) => {
+            let answered = write_frame(stream, &Response::Hello(hello(activated))).await;
+            answered.is_ok().then(|| check_protocol(theirs.protocol))
+        }
+        Ok(_) => {
+            let _ = write_frame(stream, &error("expected hello first")).await;
+            None
+        }
+        Err(FrameError::Closed) => None,
+        Err(e) => {
+            let _ = write_frame(stream, &error(e.to_string())).await;
+            None
+        }
+    }
+}
+
+/// `eukhe rm`, told to the event stream once it is done.
+async fn remove(supervisor: &Shared, session: &str, force: bool) -> Response {
+    let response = manage::remove(supervisor, session, force).await;
+    if let Response::Removed { id, name } = &response {
+        let s = supervisor.borrow();
+        s.events.session(id, name, EventKind::Removed);
+        s.events.forget(id);
+    }
+    response
+}
+
+/// `eukhe rename`, told to the event stream once it is done.
+fn rename(supervisor: &Shared, session: &str, name: &str) -> Response {
+    let before = supervisor.borrow().resolve(session).ok().and_then(|id| {
+        let from = supervisor.borrow().slots.get(&id)?.meta.name.clone();
+        Some((id, from))
+    });
+    let response = manage::rename(supervisor, session, name);
+    if let (Response::Ok, Some((id, from))) = (&response, before) {
+        let from = EventKind::Renamed { from };
+        supervisor.borrow().events.session(&id, name, from);
+    }
+    response
+}
+
 fn error(message: impl Into<String>) -> Response {
     Response::Error {
         message: message.into(),
@@ -229,45 +233,10 @@ async fn new_session(
     cwd: Option<String>,
     env: Option<SessionEnv>,
 ) -> Response {
-    // A fresh id is no other session's id, nor another session's name
-    // (that name would stop reaching its session).
-    let mut id = new_id();
-    // A removed session's id is never given again, nor another's name.
-    while supervisor.borrow().slots.contains_key(&id)
-        || supervisor.borrow().removed.contains(&id)
-        || supervisor
-            .borrow()
-            .slots
-            .values()
-            .any(|slot| slot.meta.name == id)
-    {
-        id = new_id();
-    }
+    let id = fresh_id(supervisor);
     let name = name.unwrap_or_else(|| id.clone());
-    if let Err(message) = validate_name(&name) {
+    if let Err(message) = name_free(supervisor, &name) {
         return error(message);
-    }
-    // A name equal to another session's id would never reach this
-    // session: a reference is an id first.
-    if supervisor.borrow().slots.contains_key(&name) {
-        return error(format!(
-            "session name {name:?} is the id of another session: choose another name"
-        ));
-    }
-    let taken = supervisor
-        .borrow()
-        .slots
-        .values()
-        .find(|slot| slot.meta.name == name)
-        .map(|slot| (slot.meta.id.clone(), slot.state == SlotState::GivenUp));
-    match taken {
-        Some((id, true)) => {
-            return error(format!(
-                "a session named {name:?} exists ({id}) and was given up; `eukhe restart {id}` starts it afresh"
-            ))
-        }
-        Some((id, false)) => return error(format!("a session named {name:?} exists already ({id})")),
-        None => {}
     }
     let cwd = match cwd {
         Some(cwd) => cwd,
@@ -298,18 +267,59 @@ async fn new_session(
     if let Err(message) = written {
         return error(message);
     }
+    let created = EventKind::Created {
+        cwd: meta.cwd.clone(),
+    };
     supervisor
         .borrow_mut()
         .slots
         .insert(id.clone(), Slot::new(meta, SlotState::Saved));
-    let created = EventKind::Created {
-        cwd: supervisor.borrow().slots[&id].meta.cwd.clone(),
-    };
     supervisor.borrow().events.session(&id, &name, created);
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
         Ok(()) => Response::Created { id, name },
         Err(message) => error(message),
+    }
+}
+
+/// A fresh session id: no other session's id, nor another session's name
+/// (that name would stop reaching its session); a removed session's id is
+/// never given again.
+fn fresh_id(supervisor: &Shared) -> String {
+    let s = supervisor.borrow();
+    loop {
+        let id = new_id();
+        let taken = s.slots.contains_key(&id)
+            || s.removed.contains(&id)
+            || s.slots.values().any(|slot| slot.meta.name == id);
+        if !taken {
+            return id;
+        }
+    }
+}
+
+/// Whether `name` may name a new session: valid, not another session's id
+/// (a reference is an id first, so it would never reach this session) and
+/// not another session's name.
+fn name_free(supervisor: &Shared, name: &str) -> Result<(), String> {
+    validate_name(name)?;
+    let s = supervisor.borrow();
+    if s.slots.contains_key(name) {
+        return Err(format!(
+            "session name {name:?} is the id of another session: choose another name"
+        ));
+    }
+    let taken = s
+        .slots
+        .values()
+        .find(|slot| slot.meta.name == name)
+        .map(|slot| (slot.meta.id.clone(), slot.state == SlotState::GivenUp));
+    match taken {
+        Some((id, true)) => Err(format!(
+            "a session named {name:?} exists ({id}) and was given up; `eukhe restart {id}` starts it afresh"
+        )),
+        Some((id, false)) => Err(format!("a session named {name:?} exists already ({id})")),
+        None => Ok(()),
     }
 }
 
@@ -357,6 +367,12 @@ async fn connect_running_worker(
             Ok(connected) => return Ok(connected),
             Err(error) => error,
         };
+        // A worker that was killed closes its connections a moment before
+        // its process is gone: that moment is waited out, so a request
+        // sent just then waits for the next worker instead of failing.
+        if let Some(identity) = running {
+            backend::wait_gone(supervisor, id, identity, TM.child_drain).await;
+        }
         let Some(dead) = running.filter(|identity| !is_alive(*identity)) else {
             return Err(error);
         };
@@ -444,66 +460,82 @@ async fn route(
         },
     ) = (resting, &request)
     {
-        // A resting session's transcript is read from disk: no worker is
-        // started just to read it, and a given-up one keeps it readable.
-        let files = supervisor.borrow().files(&id);
         let query = LogQuery {
             tail: *tail,
             input: *input,
             after: *after,
         };
-        // The worker's index of restore notices (none yet: an empty one).
-        let notices = read_json::<Vec<Entry>>(&files.restore_notices())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        match log_query::entries_with_notices(&files.transcript(), query, notices) {
-            Ok(entries) => {
-                for entry in entries {
-                    if write_frame(&mut client, &Response::Entry(entry))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-                let _ = write_frame(&mut client, &Response::Replayed).await;
-            }
-            Err(message) => {
-                let _ = write_frame(&mut client, &error(message)).await;
-            }
-        }
+        serve_resting_log(supervisor, &id, &mut client, query).await;
         return;
     }
-    if state == Some(SlotState::GivenUp) {
-        let _ = write_frame(&mut client, &error(given_up(&id))).await;
-        return;
-    }
-    if let Some(SlotState::Damaged { problem }) = &state {
-        let _ = write_frame(&mut client, &error(damaged(&id, problem))).await;
-        return;
-    }
-    if state == Some(SlotState::Saved) {
-        launch(supervisor, &id).await;
-    }
-    if let Err(message) = wait_running(supervisor, &id).await {
-        let _ = write_frame(&mut client, &error(message)).await;
-        return;
-    }
-    let (mut worker, hello) = match connect_running_worker(supervisor, &id).await {
-        Ok(connected) => connected,
+    match running_worker(supervisor, &id, state).await {
+        Ok((worker, hello)) => hand_over(client, worker, &hello, &id, request).await,
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
-            return;
         }
-    };
+    }
+}
+
+/// A resting session's transcript, read from disk: no worker is started
+/// just to read it, and a given-up one keeps it readable.
+async fn serve_resting_log(
+    supervisor: &Shared,
+    id: &str,
+    client: &mut UnixStream,
+    query: LogQuery,
+) {
+    let files = supervisor.borrow().files(id);
+    // The worker's index of restore notices (none yet: an empty one).
+    let notices = read_json::<Vec<Entry>>(&files.restore_notices())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    match log_query::entries_with_notices(&files.transcript(), query, notices) {
+        Ok(entries) => {
+            for entry in entries {
+                if write_frame(client, &Response::Entry(entry)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = write_frame(client, &Response::Replayed).await;
+        }
+        Err(message) => {
+            let _ = write_frame(client, &error(message)).await;
+        }
+    }
+}
+
+/// A connection to the worker of `id`, launched first if the session was
+/// resting (`state`); why not, for a session given up or damaged, or one
+/// whose worker does not come up.
+async fn running_worker(
+    supervisor: &Shared,
+    id: &str,
+    state: Option<SlotState>,
+) -> Result<(UnixStream, Hello), String> {
+    match &state {
+        Some(SlotState::GivenUp) => return Err(given_up(id)),
+        Some(SlotState::Damaged { problem }) => return Err(damaged(id, problem)),
+        Some(SlotState::Saved) => launch(supervisor, id).await,
+        _ => {}
+    }
+    wait_running(supervisor, id).await?;
+    connect_running_worker(supervisor, id).await
+}
+
+/// Hand `request` and its `client` to the worker: the worker takes the
+/// client's connection over if it can (from then on they talk directly),
+/// else the request is forwarded and the two connections spliced.
+async fn hand_over(
+    mut client: UnixStream,
+    mut worker: UnixStream,
+    hello: &Hello,
+    id: &str,
+    request: SessionRequest,
+) {
+    let session = id.to_string();
     if hello.has(Capability::Handoff) {
-        // The worker takes the client over: from here on they talk
-        // directly (no splice through this process).
-        let handoff = Request::Handoff {
-            session: id.clone(),
-            request,
-        };
+        let handoff = Request::Handoff { session, request };
         let handed = match write_frame(&mut worker, &handoff).await {
             Ok(()) => handoff::send_fd(&worker, client.as_fd())
                 .await
@@ -515,10 +547,7 @@ async fn route(
         }
         return;
     }
-    let forwarded = Request::Session {
-        session: id.clone(),
-        request,
-    };
+    let forwarded = Request::Session { session, request };
     if let Err(e) = write_frame(&mut worker, &forwarded).await {
         let _ = write_frame(&mut client, &error(format!("session {id}: {e}"))).await;
         return;
