@@ -486,10 +486,7 @@ impl Kernel {
     /// `job`'s shell ended with `status`: keep its changes to the shell
     /// state, and record its end.
     pub fn ended(&mut self, job: &str, status: i32) {
-        let capture_path = self.scratch(job, "state");
-        let captured = std::fs::read(&capture_path).ok();
-        let _ = std::fs::remove_file(&capture_path);
-        let _ = std::fs::remove_file(self.scratch(job, "state.names"));
+        let captured = self.take_state_capture(job);
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -498,11 +495,10 @@ impl Kernel {
         }
         j.placeholders.clear();
         self.last_job_ms = crate::clock::mono_ms();
-        let mut notice = None;
-        let mut signal = None;
-        match captured.map(|bytes| parse_capture(&bytes)) {
+        let (notice, signal) = match captured.map(|bytes| parse_capture(&bytes)) {
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);
+                let mut notice = None;
                 if !changes.is_empty() {
                     self.snapshot.apply(&changes);
                     self.version += 1;
@@ -516,21 +512,11 @@ impl Kernel {
                         capture.dropped.join(", ")
                     ));
                 }
+                (notice, None)
             }
-            Some(Err(e)) => notice = Some(e),
-            None => {
-                if status > 128 && status < 128 + 65 {
-                    signal = Some(status - 128);
-                }
-                if !j.cancelled && signal.is_none() {
-                    notice = Some(
-                        "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
-                         the shell state is as it was before it"
-                            .to_string(),
-                    );
-                }
-            }
-        }
+            Some(Err(e)) => (Some(e), None),
+            None => end_without_capture(status, j.cancelled),
+        };
         let end = JobEnd {
             status,
             signal,
@@ -539,8 +525,22 @@ impl Kernel {
             settled: j.open_streams == 0,
         };
         j.end = Some(end.clone());
+        self.record_end(job, &end);
+    }
+
+    /// Read `job`'s state capture, if its shell left one, and remove its files.
+    fn take_state_capture(&self, job: &str) -> Option<Vec<u8>> {
+        let capture_path = self.scratch(job, "state");
+        let captured = std::fs::read(&capture_path).ok();
+        let _ = std::fs::remove_file(&capture_path);
+        let _ = std::fs::remove_file(self.scratch(job, "state.names"));
+        captured
+    }
+
+    /// Keep `job`'s `end` (on disk for a run; its scratch goes once settled), wake followers.
+    fn record_end(&mut self, job: &str, end: &JobEnd) {
         if keeps_end(job) {
-            if let Err(e) = self.spool.set_end(job, &end) {
+            if let Err(e) = self.spool.set_end(job, end) {
                 self.notices
                     .push(format!("the end of {job} could not be kept: {e}"));
             }
@@ -588,6 +588,23 @@ impl Kernel {
 /// next worker drops it), which spares every `eukhe bash` two file writes.
 fn keeps_end(job: &str) -> bool {
     job.starts_with('r')
+}
+
+/// The notice and signal of a job whose shell left no state capture (status 128+N: signal N).
+fn end_without_capture(status: i32, cancelled: bool) -> (Option<String>, Option<i32>) {
+    let mut notice = None;
+    let mut signal = None;
+    if status > 128 && status < 128 + 65 {
+        signal = Some(status - 128);
+    }
+    if !cancelled && signal.is_none() {
+        notice = Some(
+            "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
+             the shell state is as it was before it"
+                .to_string(),
+        );
+    }
+    (notice, signal)
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which

@@ -130,43 +130,8 @@ async fn serve_connection(
     control: &mpsc::UnboundedSender<Vec<u8>>,
     followers: &mut Vec<tokio::task::JoinHandle<()>>,
 ) {
-    match read_frame::<ToKernel, _>(read).await {
-        Ok(ToKernel::Hello { protocol, .. }) => {
-            let hello = {
-                let mut k = ctx.kernel.borrow_mut();
-                let identity = own_identity();
-                FromKernel::Hello {
-                    protocol: KERNEL_PROTOCOL,
-                    build_id: build_id().to_string(),
-                    pid: identity.pid,
-                    start_time: identity.start_time,
-                    restored: if protocol == KERNEL_PROTOCOL {
-                        k.restored.take()
-                    } else {
-                        None
-                    },
-                    jobs: k.job_states(),
-                    background: k.background,
-                }
-            };
-            send(control, &hello);
-            if protocol != KERNEL_PROTOCOL {
-                // Another version may only ask this kernel to stop.
-                if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(read).await {
-                    stop(ctx, control).await;
-                }
-                return;
-            }
-        }
-        _ => {
-            send(
-                control,
-                &FromKernel::Error {
-                    message: "expected hello first".into(),
-                },
-            );
-            return;
-        }
+    if !greet(ctx, read, control).await {
+        return;
     }
     ctx.workers.borrow_mut().push(control.clone());
     loop {
@@ -185,33 +150,7 @@ async fn serve_connection(
         };
         match request {
             ToKernel::Hello { .. } => {}
-            ToKernel::Start { job, command } => {
-                let started = ctx.kernel.borrow_mut().start(&job, &command);
-                match started {
-                    Ok(Some(readers)) => {
-                        spawn_readers(ctx, &job, readers);
-                        send(
-                            control,
-                            &FromKernel::Started {
-                                job,
-                                accepted: true,
-                            },
-                        );
-                    }
-                    Ok(None) => {
-                        send(
-                            control,
-                            &FromKernel::Started {
-                                job,
-                                accepted: false,
-                            },
-                        );
-                    }
-                    Err(message) => {
-                        send(control, &FromKernel::Error { message });
-                    }
-                }
-            }
+            ToKernel::Start { job, command } => start_job(ctx, control, job, &command),
             ToKernel::Follow { job, from } => {
                 followers.retain(|f| !f.is_finished());
                 followers.push(tokio::task::spawn_local(follow(
@@ -229,6 +168,80 @@ async fn serve_connection(
                 stop(ctx, control).await;
                 return;
             }
+        }
+    }
+}
+
+/// Answer the worker's hello; whether the connection goes on to serve it.
+async fn greet(
+    ctx: &Rc<Context>,
+    read: &mut tokio::net::unix::OwnedReadHalf,
+    control: &mpsc::UnboundedSender<Vec<u8>>,
+) -> bool {
+    let Ok(ToKernel::Hello { protocol, .. }) = read_frame::<ToKernel, _>(read).await else {
+        send(
+            control,
+            &FromKernel::Error {
+                message: "expected hello first".into(),
+            },
+        );
+        return false;
+    };
+    send(control, &hello(ctx, protocol));
+    if protocol != KERNEL_PROTOCOL {
+        // Another version may only ask this kernel to stop.
+        if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(read).await {
+            stop(ctx, control).await;
+        }
+        return false;
+    }
+    true
+}
+
+/// The hello to a worker of `protocol`; only one of this protocol takes the restore notice.
+fn hello(ctx: &Context, protocol: u32) -> FromKernel {
+    let mut k = ctx.kernel.borrow_mut();
+    let identity = own_identity();
+    FromKernel::Hello {
+        protocol: KERNEL_PROTOCOL,
+        build_id: build_id().to_string(),
+        pid: identity.pid,
+        start_time: identity.start_time,
+        restored: if protocol == KERNEL_PROTOCOL {
+            k.restored.take()
+        } else {
+            None
+        },
+        jobs: k.job_states(),
+        background: k.background,
+    }
+}
+
+/// Start `job` and tell the worker whether the kernel accepted it.
+fn start_job(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>, job: String, command: &str) {
+    let started = ctx.kernel.borrow_mut().start(&job, command);
+    match started {
+        Ok(Some(readers)) => {
+            spawn_readers(ctx, &job, readers);
+            send(
+                control,
+                &FromKernel::Started {
+                    job,
+                    accepted: true,
+                },
+            );
+        }
+        Ok(None) => {
+            send(
+                control,
+                &FromKernel::Started {
+                    job,
+                    accepted: false,
+                },
+            );
+        }
+        Err(message) => {
+            send(control, &FromKernel::Error { message });
         }
     }
 }

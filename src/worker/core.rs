@@ -11,7 +11,7 @@
 //! (`queued`, `run_start_stored`, `withdrawn`), so the core never believes
 //! what the transcript does not hold.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::kernel::spool::JobEnd;
 use crate::laws::idle_shutdown::{
@@ -30,6 +30,9 @@ use crate::session::transcript::{Entry, EntryBody};
 
 /// A client waiting for user bash, as the shell numbers it.
 pub type ClientId = u64;
+
+/// Runs' records and the spool's view of them, as `laws::runs::reconcile` takes them.
+type RunBooks = (BTreeMap<RunId, RunRecord>, BTreeMap<RunId, SpoolRun>);
 
 /// What the shell must do.
 #[derive(Clone, Debug, PartialEq)]
@@ -521,27 +524,23 @@ impl RunCore {
         self.connected = true;
         self.kernel_pid = Some(pid);
         self.background = background;
-        let mut lost = (BTreeMap::new(), BTreeMap::new());
-        let mut live = (BTreeMap::new(), BTreeMap::new());
-        for (run, record) in &self.book {
-            match jobs.get(&format!("r{run}")) {
-                Some(JobState::Lost) => {
-                    lost.0.insert(*run, *record);
-                    lost.1.insert(*run, SpoolRun::Accepted);
-                }
-                Some(JobState::Running) => {
-                    live.0.insert(*run, *record);
-                    live.1.insert(*run, SpoolRun::Accepted);
-                }
-                Some(JobState::Ended { end }) => {
-                    live.0.insert(*run, *record);
-                    live.1.insert(*run, SpoolRun::Ended { status: end.status });
-                }
-                None => {
-                    live.0.insert(*run, *record);
-                }
-            }
-        }
+        let mut actions = self.settle_open_runs(jobs);
+        // User bash of an earlier worker goes on: its output and end are
+        // stored (its client follows them in the transcript). One the live
+        // kernel does not know was cut short: its kernel is gone, or its
+        // worker was lost before handing it over.
+        let (following, followed) = self.follow_earlier_bash(jobs);
+        actions.extend(following);
+        actions.extend(self.cut_short_bash(&followed));
+        // The spool's leftovers: user bash whose end is stored, and runs
+        // whose end the transcript already holds.
+        actions.extend(self.forget_leftovers(jobs, &followed));
+        actions
+    }
+
+    /// Reconcile the open runs with the kernel's jobs and follow each.
+    fn settle_open_runs(&mut self, jobs: &BTreeMap<String, JobState>) -> Vec<Action> {
+        let (lost, live) = self.books_by_kernel(jobs);
         let mut decided = reconcile(
             &lost.0,
             KernelView {
@@ -566,11 +565,42 @@ impl RunCore {
             let kind = JobKind::Run { input: run, lost };
             actions.extend(self.follow(&format!("r{run}"), command.as_deref(), kind));
         }
-        // User bash of an earlier worker goes on: its output and end are
-        // stored (its client follows them in the transcript). One the live
-        // kernel does not know was cut short: its kernel is gone, or its
-        // worker was lost before handing it over.
-        let mut followed = std::collections::BTreeSet::new();
+        actions
+    }
+
+    /// The run books split between runs a gone kernel accepted and the rest.
+    fn books_by_kernel(&self, jobs: &BTreeMap<String, JobState>) -> (RunBooks, RunBooks) {
+        let mut lost = (BTreeMap::new(), BTreeMap::new());
+        let mut live = (BTreeMap::new(), BTreeMap::new());
+        for (run, record) in &self.book {
+            match jobs.get(&format!("r{run}")) {
+                Some(JobState::Lost) => {
+                    lost.0.insert(*run, *record);
+                    lost.1.insert(*run, SpoolRun::Accepted);
+                }
+                Some(JobState::Running) => {
+                    live.0.insert(*run, *record);
+                    live.1.insert(*run, SpoolRun::Accepted);
+                }
+                Some(JobState::Ended { end }) => {
+                    live.0.insert(*run, *record);
+                    live.1.insert(*run, SpoolRun::Ended { status: end.status });
+                }
+                None => {
+                    live.0.insert(*run, *record);
+                }
+            }
+        }
+        (lost, live)
+    }
+
+    /// Follow the open user bash the live kernel runs: the actions and the numbers followed.
+    fn follow_earlier_bash(
+        &mut self,
+        jobs: &BTreeMap<String, JobState>,
+    ) -> (Vec<Action>, BTreeSet<RunId>) {
+        let mut actions = Vec::new();
+        let mut followed = BTreeSet::new();
         for (job, state) in jobs {
             let Some(number) = bash_number(job) else {
                 continue;
@@ -584,12 +614,18 @@ impl RunCore {
                 actions.extend(self.follow(job, None, kind));
             }
         }
+        (actions, followed)
+    }
+
+    /// Store the end of every open user bash not `followed`, with a notice.
+    fn cut_short_bash(&mut self, followed: &BTreeSet<RunId>) -> Vec<Action> {
         let cut_short: Vec<RunId> = self
             .open_bash
             .keys()
             .filter(|number| !followed.contains(number))
             .copied()
             .collect();
+        let mut actions = Vec::new();
         for number in cut_short {
             self.open_bash.remove(&number);
             actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
@@ -604,8 +640,16 @@ impl RunCore {
                 restore: None,
             }));
         }
-        // The spool's leftovers: user bash whose end is stored, and runs
-        // whose end the transcript already holds.
+        actions
+    }
+
+    /// Ask the kernel to forget the jobs whose end is already stored.
+    fn forget_leftovers(
+        &self,
+        jobs: &BTreeMap<String, JobState>,
+        followed: &BTreeSet<RunId>,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
         for job in jobs.keys() {
             let stored_run = job
                 .strip_prefix('r')

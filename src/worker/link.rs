@@ -91,33 +91,13 @@ async fn connect(
         }
         let mut stream = match UnixStream::connect(&socket).await {
             Ok(stream) => stream,
-            // A live kernel records itself only once it listens: one that
-            // keeps refusing is broken; it is ended (by identity) and
-            // replaced, like a kernel that died.
             Err(e) => {
-                refused += 1;
-                if let (Some(kernel), true) = (live, refused >= UNREACHABLE_AFTER) {
-                    tracing::warn!(
-                        "the kernel ({}) is unreachable ({e}): ending it",
-                        kernel.identity.pid
-                    );
-                    crate::host::kernels::end(&id, kernel.identity).await;
-                    refused = 0;
-                }
+                refused = after_refusal(&id, live, refused + 1, &e).await;
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
         };
-        let hello = ToKernel::Hello {
-            protocol: KERNEL_PROTOCOL,
-            build_id: build_id().to_string(),
-        };
-        write_frame(&mut stream, &hello)
-            .await
-            .map_err(|e| format!("kernel of session {id}: {e}"))?;
-        let answer: FromKernel = read_frame(&mut stream)
-            .await
-            .map_err(|e| format!("kernel of session {id}: {e}"))?;
+        let answer = exchange_hellos(&mut stream, &id).await?;
         let FromKernel::Hello { protocol, jobs, .. } = &answer else {
             return Err(format!("kernel of session {id}: unexpected {answer:?}"));
         };
@@ -140,6 +120,41 @@ async fn connect(
         let _ = read_frame_bytes(&mut stream).await;
         tokio::time::sleep(RETRY).await;
     }
+}
+
+/// End a live kernel that refused `refused` connections; the count to go on with.
+async fn after_refusal(
+    id: &str,
+    live: Option<KernelRecord>,
+    refused: u32,
+    e: &std::io::Error,
+) -> u32 {
+    // A live kernel records itself only once it listens: one that
+    // keeps refusing is broken; it is ended (by identity) and
+    // replaced, like a kernel that died.
+    if let (Some(kernel), true) = (live, refused >= UNREACHABLE_AFTER) {
+        tracing::warn!(
+            "the kernel ({}) is unreachable ({e}): ending it",
+            kernel.identity.pid
+        );
+        crate::host::kernels::end(id, kernel.identity).await;
+        return 0;
+    }
+    refused
+}
+
+/// Send the kernel this worker's hello and read its answer.
+async fn exchange_hellos(stream: &mut UnixStream, id: &str) -> Result<FromKernel, String> {
+    let hello = ToKernel::Hello {
+        protocol: KERNEL_PROTOCOL,
+        build_id: build_id().to_string(),
+    };
+    write_frame(stream, &hello)
+        .await
+        .map_err(|e| format!("kernel of session {id}: {e}"))?;
+    read_frame(stream)
+        .await
+        .map_err(|e| format!("kernel of session {id}: {e}"))
 }
 
 /// Take the kernel's greeting: the restore notice, then every run the

@@ -3,10 +3,12 @@
 //! supervisor.
 
 use std::cell::RefCell;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
+use tokio::net::unix::OwnedReadHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
@@ -157,52 +159,15 @@ async fn connection(
     let tx = Outbox::spawn_writer(write);
     // A peer of another protocol (a supervisor of another build) still gets
     // the hello and may still stop this worker; nothing else.
-    let compatible = match read_frame::<Request, _>(&mut read).await {
-        Ok(Request::Hello(hello)) => {
-            let _ = tx.send(Response::Hello(Hello {
-                protocol: PROTOCOL_VERSION,
-                version: version().to_string(),
-                build_id: build_id().to_string(),
-                role: Role::Daemon,
-                capabilities: vec![Capability::Handoff.name().to_string()],
-                pid: Some(std::process::id()),
-            }));
-            check_protocol(hello.protocol)
-        }
-        Ok(_) => {
-            let _ = tx.send(Response::Error {
-                message: "expected hello first".into(),
-            });
-            return;
-        }
-        Err(e) => {
-            let _ = tx.send(Response::Error {
-                message: e.to_string(),
-            });
-            return;
-        }
+    let Some(compatible) = answer_hello(&mut read, &tx).await else {
+        return;
     };
     let mut supervising = false;
     loop {
-        let request = match read_frame::<Request, _>(&mut read).await {
-            Ok(request) => request,
-            Err(FrameError::Closed) => break,
-            Err(e) => {
-                let _ = tx.send(Response::Error {
-                    message: e.to_string(),
-                });
-                break;
-            }
+        let Some(request) = next_request(&mut read, &tx).await else {
+            break;
         };
-        if matches!(
-            request,
-            Request::Supervise { .. }
-                | Request::Quiesce
-                | Request::QuiesceIdle
-                | Request::Release
-                | Request::Stop
-                | Request::StopWithKernel
-        ) {
+        if from_the_supervisor(&request) {
             counted = None;
         }
         if let (Err(message), false) = (&compatible, matches!(request, Request::Stop)) {
@@ -218,24 +183,7 @@ async fn connection(
             Request::Handoff { request, .. } => {
                 // The supervisor hands a client over and leaves; the client
                 // is served directly from now on.
-                match handoff::recv_fd(read.as_ref())
-                    .await
-                    .and_then(handoff::into_stream)
-                {
-                    Ok(client) if from_own_user(&client) => {
-                        tokio::task::spawn_local(handed_client(
-                            worker.clone(),
-                            client,
-                            request,
-                            signals.clone(),
-                            counted.take(),
-                        ));
-                    }
-                    Ok(client) => {
-                        refuse(client, "eukhe: connection refused: another user's process").await
-                    }
-                    Err(e) => tracing::warn!("a client handed over did not arrive: {e}"),
-                }
+                take_handed_client(&worker, &read, request, &signals, counted.take()).await;
                 return;
             }
             Request::Supervise { build_id } => {
@@ -245,51 +193,13 @@ async fn connection(
                 w.supervised_by(tx.clone());
                 let _ = tx.send(Response::Worker(w.info()));
             }
-            Request::Quiesce => {
-                let answer = worker.borrow_mut().quiesce();
-                let _ = tx.send(Response::Quiesce { answer });
-            }
-            Request::QuiesceIdle => {
-                let answer = worker.borrow_mut().quiesce_for_idle_stop();
-                let _ = tx.send(Response::Quiesce { answer });
-            }
-            Request::Release => {
-                worker.borrow_mut().gate_event(GateEvent::Release);
-                signals.run.notify_one();
-                let _ = tx.send(Response::Ok);
-            }
-            Request::IdleStop => {
-                let taken = worker.borrow_mut().core.idle_stop(mono_us());
-                if !taken {
-                    tracing::info!(
-                        "refused the idle shutdown's stop: the run gate reopened after its hold"
-                    );
-                    let _ = tx.send(Response::Quiesce {
-                        answer: QuiesceAnswer::Busy,
-                    });
-                    continue;
-                }
-                tracing::info!("stopping: the idle shutdown committed (the kernel keeps its runs)");
-                stop(&worker, &signals).await;
-                let _ = tx.send(Response::Ok);
-                return;
-            }
-            Request::Stop => {
-                tracing::info!("stopping: asked by the supervisor (the kernel keeps its runs)");
-                stop(&worker, &signals).await;
-                let _ = tx.send(Response::Ok);
-                return;
-            }
-            Request::StopWithKernel => {
-                tracing::info!("stopping with the kernel: asked by the supervisor");
-                stop_with_kernel(&worker, &signals).await;
-                let _ = tx.send(Response::Ok);
-                return;
-            }
             other => {
-                let _ = tx.send(Response::Error {
-                    message: format!("a worker does not serve {other:?}"),
-                });
+                if supervisor_request(&worker, other, &tx, &signals)
+                    .await
+                    .is_break()
+                {
+                    return;
+                }
             }
         }
     }
@@ -297,6 +207,151 @@ async fn connection(
         tracing::info!("lost its supervisor; waiting for the next one");
         worker.borrow_mut().supervisor_lost();
     }
+}
+
+/// Answer the peer's hello: whether it speaks this protocol (none: no hello came).
+async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<(), String>> {
+    match read_frame::<Request, _>(read).await {
+        Ok(Request::Hello(hello)) => {
+            let _ = tx.send(Response::Hello(Hello {
+                protocol: PROTOCOL_VERSION,
+                version: version().to_string(),
+                build_id: build_id().to_string(),
+                role: Role::Daemon,
+                capabilities: vec![Capability::Handoff.name().to_string()],
+                pid: Some(std::process::id()),
+            }));
+            Some(check_protocol(hello.protocol))
+        }
+        Ok(_) => {
+            let _ = tx.send(Response::Error {
+                message: "expected hello first".into(),
+            });
+            None
+        }
+        Err(e) => {
+            let _ = tx.send(Response::Error {
+                message: e.to_string(),
+            });
+            None
+        }
+    }
+}
+
+/// The peer's next request (none: it closed, or sent a bad frame and was told).
+async fn next_request(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Request> {
+    match read_frame::<Request, _>(read).await {
+        Ok(request) => Some(request),
+        Err(FrameError::Closed) => None,
+        Err(e) => {
+            let _ = tx.send(Response::Error {
+                message: e.to_string(),
+            });
+            None
+        }
+    }
+}
+
+/// Whether only the supervisor sends `request` (its connection stops counting).
+fn from_the_supervisor(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Supervise { .. }
+            | Request::Quiesce
+            | Request::QuiesceIdle
+            | Request::Release
+            | Request::Stop
+            | Request::StopWithKernel
+    )
+}
+
+/// Receive the client the supervisor hands over and serve it on its own.
+async fn take_handed_client(
+    worker: &Rc<RefCell<Worker>>,
+    read: &OwnedReadHalf,
+    first: SessionRequest,
+    signals: &Signals,
+    counted: Option<ClientConnection>,
+) {
+    match handoff::recv_fd(read.as_ref())
+        .await
+        .and_then(handoff::into_stream)
+    {
+        Ok(client) if from_own_user(&client) => {
+            tokio::task::spawn_local(handed_client(
+                worker.clone(),
+                client,
+                first,
+                signals.clone(),
+                counted,
+            ));
+        }
+        Ok(client) => refuse(client, "eukhe: connection refused: another user's process").await,
+        Err(e) => tracing::warn!("a client handed over did not arrive: {e}"),
+    }
+}
+
+/// Serve a supervisor's quiesce, release or stop; breaks once the worker stops.
+async fn supervisor_request(
+    worker: &Rc<RefCell<Worker>>,
+    request: Request,
+    tx: &Outbox,
+    signals: &Signals,
+) -> ControlFlow<()> {
+    match request {
+        Request::Quiesce => {
+            let answer = worker.borrow_mut().quiesce();
+            let _ = tx.send(Response::Quiesce { answer });
+        }
+        Request::QuiesceIdle => {
+            let answer = worker.borrow_mut().quiesce_for_idle_stop();
+            let _ = tx.send(Response::Quiesce { answer });
+        }
+        Request::Release => {
+            worker.borrow_mut().gate_event(GateEvent::Release);
+            signals.run.notify_one();
+            let _ = tx.send(Response::Ok);
+        }
+        Request::IdleStop => return idle_stop(worker, tx, signals).await,
+        Request::Stop => {
+            tracing::info!("stopping: asked by the supervisor (the kernel keeps its runs)");
+            stop(worker, signals).await;
+            let _ = tx.send(Response::Ok);
+            return ControlFlow::Break(());
+        }
+        Request::StopWithKernel => {
+            tracing::info!("stopping with the kernel: asked by the supervisor");
+            stop_with_kernel(worker, signals).await;
+            let _ = tx.send(Response::Ok);
+            return ControlFlow::Break(());
+        }
+        other => {
+            let _ = tx.send(Response::Error {
+                message: format!("a worker does not serve {other:?}"),
+            });
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// The idle shutdown's stop, refused if the run gate reopened after its hold.
+async fn idle_stop(
+    worker: &Rc<RefCell<Worker>>,
+    tx: &Outbox,
+    signals: &Signals,
+) -> ControlFlow<()> {
+    let taken = worker.borrow_mut().core.idle_stop(mono_us());
+    if !taken {
+        tracing::info!("refused the idle shutdown's stop: the run gate reopened after its hold");
+        let _ = tx.send(Response::Quiesce {
+            answer: QuiesceAnswer::Busy,
+        });
+        return ControlFlow::Continue(());
+    }
+    tracing::info!("stopping: the idle shutdown committed (the kernel keeps its runs)");
+    stop(worker, signals).await;
+    let _ = tx.send(Response::Ok);
+    ControlFlow::Break(())
 }
 
 /// Serve one session request. `peer` is the client's pid when the client
@@ -309,90 +364,12 @@ async fn session_request(
     peer: Option<u32>,
 ) {
     match request {
-        SessionRequest::Send { text, wait } => {
-            let queued = worker.borrow_mut().queue_input(text);
-            match queued {
-                Ok(input) => {
-                    if wait {
-                        worker.borrow_mut().wait_for(input, tx.clone());
-                    }
-                    let _ = tx.send(Response::Queued { input });
-                    signals.run.notify_one();
-                }
-                Err(message) => {
-                    let _ = tx.send(Response::Error { message });
-                }
-            }
-        }
+        SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
         SessionRequest::Bash { command, stdin } => {
-            // Only the client itself may lend its standard input: a
-            // connection relayed by the supervisor has no client pid.
-            if stdin.is_some() && stdin != peer {
-                let message = "this session's worker cannot take standard input through the \
-                               daemon's relay; pass -n for /dev/null"
-                    .to_string();
-                let _ = tx.send(Response::Error { message });
-                return;
-            }
-            // User bash work from the moment it is taken: a quiesce (idle
-            // shutdown, rm) meanwhile answers busy.
-            worker.borrow_mut().core.bash_requested();
-            // A worker just started connects to its kernel first. (One
-            // thread: nothing can connect between the check and the wait.)
-            let connected = worker.borrow().kernel_connected.clone();
-            while !worker.borrow().core.connected() && !worker.borrow().stopping {
-                tokio::select! {
-                    _ = connected.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
-                }
-            }
-            worker.borrow_mut().core.bash_request_taken_up();
-            user_bash(worker, command, stdin, tx)
+            bash_request(worker, command, stdin, tx, peer).await
         }
-        SessionRequest::Cancel { all } => {
-            let mut w = worker.borrow_mut();
-            let (run, actions) = w.core.cancel();
-            if let Some(run) = run {
-                tracing::info!(run, "cancelling run {run}");
-            }
-            w.apply(actions);
-            let mut withdrawn = Vec::new();
-            if all {
-                let queued: Vec<u64> = w.core.queue().map(|q| q.run).collect();
-                for queued in queued {
-                    match w.withdraw(queued) {
-                        Ok(()) => withdrawn.push(queued),
-                        Err(message) => {
-                            let _ = tx.send(Response::Error { message });
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(Response::Cancelled { run, withdrawn });
-        }
-        SessionRequest::CancelInput { input } => {
-            let mut w = worker.borrow_mut();
-            let answer = match w.core.cancel_input(input) {
-                Ok(InputCancel::Signal(actions)) => {
-                    tracing::info!(input, "cancelling input {input}");
-                    w.apply(actions);
-                    Response::Cancelled {
-                        run: Some(input),
-                        withdrawn: Vec::new(),
-                    }
-                }
-                Ok(InputCancel::Withdraw) => match w.withdraw(input) {
-                    Ok(()) => Response::Cancelled {
-                        run: None,
-                        withdrawn: vec![input],
-                    },
-                    Err(message) => Response::Error { message },
-                },
-                Err(message) => Response::Error { message },
-            };
-            let _ = tx.send(answer);
-        }
+        SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
+        SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
         SessionRequest::Queue => {
             let inputs = worker.borrow().core.queue().cloned().collect();
             let _ = tx.send(Response::Queue { inputs });
@@ -409,30 +386,7 @@ async fn session_request(
             input,
             after,
             follow,
-        } => {
-            let next_input = worker.borrow().core.next_input();
-            if let Some(n) = input.filter(|n| *n == 0 || *n >= next_input) {
-                let _ = tx.send(Response::Error {
-                    message: format!("the session has no input {n}"),
-                });
-                return;
-            }
-            if follow {
-                let start = match (after, tail) {
-                    (Some(after), _) => ReplayStart::After(after),
-                    (None, Some(n)) => ReplayStart::Tail(n),
-                    (None, None) => ReplayStart::After(0),
-                };
-                follow_entries(worker, start, input, tx);
-                return;
-            }
-            let (path, notices) = {
-                let w = worker.borrow();
-                (w.files.transcript(), w.restore_notices.clone())
-            };
-            let query = LogQuery { tail, input, after };
-            tokio::task::spawn_local(replay(path, query, notices, tx.clone()));
-        }
+        } => send_log(worker, LogQuery { tail, input, after }, follow, tx),
         SessionRequest::Attach { after, tail } => {
             let start = match after {
                 Some(after) => ReplayStart::After(after),
@@ -441,6 +395,135 @@ async fn session_request(
             follow_entries(worker, start, None, tx);
         }
     }
+}
+
+/// Queue input `text` (with `wait`, its client waits for its run).
+fn send_input(
+    worker: &Rc<RefCell<Worker>>,
+    text: String,
+    wait: bool,
+    tx: &Outbox,
+    signals: &Signals,
+) {
+    let queued = worker.borrow_mut().queue_input(text);
+    match queued {
+        Ok(input) => {
+            if wait {
+                worker.borrow_mut().wait_for(input, tx.clone());
+            }
+            let _ = tx.send(Response::Queued { input });
+            signals.run.notify_one();
+        }
+        Err(message) => {
+            let _ = tx.send(Response::Error { message });
+        }
+    }
+}
+
+/// Run user bash `command` once the kernel link is up.
+async fn bash_request(
+    worker: &Rc<RefCell<Worker>>,
+    command: String,
+    stdin: Option<u32>,
+    tx: &Outbox,
+    peer: Option<u32>,
+) {
+    // Only the client itself may lend its standard input: a
+    // connection relayed by the supervisor has no client pid.
+    if stdin.is_some() && stdin != peer {
+        let message = "this session's worker cannot take standard input through the \
+                       daemon's relay; pass -n for /dev/null"
+            .to_string();
+        let _ = tx.send(Response::Error { message });
+        return;
+    }
+    // User bash work from the moment it is taken: a quiesce (idle
+    // shutdown, rm) meanwhile answers busy.
+    worker.borrow_mut().core.bash_requested();
+    // A worker just started connects to its kernel first. (One
+    // thread: nothing can connect between the check and the wait.)
+    let connected = worker.borrow().kernel_connected.clone();
+    while !worker.borrow().core.connected() && !worker.borrow().stopping {
+        tokio::select! {
+            _ = connected.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
+        }
+    }
+    worker.borrow_mut().core.bash_request_taken_up();
+    user_bash(worker, command, stdin, tx)
+}
+
+/// Cancel the run in progress (with `all`, withdraw every queued input too).
+fn cancel_run(worker: &Rc<RefCell<Worker>>, all: bool, tx: &Outbox) {
+    let mut w = worker.borrow_mut();
+    let (run, actions) = w.core.cancel();
+    if let Some(run) = run {
+        tracing::info!(run, "cancelling run {run}");
+    }
+    w.apply(actions);
+    let mut withdrawn = Vec::new();
+    if all {
+        let queued: Vec<u64> = w.core.queue().map(|q| q.run).collect();
+        for queued in queued {
+            match w.withdraw(queued) {
+                Ok(()) => withdrawn.push(queued),
+                Err(message) => {
+                    let _ = tx.send(Response::Error { message });
+                    return;
+                }
+            }
+        }
+    }
+    let _ = tx.send(Response::Cancelled { run, withdrawn });
+}
+
+/// Cancel input `input`: signal it if it runs, withdraw it if it is queued.
+fn cancel_input(worker: &Rc<RefCell<Worker>>, input: u64, tx: &Outbox) {
+    let mut w = worker.borrow_mut();
+    let answer = match w.core.cancel_input(input) {
+        Ok(InputCancel::Signal(actions)) => {
+            tracing::info!(input, "cancelling input {input}");
+            w.apply(actions);
+            Response::Cancelled {
+                run: Some(input),
+                withdrawn: Vec::new(),
+            }
+        }
+        Ok(InputCancel::Withdraw) => match w.withdraw(input) {
+            Ok(()) => Response::Cancelled {
+                run: None,
+                withdrawn: vec![input],
+            },
+            Err(message) => Response::Error { message },
+        },
+        Err(message) => Response::Error { message },
+    };
+    let _ = tx.send(answer);
+}
+
+/// Send the entries `query` selects; with `follow`, then live ones.
+fn send_log(worker: &Rc<RefCell<Worker>>, query: LogQuery, follow: bool, tx: &Outbox) {
+    let next_input = worker.borrow().core.next_input();
+    if let Some(n) = query.input.filter(|n| *n == 0 || *n >= next_input) {
+        let _ = tx.send(Response::Error {
+            message: format!("the session has no input {n}"),
+        });
+        return;
+    }
+    if follow {
+        let start = match (query.after, query.tail) {
+            (Some(after), _) => ReplayStart::After(after),
+            (None, Some(n)) => ReplayStart::Tail(n),
+            (None, None) => ReplayStart::After(0),
+        };
+        follow_entries(worker, start, query.input, tx);
+        return;
+    }
+    let (path, notices) = {
+        let w = worker.borrow();
+        (w.files.transcript(), w.restore_notices.clone())
+    };
+    tokio::task::spawn_local(replay(path, query, notices, tx.clone()));
 }
 
 /// Replay from `start`, then live entries (only input `only`'s, if
@@ -527,9 +610,9 @@ impl Replay {
 /// Attach: the replay, then live entries. A client that stops reading is
 /// not buffered for: past [`LAG_BYTES`] live entries are dropped (they are
 /// in the transcript) and it is fed from the file until it has caught up.
-async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedReceiver<Response>) {
+async fn attach(path: PathBuf, replay: Replay, tx: Outbox, live: UnboundedReceiver<Response>) {
     let only = replay.only;
-    let mut last = match replay.start {
+    let last = match replay.start {
         ReplayStart::After(after) => after,
         ReplayStart::Tail(_) => 0,
     };
@@ -540,79 +623,127 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, mut live: UnboundedRe
             return;
         }
     };
-    // Only the followed input's entries are sent; its end ends the follow.
-    let wanted = move |entry: &Entry| only.is_none_or(|input| log_query::belongs_to(entry, input));
-    let done = move |entry: &Entry| only.is_some_and(|input| log_query::ends(entry, input));
-    for entry in entries {
-        last = entry.seq;
-        if !wanted(&entry) {
-            continue;
-        }
-        let end = done(&entry);
-        if tx.send(Response::Entry(entry)).is_err() || end {
-            return;
-        }
-        tx.below(REPLAY_AHEAD_BYTES).await;
+    let mut feed = Feed {
+        path,
+        tx,
+        only,
+        last,
+        resume_at: 0,
+    };
+    if feed.send_replay(entries).await {
+        feed.follow_live(live).await;
     }
-    let _ = tx.send(Response::Replayed);
-    // Where reading the file on may start: a record's start, or the top.
-    let mut resume_at = 0;
-    while let Some(response) = live.recv().await {
-        let Response::Entry(entry) = response else {
-            continue;
-        };
-        if entry.seq <= last {
-            continue;
+}
+
+/// An attach's feed of entries to its client, and where it stands.
+struct Feed {
+    path: PathBuf,
+    tx: Outbox,
+    /// Only this input's entries, until its end.
+    only: Option<u64>,
+    /// The last entry sent or passed over.
+    last: u64,
+    /// Where reading the file on may start: a record's start, or the top.
+    resume_at: u64,
+}
+
+/// What became of one entry of a feed.
+#[derive(PartialEq)]
+enum Passed {
+    /// Not the followed input's.
+    Skipped,
+    Sent,
+    /// The client is gone, or the followed input has ended: the feed ends.
+    Done,
+}
+
+impl Feed {
+    /// Send `entry` if the feed wants it.
+    fn pass_on(&self, entry: Entry) -> Passed {
+        // Only the followed input's entries are sent; its end ends the follow.
+        let only = self.only;
+        if !only.is_none_or(|input| log_query::belongs_to(&entry, input)) {
+            return Passed::Skipped;
         }
-        if tx.pending() < LAG_BYTES {
-            last = entry.seq;
-            if !wanted(&entry) {
+        let end = only.is_some_and(|input| log_query::ends(&entry, input));
+        if self.tx.send(Response::Entry(entry)).is_err() || end {
+            return Passed::Done;
+        }
+        Passed::Sent
+    }
+
+    /// Send the replayed `entries`, then `Replayed`; whether the feed goes on.
+    async fn send_replay(&mut self, entries: impl Iterator<Item = Entry>) -> bool {
+        for entry in entries {
+            self.last = entry.seq;
+            match self.pass_on(entry) {
+                Passed::Skipped => {}
+                Passed::Sent => self.tx.below(REPLAY_AHEAD_BYTES).await,
+                Passed::Done => return false,
+            }
+        }
+        let _ = self.tx.send(Response::Replayed);
+        true
+    }
+
+    /// Send live entries, from the file while the client is behind.
+    async fn follow_live(&mut self, mut live: UnboundedReceiver<Response>) {
+        while let Some(response) = live.recv().await {
+            let Response::Entry(entry) = response else {
+                continue;
+            };
+            if entry.seq <= self.last {
                 continue;
             }
-            let end = done(&entry);
-            if tx.send(Response::Entry(entry)).is_err() || end {
+            if self.tx.pending() < LAG_BYTES {
+                self.last = entry.seq;
+                if self.pass_on(entry) == Passed::Done {
+                    return;
+                }
+                continue;
+            }
+            // Behind: this entry and every later one come from the file.
+            if !self.catch_up(&mut live, entry.seq).await {
                 return;
             }
-            continue;
         }
-        // Behind: this entry and every later one come from the file.
-        let mut owed = entry.seq;
+    }
+
+    /// Feed the client from the file until it has caught up; whether the feed goes on.
+    async fn catch_up(&mut self, live: &mut UnboundedReceiver<Response>, mut owed: u64) -> bool {
         loop {
             tokio::select! {
-                _ = tx.below(REPLAY_AHEAD_BYTES) => {}
+                _ = self.tx.below(REPLAY_AHEAD_BYTES) => {}
                 more = live.recv() => match more {
                     Some(Response::Entry(e)) => owed = owed.max(e.seq),
                     Some(_) => {}
-                    None => return,
+                    None => return false,
                 },
             }
-            if tx.is_closed() {
-                return;
+            if self.tx.is_closed() {
+                return false;
             }
-            if tx.pending() >= REPLAY_AHEAD_BYTES {
+            if self.tx.pending() >= REPLAY_AHEAD_BYTES {
                 continue;
             }
-            let Ok(mut entries) = transcript::stream_at(&path, resume_at, last + 1) else {
-                return;
+            let Ok(mut entries) = transcript::stream_at(&self.path, self.resume_at, self.last + 1)
+            else {
+                return false;
             };
-            while tx.pending() < REPLAY_AHEAD_BYTES {
+            while self.tx.pending() < REPLAY_AHEAD_BYTES {
                 let Ok(Some((entry, end))) = entries.next_with_end() else {
                     break;
                 };
-                last = entry.seq;
-                resume_at = end;
-                if !wanted(&entry) {
-                    continue;
-                }
-                let end = done(&entry);
-                if tx.send(Response::Entry(entry)).is_err() || end {
-                    return;
+                self.last = entry.seq;
+                self.resume_at = end;
+                if self.pass_on(entry) == Passed::Done {
+                    return false;
                 }
             }
             // Live again once everything dropped is sent: what the live
             // channel still holds is newer and follows in order.
-            if last >= owed {
-                break;
+            if self.last >= owed {
+                return true;
             }
         }
     }

@@ -29,7 +29,7 @@ use crate::session::store::{
     private_subdir, read_json, write_json, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
-use crate::session::transcript::{Entry, EntryBody, Transcript};
+use crate::session::transcript::{Damage, Entry, EntryBody, Opened, TornTail, Transcript};
 
 pub struct Worker {
     pub meta: SessionMeta,
@@ -120,22 +120,9 @@ impl Worker {
         let meta: SessionMeta =
             read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
         private_subdir(&files.scratch())?;
-        let mut replay = RunCore::replay(std::process::id());
-        let mut restore_notices = Vec::new();
-        let opened = Transcript::open(&files.transcript(), &mut |entry| {
-            replay.see(&entry);
-            if is_restore_notice(&entry) {
-                restore_notices.push(entry);
-            }
-        })?;
+        let (opened, core, restore_notices) = replay_transcript(&files)?;
         let config = crate::config::Config::load(&paths.config)?;
-        // The supervisor passes its setting on the process backend; a unit
-        // started by systemd reads the configuration itself.
-        let lost_window = match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
-            Ok(text) => crate::config::parse_window(&text)
-                .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?,
-            Err(_) => config.worker_lost_exit_ms,
-        };
+        let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
         let spool = Spool::open(&files.spool())?;
         let mut worker = Worker {
@@ -143,7 +130,7 @@ impl Worker {
             meta,
             files,
             transcript: opened.transcript,
-            core: replay.finish(),
+            core,
             output_sync: std::time::Duration::from_millis(config.output_sync_ms),
             sync_due: Default::default(),
             sync_pending: false,
@@ -169,18 +156,7 @@ impl Worker {
             clients_changed: Default::default(),
             output_line: Default::default(),
         };
-        if let Some(count) = opened.migrated {
-            tracing::info!(
-                count,
-                "the transcript was copied to the current format ({count} entries)"
-            );
-        }
-        if let Some(torn) = &opened.torn {
-            worker.append(notices::torn_tail(torn))?;
-        }
-        for damage in &opened.damage {
-            worker.append(notices::damage(damage))?;
-        }
+        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), &opened.damage)?;
         worker.index_restore_notices();
         write_json(
             &worker.files.worker(),
@@ -190,6 +166,28 @@ impl Worker {
             },
         )?;
         Ok(worker)
+    }
+
+    /// Log a migration and store a notice of each repair the open made.
+    fn note_transcript_repairs(
+        &mut self,
+        migrated: Option<u64>,
+        torn: Option<&TornTail>,
+        damage: &[Damage],
+    ) -> Result<(), String> {
+        if let Some(count) = migrated {
+            tracing::info!(
+                count,
+                "the transcript was copied to the current format ({count} entries)"
+            );
+        }
+        if let Some(torn) = torn {
+            self.append(notices::torn_tail(torn))?;
+        }
+        for damage in damage {
+            self.append(notices::damage(damage))?;
+        }
+        Ok(())
     }
 
     /// How many restore notices the transcript holds.
@@ -558,6 +556,30 @@ impl Worker {
                 let _ = w.send_after_output(Response::Exit { status });
             }
         }
+    }
+}
+
+/// Open the transcript: it, the books rebuilt from it, and every restore notice it holds.
+fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry>), String> {
+    let mut replay = RunCore::replay(std::process::id());
+    let mut restore_notices = Vec::new();
+    let opened = Transcript::open(&files.transcript(), &mut |entry| {
+        replay.see(&entry);
+        if is_restore_notice(&entry) {
+            restore_notices.push(entry);
+        }
+    })?;
+    Ok((opened, replay.finish(), restore_notices))
+}
+
+/// How long the worker waits for a supervisor before it exits.
+fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, String> {
+    // The supervisor passes its setting on the process backend; a unit
+    // started by systemd reads the configuration itself.
+    match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
+        Ok(text) => crate::config::parse_window(&text)
+            .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}")),
+        Err(_) => Ok(config.worker_lost_exit_ms),
     }
 }
 
