@@ -34,10 +34,10 @@ use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::{self, Entry, EntryBody};
 
-/// Shared wake-ups: the run loop, and the end of the worker.
 /// How many of its last entries an attach replays first.
 const ATTACH_REPLAY_ENTRIES: u64 = 200;
 
+/// Shared wake-ups: the run loop, and the end of the worker.
 #[derive(Clone, Default)]
 struct Signals {
     run: Rc<Notify>,
