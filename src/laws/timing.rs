@@ -480,6 +480,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_request_waits_out_a_whole_stop_of_its_session() {
+        // The quiesce answer (2 s), the worker's stop asked and then
+        // forced (a 3 s stop grace each), the kill route (1 s), the child
+        // drain (1 s) and 20 s for a kernel unit to go down (its 6 s
+        // TimeoutStopSec, then SIGKILL of its cgroup).
+        assert_eq!(
+            SESSION_SETTLE_MS,
+            2_000 + 2 * 3_000 + 1_000 + 1_000 + 20_000
+        );
+        let stop = TM.quiesce_answer + 2 * TM.stop_grace + TM.kill_route + TM.child_drain;
+        assert!(SESSION_SETTLE_MS >= stop + TM.kernel_unit_stop);
+    }
+
+    #[test]
+    fn durations_are_words_only_when_whole() {
+        assert_eq!(duration_in_words(0), "0 ms");
+        assert_eq!(duration_in_words(999), "999 ms");
+        assert_eq!(duration_in_words(60_000), "1 minute");
+        assert_eq!(duration_in_words(900_000), "15 minutes");
+        assert_eq!(duration_in_words(90_000), "90 s");
+        assert_eq!(duration_in_words(120_500), "120500 ms");
+        assert_eq!(give_up_in_words(), "6 times in 15 minutes");
+    }
+
+    #[test]
     fn the_daemon_timeouts_are_ordered() {
         assert!(timeouts_ordered(&TM), "{:?}", relations_hold(&TM));
     }
