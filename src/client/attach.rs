@@ -17,10 +17,13 @@ use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::transcript::{Entry, EntryBody};
 
+/// `eukhe attach`: replay `session`'s last `tail` entries, then follow
+/// it until the person detaches (or, once input ends, until the inputs
+/// sent have run).
 pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let mut client = open_attach(&session, ClientStart::Attach, None, tail).await?;
+    let client = open_attach(&session, ClientStart::Attach, None, tail).await?;
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.
@@ -36,74 +39,130 @@ pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, Stri
     let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
-    // An attach replays the transcript's last entries after every restore
-    // notice; attaching again replays what came after the last entry
-    // seen. The view (the notice law's) shows every entry, every notice,
-    // once.
-    let mut view = View::default();
-    let mut runs = RunsSeen::default();
-    let mut text = TextLog::new(false);
+    let mut attached = Attached::new(session, client);
     loop {
-        if !stdin_open && runs.sent_all_ended() {
+        if !stdin_open && attached.runs.sent_all_ended() {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::select! {
-            response = client.receive() => match response {
-                Ok(Response::Entry(entry)) => {
-                    runs.last_seq = runs.last_seq.max(Some(entry.seq));
-                    runs.see(&entry.body);
-                    if view.deliver(stored_message(&entry)) {
-                        let mut out = std::io::stdout().lock();
-                        text.write(&mut out, &entry).and_then(|()| out.flush()).map_err(stdout::failed)?;
-                    }
-                }
-                Ok(Response::Queued { input }) => {
-                    runs.unanswered = runs.unanswered.saturating_sub(1);
-                    runs.sent.push(input);
-                }
-                Ok(Response::Replayed) => {}
-                Ok(Response::Cancelled { run: None, .. }) => {
-                    eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
-                }
-                Ok(Response::Cancelled { run: Some(run), .. }) => {
-                    if std::mem::take(&mut runs.cancel_asked) {
-                        eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
-                    }
-                }
-                Ok(other) => return unexpected(other),
-                Err(_) => client = reattach(&session, runs.last_seq).await?,
-            },
-            _ = interrupts.recv() => {
-                // Say which run is cancelled first when this view knows;
-                // else the worker's answer says it.
-                if let Some(run) = runs.running {
-                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
-                }
-                runs.cancel_asked = runs.running.is_none();
-                let request = Request::Session { session: session.clone(), request: SessionRequest::Cancel { all: false } };
-                if client.send(&request).await.is_err() {
-                    client = reattach(&session, runs.last_seq).await?;
-                }
-            }
+            response = attached.client.receive() => attached.answered(response).await?,
+            _ = interrupts.recv() => attached.cancel().await?,
             _ = quits.recv() => {
-                eprintln!("eukhe: detached from {session}");
+                eprintln!("eukhe: detached from {}", attached.session);
                 return Ok(ExitCode::SUCCESS);
             }
             _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
             line = lines.next_line(), if stdin_open => match line {
-                Ok(Some(text)) if !text.trim().is_empty() => {
-                    let request = Request::Session { session: session.clone(), request: SessionRequest::Send { text, wait: false } };
-                    if client.send(&request).await.is_err() {
-                        client = reattach(&session, runs.last_seq).await?;
-                        client.send(&request).await?;
-                    }
-                    runs.unanswered += 1;
-                }
+                Ok(Some(text)) if !text.trim().is_empty() => attached.send(text).await?,
                 Ok(Some(_)) => {}
                 // End of input: detach once what this client sent has run.
                 _ => stdin_open = false,
             },
         }
+    }
+}
+
+/// An attached client: its connection to the session, and what it has
+/// seen and shown of the session.
+struct Attached {
+    session: String,
+    client: Client,
+    // An attach replays the transcript's last entries after every restore
+    // notice; attaching again replays what came after the last entry
+    // seen. The view (the notice law's) shows every entry, every notice,
+    // once.
+    view: View,
+    runs: RunsSeen,
+    text: TextLog,
+}
+
+impl Attached {
+    fn new(session: String, client: Client) -> Attached {
+        Attached {
+            session,
+            client,
+            view: View::default(),
+            runs: RunsSeen::default(),
+            text: TextLog::new(false),
+        }
+    }
+
+    /// Take in what came on the connection; a lost connection is attached
+    /// again.
+    async fn answered(&mut self, response: Result<Response, String>) -> Result<(), String> {
+        match response {
+            Ok(Response::Entry(entry)) => self.show(&entry)?,
+            Ok(Response::Queued { input }) => {
+                self.runs.unanswered = self.runs.unanswered.saturating_sub(1);
+                self.runs.sent.push(input);
+            }
+            Ok(Response::Replayed) => {}
+            Ok(Response::Cancelled { run: None, .. }) => {
+                eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
+            }
+            Ok(Response::Cancelled { run: Some(run), .. }) => {
+                if std::mem::take(&mut self.runs.cancel_asked) {
+                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+                }
+            }
+            Ok(other) => return unexpected(other),
+            Err(_) => self.attach_again().await?,
+        }
+        Ok(())
+    }
+
+    /// Note what `entry` says of runs, and write it unless the view has
+    /// shown it already.
+    fn show(&mut self, entry: &Entry) -> Result<(), String> {
+        self.runs.last_seq = self.runs.last_seq.max(Some(entry.seq));
+        self.runs.see(&entry.body);
+        if self.view.deliver(stored_message(entry)) {
+            let mut out = std::io::stdout().lock();
+            self.text
+                .write(&mut out, entry)
+                .and_then(|()| out.flush())
+                .map_err(stdout::failed)?;
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C: ask for the running run to be cancelled.
+    async fn cancel(&mut self) -> Result<(), String> {
+        // Say which run is cancelled first when this view knows;
+        // else the worker's answer says it.
+        if let Some(run) = self.runs.running {
+            eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+        }
+        self.runs.cancel_asked = self.runs.running.is_none();
+        let request = Request::Session {
+            session: self.session.clone(),
+            request: SessionRequest::Cancel { all: false },
+        };
+        if self.client.send(&request).await.is_err() {
+            self.attach_again().await?;
+        }
+        Ok(())
+    }
+
+    /// A typed line: queue it as input (on a new attach if the connection
+    /// was lost).
+    async fn send(&mut self, text: String) -> Result<(), String> {
+        let request = Request::Session {
+            session: self.session.clone(),
+            request: SessionRequest::Send { text, wait: false },
+        };
+        if self.client.send(&request).await.is_err() {
+            self.attach_again().await?;
+            self.client.send(&request).await?;
+        }
+        self.runs.unanswered += 1;
+        Ok(())
+    }
+
+    /// Attach again, replaying what came after the last entry seen.
+    async fn attach_again(&mut self) -> Result<(), String> {
+        self.client = reattach(&self.session, self.runs.last_seq).await?;
+        Ok(())
     }
 }
 

@@ -104,18 +104,8 @@ pub async fn connect(start: ClientStart) -> Result<Client, String> {
             return wait_for_daemon(&paths, role, daemon).await;
         }
     };
-    let ours = Build {
-        version: version().to_string(),
-        build_id: build_id().to_string(),
-    };
-    let theirs = DaemonHello {
-        build: Build {
-            version: client.daemon.version.clone(),
-            build_id: client.daemon.build_id.clone(),
-        },
-        protocol: client.daemon.protocol,
-        idle_shutdown: client.daemon.has(Capability::IdleShutdown),
-    };
+    let ours = our_build();
+    let theirs = their_hello(&client.daemon);
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
@@ -130,52 +120,92 @@ pub async fn connect(start: ClientStart) -> Result<Client, String> {
         ReplaceAction::Stop => Err(verdict
             .message
             .unwrap_or_else(|| "cannot use the running daemon".into())),
-        ReplaceAction::ReplaceIfIdle => {
-            let mut asking = client;
-            // The launcher waits for the whole supervisor drain (the
-            // quiesce answers, then every worker's stop), and no longer.
-            let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.launcher_wait);
-            let answer = tokio::time::timeout_at(
-                deadline,
-                asking.ask(Request::Shutdown {
-                    mode: ShutdownMode::IfIdle,
-                }),
-            )
-            .await
-            .map_err(|_| {
-                format!(
-                    "the daemon on {} did not finish its idle shutdown within {}",
-                    paths.socket.display(),
-                    duration_in_words(TM.launcher_wait)
-                )
-            })??;
-            match answer {
-                Response::Shutdown { stopped: true, .. } => {
-                    let activated = asking.daemon.has(Capability::SocketActivated);
-                    drop(asking);
-                    if activated {
-                        // The service manager starts the next daemon on
-                        // the next connection.
-                        return wait_for_activation(&paths, role).await;
-                    }
-                    wait_socket_free(&paths, deadline).await;
-                    let daemon = start_daemon(&paths).await?;
-                    wait_for_daemon(&paths, role, daemon).await
-                }
-                _ => {
-                    let kept = busy_daemon_kept(&ours, PROTOCOL_VERSION, &theirs);
-                    if let Some(message) = &kept.message {
-                        eprintln!("eukhe: {message}");
-                    }
-                    match kept.action {
-                        ReplaceAction::Stop => Err(kept.message.unwrap_or_default()),
-                        _ => handshake(&paths, role)
-                            .await?
-                            .ok_or_else(|| "the daemon went away".to_string()),
-                    }
-                }
+        ReplaceAction::ReplaceIfIdle => replace_if_idle(&paths, role, client, &ours, &theirs).await,
+    }
+}
+
+/// This build, as the replacement law compares builds.
+fn our_build() -> Build {
+    Build {
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+    }
+}
+
+/// The daemon's hello, as the replacement law reads it.
+fn their_hello(daemon: &Hello) -> DaemonHello {
+    DaemonHello {
+        build: Build {
+            version: daemon.version.clone(),
+            build_id: daemon.build_id.clone(),
+        },
+        protocol: daemon.protocol,
+        idle_shutdown: daemon.has(Capability::IdleShutdown),
+    }
+}
+
+/// The law says replace the daemon if it is idle: ask it (on `asking`) to
+/// stop if idle; once it has, connect to the next daemon (this build's,
+/// or the service manager's); if it has not, keep the busy one when the
+/// law allows.
+async fn replace_if_idle(
+    paths: &Paths,
+    role: Role,
+    mut asking: Client,
+    ours: &Build,
+    theirs: &DaemonHello,
+) -> Result<Client, String> {
+    // The launcher waits for the whole supervisor drain (the
+    // quiesce answers, then every worker's stop), and no longer.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.launcher_wait);
+    let answer = tokio::time::timeout_at(
+        deadline,
+        asking.ask(Request::Shutdown {
+            mode: ShutdownMode::IfIdle,
+        }),
+    )
+    .await
+    .map_err(|_| {
+        format!(
+            "the daemon on {} did not finish its idle shutdown within {}",
+            paths.socket.display(),
+            duration_in_words(TM.launcher_wait)
+        )
+    })??;
+    match answer {
+        Response::Shutdown { stopped: true, .. } => {
+            let activated = asking.daemon.has(Capability::SocketActivated);
+            drop(asking);
+            if activated {
+                // The service manager starts the next daemon on
+                // the next connection.
+                return wait_for_activation(paths, role).await;
             }
+            wait_socket_free(paths, deadline).await;
+            let daemon = start_daemon(paths).await?;
+            wait_for_daemon(paths, role, daemon).await
         }
+        _ => keep_busy_daemon(paths, role, ours, theirs).await,
+    }
+}
+
+/// The daemon did not stop (it is busy): connect to it again when the law
+/// keeps it in use, else stop with the law's message.
+async fn keep_busy_daemon(
+    paths: &Paths,
+    role: Role,
+    ours: &Build,
+    theirs: &DaemonHello,
+) -> Result<Client, String> {
+    let kept = busy_daemon_kept(ours, PROTOCOL_VERSION, theirs);
+    if let Some(message) = &kept.message {
+        eprintln!("eukhe: {message}");
+    }
+    match kept.action {
+        ReplaceAction::Stop => Err(kept.message.unwrap_or_default()),
+        _ => handshake(paths, role)
+            .await?
+            .ok_or_else(|| "the daemon went away".to_string()),
     }
 }
 
@@ -288,18 +318,8 @@ pub async fn connect_background_existing() -> Result<Option<Client>, String> {
     let Some(client) = handshake(&paths, Role::Background).await? else {
         return Ok(None);
     };
-    let ours = Build {
-        version: version().to_string(),
-        build_id: build_id().to_string(),
-    };
-    let theirs = DaemonHello {
-        build: Build {
-            version: client.daemon.version.clone(),
-            build_id: client.daemon.build_id.clone(),
-        },
-        protocol: client.daemon.protocol,
-        idle_shutdown: client.daemon.has(Capability::IdleShutdown),
-    };
+    let ours = our_build();
+    let theirs = their_hello(&client.daemon);
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)?;
     match verdict.action {
         // A background client never replaces: `ReplaceIfIdle` is never

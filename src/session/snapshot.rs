@@ -219,76 +219,99 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
         ));
     }
     let mut capture = Capture::default();
-    let items = &mut capture.snapshot.items;
     let mut function_names: Vec<&str> = Vec::new();
     for triple in fields[..fields.len() - 1].chunks(3) {
         let (kind, name, text) = (triple[0], triple[1], triple[2].trim_end_matches('\n'));
         match kind {
-            "cwd" if !text.is_empty() => {
-                items.insert("cwd:".into(), text.to_string());
-            }
-            // `name` is $SHELLOPTS / $BASHOPTS as the user left them (the
-            // options on); `text` lists every option, so options off are
-            // kept too.
-            "setopts" => {
-                for (option, on) in options(name, text, &SET_OPTIONS_NOT_KEPT) {
-                    let sign = if on { '-' } else { '+' };
-                    items.insert(format!("set:{option}"), format!("set {sign}o {option}"));
-                }
-            }
-            "shopts" => {
-                for (option, on) in options(name, text, &SHOPT_OPTIONS_NOT_KEPT) {
-                    let flag = if on { 's' } else { 'u' };
-                    items.insert(format!("shopt:{option}"), format!("shopt -{flag} {option}"));
-                }
-            }
-            "umask" if !text.is_empty() => {
-                items.insert("umask:".into(), text.to_string());
-            }
-            "traps" => {
-                let kept: Vec<&str> = trap_commands(text)
-                    .into_iter()
-                    .filter(|t| !t.starts_with("trap -- - "))
-                    .collect();
-                if !kept.is_empty() {
-                    items.insert("trap:".into(), kept.join("\n"));
-                }
-            }
             "dropped" => {
                 capture.dropped = text.split_whitespace().map(str::to_string).collect();
             }
-            "var" => {
-                items.insert(format!("var:{name}"), text.to_string());
-            }
-            "vars" => {
-                for (name, statement) in declarations(text) {
-                    if kept_variable(name) {
-                        items.insert(format!("var:{name}"), statement.to_string());
-                    }
-                }
-            }
-            "func" => {
-                items.insert(format!("func:{name}"), text.to_string());
-            }
-            "funcnames" => {
-                // `declare -f NAME`, `declare -fx NAME`, ...
-                function_names = text
-                    .lines()
-                    .filter_map(|l| l.split_whitespace().nth(2))
-                    .collect();
-            }
-            "funcs" => {
-                for (name, definition) in definitions(text, &function_names) {
-                    items.insert(format!("func:{name}"), definition.to_string());
-                }
-            }
-            "alias" => {
-                items.insert(format!("alias:{name}"), format!("alias -- {text}"));
-            }
-            _ => {}
+            "funcnames" => function_names = declared_functions(text),
+            _ => capture_item(
+                &mut capture.snapshot.items,
+                kind,
+                name,
+                text,
+                &function_names,
+            ),
         }
     }
     Ok(capture)
+}
+
+/// The names `declare -F` lists, one a line.
+fn declared_functions(listing: &str) -> Vec<&str> {
+    // `declare -f NAME`, `declare -fx NAME`, ...
+    listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect()
+}
+
+/// Keep in `items` the shell state one captured triple (`kind`, `name`,
+/// `text`) holds; `function_names` are the functions a `funcs` text
+/// defines, in order.
+fn capture_item(
+    items: &mut BTreeMap<String, String>,
+    kind: &str,
+    name: &str,
+    text: &str,
+    function_names: &[&str],
+) {
+    match kind {
+        "cwd" if !text.is_empty() => {
+            items.insert("cwd:".into(), text.to_string());
+        }
+        // `name` is $SHELLOPTS / $BASHOPTS as the user left them (the
+        // options on); `text` lists every option, so options off are
+        // kept too.
+        "setopts" => {
+            for (option, on) in options(name, text, &SET_OPTIONS_NOT_KEPT) {
+                let sign = if on { '-' } else { '+' };
+                items.insert(format!("set:{option}"), format!("set {sign}o {option}"));
+            }
+        }
+        "shopts" => {
+            for (option, on) in options(name, text, &SHOPT_OPTIONS_NOT_KEPT) {
+                let flag = if on { 's' } else { 'u' };
+                items.insert(format!("shopt:{option}"), format!("shopt -{flag} {option}"));
+            }
+        }
+        "umask" if !text.is_empty() => {
+            items.insert("umask:".into(), text.to_string());
+        }
+        "traps" => {
+            let kept: Vec<&str> = trap_commands(text)
+                .into_iter()
+                .filter(|t| !t.starts_with("trap -- - "))
+                .collect();
+            if !kept.is_empty() {
+                items.insert("trap:".into(), kept.join("\n"));
+            }
+        }
+        "var" => {
+            items.insert(format!("var:{name}"), text.to_string());
+        }
+        "vars" => {
+            for (name, statement) in declarations(text) {
+                if kept_variable(name) {
+                    items.insert(format!("var:{name}"), statement.to_string());
+                }
+            }
+        }
+        "func" => {
+            items.insert(format!("func:{name}"), text.to_string());
+        }
+        "funcs" => {
+            for (name, definition) in definitions(text, function_names) {
+                items.insert(format!("func:{name}"), definition.to_string());
+            }
+        }
+        "alias" => {
+            items.insert(format!("alias:{name}"), format!("alias -- {text}"));
+        }
+        _ => {}
+    }
 }
 
 /// Every option `listing` names (`set +o` or `shopt -p` lines, the

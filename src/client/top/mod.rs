@@ -37,6 +37,7 @@ use state::{Command, Dashboard, Key};
 /// the terminal).
 const KEY_POLL: Duration = Duration::from_millis(TOP_KEY_POLL_MS);
 
+/// `eukhe top`: the dashboard on this terminal until the person quits.
 pub async fn top() -> Result<ExitCode, String> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err("top needs a terminal (use `eukhe events` in a pipe)".into());
@@ -44,13 +45,7 @@ pub async fn top() -> Result<ExitCode, String> {
     // Subscribed before the first `ls`: nothing that happens after the
     // listing is missed.
     let mut stream = Some(subscribe(connect(ClientStart::Top).await?, &None).await?);
-    let (sessions, status) = listing().await?;
-    let mut dashboard = Dashboard::new(&sessions, &status);
-    for info in sessions.iter().filter(|info| info.state == "busy") {
-        if let Ok(entries) = tail(&info.id).await {
-            dashboard.seen_in_tail(&info.id, &entries);
-        }
-    }
+    let mut dashboard = first_dashboard().await?;
     let mut screen = Screen::enter()?;
     let mut keys = KeyReader::spawn();
     loop {
@@ -67,15 +62,7 @@ pub async fn top() -> Result<ExitCode, String> {
                     Command::Nothing => {}
                     Command::Quit => break,
                     Command::Attach(id) => {
-                        keys.pause();
-                        screen.leave();
-                        let attached = attach(&id).await;
-                        screen = Screen::enter()?;
-                        keys.resume();
-                        dashboard.message = match attached {
-                            Ok(_) => format!("detached from {}", name(&dashboard, &id)),
-                            Err(e) => e,
-                        };
+                        dashboard.message = attach_here(&id, &dashboard, &mut screen, &mut keys).await?;
                     }
                     Command::Cancel(id) => dashboard.message = cancel(&dashboard, &id).await,
                     Command::Restart(id) => dashboard.message = restart(&dashboard, &id).await,
@@ -94,22 +81,56 @@ pub async fn top() -> Result<ExitCode, String> {
             },
             _ = tokio::time::sleep(Duration::from_millis(TOP_TICK_MS)), if stream.is_some() => {}
             _ = tokio::time::sleep(Duration::from_millis(EVENTS_RECONNECT_MS)), if stream.is_none() => {
-                // Back on the next daemon (never starting or replacing
-                // one): listed afresh, since events in between were missed.
-                if let Ok(Some(client)) = connect_background_existing().await {
-                    if let Ok(client) = subscribe(client, &None).await {
-                        if let Ok((sessions, status)) = listing().await {
-                            dashboard.relist(&sessions, &status);
-                            dashboard.message = "the daemon restarted: listed afresh".into();
-                            stream = Some(client);
-                        }
-                    }
-                }
+                stream = resubscribe(&mut dashboard).await;
             }
         }
     }
     drop(screen);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The dashboard as the daemon lists its sessions now, with the run and
+/// queue that each busy session's last entries show.
+async fn first_dashboard() -> Result<Dashboard, String> {
+    let (sessions, status) = listing().await?;
+    let mut dashboard = Dashboard::new(&sessions, &status);
+    for info in sessions.iter().filter(|info| info.state == "busy") {
+        if let Ok(entries) = tail(&info.id).await {
+            dashboard.seen_in_tail(&info.id, &entries);
+        }
+    }
+    Ok(dashboard)
+}
+
+/// Back on the next daemon, if one listens now (never starting or
+/// replacing one): listed afresh, since events in between were missed.
+/// None while none listens, or while it cannot be followed and listed.
+async fn resubscribe(dashboard: &mut Dashboard) -> Option<Client> {
+    let client = connect_background_existing().await.ok()??;
+    let client = subscribe(client, &None).await.ok()?;
+    let (sessions, status) = listing().await.ok()?;
+    dashboard.relist(&sessions, &status);
+    dashboard.message = "the daemon restarted: listed afresh".into();
+    Some(client)
+}
+
+/// Hand the terminal to an attach of session `id` and take it back once
+/// the person detaches: the line saying how the attach ended.
+async fn attach_here(
+    id: &str,
+    dashboard: &Dashboard,
+    screen: &mut Screen,
+    keys: &mut KeyReader,
+) -> Result<String, String> {
+    keys.pause();
+    screen.leave();
+    let attached = attach(id).await;
+    *screen = Screen::enter()?;
+    keys.resume();
+    Ok(match attached {
+        Ok(_) => format!("detached from {}", name(dashboard, id)),
+        Err(e) => e,
+    })
 }
 
 /// Attach to session `id` until the person detaches: `eukhe attach` (the

@@ -43,6 +43,78 @@ impl Row {
             last_line: String::new(),
         }
     }
+
+    /// The row of a session just created.
+    fn created(id: String, name: String, cwd: String) -> Row {
+        Row {
+            id,
+            name,
+            state: "running".into(),
+            cwd,
+            run: None,
+            queued: 0,
+            texts: BTreeMap::new(),
+            jobs: 0,
+            failures: 0,
+            last_line: String::new(),
+        }
+    }
+
+    /// Take in an event about this row's session (other than its creation
+    /// or removal), which happened at wall-clock `at_ms`.
+    fn apply(&mut self, event: &EventKind, at_ms: u64) {
+        match event {
+            EventKind::State { state } => {
+                self.state = state.clone();
+                if matches!(state.as_str(), "idle" | "saved" | "given-up" | "restarting") {
+                    // No run executes in these states (a run a lost
+                    // worker left resumes with the next one and says so).
+                    self.run = None;
+                }
+                if state == "idle" {
+                    self.queued = 0;
+                }
+            }
+            EventKind::RunQueued { input, text } => {
+                self.queued += 1;
+                self.texts.insert(*input, text.clone());
+            }
+            EventKind::RunStarted { input } => {
+                self.queued = self.queued.saturating_sub(1);
+                let text = self.texts.get(input).cloned().unwrap_or_default();
+                self.run = Some((*input, text, at_ms));
+            }
+            EventKind::RunFinished { input, .. } | EventKind::RunInterrupted { input } => {
+                self.texts.remove(input);
+                if self.run.as_ref().is_some_and(|(run, _, _)| run == input) {
+                    self.run = None;
+                }
+            }
+            EventKind::Withdrawn { input } => {
+                self.texts.remove(input);
+                self.queued = self.queued.saturating_sub(1);
+            }
+            EventKind::JobsStarted { count } | EventKind::JobsEnded { count } => self.jobs = *count,
+            EventKind::Output { line } => self.last_line = line.clone(),
+            EventKind::WorkerFailed { verdict, .. } => {
+                self.failures = match verdict {
+                    RestartVerdict::Restart {
+                        failures_in_window, ..
+                    }
+                    | RestartVerdict::GiveUp { failures_in_window } => *failures_in_window,
+                }
+            }
+            EventKind::Renamed { .. }
+            | EventKind::Restored { .. }
+            | EventKind::Revived { .. }
+            | EventKind::Notice { .. }
+            | EventKind::KernelFailed { .. }
+            | EventKind::Created { .. }
+            | EventKind::Removed
+            | EventKind::Dropped { .. }
+            | EventKind::DaemonStopping { .. } => {}
+        }
+    }
 }
 
 /// What the dashboard is doing with the keyboard.
@@ -181,98 +253,48 @@ impl Dashboard {
     /// Take one event in.
     pub fn apply(&mut self, event: &Event) {
         let Some(id) = &event.id else {
-            match &event.event {
-                EventKind::DaemonStopping { message } => {
-                    self.message = format!("the daemon stops: {message}")
-                }
-                EventKind::Dropped { count } => {
-                    self.message = format!("{count} events were missed: the list may be behind")
-                }
-                _ => {}
-            }
+            self.apply_daemon_event(&event.event);
             return;
         };
         let name = event.name.clone().unwrap_or_else(|| id.clone());
         if let EventKind::Created { cwd } = &event.event {
-            let row = Row {
-                id: id.clone(),
-                name: name.clone(),
-                state: "running".into(),
-                cwd: cwd.clone(),
-                run: None,
-                queued: 0,
-                texts: BTreeMap::new(),
-                jobs: 0,
-                failures: 0,
-                last_line: String::new(),
-            };
-            self.rows.insert(id.clone(), row);
+            self.rows
+                .insert(id.clone(), Row::created(id.clone(), name, cwd.clone()));
             self.keep_selection();
             return;
         }
         if event.event == EventKind::Removed {
-            self.rows.remove(id);
-            if matches!(&self.mode, Mode::ConfirmRemove { id: asked, .. } if asked == id) {
-                self.mode = Mode::Normal;
-            }
-            self.keep_selection();
+            self.removed(id);
             return;
         }
         let Some(row) = self.rows.get_mut(id) else {
             return;
         };
         row.name = name;
-        match &event.event {
-            EventKind::State { state } => {
-                row.state = state.clone();
-                if matches!(state.as_str(), "idle" | "saved" | "given-up" | "restarting") {
-                    // No run executes in these states (a run a lost
-                    // worker left resumes with the next one and says so).
-                    row.run = None;
-                }
-                if state == "idle" {
-                    row.queued = 0;
-                }
+        row.apply(&event.event, event.at_ms);
+    }
+
+    /// Take in an event of the daemon's own (one that names no session).
+    fn apply_daemon_event(&mut self, event: &EventKind) {
+        match event {
+            EventKind::DaemonStopping { message } => {
+                self.message = format!("the daemon stops: {message}")
             }
-            EventKind::RunQueued { input, text } => {
-                row.queued += 1;
-                row.texts.insert(*input, text.clone());
+            EventKind::Dropped { count } => {
+                self.message = format!("{count} events were missed: the list may be behind")
             }
-            EventKind::RunStarted { input } => {
-                row.queued = row.queued.saturating_sub(1);
-                let text = row.texts.get(input).cloned().unwrap_or_default();
-                row.run = Some((*input, text, event.at_ms));
-            }
-            EventKind::RunFinished { input, .. } | EventKind::RunInterrupted { input } => {
-                row.texts.remove(input);
-                if row.run.as_ref().is_some_and(|(run, _, _)| run == input) {
-                    row.run = None;
-                }
-            }
-            EventKind::Withdrawn { input } => {
-                row.texts.remove(input);
-                row.queued = row.queued.saturating_sub(1);
-            }
-            EventKind::JobsStarted { count } | EventKind::JobsEnded { count } => row.jobs = *count,
-            EventKind::Output { line } => row.last_line = line.clone(),
-            EventKind::WorkerFailed { verdict, .. } => {
-                row.failures = match verdict {
-                    RestartVerdict::Restart {
-                        failures_in_window, ..
-                    }
-                    | RestartVerdict::GiveUp { failures_in_window } => *failures_in_window,
-                }
-            }
-            EventKind::Renamed { .. }
-            | EventKind::Restored { .. }
-            | EventKind::Revived { .. }
-            | EventKind::Notice { .. }
-            | EventKind::KernelFailed { .. }
-            | EventKind::Created { .. }
-            | EventKind::Removed
-            | EventKind::Dropped { .. }
-            | EventKind::DaemonStopping { .. } => {}
+            _ => {}
         }
+    }
+
+    /// Session `id` was removed: its row goes, and so does a question
+    /// whether to remove it.
+    fn removed(&mut self, id: &str) {
+        self.rows.remove(id);
+        if matches!(&self.mode, Mode::ConfirmRemove { id: asked, .. } if asked == id) {
+            self.mode = Mode::Normal;
+        }
+        self.keep_selection();
     }
 
     /// The rows shown, in order: those whose name or id holds the filter.

@@ -33,6 +33,18 @@ pub fn draw(frame: &mut Frame, dashboard: &Dashboard, now_ms: u64) {
     ])
     .areas(frame.area());
 
+    let mut state = TableState::default().with_selected(dashboard.selected_index());
+    frame.render_stateful_widget(table(dashboard, now_ms), table_area, &mut state);
+    frame.render_widget(Paragraph::new(detail(dashboard)), detail_area);
+    frame.render_widget(
+        Paragraph::new(footer(dashboard)).style(Style::default().add_modifier(Modifier::REVERSED)),
+        footer_area,
+    );
+    frame.render_widget(Paragraph::new(keys(dashboard)), keys_area);
+}
+
+/// The table of the visible sessions, one row each.
+fn table(dashboard: &Dashboard, now_ms: u64) -> Table<'static> {
     let visible = dashboard.visible();
     let rows: Vec<TableRow> = visible
         .iter()
@@ -47,18 +59,20 @@ pub fn draw(frame: &mut Frame, dashboard: &Dashboard, now_ms: u64) {
         .collect();
     let header = TableRow::new(COLUMNS.iter().map(|(name, _)| *name))
         .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let table = Table::new(rows, widths)
+    Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
-        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
-    let mut state = TableState::default().with_selected(dashboard.selected_index());
-    frame.render_stateful_widget(table, table_area, &mut state);
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+}
 
+/// The selected session in full: name, id and directory, its run, its
+/// last output line.
+fn detail(dashboard: &Dashboard) -> Vec<Line<'static>> {
     let selected = dashboard
         .selected
         .as_ref()
         .and_then(|id| dashboard.rows.get(id));
-    let detail = match selected {
+    match selected {
         Some(row) => vec![
             Line::from(format!("{} ({}) in {}", row.name, row.id, row.cwd)),
             Line::from(match &row.run {
@@ -68,33 +82,34 @@ pub fn draw(frame: &mut Frame, dashboard: &Dashboard, now_ms: u64) {
             Line::from(format!("> {}", row.last_line)),
         ],
         None => vec![Line::from("no session: `eukhe new` creates one")],
-    };
-    frame.render_widget(Paragraph::new(detail), detail_area);
+    }
+}
 
+/// The daemon, its backend and the counts, and whether the dashboard is
+/// waiting for a daemon.
+fn footer(dashboard: &Dashboard) -> String {
     let (sessions, busy, given_up) = dashboard.counts();
     let link = if dashboard.connected {
         ""
     } else {
         " · waiting for the daemon"
     };
-    let footer = format!(
+    format!(
         "eukhe {} · {} backend · {sessions} sessions, {busy} busy, {given_up} given up{link}",
         dashboard.version, dashboard.backend
-    );
-    frame.render_widget(
-        Paragraph::new(footer).style(Style::default().add_modifier(Modifier::REVERSED)),
-        footer_area,
-    );
+    )
+}
 
-    let keys = match &dashboard.mode {
+/// The bottom line: the filter being typed, news, or the keys.
+fn keys(dashboard: &Dashboard) -> String {
+    match &dashboard.mode {
         Mode::Filter => format!("filter: {}▏ (Enter keeps it, Esc ends)", dashboard.filter),
         Mode::ConfirmRemove { .. } => dashboard.message.clone(),
         Mode::Normal if !dashboard.message.is_empty() => dashboard.message.clone(),
         Mode::Normal => {
             "↑↓ select  ⏎ attach  c cancel  r restart  d remove  / filter  q quit".to_string()
         }
-    };
-    frame.render_widget(Paragraph::new(keys), keys_area);
+    }
 }
 
 fn cells(row: &Row, now_ms: u64) -> Vec<String> {

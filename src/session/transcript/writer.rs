@@ -37,17 +37,7 @@ impl Transcript {
     pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, String> {
         let context =
             |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
-        let migrated = if files::exists(path).map_err(|e| context("stat", e))? {
-            None
-        } else {
-            let old = files::v1_path(path);
-            if files::exists(&old).map_err(|e| context("stat", e))? {
-                Some(v1::migrate(&old, path)?)
-            } else {
-                files::create(path, |_, _| Ok(()))?;
-                None
-            }
-        };
+        let migrated = create_or_migrate(path)?;
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -56,52 +46,23 @@ impl Transcript {
         // A transcript is the session's memory, nobody else's to read.
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(|e| context("set permissions", e))?;
-        let (marker, mut torn) = header(path, &file)?;
+        let (marker, torn) = header(path, &file)?;
         let len = file.metadata().map_err(|e| context("stat", e))?.len();
-        let mut scanner = Scanner::new(&file, len, marker, FILE_HEADER);
-        let (mut next_seq, mut entries, mut end) = (1, 0, len);
-        let mut damage = Vec::new();
-        while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
-            match event {
-                Event::Entry { entry, .. } => {
-                    next_seq = entry.seq + 1;
-                    entries += 1;
-                    visit(entry);
-                }
-                Event::Tail {
-                    offset,
-                    len: bytes,
-                    torn: true,
-                } => {
-                    file.set_len(offset)
-                        .and_then(|()| file.sync_all())
-                        .map_err(|e| context("cut the torn tail", e))?;
-                    end = offset;
-                    torn = Some(TornTail { offset, bytes });
-                }
-                Event::Damage { offset, len: bytes }
-                | Event::Tail {
-                    offset, len: bytes, ..
-                } => {
-                    damage.extend(keep(path, &file, offset, bytes));
-                }
-            }
-        }
-        drop(scanner);
+        let read = read_records(path, &file, len, marker, visit)?;
         Ok(Opened {
             transcript: Transcript {
                 path: path.to_path_buf(),
                 file,
                 marker,
-                next_seq,
-                len: end,
+                next_seq: read.next_seq,
+                len: read.end,
                 unsynced: false,
                 record: Vec::new(),
             },
-            torn,
-            damage,
+            torn: read.torn.or(torn),
+            damage: read.damage,
             migrated,
-            entries,
+            entries: read.entries,
         })
     }
 
@@ -203,6 +164,84 @@ impl Transcript {
             }
         }
     }
+}
+
+/// Make sure there is a v2 file at `path`: migrated from the
+/// first-format file beside it if there is one (how many entries it
+/// held), else created empty. None: no migration.
+fn create_or_migrate(path: &Path) -> Result<Option<u64>, String> {
+    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+    if files::exists(path).map_err(|e| context("stat", e))? {
+        return Ok(None);
+    }
+    let old = files::v1_path(path);
+    if files::exists(&old).map_err(|e| context("stat", e))? {
+        Ok(Some(v1::migrate(&old, path)?))
+    } else {
+        files::create(path, |_, _| Ok(()))?;
+        Ok(None)
+    }
+}
+
+/// What reading a transcript's records found.
+struct Records {
+    /// The number the next entry will take.
+    next_seq: u64,
+    /// How many good entries were visited.
+    entries: u64,
+    /// Where the next record will start.
+    end: u64,
+    /// The torn tail cut off, if there was one.
+    torn: Option<TornTail>,
+    /// Damage kept aside by this read.
+    damage: Vec<Damage>,
+}
+
+/// Read the records of `file` (`len` bytes) after its header: each good
+/// entry to `visit`, in order; a torn tail cut off; damage kept aside.
+fn read_records(
+    path: &Path,
+    file: &File,
+    len: u64,
+    marker: Marker,
+    visit: &mut dyn FnMut(Entry),
+) -> Result<Records, String> {
+    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+    let mut scanner = Scanner::new(file, len, marker, FILE_HEADER);
+    let mut records = Records {
+        next_seq: 1,
+        entries: 0,
+        end: len,
+        torn: None,
+        damage: Vec::new(),
+    };
+    while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
+        match event {
+            Event::Entry { entry, .. } => {
+                records.next_seq = entry.seq + 1;
+                records.entries += 1;
+                visit(entry);
+            }
+            Event::Tail {
+                offset,
+                len: bytes,
+                torn: true,
+            } => {
+                file.set_len(offset)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| context("cut the torn tail", e))?;
+                records.end = offset;
+                records.torn = Some(TornTail { offset, bytes });
+            }
+            Event::Damage { offset, len: bytes }
+            | Event::Tail {
+                offset, len: bytes, ..
+            } => {
+                records.damage.extend(keep(path, file, offset, bytes));
+            }
+        }
+    }
+    Ok(records)
 }
 
 /// The file's marker, after making sure its header is there: a file
