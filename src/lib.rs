@@ -10,6 +10,7 @@
 //! Protocol).
 
 #![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod build_id;
 pub mod client;

@@ -1,5 +1,7 @@
 //! The `eukhe` command line.
 
+#![warn(clippy::too_many_lines)]
+
 use std::io::Write as _;
 use std::process::ExitCode;
 
