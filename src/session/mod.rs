@@ -9,4 +9,6 @@ pub mod notices;
 pub(crate) mod removed;
 pub mod snapshot;
 pub(crate) mod store;
+
+pub use store::SessionMeta;
 pub mod transcript;

@@ -14,9 +14,13 @@ use crate::laws::adoption::ProcessIdentity;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionMeta {
+    /// Its id: eight hex digits, never reused.
     pub id: String,
+    /// Its name (the id unless one was given).
     pub name: String,
+    /// The working directory it was created in.
     pub cwd: String,
+    /// When it was created, wall-clock ms.
     pub created_ms: u64,
     /// The engine that turns the session's input into runs.
     #[serde(default = "default_engine")]

@@ -20,18 +20,31 @@ pub enum Event {
     /// began, `holder` the worker holding the session now (after a stop
     /// was asked, if `stop_sent`).
     Survivor {
+        /// The earlier worker, as found when the launch began.
         earlier: Option<ProcessIdentity>,
+        /// The worker holding the session now.
         holder: Option<ProcessIdentity>,
+        /// Whether the earlier worker was asked to stop.
         stop_sent: bool,
     },
     /// The host started the worker, or could not (why).
     Started(Result<(), String>),
     /// The control connection of launch `generation` ended (or never came
     /// up), and why as the host tells it.
-    Ended { generation: u64, why: String },
+    Ended {
+        /// The launch whose worker it was.
+        generation: u64,
+        /// Why, in words.
+        why: String,
+    },
     /// The worker of launch `generation` showed no sign of life for
     /// `silent_ms` (where the supervisor is its watchdog).
-    Hung { generation: u64, silent_ms: u64 },
+    Hung {
+        /// The launch whose worker it is.
+        generation: u64,
+        /// How long it was silent.
+        silent_ms: u64,
+    },
     /// A restart's pause is over.
     PauseOver,
 }
@@ -50,12 +63,17 @@ pub enum Action {
     Start,
     /// Hold a control connection to the worker of launch `generation`:
     /// `Event::Ended` or `Event::Hung` when it ends.
-    Watch { generation: u64 },
+    Watch {
+        /// The launch to watch.
+        generation: u64,
+    },
     /// End the hung worker by force and wait until it is gone.
     Kill(ProcessIdentity),
     /// Tell the failure (event stream, log).
     Failed {
+        /// Why, in words.
         why: String,
+        /// The restart budget's verdict.
         verdict: RestartVerdict,
     },
     /// The slot's state changed (to `Restarting` or `GivenUp`): tell
@@ -63,9 +81,15 @@ pub enum Action {
     StateChanged,
     /// Wait `ms`, then `Event::PauseOver` (unless the supervisor is
     /// shutting down).
-    Pause { ms: u64 },
+    Pause {
+        /// The pause.
+        ms: u64,
+    },
     /// Record the give-up on disk and in the transcript.
-    GiveUp { failures_in_window: u32 },
+    GiveUp {
+        /// Failures counted in the window, the last one included.
+        failures_in_window: u32,
+    },
 }
 
 /// Take `event` at `now_ms` (monotonic): the slot's books change, and the

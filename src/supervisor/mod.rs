@@ -7,7 +7,7 @@
 mod backend;
 mod events;
 mod launch;
-mod lifecycle;
+pub mod lifecycle;
 mod manage;
 mod routing;
 mod slots;
@@ -25,6 +25,7 @@ use crate::paths::Paths;
 use crate::session::store::private_dir;
 
 pub(crate) use slots::Supervisor;
+pub use slots::{Slot, SlotState};
 
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), String> {

@@ -28,7 +28,9 @@ pub enum SlotState {
     Starting,
     /// A worker serves the session.
     Running {
+        /// The worker's process.
         identity: ProcessIdentity,
+        /// The build it runs.
         build: String,
     },
     /// The worker failed; a restart waits out its pause.
@@ -37,7 +39,10 @@ pub enum SlotState {
     GivenUp,
     /// Its files cannot be read (which one and why): not launched, so it
     /// does not crash-loop; checked again when a request names it.
-    Damaged { problem: String },
+    Damaged {
+        /// The file and what is wrong with it.
+        problem: String,
+    },
     /// Left alone for `idle_stop_ms`: its worker is asked to quiesce and,
     /// if it does, stopped with its kernel (then `Saved`). Requests naming
     /// the session wait until this is over, then wake it.
@@ -46,13 +51,19 @@ pub enum SlotState {
     Removing,
 }
 
+/// One session as the supervisor keeps it.
 pub struct Slot {
+    /// The session's metadata (id, name, working directory, ...).
     pub meta: SessionMeta,
+    /// Where its worker stands.
     pub state: SlotState,
+    /// Its worker's failures in the restart window.
     pub budget: RestartBudget,
+    /// Its work, as its worker last reported it.
     pub work: WorkSet,
     /// Background jobs and the kernel, as the worker last reported them.
     pub background: u32,
+    /// The kernel's pid, as the worker last reported it.
     pub kernel_pid: Option<u32>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,

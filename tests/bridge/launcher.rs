@@ -15,9 +15,12 @@ use eukhe::laws::idle_shutdown::{
     idle_shutdown_commits, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, QuiesceReply,
     RunGate, ShutdownCommit,
 };
-use eukhe::laws::restart::{RestartBudget, RestartVerdict};
+use eukhe::laws::restart::RestartVerdict;
 use eukhe::laws::timing::{QUIESCE_ANSWER_MS, QUIESCE_HOLD_MS};
 use eukhe::laws::work::{WorkKind, WorkSet};
+use eukhe::session::SessionMeta;
+use eukhe::supervisor::lifecycle::{handle, Action, Event};
+use eukhe::supervisor::{Slot, SlotState};
 
 use super::harness::{self, limbs, list, Rng, Scenario};
 
@@ -449,10 +452,14 @@ fn launcher_bridge() {
 
 // ------------------------------------------------------------ launch world
 
-/// One session's launches over time, driven through the functions the
-/// supervisor's launch path calls (`survivor_step` with the holder it
-/// finds before and after its stop, `RestartBudget::record_failure`), the
-/// way `src/supervisor/launch.rs` composes them: one line per attempt.
+/// One session's launches over time, driven through the supervisor's own
+/// launch sequence (`supervisor::lifecycle::handle`, the sans-IO core
+/// `src/supervisor/launch.rs` performs) with a fake host: each attempt's
+/// environment says whether an earlier worker lives (`survivor`: 0 none,
+/// 1 one that ends when stopped, 2 one that survives its stop, 3 its pid
+/// held by another process) and whether the start brings a worker up
+/// (`ok`). One line per attempt: the time, whether a stop was sent,
+/// whether a start happened, and the failure's verdict.
 fn launch_world_rust(start: u64, envs: &[(u8, bool)]) -> Vec<String> {
     let earlier = ProcessIdentity {
         pid: 42,
@@ -468,50 +475,80 @@ fn launch_world_rust(start: u64, envs: &[(u8, bool)]) -> Vec<String> {
         1 if stop_sent => None,
         _ => Some(earlier),
     };
-    let mut budget = RestartBudget::new();
+    let meta = SessionMeta {
+        id: "1a2b3c4d".into(),
+        name: "world".into(),
+        cwd: "/".into(),
+        created_ms: 0,
+        engine: "shell".into(),
+    };
+    let mut slot = Slot::new(meta, SlotState::Saved);
     let mut now = start;
     let mut lines = Vec::new();
+    let mut event = Some(Event::Launch);
     for &(survivor, ok) in envs {
-        let earlier_of = (survivor != 0).then_some(earlier);
-        let mut stop_sent = false;
-        let outcome = loop {
-            match survivor_step(earlier_of, holder(survivor, stop_sent), stop_sent) {
-                LaunchStep::Launch => break if ok { None } else { Some(true) },
-                LaunchStep::StopEarlier => stop_sent = true,
-                LaunchStep::CountFailure => break Some(false),
-            }
-        };
         let at = format!(
             "@{}:{}:{}",
             now >> 48,
             (now >> 24) & 0xFF_FFFF,
             now & 0xFF_FFFF
         );
-        let stopped = stop_sent as u8;
-        match outcome {
+        let (mut stopped, mut launched, mut verdict) = (false, false, None);
+        while let Some(next) = event.take() {
+            for action in handle(&mut slot, next, now) {
+                event = match action {
+                    Action::FindSurvivor => {
+                        let found = (survivor != 0).then_some(earlier);
+                        Some(Event::Survivor {
+                            earlier: found,
+                            holder: holder(survivor, false),
+                            stop_sent: false,
+                        })
+                    }
+                    Action::StopEarlier(worker) => {
+                        stopped = true;
+                        Some(Event::Survivor {
+                            earlier: Some(worker),
+                            holder: holder(survivor, true),
+                            stop_sent: true,
+                        })
+                    }
+                    Action::Start => {
+                        launched = true;
+                        let started = if ok { Ok(()) } else { Err("no".into()) };
+                        Some(Event::Started(started))
+                    }
+                    Action::Failed { verdict: v, .. } => {
+                        verdict = Some(v);
+                        event.take()
+                    }
+                    // The next attempt's environment answers the next launch.
+                    Action::Pause { ms } => {
+                        now += ms;
+                        None
+                    }
+                    _ => event.take(),
+                };
+            }
+        }
+        let (s, l) = (stopped as u8, launched as u8);
+        match verdict {
             None => {
-                lines.push(format!("{at} s{stopped} l1 f0 -"));
+                lines.push(format!("{at} s{s} l{l} f0 -"));
                 break;
             }
-            Some(launched) => {
-                let launched = launched as u8;
-                match budget.record_failure(now) {
-                    RestartVerdict::Restart {
-                        pause_ms,
-                        failures_in_window,
-                    } => {
-                        lines.push(format!(
-                            "{at} s{stopped} l{launched} f1 restart {pause_ms} {failures_in_window}"
-                        ));
-                        now += pause_ms;
-                    }
-                    RestartVerdict::GiveUp { failures_in_window } => {
-                        lines.push(format!(
-                            "{at} s{stopped} l{launched} f1 give-up {failures_in_window}"
-                        ));
-                        break;
-                    }
-                }
+            Some(RestartVerdict::Restart {
+                pause_ms,
+                failures_in_window,
+            }) => {
+                lines.push(format!(
+                    "{at} s{s} l{l} f1 restart {pause_ms} {failures_in_window}"
+                ));
+                event = Some(Event::PauseOver);
+            }
+            Some(RestartVerdict::GiveUp { failures_in_window }) => {
+                lines.push(format!("{at} s{s} l{l} f1 give-up {failures_in_window}"));
+                break;
             }
         }
     }
