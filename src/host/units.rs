@@ -131,15 +131,6 @@ impl UserManager {
             .await
     }
 
-    /// Start `unit` (a no-op if it is already active).
-    pub async fn start(&self, unit: &str) -> Result<(), String> {
-        self.manager
-            .start_unit(unit, "replace")
-            .await
-            .map(|_| ())
-            .map_err(|e| dbus_error("cannot start", unit, e))
-    }
-
     /// Start `unit` and wait, for at most `within`, until the manager is
     /// done with that start: the unit came up (for `Type=notify`, once it
     /// said READY=1) or failed to. A stop in progress is waited out first,

@@ -66,11 +66,9 @@ impl WorkerHost for SystemdHost {
             // The supervisor's restart budget decides; systemd's start
             // limit must not refuse a restart the budget allows.
             self.units.reset_failed(&unit).await;
-            self.units.start(&unit).await?;
-            let state = self
-                .units
-                .wait_for(&unit, UNIT_START_WITHIN, |s| s.active != "activating")
-                .await?;
+            // Until the start job is done: a unit read just after
+            // `StartUnit` may still be inactive, its job queued.
+            let state = self.units.start_and_wait(&unit, UNIT_START_WITHIN).await?;
             if state.active == "active" {
                 Ok(())
             } else {
