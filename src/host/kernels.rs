@@ -5,30 +5,41 @@
 
 use std::time::Duration;
 
-use super::process::is_alive;
+use nix::sys::signal::Signal;
+
+use super::process::{is_alive, signal};
 use super::HostKind;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::timing::{KERNEL_RETRY_MS, TM};
+use crate::laws::timing::{POLL_MS, TM};
 use crate::paths::Paths;
-
-/// How often an ended kernel is looked at while it tears down.
-const RETRY: Duration = Duration::from_millis(KERNEL_RETRY_MS);
 
 /// End a broken kernel: through its unit under systemd, else by identity
 /// (SIGTERM ends its processes; SIGKILL if it outlives its teardown).
 pub async fn end(id: &str, kernel: ProcessIdentity) {
     if HostKind::from_env() == Ok(HostKind::Systemd) {
-        if let Err(e) = super::kernel_unit::stop(id).await {
-            tracing::warn!("{e}");
-        }
-        return;
+        stop_unit(id).await;
+    } else {
+        terminate(kernel, TM.kernel_teardown * 2).await;
     }
-    super::process::signal(kernel, nix::sys::signal::Signal::SIGTERM);
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
+}
+
+/// Stop the kernel unit of `id` (every process of the session ends); a
+/// failure is logged.
+pub async fn stop_unit(id: &str) {
+    if let Err(e) = super::kernel_unit::stop(id).await {
+        tracing::warn!(session = id, "{e}");
+    }
+}
+
+/// End the kernel process `kernel` by identity: SIGTERM (its handler ends
+/// its descendants), then SIGKILL if it outlives `grace_ms`.
+pub async fn terminate(kernel: ProcessIdentity, grace_ms: u64) {
+    signal(kernel, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(grace_ms);
     while is_alive(kernel) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(RETRY).await;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
-    super::process::signal(kernel, nix::sys::signal::Signal::SIGKILL);
+    signal(kernel, Signal::SIGKILL);
 }
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,

@@ -246,15 +246,6 @@ mod tests {
         fn stop_kernel<'a>(&'a self, _: &'a str, _: ProcessIdentity) -> HostFuture<'a, ()> {
             Box::pin(async {})
         }
-        fn forget_session<'a>(&'a self, _: &'a str) -> HostFuture<'a, Result<(), String>> {
-            Box::pin(async { Ok(()) })
-        }
-        fn left_of_session<'a>(&'a self, _: &'a str) -> HostFuture<'a, Option<String>> {
-            Box::pin(async { None })
-        }
-        fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>> {
-            Box::pin(async { Vec::new() })
-        }
     }
 
     const WORKER: ProcessIdentity = ProcessIdentity {

@@ -74,17 +74,24 @@ pub trait WorkerHost {
     fn stop_kernel<'a>(&'a self, id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()>;
 
     /// Leave no trace of `id` with the host: its units stopped and their
-    /// failures forgotten (nothing to do for plain processes).
-    fn forget_session<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>>;
+    /// failures forgotten. A host that runs nothing beside the session's
+    /// processes (plain processes) has nothing to do.
+    fn forget_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// What the host still runs of `id` beyond its worker and kernel
-    /// processes (a unit still up), in words.
-    fn left_of_session<'a>(&'a self, id: &'a str) -> HostFuture<'a, Option<String>>;
+    /// processes (a unit still up), in words; by default nothing.
+    fn left_of_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Option<String>> {
+        Box::pin(async { None })
+    }
 
     /// Sessions the host still runs something of, whether or not the
-    /// supervisor knows them (live units; plain processes keep their
-    /// records in session directories instead).
-    fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>>;
+    /// supervisor knows them (live units); by default none (plain
+    /// processes keep their records in session directories instead).
+    fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// The host of `kind`: on systemd this connects to the user manager.

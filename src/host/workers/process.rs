@@ -12,10 +12,11 @@ use nix::sys::signal::Signal;
 use super::{HostFuture, WorkerHost};
 use crate::config::Config;
 use crate::host::busy_journal::BusyJournal;
+use crate::host::kernels;
 use crate::host::process::{is_alive, signal};
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::timing::{POLL_MS, TM};
+use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::session::store::{read_json, SessionFiles, WorkerRecord};
 
@@ -143,27 +144,6 @@ impl WorkerHost for ProcessHost {
     /// SIGTERM (its handler ends its descendants), SIGKILL if it outlives
     /// the stop grace.
     fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {
-        Box::pin(async move {
-            signal(kernel, Signal::SIGTERM);
-            let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
-            while is_alive(kernel) && tokio::time::Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-            }
-            if is_alive(kernel) {
-                signal(kernel, Signal::SIGKILL);
-            }
-        })
-    }
-
-    fn forget_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Result<(), String>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn left_of_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Option<String>> {
-        Box::pin(async { None })
-    }
-
-    fn sessions_running<'a>(&'a self) -> HostFuture<'a, Vec<String>> {
-        Box::pin(async { Vec::new() })
+        Box::pin(kernels::terminate(kernel, TM.stop_grace))
     }
 }

@@ -13,10 +13,10 @@ use crate::host::escape::{
     kernel_unit, session_of_kernel_unit, session_of_unit, worker_unit, KERNEL_UNIT_PATTERN,
     WORKER_UNIT_PATTERN,
 };
-use crate::host::kernel_unit;
 use crate::host::process::identity_of;
 use crate::host::units::{UnitState, UserManager};
 use crate::host::HostKind;
+use crate::host::{kernel_unit, kernels};
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::timing::TM;
 
@@ -134,11 +134,7 @@ impl WorkerHost for SystemdHost {
     }
 
     fn stop_kernel<'a>(&'a self, id: &'a str, _kernel: ProcessIdentity) -> HostFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(e) = kernel_unit::stop(id).await {
-                tracing::warn!(session = id, "{e}");
-            }
-        })
+        Box::pin(kernels::stop_unit(id))
     }
 
     /// Stop both units of `id` (the worker's, then the kernel's: every
