@@ -190,7 +190,14 @@ fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
         stderr.contains("was given up") && stderr.contains("eukhe restart"),
         "{stderr}"
     );
-    let log = env.log(&id);
+    // The give-up notice is written once the last worker is gone (the
+    // transcript has one writer), a moment after the state says given up.
+    let mut log = env.log(&id);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.contains("given up") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        log = env.log(&id);
+    }
     assert!(
         log.contains("before the crashes") && log.contains("given up"),
         "{log}"
