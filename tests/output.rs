@@ -444,3 +444,52 @@ fn a_cut_character_at_the_end_is_not_held_while_a_background_job_keeps_the_outpu
         start.elapsed()
     );
 }
+
+/// Output already durable in the transcript is punched out of the spool,
+/// so a long run holds page cache and disk for its output once, not twice
+/// (`Spool::release` after each group commit).
+#[test]
+fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new("spool-release");
+    let id = env.ok(&["new", "--name", "release"]).trim().to_string();
+    let data = random_bytes(40 << 20);
+    let file = env.dir.join("random.bin");
+    std::fs::write(&file, &data).unwrap();
+    let queued = env.ok(&["send", &id, &format!("cat {}; sleep 4", file.display())]);
+    let input = queued
+        .trim()
+        .strip_prefix("queued as run ")
+        .unwrap_or_else(|| panic!("send said {queued:?}"))
+        .to_string();
+    let spool = env
+        .dir
+        .join("state/sessions")
+        .join(&id)
+        .join(format!("spool/r{input}.out"));
+    // The output is written within a second; a group commit follows it
+    // within `output_sync_ms` (200 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let (size, held) = loop {
+        // Until the run starts, there is no spool file.
+        let (len, held) = std::fs::metadata(&spool).map_or((0, 0), |m| (m.len(), m.blocks() * 512));
+        if len >= data.len() as u64 && held < 1 << 20 {
+            break (len, held);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spool still holds {held} of its {len} bytes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(size > data.len() as u64, "records and their headers");
+    assert!(held < 1 << 20);
+    let waited = env.run(&["send", &id, "true", "--wait"]);
+    assert!(waited.status.success());
+    let raw = env.run(&["log", &id, "--raw", &input]);
+    assert!(
+        raw.stdout == data,
+        "log --raw {input} differs ({} bytes)",
+        raw.stdout.len()
+    );
+}

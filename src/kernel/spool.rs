@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Seek, Write};
+use std::io::{ErrorKind, IoSlice, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::laws::adoption::ProcessIdentity;
 use crate::session::entry::Stream;
+use crate::session::page_cache;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
 
 /// The header of one output record.
@@ -107,16 +108,23 @@ impl Spool {
         }
     }
 
-    /// Append one output record; returns the offset after it.
+    /// Append one output record; returns the offset after it. The header
+    /// and the bytes go in one write, without copying the bytes.
     pub fn append(file: &mut File, stream: Stream, bytes: &[u8]) -> std::io::Result<u64> {
-        let mut record = Vec::with_capacity(RECORD_HEADER + bytes.len());
-        record.push(match stream {
+        let mut header = [0u8; RECORD_HEADER];
+        header[0] = match stream {
             Stream::Stdout => 1,
             Stream::Stderr => 2,
-        });
-        record.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-        record.extend_from_slice(bytes);
-        file.write_all(&record)?;
+        };
+        header[1..].copy_from_slice(&(bytes.len() as u32).to_be_bytes());
+        let written = file.write_vectored(&[IoSlice::new(&header), IoSlice::new(bytes)])?;
+        // A short write (rare: a signal, a full disk) finishes in order.
+        if written < RECORD_HEADER {
+            file.write_all(&header[written..])?;
+            file.write_all(bytes)?;
+        } else {
+            file.write_all(&bytes[written - RECORD_HEADER..])?;
+        }
         file.stream_position()
     }
 
@@ -203,14 +211,37 @@ impl Spool {
                 // A record still being written, or cut by a crash.
                 break;
             }
-            // Each record's bytes are read straight into their own buffer.
-            let mut bytes = vec![0u8; size];
-            file.read_exact_at(&mut bytes, start).map_err(context)?;
+            // Each record's bytes are read straight into their own buffer,
+            // which is not zeroed first.
+            let mut bytes = Vec::with_capacity(size);
+            let mut reader = &file;
+            reader.seek(SeekFrom::Start(start)).map_err(context)?;
+            reader
+                .take(size as u64)
+                .read_to_end(&mut bytes)
+                .map_err(context)?;
+            if bytes.len() < size {
+                break; // cut since its length was read
+            }
             chunk.next = start + size as u64;
             chunk.records.push((stream, bytes, chunk.next));
             taken += RECORD_HEADER + size;
         }
         Ok(chunk)
+    }
+
+    /// `job`'s output before `upto` is durable in the transcript: punch it
+    /// out, so a long run's spool holds only what is not (see
+    /// `session::page_cache`). Nothing reads a spool before the offset its
+    /// transcript reached, so the zeros a punched range reads as are never
+    /// taken for records.
+    pub fn release(&self, job: &str, upto: u64) {
+        if upto < page_cache::RECYCLE_BYTES || !valid_job(job) {
+            return;
+        }
+        if let Ok(file) = OpenOptions::new().write(true).open(self.out_path(job)) {
+            page_cache::punch_before(&file, upto);
+        }
     }
 
     /// Forget `job` (its end is in the transcript).
@@ -271,6 +302,40 @@ mod tests {
             std::fs::read_dir(&dir).unwrap().next().is_none(),
             "forget leaves files"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn released_output_holds_no_disk_and_what_follows_it_still_reads() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("eukhe-spool-release-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&dir).unwrap();
+        let mut file = spool.accept("r1").unwrap().unwrap();
+        let block = vec![7u8; 1 << 20];
+        let mut stored = 0;
+        for _ in 0..12 {
+            stored = Spool::append(&mut file, Stream::Stdout, &block).unwrap();
+        }
+        let last = Spool::append(&mut file, Stream::Stderr, b"tail").unwrap();
+        file.sync_all().unwrap();
+        let before = std::fs::metadata(dir.join("r1.out")).unwrap().blocks() * 512;
+        // Too little to release: nothing happens.
+        spool.release("r1", 4096);
+        assert_eq!(
+            std::fs::metadata(dir.join("r1.out")).unwrap().blocks() * 512,
+            before
+        );
+        spool.release("r1", stored);
+        let meta = std::fs::metadata(dir.join("r1.out")).unwrap();
+        assert_eq!(meta.len(), last, "the size stays");
+        assert!(
+            meta.blocks() * 512 < before - (11 << 20),
+            "{} of {before} bytes still held",
+            meta.blocks() * 512
+        );
+        let rest = spool.read("r1", stored, u64::MAX, 1 << 20).unwrap();
+        assert_eq!(rest.records, vec![(Stream::Stderr, b"tail".to_vec(), last)]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,6 +6,7 @@ pub mod entry;
 pub mod env;
 pub mod log_query;
 pub mod notices;
+pub mod page_cache;
 pub(crate) mod removed;
 pub mod snapshot;
 pub(crate) mod store;

@@ -663,6 +663,12 @@ impl RunCore {
         actions
     }
 
+    /// Whether `job`'s output is being stored (a job not followed is
+    /// nobody's: its output is not stored).
+    pub fn follows(&self, job: &str) -> bool {
+        self.jobs.contains_key(job)
+    }
+
     /// The link to the kernel is gone.
     pub fn kernel_lost(&mut self) {
         self.connected = false;

@@ -225,9 +225,16 @@ async fn read_spooled(
         }
         {
             let mut w = worker.borrow_mut();
+            let stored = w.core.follows(job);
+            let unstored = w.unstored_output;
             for (stream, bytes, record_end) in chunk.records {
                 let actions = w.core.output(job, stream, record_end, bytes);
                 w.apply(actions);
+            }
+            // Only a spool whose every record went into the transcript may
+            // be released behind it.
+            if stored && w.core.follows(job) && w.unstored_output == unstored {
+                w.spool_stored.insert(job.to_string(), chunk.next);
             }
         }
         from = chunk.next;

@@ -885,13 +885,11 @@ async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
     loop {
         due.notified().await;
         tokio::time::sleep(wait).await;
-        let Some(file) = worker.borrow_mut().output_sync_handle() else {
+        let Some(commit) = worker.borrow_mut().group_commit() else {
             continue;
         };
-        match tokio::task::spawn_blocking(move || file.sync_data()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("transcript: group commit: {e}"),
-            Err(e) => tracing::warn!("transcript: group commit: {e}"),
+        if let Err(e) = tokio::task::spawn_blocking(commit).await {
+            tracing::warn!("transcript: group commit: {e}");
         }
     }
 }

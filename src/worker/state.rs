@@ -71,6 +71,9 @@ pub struct Worker {
     pub sync_due: std::rc::Rc<tokio::sync::Notify>,
     /// Output was written and its fsync is scheduled.
     pub sync_pending: bool,
+    /// How far each job's spool is stored in the transcript since the last
+    /// group commit, which releases it (`Spool::release`).
+    pub spool_stored: HashMap<String, u64>,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
     /// Client connections open now (`ClientConnection`): an idle stop
@@ -134,6 +137,7 @@ impl Worker {
             output_sync: std::time::Duration::from_millis(config.output_sync_ms),
             sync_due: Default::default(),
             sync_pending: false,
+            spool_stored: HashMap::new(),
             kernel: None,
             clients: HashMap::new(),
             last_output: None,
@@ -298,16 +302,27 @@ impl Worker {
         }
     }
 
-    /// The group commit: a handle to make every entry written so far
-    /// durable, off this thread (a large fdatasync must not hold the
-    /// worker).
-    pub fn output_sync_handle(&mut self) -> Option<std::fs::File> {
+    /// The group commit: what makes every entry written so far durable,
+    /// off this thread (a large fdatasync must not hold the worker), then
+    /// releases the spool behind it.
+    pub fn group_commit(&mut self) -> Option<impl FnOnce() + Send + 'static> {
         self.sync_pending = false;
-        self.transcript
+        let handle = self
+            .transcript
             .take_sync_handle()
             .map_err(|e| tracing::warn!("{e}"))
             .ok()
-            .flatten()
+            .flatten()?;
+        let stored = std::mem::take(&mut self.spool_stored);
+        let spool = self.spool.clone();
+        Some(move || match handle.commit() {
+            Ok(()) => {
+                for (job, upto) in stored {
+                    spool.release(&job, upto);
+                }
+            }
+            Err(e) => tracing::warn!("{e}"),
+        })
     }
 
     /// Keep the index of restore notices a tail read from disk shows (a

@@ -59,7 +59,7 @@ use std::path::PathBuf;
 pub use super::entry::{Entry, EntryBody};
 pub use read::{read_entries, stream, stream_at, stream_from, Entries};
 pub use tail::read_tail;
-pub use writer::Transcript;
+pub use writer::{SyncHandle, Transcript};
 
 /// An unfinished last record found (and cut off) when opening a
 /// transcript.

@@ -6,6 +6,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::session::page_cache;
+
 use super::format::{self, Marker, FILE_HEADER, MAGIC};
 use super::scan::{Event, Scanner};
 use super::{files, v1, Damage, Entry, EntryBody, Opened, TornTail};
@@ -20,6 +22,9 @@ pub struct Transcript {
     /// cut back to it.
     len: u64,
     unsynced: bool,
+    /// The page cache before this offset was handed back (or predates
+    /// this writer): see `session::page_cache`.
+    recycled: u64,
     /// Reused for every record, so appending allocates nothing.
     record: Vec<u8>,
 }
@@ -57,6 +62,7 @@ impl Transcript {
                 next_seq: read.next_seq,
                 len: read.end,
                 unsynced: false,
+                recycled: read.end,
                 record: Vec::new(),
             },
             torn: read.torn.or(torn),
@@ -94,16 +100,25 @@ impl Transcript {
     /// For a group commit on another thread: a handle to fdatasync when an
     /// unsynced append happened since the last sync (counted as synced from
     /// now: the caller syncs it; a synced append still syncs itself).
-    pub fn take_sync_handle(&mut self) -> Result<Option<std::fs::File>, String> {
+    pub fn take_sync_handle(&mut self) -> Result<Option<SyncHandle>, String> {
         if !self.unsynced {
             return Ok(None);
         }
-        let handle = self
+        let file = self
             .file
             .try_clone()
             .map_err(|e| format!("transcript {}: sync: {e}", self.path.display()))?;
         self.unsynced = false;
-        Ok(Some(handle))
+        let recycle = (self.len - self.recycled >= page_cache::RECYCLE_BYTES).then(|| {
+            let range = (self.recycled, self.len);
+            self.recycled = self.len;
+            range
+        });
+        Ok(Some(SyncHandle {
+            file,
+            path: self.path.clone(),
+            recycle,
+        }))
     }
 
     /// Whether an append since the last sync may not be on disk yet.
@@ -163,6 +178,29 @@ impl Transcript {
                 self.len = meta.len();
             }
         }
+    }
+}
+
+/// A group commit's hold on the transcript: everything appended before it
+/// was taken becomes durable when it commits.
+pub struct SyncHandle {
+    file: File,
+    path: PathBuf,
+    /// The range whose pages go back to the page cache once synced.
+    recycle: Option<(u64, u64)>,
+}
+
+impl SyncHandle {
+    /// fdatasync, then hand back the pages of a long stretch of output now
+    /// on disk (blocking: run it off the worker's thread).
+    pub fn commit(self) -> Result<(), String> {
+        self.file
+            .sync_data()
+            .map_err(|e| format!("transcript {}: group commit: {e}", self.path.display()))?;
+        if let Some((from, to)) = self.recycle {
+            page_cache::drop_synced(&self.file, from, to);
+        }
+        Ok(())
     }
 }
 
