@@ -1,13 +1,12 @@
-# One job, forked in its own process group (the shell that forks it has job
-# control on), by the kernel's shell or by a prepared template (see
-# zygote.bash): the reporter reports the job's start and end on fd 4; the
-# job's shell restores what is not restored yet (`$__eukhe_restore`), runs
-# the command and captures the shell state it leaves, with builtins only,
-# immune to the user's options, functions, aliases, IFS and PATH. In a
-# template the user's functions are defined: so `builtin printf` (a
-# function named `builtin`, or after a POSIX special builtin, is never
-# kept).
-{
+# One job's reporter: the body of a process forked in its own process
+# group (the shell that forks it has job control on), by the kernel's shell
+# or, ahead of its job, by a prepared template (see zygote.bash). It reports
+# the job's start and end on fd 4; the job's shell restores what is not
+# restored yet (`$__eukhe_restore`), runs the command and captures the shell
+# state it leaves, with builtins only, immune to the user's options,
+# functions, aliases, IFS and PATH. In a template the user's functions are
+# defined: so `builtin printf` (a function named `builtin`, or after a POSIX
+# special builtin, is never kept).
   # The reporter outlives the job's cancel signals; its shell does not
   # (a trapped signal is reset to its default in the subshell). A cancel's
   # SIGINT that comes once the start is reported, before the subshell
@@ -22,7 +21,7 @@
     # shows the parent's until the subshell sets its own).
     trap - INT TERM HUP
     if [[ -n $__eukhe_cancel ]]; then builtin kill -INT "$BASHPID"; fi
-    exec 3<&- 4>&- 5<&-
+    exec 3<&- 4>&- 5<&- 6>&-
     . "$__eukhe_restore"
     eval "$__eukhe_cmd"
     # Everything below runs after the user's command, in its state.
@@ -71,4 +70,3 @@
     exit "$__eukhe_st"
   )
   builtin printf 'ended\0%s\0%s\0' "$__eukhe_job" "$?" >&4
-} &

@@ -65,6 +65,8 @@ pub struct Template {
     /// The snapshot version it restored.
     version: u64,
     fifo: PathBuf,
+    /// Where its reporters say they have taken a job.
+    taken: PathBuf,
     restore: PathBuf,
     /// Traps and `set -o`, which each job applies itself (the template's
     /// own loop must not run under the user's `set -e` or traps).
@@ -78,7 +80,7 @@ pub struct Template {
 
 impl Template {
     fn remove_files(&self) {
-        for path in [&self.fifo, &self.restore, &self.late] {
+        for path in [&self.fifo, &self.taken, &self.restore, &self.late] {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -322,11 +324,14 @@ impl Kernel {
         self.template_seq += 1;
         let name = format!("template-{}", self.template_seq);
         let fifo = self.scratch(&name, "fifo");
+        let taken = self.scratch(&name, "taken");
         let restore = self.scratch(&name, "restore");
         let late = self.scratch(&name, "late");
         let made = (|| -> Result<Template, String> {
-            let _ = std::fs::remove_file(&fifo);
-            super::output::make_fifo(&fifo)?;
+            for path in [&fifo, &taken] {
+                let _ = std::fs::remove_file(path);
+                super::output::make_fifo(path)?;
+            }
             // Read and write: never blocks, and the template sees the end
             // only when the kernel drops it.
             let jobs = std::fs::OpenOptions::new()
@@ -340,6 +345,7 @@ impl Kernel {
             let message = zygote::message(&[
                 "template",
                 &fifo.to_string_lossy(),
+                &taken.to_string_lossy(),
                 &restore.to_string_lossy(),
             ]);
             self.shell_input()?
@@ -348,6 +354,7 @@ impl Kernel {
             Ok(Template {
                 version: self.version,
                 fifo: fifo.clone(),
+                taken: taken.clone(),
                 restore: restore.clone(),
                 late: late.clone(),
                 jobs,

@@ -1,13 +1,18 @@
 # eukhe's kernel shell (the zygote): it holds no user state of its own.
 # Jobs are forked from it, or from a *template*: a shell it forks that has
 # already restored the session's snapshot (all but traps and `set -o`,
-# which each job applies), so a job does not wait for the restore.
+# which each job applies), so a job does not wait for the restore. A
+# template forks each job's reporter ahead of the job: the reporter waits
+# for its job on the template's FIFO and says on a second FIFO when it has
+# taken one, and the template then forks the next, so a job waits for one
+# fork, not two.
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
 #   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
-#   template FIFO RESTORE                          (fork a template that
-#     restores RESTORE, then takes jobs, `JOB STDOUT STDERR RESTORE CAPTURE
-#     COMMAND`, from FIFO on its fd 5 until it ends)
+#   template FIFO TAKEN RESTORE                    (fork a template that
+#     restores RESTORE, then forks reporters that take jobs, `JOB STDOUT
+#     STDERR RESTORE CAPTURE COMMAND`, from FIFO on fd 5 and write `t` to
+#     the FIFO TAKEN (fd 6) when they have one, or `e` when FIFO has ended)
 # fd 4: reports to the kernel, NUL-terminated: `started JOB PID`,
 # `ended JOB STATUS`, `template FIFO PID`.
 unset __eukhe_zygote
@@ -17,21 +22,31 @@ while :; do
   IFS= read -r -d '' __eukhe_kind <&3 || break
   if [[ $__eukhe_kind == template ]]; then
     IFS= read -r -d '' __eukhe_fifo <&3 || break
+    IFS= read -r -d '' __eukhe_taken <&3 || break
     IFS= read -r -d '' __eukhe_restore <&3 || break
     (
       trap - INT TERM HUP
-      exec 3<&- 5<"$__eukhe_fifo"
+      # Read and write: opening never blocks, and reading never meets an end.
+      exec 3<&- 5<"$__eukhe_fifo" 6<>"$__eukhe_taken"
       . "$__eukhe_restore"
       set -m
       builtin printf 'template\0%s\0%s\0' "$__eukhe_fifo" "$BASHPID" >&4
       while :; do
-        IFS= builtin read -r -d '' __eukhe_job <&5 || break
-        IFS= builtin read -r -d '' __eukhe_out <&5 || break
-        IFS= builtin read -r -d '' __eukhe_err <&5 || break
-        IFS= builtin read -r -d '' __eukhe_restore <&5 || break
-        IFS= builtin read -r -d '' __eukhe_state <&5 || break
-        IFS= builtin read -r -d '' __eukhe_cmd <&5 || break
+        {
+          IFS= builtin read -r -d '' __eukhe_job <&5 &&
+          IFS= builtin read -r -d '' __eukhe_out <&5 &&
+          IFS= builtin read -r -d '' __eukhe_err <&5 &&
+          IFS= builtin read -r -d '' __eukhe_restore <&5 &&
+          IFS= builtin read -r -d '' __eukhe_state <&5 &&
+          IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
+            { builtin printf e >&6; builtin exit; }
+          builtin printf t >&6
 @JOB@
+        } &
+        # The reporter has taken a job, or found the FIFO closed: the
+        # kernel dropped this template.
+        IFS= builtin read -r -n 1 -d '' __eukhe_word <&6 || break
+        [[ $__eukhe_word == t ]] || break
         builtin jobs >/dev/null 2>&1
       done
     ) >/dev/null 2>&1 &
@@ -45,7 +60,9 @@ while :; do
   IFS= read -r -d '' __eukhe_restore <&3 || break
   IFS= read -r -d '' __eukhe_state <&3 || break
   IFS= read -r -d '' __eukhe_cmd <&3 || break
+  {
 @JOB@
+  } &
   jobs >/dev/null 2>&1
 done
 # The kernel is gone (its end of fd 3 closed): end the templates, one of

@@ -200,6 +200,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let fifo = dir.join("template.fifo");
         super::super::output::make_fifo(&fifo).unwrap();
+        let taken = dir.join("template.taken");
+        super::super::output::make_fifo(&taken).unwrap();
         let restore = dir.join("restore");
         std::fs::write(&restore, "").unwrap();
         let (pipes, _reports) = pipes().unwrap();
@@ -207,6 +209,7 @@ mod tests {
         let ask = message(&[
             "template",
             &fifo.to_string_lossy(),
+            &taken.to_string_lossy(),
             &restore.to_string_lossy(),
         ]);
         let written = nix::unistd::write(&pipes.jobs_write, &ask).unwrap();
