@@ -1,26 +1,26 @@
-# One job's reporter: the body of a process forked in its own process
-# group (the shell that forks it has job control on), by the kernel's shell
-# or, ahead of its job, by a prepared template (see zygote.bash). It reports
-# the job's start and end on fd 4; the job's shell restores what is not
-# restored yet (`$__eukhe_restore`), runs the command and captures the shell
-# state it leaves, with builtins only, immune to the user's options,
-# functions, aliases, IFS and PATH. In a template the user's functions are
-# defined: so `builtin printf` (a function named `builtin`, or after a POSIX
-# special builtin, is never kept).
-  # The reporter outlives the job's cancel signals; its shell does not
-  # (a trapped signal is reset to its default in the subshell). A cancel's
-  # SIGINT that comes once the start is reported, before the subshell
-  # exists, is kept for the subshell.
-  __eukhe_cancel=
-  trap '__eukhe_cancel=1' INT
-  trap ':' TERM HUP
-  exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
-  builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
+# One job: a reporter, forked in its own process group (the shell that
+# forks it has job control on) by the kernel's shell or, ahead of its job,
+# by a prepared template (see zygote.bash), and the job's shell, which the
+# reporter forks at once. In a template the job's shell takes its job
+# itself (the TAKE placeholder), so a job waits for no fork at all. The
+# job's shell reports `started JOB GROUP` on fd 4, restores what is not
+# restored yet (`$__eukhe_restore`), runs the command and captures the
+# shell state it leaves, with builtins only, immune to the user's options,
+# functions, aliases, IFS and PATH; the reporter outlives it and reports
+# `finished GROUP STATUS`. In a template the user's functions are defined:
+# so `builtin printf` (a function named `builtin`, or after a POSIX special
+# builtin, is never kept).
+  # The reporter outlives the job's cancel signals; the job's shell does
+  # not (a trapped signal is reset to its default in the subshell).
+  __eukhe_group=$BASHPID
+  trap ':' INT TERM HUP
   (
     # The reporter's traps are not the user's (`trap -p` in a subshell
     # shows the parent's until the subshell sets its own).
     trap - INT TERM HUP
-    if [[ -n $__eukhe_cancel ]]; then builtin kill -INT "$BASHPID"; fi
+@TAKE@
+    exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
+    builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$__eukhe_group" >&4
     exec 3<&- 4>&- 5<&- 6>&-
     . "$__eukhe_restore"
     eval "$__eukhe_cmd"
@@ -69,4 +69,4 @@
     } >"$__eukhe_state" 2>/dev/null
     exit "$__eukhe_st"
   )
-  builtin printf 'ended\0%s\0%s\0' "$__eukhe_job" "$?" >&4
+  builtin printf 'finished\0%s\0%s\0' "$__eukhe_group" "$?" >&4

@@ -274,12 +274,8 @@ impl Kernel {
         let handed = match self.ready_template() {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
-            Some(template) => {
-                let late = template.late.to_string_lossy().into_owned();
-                let message =
-                    zygote::message(&[job, &out_fifo, &err_fifo, &late, &capture, command]);
-                template.jobs.write_all(&message)
-            }
+            // Its job shell names the FIFOs and the capture after the job.
+            Some(template) => template.jobs.write_all(&zygote::message(&[job, command])),
             None => {
                 let restore = self.scratch(job, "restore");
                 write_private(&restore, &self.snapshot.restore_script())
@@ -347,6 +343,8 @@ impl Kernel {
                 &fifo.to_string_lossy(),
                 &taken.to_string_lossy(),
                 &restore.to_string_lossy(),
+                &self.files.scratch().to_string_lossy(),
+                &late.to_string_lossy(),
             ]);
             self.shell_input()?
                 .write_all(&message)
@@ -407,6 +405,14 @@ impl Kernel {
                 }
             }
         }
+    }
+
+    /// The running job whose process group `group` leads.
+    pub fn job_of_group(&self, group: u32) -> Option<String> {
+        self.jobs
+            .iter()
+            .find(|(_, j)| j.group == Some(group) && j.end.is_none())
+            .map(|(job, _)| job.clone())
     }
 
     /// End what a kernel that died left running: the process group of each

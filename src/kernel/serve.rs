@@ -394,8 +394,13 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
         for report in zygote::parse_reports(&mut pending) {
             let mut k = ctx.kernel.borrow_mut();
             match report {
-                Report::Started { job, pid } => k.started(&job, pid),
-                Report::Ended { job, status } => {
+                Report::Started { job, group } => k.started(&job, group),
+                Report::Finished { group, status } => {
+                    // A job shell that never took a job (its template was
+                    // dropped) has no job to end.
+                    let Some(job) = k.job_of_group(group) else {
+                        continue;
+                    };
                     tracing::info!(job, status, "{job} exited {status}");
                     k.ended(&job, status);
                     if k.needs_template() {

@@ -2,19 +2,21 @@
 # Jobs are forked from it, or from a *template*: a shell it forks that has
 # already restored the session's snapshot (all but traps and `set -o`,
 # which each job applies), so a job does not wait for the restore. A
-# template forks each job's reporter ahead of the job: the reporter waits
-# for its job on the template's FIFO and says on a second FIFO when it has
-# taken one, and the template then forks the next, so a job waits for one
-# fork, not two.
+# template forks each job's reporter, and the reporter the job's shell,
+# ahead of the job: the job's shell waits for its job on the template's
+# FIFO and says on a second FIFO when it has taken one, and the template
+# then forks the next, so a job waits for no fork at all.
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
 #   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
-#   template FIFO TAKEN RESTORE                    (fork a template that
-#     restores RESTORE, then forks reporters that take jobs, `JOB STDOUT
-#     STDERR RESTORE CAPTURE COMMAND`, from FIFO on fd 5 and write `t` to
-#     the FIFO TAKEN (fd 6) when they have one, or `e` when FIFO has ended)
-# fd 4: reports to the kernel, NUL-terminated: `started JOB PID`,
-# `ended JOB STATUS`, `template FIFO PID`.
+#   template FIFO TAKEN RESTORE SCRATCH LATE       (fork a template that
+#     restores RESTORE, then forks job shells that take jobs, `JOB
+#     COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
+#     when they have one, or `e` when FIFO has ended; a job's output
+#     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and it
+#     restores LATE)
+# fd 4: reports to the kernel, NUL-terminated: `started JOB GROUP`,
+# `finished GROUP STATUS` (a job), `template FIFO PID`.
 unset __eukhe_zygote
 __eukhe_templates=
 set -m
@@ -24,6 +26,8 @@ while :; do
     IFS= read -r -d '' __eukhe_fifo <&3 || break
     IFS= read -r -d '' __eukhe_taken <&3 || break
     IFS= read -r -d '' __eukhe_restore <&3 || break
+    IFS= read -r -d '' __eukhe_scratch <&3 || break
+    IFS= read -r -d '' __eukhe_late <&3 || break
     (
       trap - INT TERM HUP
       # Read and write: opening never blocks, and reading never meets an end.
@@ -33,17 +37,9 @@ while :; do
       builtin printf 'template\0%s\0%s\0' "$__eukhe_fifo" "$BASHPID" >&4
       while :; do
         {
-          IFS= builtin read -r -d '' __eukhe_job <&5 &&
-          IFS= builtin read -r -d '' __eukhe_out <&5 &&
-          IFS= builtin read -r -d '' __eukhe_err <&5 &&
-          IFS= builtin read -r -d '' __eukhe_restore <&5 &&
-          IFS= builtin read -r -d '' __eukhe_state <&5 &&
-          IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
-            { builtin printf e >&6; builtin exit; }
-          builtin printf t >&6
-@JOB@
+@TEMPLATE_JOB@
         } &
-        # The reporter has taken a job, or found the FIFO closed: the
+        # The job's shell has taken a job, or found the FIFO closed: the
         # kernel dropped this template.
         IFS= builtin read -r -n 1 -d '' __eukhe_word <&6 || break
         [[ $__eukhe_word == t ]] || break

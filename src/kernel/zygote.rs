@@ -8,10 +8,27 @@ use std::process::{Command, Stdio};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 
+/// How a template's job shell takes its job: `JOB COMMAND` from the
+/// template's FIFO (fd 5), said taken on fd 6; its files are named after
+/// the job in the scratch directory, and it restores the template's `late`
+/// script (traps and `set -o`).
+const TAKE_FROM_TEMPLATE: &str = r#"    IFS= builtin read -r -d '' __eukhe_job <&5 &&
+    IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
+      { builtin printf e >&6; builtin exit 0; }
+    builtin printf t >&6
+    __eukhe_out=$__eukhe_scratch/$__eukhe_job.out
+    __eukhe_err=$__eukhe_scratch/$__eukhe_job.err
+    __eukhe_state=$__eukhe_scratch/$__eukhe_job.state
+    __eukhe_restore=$__eukhe_late"#;
+
 /// The kernel's shell, with the job code (`job.bash`) in both places that
-/// fork a job: the shell itself and a prepared template.
+/// fork a job: the shell itself (which read the job's fields before it
+/// forked) and a prepared template (whose job shell takes them itself).
 pub fn script() -> String {
-    include_str!("zygote.bash").replace("@JOB@", include_str!("job.bash"))
+    let job = include_str!("job.bash");
+    include_str!("zygote.bash")
+        .replace("@TEMPLATE_JOB@", &job.replace("@TAKE@", TAKE_FROM_TEMPLATE))
+        .replace("@JOB@", &job.replace("@TAKE@\n", ""))
 }
 
 /// The pipes between the kernel and its shell (they outlive any one shell).
@@ -107,12 +124,14 @@ pub fn message(fields: &[&str]) -> Vec<u8> {
     bytes
 }
 
-/// One report: `started JOB PID`, `ended JOB STATUS` (a job), or
-/// `template FIFO PID` (a template is ready to take jobs from FIFO).
+/// One report: `started JOB GROUP` and `finished GROUP STATUS` (a job,
+/// whose reporter leads process group GROUP and learns of its job only
+/// through it), or `template FIFO PID` (a template is ready to take jobs
+/// from FIFO).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
-    Started { job: String, pid: u32 },
-    Ended { job: String, status: i32 },
+    Started { job: String, group: u32 },
+    Finished { group: u32, status: i32 },
     Template { fifo: String, pid: u32 },
 }
 
@@ -126,20 +145,24 @@ pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
             return reports;
         }
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let (kind, job, value) = (text(fields[0]), text(fields[1]), text(fields[2]));
+        let (kind, first, value) = (text(fields[0]), text(fields[1]), text(fields[2]));
         let used = fields[0].len() + fields[1].len() + fields[2].len() + 3;
         pending.drain(..used);
         match (kind.as_str(), value.parse::<i64>()) {
-            ("started", Ok(pid)) => reports.push(Report::Started {
-                job,
-                pid: pid as u32,
+            ("started", Ok(group)) => reports.push(Report::Started {
+                job: first,
+                group: group as u32,
             }),
-            ("ended", Ok(status)) => reports.push(Report::Ended {
-                job,
-                status: status as i32,
-            }),
+            ("finished", Ok(status)) => {
+                if let Ok(group) = first.parse::<u32>() {
+                    reports.push(Report::Finished {
+                        group,
+                        status: status as i32,
+                    });
+                }
+            }
             ("template", Ok(pid)) => reports.push(Report::Template {
-                fifo: job,
+                fifo: first,
                 pid: pid as u32,
             }),
             _ => {}
@@ -153,7 +176,7 @@ mod tests {
 
     #[test]
     fn reports_split_anywhere_are_parsed_whole() {
-        let bytes = b"started\x00r1\x00123\x00ended\x00r1\x00130\x00star";
+        let bytes = b"started\x00r1\x00123\x00finished\x00123\x00130\x00star";
         let mut pending = bytes[..9].to_vec();
         assert!(parse_reports(&mut pending).is_empty());
         pending.extend_from_slice(&bytes[9..]);
@@ -162,10 +185,10 @@ mod tests {
             vec![
                 Report::Started {
                     job: "r1".into(),
-                    pid: 123
+                    group: 123
                 },
-                Report::Ended {
-                    job: "r1".into(),
+                Report::Finished {
+                    group: 123,
                     status: 130
                 }
             ]
@@ -210,6 +233,8 @@ mod tests {
             "template",
             &fifo.to_string_lossy(),
             &taken.to_string_lossy(),
+            &restore.to_string_lossy(),
+            &dir.to_string_lossy(),
             &restore.to_string_lossy(),
         ]);
         let written = nix::unistd::write(&pipes.jobs_write, &ask).unwrap();
