@@ -655,13 +655,14 @@ fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
     let t = Install::new("hostile");
     let id = t.new_session();
     t.bash(&id, "KEEP=kept");
-    let cases: [(&str, Option<i32>); 6] = [
+    let cases: [(&str, Option<i32>); 7] = [
         ("exit 3", Some(3)),
         ("exec true", Some(0)),
         ("set -e; false; echo not-reached", None),
         ("set -u; echo $nope; echo not-reached", None),
         ("set -C", Some(0)),
         ("builtin() { :; }", Some(0)),
+        ("set() { echo not-reached; }", Some(0)),
     ];
     for (n, (command, status)) in cases.iter().enumerate() {
         let out = t.run(&["send", &id, command, "--wait"]);
@@ -696,14 +697,16 @@ fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
     }
     let kept = t.bash(
         &id,
-        "echo $AFTER0 $AFTER1 $AFTER2 $AFTER3 $AFTER4 $AFTER5; [[ -o noclobber ]] && echo noclobber",
+        "echo $AFTER0 $AFTER1 $AFTER2 $AFTER3 $AFTER4 $AFTER5 $AFTER6; [[ -o noclobber ]] && echo noclobber",
     );
     // `set -C` is the user's option (set -o options persist); it does not
     // stop eukhe from keeping the state.
-    assert_eq!(kept, "0 1 2 3 4 5\nnoclobber\n");
+    assert_eq!(kept, "0 1 2 3 4 5 6\nnoclobber\n");
     let log = t.log(&id);
     // User bash 1 (`KEEP=kept`) took input 1: `exit 3` was run 2.
     assert!(log.contains("[run 2 exited 3]"), "{log}");
+    assert!(log.contains("not kept: function builtin"), "{log}");
+    assert!(log.contains("not kept: function set"), "{log}");
     assert!(!log.contains("given up"), "{log}");
 }
 

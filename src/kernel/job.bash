@@ -32,16 +32,18 @@
       POSIXLY_CORRECT=y
       set +euCfvxET +o pipefail
     } 2>/dev/null
-    # Functions named like builtins this code needs are not kept (POSIX
-    # special builtins cannot be shadowed here, so `export` tests them).
+    # A function named `builtin` would run in place of every `builtin`
+    # below, so it is not kept (`export`, a POSIX special builtin, cannot
+    # be shadowed here and tells). Functions named like POSIX special
+    # builtins shadow nothing here; the kernel leaves them out.
     __eukhe_dropped=
-    for __eukhe_f in builtin set unset export eval trap readonly exec exit return shift break continue times . :; do
-      export -f "$__eukhe_f" && { __eukhe_dropped="$__eukhe_dropped $__eukhe_f"; unset -f "$__eukhe_f"; }
-    done 2>/dev/null
+    export -f builtin 2>/dev/null && { __eukhe_dropped=builtin; unset -f builtin; }
     # No forks and no files below: a few builtins, each printing all of
     # one kind.
     {
-      builtin printf 'traps\0\0'; trap -p; builtin printf '\0'
+      # Out of POSIX mode, `trap -p` lists only the signals trapped.
+      builtin printf 'traps\0\0'; builtin set +o posix; builtin trap -p
+      builtin set -o posix; builtin printf '\0'
       trap - DEBUG ERR RETURN EXIT
       builtin printf 'cwd\0\0'; builtin pwd; builtin printf '\0'
       builtin printf 'setopts\0%s\0' "$__eukhe_so"

@@ -236,8 +236,22 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
             ),
         }
     }
+    for name in SPECIAL_BUILTINS {
+        if capture.snapshot.items.remove(&format!("func:{name}")).is_some() {
+            capture.dropped.push(name.to_string());
+        }
+    }
     Ok(capture)
 }
+
+/// The POSIX special builtins eukhe's shell code calls: a function of one
+/// of these names is not kept (the code runs in POSIX mode, where they are
+/// found before any function, but a restore outside it would let the
+/// function take their place).
+const SPECIAL_BUILTINS: [&str; 15] = [
+    "set", "unset", "export", "eval", "trap", "readonly", "exec", "exit", "return", "shift",
+    "break", "continue", "times", ".", ":",
+];
 
 /// The names `declare -F` lists, one a line.
 fn declared_functions(listing: &str) -> Vec<&str> {
@@ -598,6 +612,21 @@ mod tests {
         let items = parse_capture(&bytes).unwrap().snapshot.items;
         assert_eq!(items["func:a"], "a () \n{ \n    cat <<EOF\nb_2 ()\nEOF\n}");
         assert_eq!(items["func:b_2"], "b_2 () \n{ \n    echo two\n}");
+    }
+
+    #[test]
+    fn functions_named_like_special_builtins_are_dropped_and_said_so() {
+        let names = "declare -f f\ndeclare -f set\n";
+        let funcs = "f () \n{ \n    echo f\n}\nset () \n{ \n    :\n}\n";
+        let bytes = capture(&[
+            ("dropped", "", "builtin"),
+            ("funcnames", "", names),
+            ("funcs", "", funcs),
+        ]);
+        let capture = parse_capture(&bytes).unwrap();
+        assert_eq!(capture.dropped, ["builtin", "set"]);
+        let kept: Vec<&String> = capture.snapshot.items.keys().collect();
+        assert_eq!(kept, ["func:f"]);
     }
 
     #[test]
