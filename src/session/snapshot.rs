@@ -237,7 +237,12 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
         }
     }
     for name in SPECIAL_BUILTINS {
-        if capture.snapshot.items.remove(&format!("func:{name}")).is_some() {
+        if capture
+            .snapshot
+            .items
+            .remove(&format!("func:{name}"))
+            .is_some()
+        {
             capture.dropped.push(name.to_string());
         }
     }
