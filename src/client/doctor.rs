@@ -223,7 +223,7 @@ pub async fn run() -> Vec<Check> {
     match HostKind::from_env() {
         Ok(HostKind::Systemd) => checks.push(check("lingering", lingering())),
         Ok(HostKind::Process) => {}
-        Err(e) => checks.push(check("backend", Err(e))),
+        Err(e) => checks.push(check("backend", Err(e.into()))),
     }
     let daemon = match connect_existing().await {
         Ok(Some(client)) => Ok(format!(

@@ -10,6 +10,7 @@
 //!   no worker is connected) count, and their time is journald's receive
 //!   time, so nobody can forge or back-date a revival.
 
+use super::HostError;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,18 +65,18 @@ impl BusyJournal {
     }
 
     /// Append a record durably (the file) or hand it to journald.
-    pub fn record(&self, line: &JournalLine) -> Result<(), String> {
+    pub fn record(&self, line: &JournalLine) -> Result<(), HostError> {
         match self {
             BusyJournal::File(path) => {
                 let mut file = private_append(path)?;
-                let mut text = serde_json::to_string(line).map_err(|e| e.to_string())?;
+                let mut text = serde_json::to_string(line)?;
                 text.push('\n');
                 file.write_all(text.as_bytes())
                     .and_then(|_| file.sync_data())
-                    .map_err(|e| format!("busy journal {}: {e}", path.display()))
+                    .map_err(|e| HostError::io(format!("busy journal {}", path.display()), e))
             }
             BusyJournal::Journald => {
-                let work = serde_json::to_string(&line.work).map_err(|e| e.to_string())?;
+                let work = serde_json::to_string(&line.work)?;
                 let state = state_word(line.state);
                 let message = match line.state {
                     BusyState::Busy => format!("busy evidence: busy with {work}"),
@@ -91,13 +92,13 @@ impl BusyJournal {
                     ("EUKHE_WORK", &work),
                     ("EUKHE_BUILD", &line.build),
                 ])
-                .map_err(|e| format!("busy evidence of session {}: {e}", line.session))
+                .map_err(|e| e.within(format!("busy evidence of session {}", line.session)))
             }
         }
     }
 
     /// The latest record of each session.
-    pub fn latest(&self) -> Result<HashMap<String, BusyRecord>, String> {
+    pub fn latest(&self) -> Result<HashMap<String, BusyRecord>, HostError> {
         match self {
             BusyJournal::File(path) => Ok(latest_in_file(path)),
             BusyJournal::Journald => {

@@ -4,6 +4,7 @@
 //! itself, from the sender's credentials and cgroup; a sender cannot set
 //! them.
 
+use super::HostError;
 use std::os::unix::net::UnixDatagram;
 
 /// journald's native-protocol socket.
@@ -12,7 +13,7 @@ pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 /// Encode `fields` in the native protocol. Names must be journal field
 /// names (uppercase letters, digits, `_`, not starting with `_`); a value
 /// with a newline is length-prefixed.
-pub fn encode(fields: &[(&str, &str)]) -> Result<Vec<u8>, String> {
+pub fn encode(fields: &[(&str, &str)]) -> Result<Vec<u8>, HostError> {
     let mut payload = Vec::new();
     for (name, value) in fields {
         let well_formed = !name.is_empty()
@@ -22,7 +23,9 @@ pub fn encode(fields: &[(&str, &str)]) -> Result<Vec<u8>, String> {
                 .bytes()
                 .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
         if !well_formed {
-            return Err(format!("{name:?} is not a journal field name"));
+            return Err(HostError::Refused(format!(
+                "{name:?} is not a journal field name"
+            )));
         }
         payload.extend_from_slice(name.as_bytes());
         if value.contains('\n') {
@@ -38,14 +41,14 @@ pub fn encode(fields: &[(&str, &str)]) -> Result<Vec<u8>, String> {
 }
 
 /// Send one entry to journald.
-pub fn send(fields: &[(&str, &str)]) -> Result<(), String> {
+pub fn send(fields: &[(&str, &str)]) -> Result<(), HostError> {
     let payload = encode(fields)?;
     let socket =
-        UnixDatagram::unbound().map_err(|e| format!("journald: cannot open a socket: {e}"))?;
+        UnixDatagram::unbound().map_err(|e| HostError::io("journald: cannot open a socket", e))?;
     socket
         .send_to(&payload, JOURNAL_SOCKET)
         .map(|_| ())
-        .map_err(|e| format!("journald at {JOURNAL_SOCKET}: {e}"))
+        .map_err(|e| HostError::io(format!("journald at {JOURNAL_SOCKET}"), e))
 }
 
 #[cfg(test)]
@@ -63,7 +66,10 @@ mod tests {
 
     #[test]
     fn refuses_names_journald_would_drop_or_trust() {
-        assert!(encode(&[("_UID", "0")]).unwrap_err().contains("_UID"));
+        assert!(encode(&[("_UID", "0")])
+            .unwrap_err()
+            .to_string()
+            .contains("_UID"));
         assert!(encode(&[("message", "x")]).is_err());
         assert!(encode(&[("", "x")]).is_err());
         assert!(encode(&[("A-B", "x")]).is_err());

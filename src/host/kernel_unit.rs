@@ -8,6 +8,7 @@
 //! own start, and after the kernel died), so it holds no connection for
 //! the rest of its life.
 
+use super::HostError;
 use std::time::Duration;
 
 use crate::laws::timing::TM;
@@ -25,7 +26,7 @@ const START_WITHIN: Duration = Duration::from_millis(TM.kernel_start_wait);
 const STOP_WITHIN: Duration = Duration::from_millis(TM.kernel_stop_wait);
 
 /// Why a kernel unit is not up, in words for a log line.
-fn why_not_up(unit: &str, state: &UnitState) -> String {
+fn why_not_up(unit: &str, state: &UnitState) -> HostError {
     let why = match state.result.as_str() {
         "success" if state.is_down() => "stopped".to_string(),
         "exit-code" => "its kernel exited with an error".to_string(),
@@ -34,12 +35,15 @@ fn why_not_up(unit: &str, state: &UnitState) -> String {
         "success" | "" => format!("it is {} ({})", state.active, state.sub),
         other => format!("it failed ({other})"),
     };
-    format!("{unit} did not come up: {why}")
+    HostError::State {
+        what: unit.to_string(),
+        state: format!("did not come up: {why}"),
+    }
 }
 
 /// Start the kernel unit of `session` and return once it is active (the
 /// kernel serves its socket) or has failed.
-pub async fn start(session: &str) -> Result<(), String> {
+pub async fn start(session: &str) -> Result<(), HostError> {
     let unit = kernel_unit(session);
     let units = UserManager::connect().await?;
     // The session's restart budget decides; systemd's start limit must not
@@ -57,7 +61,7 @@ pub async fn start(session: &str) -> Result<(), String> {
 /// Stop the kernel unit of `session` (every process of the session ends:
 /// the kernel's teardown, then the manager empties the unit's cgroup) and
 /// return once it is down. Stopping a kernel that does not run is a no-op.
-pub async fn stop(session: &str) -> Result<(), String> {
+pub async fn stop(session: &str) -> Result<(), HostError> {
     let unit = kernel_unit(session);
     let units = UserManager::connect().await?;
     units.stop(&unit).await?;
@@ -67,11 +71,14 @@ pub async fn stop(session: &str) -> Result<(), String> {
     if state.is_down() {
         Ok(())
     } else {
-        Err(format!(
-            "{unit} is still {} after {} s",
-            state.active,
-            STOP_WITHIN.as_secs()
-        ))
+        Err(HostError::State {
+            what: unit,
+            state: format!(
+                "is still {} after {} s",
+                state.active,
+                STOP_WITHIN.as_secs()
+            ),
+        })
     }
 }
 
@@ -91,7 +98,7 @@ mod tests {
     #[test]
     fn a_kernel_unit_that_is_not_up_says_why() {
         let unit = "eukhe-kernel@1a2b3c4d.service";
-        let why = |s: UnitState| why_not_up(unit, &s);
+        let why = |s: UnitState| why_not_up(unit, &s).to_string();
         assert_eq!(
             why(state("failed", "failed", "exit-code")),
             "eukhe-kernel@1a2b3c4d.service did not come up: its kernel exited with an error"

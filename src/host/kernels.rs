@@ -3,6 +3,7 @@
 //! (never the worker's child), so a kernel outlives the worker that
 //! started it on either backend.
 
+use super::HostError;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -16,7 +17,7 @@ use crate::paths::Paths;
 /// End a broken kernel: through its unit under systemd, else by identity
 /// (SIGTERM ends its processes; SIGKILL if it outlives its teardown).
 pub async fn end(id: &str, kernel: ProcessIdentity) {
-    if HostKind::from_env() == Ok(HostKind::Systemd) {
+    if matches!(HostKind::from_env(), Ok(HostKind::Systemd)) {
         stop_unit(id).await;
     } else {
         terminate(kernel, TM.kernel_teardown * 2).await;
@@ -44,12 +45,12 @@ pub async fn terminate(kernel: ProcessIdentity, grace_ms: u64) {
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
 /// else a detached process (it is not this worker's child).
-pub async fn start(id: &str, paths: &Paths) -> Result<(), String> {
+pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
     if HostKind::from_env()? == HostKind::Systemd {
         return super::kernel_unit::start(id).await;
     }
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| HostError::io("cannot find the eukhe executable", e))?;
     let output = tokio::process::Command::new(exe)
         .args(["kernel", id, "--detach"])
         .env("EUKHE_SOCKET", &paths.socket)
@@ -59,7 +60,7 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), String> {
         .stderr(std::process::Stdio::piped())
         .output()
         .await
-        .map_err(|e| format!("cannot start the kernel of session {id}: {e}"))?;
+        .map_err(|e| HostError::io(format!("cannot start the kernel of session {id}"), e))?;
     if output.status.success() {
         tracing::info!("started the session's kernel");
         return Ok(());
@@ -69,5 +70,8 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), String> {
         // Another worker's start won the race; connect to that one.
         return Ok(());
     }
-    Err(format!("the kernel of session {id} did not start: {why}"))
+    Err(HostError::State {
+        what: format!("the kernel of session {id}"),
+        state: format!("did not start: {why}"),
+    })
 }

@@ -6,7 +6,10 @@
 //!   are `eukhe@<session>.service` units started through the user
 //!   manager's D-Bus API, busy evidence and logs go to journald.
 
+pub use error::HostError;
+
 pub mod busy_journal;
+pub mod error;
 pub mod escape;
 pub mod handoff;
 pub mod journald;
@@ -33,13 +36,13 @@ pub enum HostKind {
 impl HostKind {
     /// The backend named by `EUKHE_HOST` (`systemd` or `process`; unset is
     /// `process`).
-    pub fn from_env() -> Result<HostKind, String> {
+    pub fn from_env() -> Result<HostKind, HostError> {
         match std::env::var("EUKHE_HOST").as_deref() {
             Err(_) | Ok("") | Ok("process") => Ok(HostKind::Process),
             Ok("systemd") => Ok(HostKind::Systemd),
-            Ok(other) => Err(format!(
+            Ok(other) => Err(HostError::Refused(format!(
                 "EUKHE_HOST={other:?} is not a backend: use \"systemd\" or \"process\""
-            )),
+            ))),
         }
     }
 

@@ -2,6 +2,7 @@
 //! time (`libsystemd.so.0`), so the process backend runs where there is no
 //! libsystemd and the build needs no development headers.
 
+use super::HostError;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -26,20 +27,22 @@ struct Api {
     close: Close,
 }
 
-fn load() -> Result<Api, String> {
+fn load() -> Result<Api, HostError> {
     let name = CString::new("libsystemd.so.0").expect("no NUL");
     // SAFETY: dlopen with a valid C string; the handle is never closed, so
     // the symbols below stay valid for the life of the process.
     let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        return Err("cannot load libsystemd.so.0 to read the journal".into());
+        return Err(HostError::Journal(
+            "cannot load libsystemd.so.0 to read the journal".into(),
+        ));
     }
-    let symbol = |name: &str| -> Result<*mut c_void, String> {
+    let symbol = |name: &str| -> Result<*mut c_void, HostError> {
         let cname = CString::new(name).expect("no NUL");
         // SAFETY: dlsym on a live handle with a valid C string.
         let pointer = unsafe { libc::dlsym(handle, cname.as_ptr()) };
         if pointer.is_null() {
-            Err(format!("libsystemd.so.0 has no {name}"))
+            Err(HostError::Journal(format!("libsystemd.so.0 has no {name}")))
         } else {
             Ok(pointer)
         }
@@ -91,13 +94,16 @@ pub fn newest_first(
     matches: &[String],
     fields: &[&str],
     mut visit: impl FnMut(JournalEntry) -> bool,
-) -> Result<(), String> {
+) -> Result<(), HostError> {
     let api = load()?;
     let mut journal: *mut c_void = std::ptr::null_mut();
     // SAFETY: sd_journal_open writes a journal handle to `journal`.
     let opened = unsafe { (api.open)(&mut journal, SD_JOURNAL_LOCAL_ONLY) };
     if opened < 0 {
-        return Err(format!("cannot open the journal: {}", errno_text(opened)));
+        return Err(HostError::Journal(format!(
+            "cannot open the journal: {}",
+            errno_text(opened)
+        )));
     }
     let result = read(&api, journal, matches, fields, &mut visit);
     // SAFETY: the handle came from sd_journal_open and is closed once.
@@ -111,12 +117,15 @@ fn read(
     matches: &[String],
     fields: &[&str],
     visit: &mut impl FnMut(JournalEntry) -> bool,
-) -> Result<(), String> {
+) -> Result<(), HostError> {
     for item in matches {
         // SAFETY: the match bytes live across the call; libsystemd copies them.
         let added = unsafe { (api.add_match)(journal, item.as_ptr().cast(), item.len()) };
         if added < 0 {
-            return Err(format!("journal match {item:?}: {}", errno_text(added)));
+            return Err(HostError::Journal(format!(
+                "journal match {item:?}: {}",
+                errno_text(added)
+            )));
         }
     }
     let names: Vec<CString> = fields
@@ -129,7 +138,10 @@ fn read(
         // SAFETY: a live handle.
         let stepped = unsafe { (api.previous)(journal) };
         if stepped < 0 {
-            return Err(format!("reading the journal: {}", errno_text(stepped)));
+            return Err(HostError::Journal(format!(
+                "reading the journal: {}",
+                errno_text(stepped)
+            )));
         }
         if stepped == 0 {
             return Ok(());

@@ -4,6 +4,7 @@
 //! `STATUS=`, `WATCHDOG=1`, `STOPPING=1`). Without systemd both are absent
 //! and these functions do nothing.
 
+use super::HostError;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 /// close-on-exec). With several sockets, the one named `eukhe.socket` in
 /// `LISTEN_FDNAMES` is taken. The activation variables are removed so no
 /// child inherits them. Call before any thread starts.
-pub fn activated_listener() -> Result<Option<UnixListener>, String> {
+pub fn activated_listener() -> Result<Option<UnixListener>, HostError> {
     let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
         .map(|names| names.split(':').map(str::to_string).collect())
         .unwrap_or_default();
@@ -23,18 +24,18 @@ pub fn activated_listener() -> Result<Option<UnixListener>, String> {
         (_, Some(index)) => index,
         (1, None) => 0,
         (count, None) => {
-            return Err(format!(
+            return Err(HostError::Refused(format!(
                 "socket activation passed {count} sockets and none is named eukhe.socket"
-            ))
+            )))
         }
     };
     let listener = passed
         .take_unix_listener(index)
-        .map_err(|e| format!("the activated socket: {e}"))?
-        .ok_or("the activated socket was already taken")?;
+        .map_err(|e| HostError::io("the activated socket", e))?
+        .ok_or_else(|| HostError::Refused("the activated socket was already taken".into()))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("the activated socket: {e}"))?;
+        .map_err(|e| HostError::io("the activated socket", e))?;
     Ok(Some(listener))
 }
 

@@ -9,6 +9,7 @@
 //! manager's private socket is not used: it names itself with a
 //! well-known name where D-Bus clients expect a unique one.
 
+use super::HostError;
 use std::time::Duration;
 
 use crate::laws::timing::UNIT_WAKE_MS;
@@ -64,16 +65,18 @@ impl UnitState {
     }
 }
 
-fn dbus_error(what: &str, unit: &str, e: zbus::Error) -> String {
-    format!("{what} {unit} through the user manager: {e}")
+fn dbus_error(action: &str, unit: &str, source: zbus::Error) -> HostError {
+    HostError::Manager {
+        action: action.to_string(),
+        unit: unit.to_string(),
+        source: Box::new(source),
+    }
 }
 
 impl UserManager {
     /// Connect, subscribe to the manager's signals and start relaying them.
-    pub async fn connect() -> Result<UserManager, String> {
-        let unreachable = |e: zbus::Error| {
-            format!("cannot reach the user manager on the user bus (is dbus-user-session installed?): {e}")
-        };
+    pub async fn connect() -> Result<UserManager, HostError> {
+        let unreachable = |e| HostError::UserBus(Box::new(e));
         let connection = zbus::connection::Builder::session()
             .map_err(unreachable)?
             .build()
@@ -82,7 +85,10 @@ impl UserManager {
         let rule = "type='signal',path_namespace='/org/freedesktop/systemd1'";
         let mut messages = zbus::MessageStream::for_match_rule(rule, &connection, None)
             .await
-            .map_err(|e| format!("listening to the user manager's signals: {e}"))?;
+            .map_err(|source| HostError::Signals {
+                doing: "listening to",
+                source: Box::new(source),
+            })?;
         let (tell, changes) = watch::channel(0u64);
         // The relay ends with the last clone of the manager (the stream
         // holds the connection: it closes only then).
@@ -110,7 +116,10 @@ impl UserManager {
         manager
             .subscribe()
             .await
-            .map_err(|e| format!("subscribing to the user manager's signals: {e}"))?;
+            .map_err(|source| HostError::Signals {
+                doing: "subscribing to",
+                source: Box::new(source),
+            })?;
         Ok(UserManager {
             connection,
             manager,
@@ -136,7 +145,11 @@ impl UserManager {
     /// said READY=1) or failed to. A stop in progress is waited out first,
     /// so a unit still emptying its cgroup is started again, not reported
     /// down. Returns the unit's state once the start job is gone.
-    pub async fn start_and_wait(&self, unit: &str, within: Duration) -> Result<UnitState, String> {
+    pub async fn start_and_wait(
+        &self,
+        unit: &str,
+        within: Duration,
+    ) -> Result<UnitState, HostError> {
         let job = self
             .manager
             .start_unit(unit, "replace")
@@ -161,7 +174,7 @@ impl UserManager {
     }
 
     /// Stop `unit` (its stop timeout bounds how long that takes).
-    pub async fn stop(&self, unit: &str) -> Result<(), String> {
+    pub async fn stop(&self, unit: &str) -> Result<(), HostError> {
         match self.manager.stop_unit(unit, "replace").await {
             Ok(_) => Ok(()),
             Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == NO_SUCH_UNIT => Ok(()),
@@ -172,7 +185,7 @@ impl UserManager {
     /// Send `signal` to every process of `unit` now (`KillUnit`): the kill
     /// route of a stop escalation, which must not wait out the unit's own
     /// stop timeout.
-    pub async fn kill(&self, unit: &str, signal: i32) -> Result<(), String> {
+    pub async fn kill(&self, unit: &str, signal: i32) -> Result<(), HostError> {
         match self.manager.kill_unit(unit, "all", signal).await {
             Ok(()) => Ok(()),
             Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == NO_SUCH_UNIT => Ok(()),
@@ -188,7 +201,7 @@ impl UserManager {
 
     /// The loaded units matching `pattern` that are active, activating or
     /// deactivating: `(unit name, its state)`.
-    pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, String> {
+    pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, HostError> {
         let states = ["active", "activating", "deactivating", "reloading"];
         let listed = self
             .manager
@@ -205,7 +218,7 @@ impl UserManager {
 
     /// The state of `unit` (loading it if needed: an unknown instance of a
     /// template is simply inactive).
-    pub async fn state(&self, unit: &str) -> Result<UnitState, String> {
+    pub async fn state(&self, unit: &str) -> Result<UnitState, HostError> {
         let path = self
             .manager
             .load_unit(unit)
@@ -235,7 +248,7 @@ impl UserManager {
         unit: &str,
         within: Duration,
         done: impl Fn(&UnitState) -> bool,
-    ) -> Result<UnitState, String> {
+    ) -> Result<UnitState, HostError> {
         let deadline = tokio::time::Instant::now() + within;
         let mut changes = self.changes.clone();
         loop {

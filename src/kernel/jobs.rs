@@ -527,7 +527,7 @@ impl Kernel {
                 }
                 (notice, None)
             }
-            Some(Err(e)) => (Some(e), None),
+            Some(Err(e)) => (Some(e.to_string()), None),
             None => end_without_capture(status, j.cancelled),
         };
         let end = JobEnd {

@@ -130,13 +130,13 @@ impl Spool {
 
     /// Record how `job` ended.
     pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
-        write_json_unsynced(&self.end_path(job), end)
+        Ok(write_json_unsynced(&self.end_path(job), end)?)
     }
 
     /// Record the process group `job` runs in, by its leader's identity.
     /// Not synced: after a machine crash nothing of the job runs anyway.
     pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), String> {
-        write_json_unsynced(&self.group_path(job), &leader)
+        Ok(write_json_unsynced(&self.group_path(job), &leader)?)
     }
 
     /// The group leaders of the jobs that started and have no end: what a

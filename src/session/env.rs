@@ -28,6 +28,7 @@
 //! - `PWD`, `OLDPWD`, `SHLVL`, `_`: the shell's own, set by the session's
 //!   shell (its working directory is the session's, not these).
 
+use super::SessionError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -109,17 +110,18 @@ pub fn first_environment(
 }
 
 /// One `--env KEY=VALUE`, checked.
-pub fn parse_assignment(text: &str) -> Result<(String, String), String> {
+pub fn parse_assignment(text: &str) -> Result<(String, String), SessionError> {
+    let refused = |why: String| Err(SessionError::Refused(why));
     let Some((name, value)) = text.split_once('=') else {
-        return Err(format!("--env {text:?}: expected KEY=VALUE"));
+        return refused(format!("--env {text:?}: expected KEY=VALUE"));
     };
     if !is_shell_name(name) {
-        return Err(format!(
+        return refused(format!(
             "--env {text:?}: {name:?} is not a shell variable name"
         ));
     }
     if !is_carried(name) {
-        return Err(format!(
+        return refused(format!(
             "--env {text:?}: {name} is never carried into a session (it describes one process, not the session; see `eukhe new --help`)"
         ));
     }
@@ -179,12 +181,17 @@ mod tests {
             parse_assignment("A=b=c").unwrap(),
             ("A".to_string(), "b=c".to_string())
         );
-        assert!(parse_assignment("A").unwrap_err().contains("KEY=VALUE"));
+        assert!(parse_assignment("A")
+            .unwrap_err()
+            .to_string()
+            .contains("KEY=VALUE"));
         assert!(parse_assignment("1A=x")
             .unwrap_err()
+            .to_string()
             .contains("not a shell"));
         assert!(parse_assignment("EUKHE_SOCKET=x")
             .unwrap_err()
+            .to_string()
             .contains("never carried"));
     }
 }

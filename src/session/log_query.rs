@@ -3,6 +3,7 @@
 //! Entries come from the transcript as a stream (memory does not grow
 //! with the file); `--tail` reads from the end without reading the rest.
 
+use super::SessionError;
 use std::path::Path;
 
 use super::entry::{Entry, EntryBody};
@@ -20,7 +21,10 @@ pub struct LogQuery {
 }
 
 /// The entries `query` selects from the transcript at `path`, in order.
-pub fn entries(path: &Path, query: LogQuery) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+pub fn entries(
+    path: &Path,
+    query: LogQuery,
+) -> Result<Box<dyn Iterator<Item = Entry>>, SessionError> {
     let after = query.after.unwrap_or(0);
     let all: Box<dyn Iterator<Item = Entry>> = match query.tail {
         // The last N of those after `after` are the last N overall that
@@ -45,7 +49,7 @@ pub fn entries_with_notices(
     path: &Path,
     query: LogQuery,
     notices: Vec<Entry>,
-) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+) -> Result<Box<dyn Iterator<Item = Entry>>, SessionError> {
     let selected = entries(path, query)?;
     if query.tail.is_none() || query.input.is_some() {
         return Ok(selected);

@@ -1,9 +1,12 @@
 //! A session: its durable transcript, its shell-state snapshot and its
 //! metadata on disk (the live shell itself is `crate::kernel`).
 
+pub use error::SessionError;
+
 pub mod crc32;
 pub mod entry;
 pub mod env;
+pub mod error;
 pub mod log_query;
 pub mod notices;
 pub mod page_cache;

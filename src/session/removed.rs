@@ -11,6 +11,7 @@
 //! is left in `removing/`, and deletes the directory of any recorded
 //! session that still has one.
 
+use super::SessionError;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,14 +53,18 @@ impl Removals {
     }
 
     /// Record a removal, durably, before anything is stopped or deleted.
-    pub fn record(&self, record: &RemovalRecord) -> Result<(), String> {
+    pub fn record(&self, record: &RemovalRecord) -> Result<(), SessionError> {
         let path = self.log();
         let mut file = private_append(&path)?;
-        let mut line = serde_json::to_string(record).map_err(|e| e.to_string())?;
+        let mut line = serde_json::to_string(record)?;
         line.push('\n');
         file.write_all(line.as_bytes())
             .and_then(|_| file.sync_data())
-            .map_err(|e| format!("removal record {}: {e}", path.display()))
+            .map_err(|source| SessionError::File {
+                action: "removal record",
+                path,
+                source,
+            })
     }
 
     /// Every removed session's id (unreadable lines, such as a torn last
@@ -76,18 +81,17 @@ impl Removals {
 
     /// Delete the directory `dir` of session `id`: moved aside in one
     /// rename, then deleted. A directory that is already gone is fine.
-    pub fn delete_dir(&self, id: &str, dir: &Path) -> Result<(), String> {
+    pub fn delete_dir(&self, id: &str, dir: &Path) -> Result<(), SessionError> {
         let aside = self.removing().join(id);
         if dir.exists() {
             private_dir(&self.removing())?;
             // A leftover of an earlier attempt would make the rename fail.
             remove_tree(&aside)?;
-            std::fs::rename(dir, &aside).map_err(|e| {
-                format!(
-                    "session {id}: cannot move {} to {}: {e}",
-                    dir.display(),
-                    aside.display()
-                )
+            std::fs::rename(dir, &aside).map_err(|source| SessionError::MoveAside {
+                id: id.to_string(),
+                from: dir.to_path_buf(),
+                to: aside.clone(),
+                source,
             })?;
         }
         remove_tree(&aside)
@@ -99,7 +103,7 @@ impl Removals {
         if let Ok(entries) = std::fs::read_dir(self.removing()) {
             for entry in entries.flatten() {
                 if let Err(e) = remove_tree(&entry.path()) {
-                    problems.push(e);
+                    problems.push(e.to_string());
                 }
             }
         }
@@ -107,11 +111,15 @@ impl Removals {
     }
 }
 
-fn remove_tree(path: &Path) -> Result<(), String> {
+fn remove_tree(path: &Path) -> Result<(), SessionError> {
     match std::fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot delete {}: {e}", path.display())),
+        Err(source) => Err(SessionError::File {
+            action: "cannot delete",
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

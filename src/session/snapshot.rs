@@ -14,6 +14,7 @@
 //! started over a snapshot cannot bring them back, and its restore notice
 //! says so.
 
+use super::SessionError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -97,7 +98,7 @@ impl Snapshot {
     }
 
     /// Load the snapshot at `path`; `Ok(None)` when there is none.
-    pub fn load(path: &Path) -> Result<Option<Snapshot>, String> {
+    pub fn load(path: &Path) -> Result<Option<Snapshot>, SessionError> {
         read_json(path)
     }
 
@@ -105,7 +106,7 @@ impl Snapshot {
     /// a machine crash keeps the previous snapshot or this one, never a
     /// torn one (rename), and costs at most the state changes of the last
     /// few seconds; the transcript keeps every command that made them.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), SessionError> {
         write_json_unsynced(path, self)
     }
 
@@ -209,14 +210,14 @@ impl Snapshot {
 
 /// Parse what a job's shell captured: NUL-terminated triples of kind, name
 /// and text (see `src/kernel/zygote.bash`).
-pub fn parse_capture(bytes: &[u8]) -> Result<Capture, String> {
+pub fn parse_capture(bytes: &[u8]) -> Result<Capture, SessionError> {
     let text = String::from_utf8_lossy(bytes);
     let fields: Vec<&str> = text.split('\0').collect();
     if fields.len() < 4 || fields.len() % 3 != 1 {
-        return Err(format!(
+        return Err(SessionError::Refused(format!(
             "the shell's state capture is cut short ({} bytes)",
             bytes.len()
-        ));
+        )));
     }
     let mut capture = Capture::default();
     let mut function_names: Vec<&str> = Vec::new();
@@ -486,7 +487,10 @@ fn trap_commands(text: &str) -> Vec<&str> {
 /// The snapshot a kernel starts over: the session's `snapshot.json`, else
 /// an earlier version's `namespace.json` (directory and exported
 /// environment) as a first snapshot.
-pub fn load_or_migrate(snapshot: &Path, namespace: &Path) -> Result<Option<Snapshot>, String> {
+pub fn load_or_migrate(
+    snapshot: &Path,
+    namespace: &Path,
+) -> Result<Option<Snapshot>, SessionError> {
     if let Some(snapshot) = Snapshot::load(snapshot)? {
         return Ok(Some(snapshot));
     }

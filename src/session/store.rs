@@ -3,6 +3,7 @@
 //! spool/, scratch/, given-up}` (`namespace.json` is an earlier version's snapshot).
 //! Directories are 0700 and files 0600: nobody else reads a session.
 
+use super::SessionError;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -41,23 +42,24 @@ pub struct WorkerRecord {
 
 /// Check a session name: 1 to 64 characters, no path separator, no `..`,
 /// no NUL or other control character.
-pub fn validate_name(name: &str) -> Result<(), String> {
+pub fn validate_name(name: &str) -> Result<(), SessionError> {
+    let refused = |why: String| Err(SessionError::Refused(why));
     if name.is_empty() {
-        return Err("a session name cannot be empty".into());
+        return refused("a session name cannot be empty".into());
     }
     if name.chars().count() > 64 {
-        return Err(format!(
+        return refused(format!(
             "session name {name:?} is longer than 64 characters"
         ));
     }
     if name.contains('/') || name.contains('\\') {
-        return Err(format!("session name {name:?} contains a path separator"));
+        return refused(format!("session name {name:?} contains a path separator"));
     }
     if name == "." || name.contains("..") {
-        return Err(format!("session name {name:?} contains \"..\""));
+        return refused(format!("session name {name:?} contains \"..\""));
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(format!(
+        return refused(format!(
             "session name {name:?} contains the control character {:?}",
             c
         ));
@@ -92,21 +94,30 @@ pub fn new_id() -> String {
 }
 
 /// Create a directory (and its parents) private to this user.
-pub fn private_dir(path: &Path) -> Result<(), String> {
+pub fn private_dir(path: &Path) -> Result<(), SessionError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+        .map_err(|e| file_error("cannot create", path, e))
+}
+
+/// A file call on `path` that failed.
+fn file_error(action: &'static str, path: &Path, source: std::io::Error) -> SessionError {
+    SessionError::File {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Create a directory private to this user inside a session's directory,
 /// which must exist: a worker or kernel still starting when its session is
 /// removed never brings the session's directory back.
-pub fn private_subdir(path: &Path) -> Result<(), String> {
+pub fn private_subdir(path: &Path) -> Result<(), SessionError> {
     match std::fs::DirBuilder::new().mode(0o700).create(path) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            Err(format!("cannot create {}: {e}", path.display()))
+            Err(file_error("cannot create", path, e))
         }
         _ => Ok(()),
     }
@@ -114,7 +125,7 @@ pub fn private_subdir(path: &Path) -> Result<(), String> {
 
 /// Write `value` as JSON to `path` atomically, 0600, on disk before it
 /// returns.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), SessionError> {
     write_json_with(path, value, true)
 }
 
@@ -122,14 +133,14 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
 /// the disk: for files whose writer's own crash must not lose them (the
 /// page cache keeps them) but that a machine crash makes moot or merely
 /// older (the kernel's spool ends and snapshot: a reboot ends the kernel).
-pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), SessionError> {
     write_json_with(path, value, false)
 }
 
-fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(), String> {
+fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(), SessionError> {
     let tmp = path.with_extension("tmp");
-    let context = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+    let context = |e: std::io::Error| file_error("cannot write", path, e);
+    let bytes = serde_json::to_vec_pretty(value)?;
     {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
@@ -148,13 +159,18 @@ fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(
 }
 
 /// Read JSON from `path`; `None` when the file does not exist.
-pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, SessionError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display())),
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|source| SessionError::Json {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => Err(file_error("cannot read", path, e)),
     }
 }
 
@@ -253,9 +269,9 @@ pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
 /// no snapshot) is read only by a kernel starting over it, so it is
 /// checked only `with_snapshot` (no kernel lives: a live one holds the
 /// shell state and rewrites the file after each job).
-pub fn check_files(files: &SessionFiles, with_snapshot: bool) -> Result<(), String> {
+pub fn check_files(files: &SessionFiles, with_snapshot: bool) -> Result<(), SessionError> {
     if read_json::<SessionMeta>(&files.meta())?.is_none() {
-        return Err(format!("{}: missing", files.meta().display()));
+        return Err(SessionError::Missing { path: files.meta() });
     }
     read_json::<crate::session::env::SessionEnv>(&files.env())?;
     if with_snapshot {
@@ -278,7 +294,7 @@ pub fn list_unreadable(state: &Path) -> Vec<(String, String)> {
             // metadata is written last): no session, nothing to report.
             read_json::<SessionMeta>(&d.path().join("meta.json"))
                 .err()
-                .map(|problem| (id, problem))
+                .map(|problem| (id, problem.to_string()))
         })
         .collect();
     unreadable.sort();
@@ -286,13 +302,13 @@ pub fn list_unreadable(state: &Path) -> Vec<(String, String)> {
 }
 
 /// Open-file options for a private append-only file.
-pub fn private_append(path: &Path) -> Result<std::fs::File, String> {
+pub fn private_append(path: &Path) -> Result<std::fs::File, SessionError> {
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        .map_err(|e| file_error("cannot open", path, e))
 }
 
 #[cfg(test)]
@@ -308,7 +324,7 @@ mod tests {
             ("a\0b", "control character"),
             ("tab\there", "control character"),
         ] {
-            let err = validate_name(name).unwrap_err();
+            let err = validate_name(name).unwrap_err().to_string();
             assert!(err.contains(why), "{name:?}: {err}");
         }
         assert!(validate_name("fix the build").is_ok());

@@ -29,12 +29,12 @@ pub async fn surviving_worker(supervisor: &Shared, id: &str) -> Option<ProcessId
 /// Every live worker, by session.
 pub async fn live_workers(supervisor: &Shared) -> Result<HashMap<String, ProcessIdentity>, String> {
     let known: Vec<String> = supervisor.borrow().slots.keys().cloned().collect();
-    host(supervisor).live(known).await
+    Ok(host(supervisor).live(known).await?)
 }
 
 /// Start the worker of `id`.
 pub async fn start_worker(supervisor: &Shared, id: &str) -> Result<(), String> {
-    host(supervisor).start(id).await
+    Ok(host(supervisor).start(id).await?)
 }
 
 /// Wait up to `within_ms` for the worker `identity` of `id` to be gone.
@@ -147,7 +147,7 @@ pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {
 /// Leave no trace of `id` with the host (its units stopped and their
 /// failures forgotten, under systemd).
 pub async fn forget_session(supervisor: &Shared, id: &str) -> Result<(), String> {
-    host(supervisor).forget_session(id).await
+    Ok(host(supervisor).forget_session(id).await?)
 }
 
 /// What is left of session `id`'s processes, in words (none: nothing).
@@ -181,7 +181,7 @@ mod tests {
     use crate::config::Config;
     use crate::host::busy_journal::BusyJournal;
     use crate::host::workers::HostFuture;
-    use crate::host::HostKind;
+    use crate::host::{HostError, HostKind};
     use crate::paths::Paths;
     use crate::supervisor::slots::Supervisor;
 
@@ -213,7 +213,7 @@ mod tests {
         fn kind(&self) -> HostKind {
             HostKind::Process
         }
-        fn start<'a>(&'a self, _: &'a str) -> HostFuture<'a, Result<(), String>> {
+        fn start<'a>(&'a self, _: &'a str) -> HostFuture<'a, Result<(), HostError>> {
             Box::pin(async { Ok(()) })
         }
         fn find<'a>(&'a self, _: &'a str) -> HostFuture<'a, Option<ProcessIdentity>> {
@@ -222,7 +222,7 @@ mod tests {
         fn live<'a>(
             &'a self,
             _: Vec<String>,
-        ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>> {
+        ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, HostError>> {
             Box::pin(async { Ok(HashMap::new()) })
         }
         fn still_there<'a>(&'a self, _: &'a str, _: ProcessIdentity) -> HostFuture<'a, bool> {

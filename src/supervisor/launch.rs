@@ -112,9 +112,12 @@ async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event>
             let kernel_lives = backend::kernel_lives(supervisor, id);
             if let Err(problem) = check_files(&files, !kernel_lives) {
                 tracing::error!(session = id, "session {id} cannot start: {problem}");
-                supervisor
-                    .borrow_mut()
-                    .set_state(id, SlotState::Damaged { problem });
+                supervisor.borrow_mut().set_state(
+                    id,
+                    SlotState::Damaged {
+                        problem: problem.to_string(),
+                    },
+                );
                 return None;
             }
             let earlier = backend::surviving_worker(supervisor, id).await;

@@ -182,7 +182,9 @@ impl Supervisor {
                     .flatten()
                     .is_some_and(|record| is_alive(record.identity));
                 let state = match check_files(&files, !kernel_lives) {
-                    Err(problem) => SlotState::Damaged { problem },
+                    Err(problem) => SlotState::Damaged {
+                        problem: problem.to_string(),
+                    },
                     Ok(()) if files.given_up().exists() => SlotState::GivenUp,
                     Ok(()) => SlotState::Saved,
                 };
@@ -307,6 +309,7 @@ impl Supervisor {
             }
             Ok(None) => Err(format!("{}: missing", files.meta().display())),
             Err(problem) => {
+                let problem = problem.to_string();
                 slot.state = SlotState::Damaged {
                     problem: problem.clone(),
                 };

@@ -562,7 +562,9 @@ async fn replay(path: PathBuf, query: LogQuery, notices: Vec<Entry>, tx: Outbox)
     let entries = match log_query::entries_with_notices(&path, query, notices) {
         Ok(entries) => entries,
         Err(message) => {
-            let _ = tx.send(Response::Error { message });
+            let _ = tx.send(Response::Error {
+                message: message.into(),
+            });
             return;
         }
     };

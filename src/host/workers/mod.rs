@@ -11,6 +11,7 @@
 mod process;
 mod systemd;
 
+use super::HostError;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,7 +38,7 @@ pub trait WorkerHost {
 
     /// Start the worker of `id`; returns once it is on its way (process)
     /// or its unit is active or has failed (systemd).
-    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>>;
+    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), HostError>>;
 
     /// The live worker of `id` left from before, if any.
     fn find<'a>(&'a self, id: &'a str) -> HostFuture<'a, Option<ProcessIdentity>>;
@@ -48,7 +49,7 @@ pub trait WorkerHost {
     fn live<'a>(
         &'a self,
         known: Vec<String>,
-    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>>;
+    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, HostError>>;
 
     /// Whether the worker `identity` of `id` is still there.
     fn still_there<'a>(&'a self, id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, bool>;
@@ -76,7 +77,7 @@ pub trait WorkerHost {
     /// Leave no trace of `id` with the host: its units stopped and their
     /// failures forgotten. A host that runs nothing beside the session's
     /// processes (plain processes) has nothing to do.
-    fn forget_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Result<(), String>> {
+    fn forget_session<'a>(&'a self, _id: &'a str) -> HostFuture<'a, Result<(), HostError>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -99,7 +100,7 @@ pub async fn chosen(
     kind: HostKind,
     paths: &Paths,
     config: &Config,
-) -> Result<Rc<dyn WorkerHost>, String> {
+) -> Result<Rc<dyn WorkerHost>, HostError> {
     Ok(match kind {
         HostKind::Process => Rc::new(ProcessHost::new(paths.clone(), config)),
         HostKind::Systemd => Rc::new(SystemdHost::connect().await?),

@@ -2,6 +2,7 @@
 //! by the identity they record (`worker.json`), ended by signal, watched
 //! by the supervisor itself.
 
+use super::super::HostError;
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt as _;
 use std::process::Stdio;
@@ -49,11 +50,13 @@ impl ProcessHost {
             .filter(|&identity| is_alive(identity))
     }
 
-    fn spawn(&self, id: &str) -> Result<(), String> {
+    fn spawn(&self, id: &str) -> Result<(), HostError> {
         let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+            .map_err(|e| HostError::io("cannot find the eukhe executable", e))?;
         let log = crate::session::store::private_append(&self.files(id).log())?;
-        let log2 = log.try_clone().map_err(|e| e.to_string())?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| HostError::io(format!("session {id}: its worker's log"), e))?;
         let mut command = tokio::process::Command::new(exe);
         command
             .arg("worker")
@@ -83,7 +86,7 @@ impl ProcessHost {
         }
         let mut child = command
             .spawn()
-            .map_err(|e| format!("session {id}: cannot start its worker: {e}"))?;
+            .map_err(|e| HostError::io(format!("session {id}: cannot start its worker"), e))?;
         // Reap the child whenever it ends; the watcher notices through its
         // control connection.
         tokio::task::spawn_local(async move {
@@ -98,7 +101,7 @@ impl WorkerHost for ProcessHost {
         HostKind::Process
     }
 
-    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>> {
+    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), HostError>> {
         Box::pin(async move { self.spawn(id) })
     }
 
@@ -109,7 +112,7 @@ impl WorkerHost for ProcessHost {
     fn live<'a>(
         &'a self,
         known: Vec<String>,
-    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>> {
+    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, HostError>> {
         Box::pin(async move {
             Ok(known
                 .into_iter()

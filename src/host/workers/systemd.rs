@@ -3,6 +3,7 @@
 //! started, listed, killed and read back there; the units' `WatchdogSec`
 //! watches them.
 
+use super::super::HostError;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ fn unit_identity(state: &UnitState) -> ProcessIdentity {
 
 impl SystemdHost {
     /// Connect to this user's service manager.
-    pub async fn connect() -> Result<SystemdHost, String> {
+    pub async fn connect() -> Result<SystemdHost, HostError> {
         Ok(SystemdHost {
             units: UserManager::connect().await?,
         })
@@ -60,7 +61,7 @@ impl WorkerHost for SystemdHost {
         HostKind::Systemd
     }
 
-    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>> {
+    fn start<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), HostError>> {
         Box::pin(async move {
             let unit = worker_unit(id);
             // The supervisor's restart budget decides; systemd's start
@@ -72,7 +73,10 @@ impl WorkerHost for SystemdHost {
             if state.active == "active" {
                 Ok(())
             } else {
-                Err(format!("session {id}: {}", state.why_down()))
+                Err(HostError::State {
+                    what: format!("session {id}:"),
+                    state: state.why_down(),
+                })
             }
         })
     }
@@ -87,7 +91,7 @@ impl WorkerHost for SystemdHost {
     fn live<'a>(
         &'a self,
         _known: Vec<String>,
-    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, String>> {
+    ) -> HostFuture<'a, Result<HashMap<String, ProcessIdentity>, HostError>> {
         Box::pin(async move {
             Ok(self
                 .units
@@ -139,7 +143,7 @@ impl WorkerHost for SystemdHost {
 
     /// Stop both units of `id` (the worker's, then the kernel's: every
     /// process of the session ends) and forget that they failed.
-    fn forget_session<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), String>> {
+    fn forget_session<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), HostError>> {
         Box::pin(async move {
             let worker = worker_unit(id);
             self.units.stop(&worker).await?;
@@ -148,10 +152,10 @@ impl WorkerHost for SystemdHost {
                 .wait_for(&worker, UNIT_START_WITHIN, UnitState::is_down)
                 .await?;
             if !state.is_down() {
-                return Err(format!(
-                    "session {id}: {worker} is still {} after its stop",
-                    state.active
-                ));
+                return Err(HostError::State {
+                    what: format!("session {id}: {worker}"),
+                    state: format!("is still {} after its stop", state.active),
+                });
             }
             kernel_unit::stop(id).await?;
             self.units.reset_failed(&worker).await;

@@ -1,6 +1,7 @@
 //! The files around a transcript: its first format's file, new files put
 //! in place whole, copies of damaged bytes.
 
+use crate::session::SessionError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -31,9 +32,13 @@ pub fn exists(path: &Path) -> io::Result<bool> {
 /// without its header, nor half migrated.
 pub fn create(
     path: &Path,
-    fill: impl FnOnce(&Marker, &mut BufWriter<File>) -> Result<(), String>,
-) -> Result<(), String> {
-    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+    fill: impl FnOnce(&Marker, &mut BufWriter<File>) -> Result<(), SessionError>,
+) -> Result<(), SessionError> {
+    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+        path: path.to_path_buf(),
+        step,
+        source,
+    };
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);

@@ -1,5 +1,6 @@
 //! One v2 record: its layout, how it is encoded, and how it is checked.
 
+use crate::session::SessionError;
 use std::io;
 
 use super::{Entry, EntryBody};
@@ -128,7 +129,7 @@ fn decode_output(seq: u64, payload: &[u8]) -> Option<Entry> {
 
 /// Encode `entry` as one record into `out` (cleared first), or say why it
 /// cannot be stored.
-pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), String> {
+pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), SessionError> {
     out.clear();
     out.extend_from_slice(marker);
     out.extend_from_slice(&entry.seq.to_be_bytes());
@@ -146,7 +147,9 @@ pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), S
             // 0 and u64::MAX stand for None, so they cannot be stored as
             // numbers; runs, bash commands and spool offsets never are.
             if *input == Some(0) || *bash == Some(0) || *spool_end == Some(u64::MAX) {
-                return Err("output entry with an unrepresentable number".into());
+                return Err(SessionError::Refused(
+                    "output entry with an unrepresentable number".into(),
+                ));
             }
             out.extend_from_slice(&entry.at_ms.to_be_bytes());
             out.extend_from_slice(&input.unwrap_or(0).to_be_bytes());
@@ -160,15 +163,15 @@ pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), S
             KIND_OUTPUT
         }
         _ => {
-            serde_json::to_writer(&mut *out, entry).map_err(|e| e.to_string())?;
+            serde_json::to_writer(&mut *out, entry)?;
             KIND_JSON
         }
     };
     let len = out.len() - HEADER;
     if len > MAX_PAYLOAD {
-        return Err(format!(
+        return Err(SessionError::Refused(format!(
             "entry of {len} bytes is too large (at most {MAX_PAYLOAD})"
-        ));
+        )));
     }
     out[16] = kind;
     out[17..21].copy_from_slice(&(len as u32).to_be_bytes());

@@ -2,6 +2,7 @@
 //! changed on disk; damage is skipped and an unfinished last record (the
 //! writer may be appending it) ends the reading quietly.
 
+use crate::session::SessionError;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::os::unix::fs::FileExt;
@@ -24,8 +25,11 @@ pub enum Found {
 }
 
 /// Open the transcript at `path` for reading.
-pub fn locate(path: &Path) -> Result<Found, String> {
-    let context = |e: io::Error| format!("transcript {}: {e}", path.display());
+pub fn locate(path: &Path) -> Result<Found, SessionError> {
+    let context = |source: io::Error| SessionError::Transcript {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -33,7 +37,7 @@ pub fn locate(path: &Path) -> Result<Found, String> {
             return match File::open(&old) {
                 Ok(file) => Ok(Found::V1(file)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Nothing),
-                Err(e) => Err(format!("transcript {}: {e}", old.display())),
+                Err(source) => Err(SessionError::Transcript { path: old, source }),
             };
         }
         Err(e) => return Err(context(e)),
@@ -45,10 +49,9 @@ pub fn locate(path: &Path) -> Result<Found, String> {
     let mut head = [0u8; FILE_HEADER as usize];
     file.read_exact_at(&mut head, 0).map_err(context)?;
     if head[..8] != MAGIC {
-        return Err(format!(
-            "transcript {}: not a v2 transcript (bad magic)",
-            path.display()
-        ));
+        return Err(SessionError::NotATranscript {
+            path: path.to_path_buf(),
+        });
     }
     Ok(Found::V2(file, len, head[8..].try_into().unwrap()))
 }
@@ -119,12 +122,15 @@ impl Iterator for Entries {
 /// Every good entry of the transcript at `path`, in order (read-only; the
 /// first-format file beside it if there is no v2 file yet; none if
 /// neither exists).
-pub fn read_entries(path: &Path) -> Result<Vec<Entry>, String> {
+pub fn read_entries(path: &Path) -> Result<Vec<Entry>, SessionError> {
     let mut entries = stream(path)?;
     let mut all = Vec::new();
     while let Some(entry) = entries
         .next_entry()
-        .map_err(|e| format!("transcript {}: {e}", path.display()))?
+        .map_err(|source| SessionError::Transcript {
+            path: path.to_path_buf(),
+            source,
+        })?
     {
         all.push(entry);
     }
@@ -134,19 +140,19 @@ pub fn read_entries(path: &Path) -> Result<Vec<Entry>, String> {
 /// The good entries of the transcript at `path` as they are read, up to
 /// its end when opened (read-only, like [`read_entries`]). An I/O error
 /// while reading ends the iteration.
-pub fn stream(path: &Path) -> Result<Entries, String> {
+pub fn stream(path: &Path) -> Result<Entries, SessionError> {
     stream_from(path, 0)
 }
 
 /// [`stream`], from the first entry numbered `seq` or more.
-pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, String> {
+pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, SessionError> {
     Ok(Entries::new(locate(path)?, seq))
 }
 
 /// [`stream_from`], reading from byte `offset`: where a record starts, as
 /// [`Entries::next_with_end`] or `Transcript::end_offset` told (a client
 /// catching up reads on from where it stopped, not from the start).
-pub fn stream_at(path: &Path, offset: u64, seq: u64) -> Result<Entries, String> {
+pub fn stream_at(path: &Path, offset: u64, seq: u64) -> Result<Entries, SessionError> {
     let found = locate(path)?;
     let inner = match found {
         Found::V2(file, len, marker) => {

@@ -14,6 +14,7 @@
 //! (reading forward would take that one). Whenever this is not so (damage
 //! near the end), the entries are read forward instead.
 
+use crate::session::SessionError;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io;
@@ -28,8 +29,11 @@ use super::Entry;
 /// The last `n` good entries of the transcript at `path`, in order
 /// (read-only, like [`super::read_entries`], and returning the same
 /// entries), without reading the whole file when its end is intact.
-pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, String> {
-    let context = |e: io::Error| format!("transcript {}: {e}", path.display());
+pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, SessionError> {
+    let context = |source: io::Error| SessionError::Transcript {
+        path: path.to_path_buf(),
+        source,
+    };
     if n == 0 {
         return Ok(Vec::new());
     }

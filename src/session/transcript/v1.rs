@@ -2,6 +2,7 @@
 //! big-endian length, a CRC-32 of the payload and one JSON entry, read
 //! up to the first bad record; and its migration to v2.
 
+use crate::session::SessionError;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::path::Path;
@@ -81,8 +82,11 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
 
 /// Write every entry of the first-format file `v1` into a new v2 file at
 /// `path` (the v1 file is left as it is); returns how many were written.
-pub fn migrate(v1: &Path, path: &Path) -> Result<u64, String> {
-    let context = |e: io::Error| format!("transcript {}: {e}", v1.display());
+pub fn migrate(v1: &Path, path: &Path) -> Result<u64, SessionError> {
+    let context = |source: io::Error| SessionError::Transcript {
+        path: v1.to_path_buf(),
+        source,
+    };
     let mut entries = V1Entries::open(v1).map_err(context)?;
     let mut count = 0;
     files::create(path, |marker, out| {
@@ -94,10 +98,14 @@ pub fn migrate(v1: &Path, path: &Path) -> Result<u64, String> {
                 continue;
             }
             last_seq = entry.seq;
-            format::encode(marker, &entry, &mut record)
-                .map_err(|e| format!("transcript {}: entry {}: {e}", v1.display(), entry.seq))?;
+            format::encode(marker, &entry, &mut record).map_err(|e| {
+                e.within(format!("transcript {}: entry {}", v1.display(), entry.seq))
+            })?;
             out.write_all(&record)
-                .map_err(|e| format!("transcript {}: {e}", path.display()))?;
+                .map_err(|source| SessionError::Transcript {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             count += 1;
         }
         Ok(())

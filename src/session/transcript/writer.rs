@@ -1,6 +1,7 @@
 //! The writer: opening (migrating, cutting a torn tail, keeping damage
 //! aside) and appending.
 
+use crate::session::SessionError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
@@ -39,9 +40,12 @@ impl Transcript {
     /// Damaged bytes followed by good records, or a complete record at the
     /// end that fails its checksum, are never cut: they are copied once to
     /// `transcript.damaged-<offset>` and reported when that copy is made.
-    pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, String> {
-        let context =
-            |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+    pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, SessionError> {
+        let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+            path: path.to_path_buf(),
+            step,
+            source,
+        };
         let migrated = create_or_migrate(path)?;
         let file = OpenOptions::new()
             .read(true)
@@ -73,7 +77,7 @@ impl Transcript {
     }
 
     /// Store an entry durably (written and fdatasync'd) and return it.
-    pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+    pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, SessionError> {
         self.append_with(at_ms, body, true)
     }
 
@@ -81,17 +85,21 @@ impl Transcript {
     /// the disk: the next synced append or [`Transcript::sync`] covers it
     /// (a crash of this process keeps it in the page cache; a machine
     /// crash loses only what was never acknowledged).
-    pub fn append_unsynced(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, String> {
+    pub fn append_unsynced(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, SessionError> {
         self.append_with(at_ms, body, false)
     }
 
     /// Wait for the disk if an unsynced append happened since the last
     /// sync.
-    pub fn sync(&mut self) -> Result<(), String> {
+    pub fn sync(&mut self) -> Result<(), SessionError> {
         if self.unsynced {
             self.file
                 .sync_data()
-                .map_err(|e| format!("transcript {}: sync: {e}", self.path.display()))?;
+                .map_err(|source| SessionError::TranscriptStep {
+                    path: self.path.clone(),
+                    step: "sync",
+                    source,
+                })?;
             self.unsynced = false;
         }
         Ok(())
@@ -100,14 +108,18 @@ impl Transcript {
     /// For a group commit on another thread: a handle to fdatasync when an
     /// unsynced append happened since the last sync (counted as synced from
     /// now: the caller syncs it; a synced append still syncs itself).
-    pub fn take_sync_handle(&mut self) -> Result<Option<SyncHandle>, String> {
+    pub fn take_sync_handle(&mut self) -> Result<Option<SyncHandle>, SessionError> {
         if !self.unsynced {
             return Ok(None);
         }
         let file = self
             .file
             .try_clone()
-            .map_err(|e| format!("transcript {}: sync: {e}", self.path.display()))?;
+            .map_err(|source| SessionError::TranscriptStep {
+                path: self.path.clone(),
+                step: "sync",
+                source,
+            })?;
         self.unsynced = false;
         let recycle = (self.len - self.recycled >= page_cache::RECYCLE_BYTES).then(|| {
             let range = (self.recycled, self.len);
@@ -141,14 +153,19 @@ impl Transcript {
         self.len
     }
 
-    fn append_with(&mut self, at_ms: u64, body: EntryBody, sync: bool) -> Result<Entry, String> {
+    fn append_with(
+        &mut self,
+        at_ms: u64,
+        body: EntryBody,
+        sync: bool,
+    ) -> Result<Entry, SessionError> {
         let entry = Entry {
             seq: self.next_seq,
             at_ms,
             body,
         };
         format::encode(&self.marker, &entry, &mut self.record)
-            .map_err(|e| format!("transcript {}: {e}", self.path.display()))?;
+            .map_err(|e| e.within(format!("transcript {}", self.path.display())))?;
         let written = self.file.write_all(&self.record).and_then(|()| {
             if sync {
                 self.file.sync_data()
@@ -158,7 +175,10 @@ impl Transcript {
         });
         if let Err(e) = written {
             self.cut_back();
-            return Err(format!("transcript {}: {e}", self.path.display()));
+            return Err(SessionError::Transcript {
+                path: self.path.clone(),
+                source: e,
+            });
         }
         self.len += self.record.len() as u64;
         self.next_seq += 1;
@@ -193,10 +213,14 @@ pub struct SyncHandle {
 impl SyncHandle {
     /// fdatasync, then hand back the pages of a long stretch of output now
     /// on disk (blocking: run it off the worker's thread).
-    pub fn commit(self) -> Result<(), String> {
+    pub fn commit(self) -> Result<(), SessionError> {
         self.file
             .sync_data()
-            .map_err(|e| format!("transcript {}: group commit: {e}", self.path.display()))?;
+            .map_err(|source| SessionError::TranscriptStep {
+                path: self.path.clone(),
+                step: "group commit",
+                source,
+            })?;
         if let Some((from, to)) = self.recycle {
             page_cache::drop_synced(&self.file, from, to);
         }
@@ -207,8 +231,12 @@ impl SyncHandle {
 /// Make sure there is a v2 file at `path`: migrated from the
 /// first-format file beside it if there is one (how many entries it
 /// held), else created empty. None: no migration.
-fn create_or_migrate(path: &Path) -> Result<Option<u64>, String> {
-    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+fn create_or_migrate(path: &Path) -> Result<Option<u64>, SessionError> {
+    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+        path: path.to_path_buf(),
+        step,
+        source,
+    };
     if files::exists(path).map_err(|e| context("stat", e))? {
         return Ok(None);
     }
@@ -243,8 +271,12 @@ fn read_records(
     len: u64,
     marker: Marker,
     visit: &mut dyn FnMut(Entry),
-) -> Result<Records, String> {
-    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+) -> Result<Records, SessionError> {
+    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+        path: path.to_path_buf(),
+        step,
+        source,
+    };
     let mut scanner = Scanner::new(file, len, marker, FILE_HEADER);
     let mut records = Records {
         next_seq: 1,
@@ -285,8 +317,12 @@ fn read_records(
 /// The file's marker, after making sure its header is there: a file
 /// shorter than a header (never made by this module, which renames whole
 /// files into place) is started afresh and its bytes reported torn.
-fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), String> {
-    let context = |what: &str, e: io::Error| format!("transcript {}: {what}: {e}", path.display());
+fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), SessionError> {
+    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+        path: path.to_path_buf(),
+        step,
+        source,
+    };
     let len = file.metadata().map_err(|e| context("stat", e))?.len();
     if len < FILE_HEADER {
         let marker = format::new_marker().map_err(|e| context("random marker", e))?;
@@ -307,10 +343,9 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), String
     file.read_exact_at(&mut head, 0)
         .map_err(|e| context("read header", e))?;
     if head[..8] != MAGIC {
-        return Err(format!(
-            "transcript {}: not a v2 transcript (bad magic)",
-            path.display()
-        ));
+        return Err(SessionError::NotATranscript {
+            path: path.to_path_buf(),
+        });
     }
     Ok((head[8..].try_into().unwrap(), None))
 }

@@ -109,7 +109,10 @@ fn a_payload_over_16_mib_is_refused_naming_the_path() {
     let path = temp("huge");
     let mut t = open(&path).0.transcript;
     let len = std::fs::metadata(&path).unwrap().len();
-    let error = t.append(1, output(1, &vec![b'x'; 16 << 20])).unwrap_err();
+    let error = t
+        .append(1, output(1, &vec![b'x'; 16 << 20]))
+        .unwrap_err()
+        .to_string();
     assert!(error.contains(&path.display().to_string()), "{error}");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
     assert_eq!(t.append(2, input(1)).unwrap().seq, 1, "took no number");
@@ -236,7 +239,10 @@ fn stream_at_reads_on_from_where_an_entry_ended_or_the_writer_stood() {
 fn a_file_that_is_not_v2_is_refused() {
     let path = temp("not-v2");
     std::fs::write(&path, b"something else entirely").unwrap();
-    let error = Transcript::open(&path, &mut |_| {}).err().unwrap();
+    let error = Transcript::open(&path, &mut |_| {})
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         error.contains("transcript2") && error.contains("magic"),
         "{error}"
