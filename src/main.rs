@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(result: Result<(), String>) -> ExitCode {
+fn report(result: Result<(), impl std::fmt::Display>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

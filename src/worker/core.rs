@@ -11,6 +11,7 @@
 //! (`queued`, `run_start_stored`, `withdrawn`), so the core never believes
 //! what the transcript does not hold.
 
+use super::WorkerError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::kernel::spool::JobEnd;
@@ -386,15 +387,15 @@ impl RunCore {
     }
 
     /// Whether `run` may be withdrawn, or why not (one line for the user).
-    pub fn check_withdraw(&self, run: RunId) -> Result<(), String> {
+    pub fn check_withdraw(&self, run: RunId) -> Result<(), WorkerError> {
         if may_withdraw(&self.book, run) {
             return Ok(());
         }
-        Err(match self.book.get(&run) {
+        Err(WorkerError::Refused(match self.book.get(&run) {
             None => format!("there is no run {run}"),
             Some(RunRecord::Withdrawn) => format!("run {run} is already withdrawn"),
             Some(_) => format!("run {run} is not queued: it has started"),
-        })
+        }))
     }
 
     /// `run`'s withdrawal is stored: it never runs.
@@ -421,7 +422,7 @@ impl RunCore {
     /// (one line for the user): the running run or a running user bash is
     /// signalled (its whole process group, as `cancel` does), a queued run
     /// is withdrawn (the shell stores that, then calls `withdrawn`).
-    pub fn cancel_input(&self, input: RunId) -> Result<InputCancel, String> {
+    pub fn cancel_input(&self, input: RunId) -> Result<InputCancel, WorkerError> {
         let signal = |job: &str| {
             InputCancel::Signal(vec![Action::Kernel(ToKernel::Cancel {
                 job: job.to_string(),
@@ -440,11 +441,13 @@ impl RunCore {
         if may_withdraw(&self.book, input) {
             return Ok(InputCancel::Withdraw);
         }
-        Err(if input == 0 || input >= self.next_input {
-            format!("the session has no input {input}")
-        } else {
-            format!("input {input} is neither running nor queued: it has ended")
-        })
+        Err(WorkerError::Refused(
+            if input == 0 || input >= self.next_input {
+                format!("the session has no input {input}")
+            } else {
+                format!("input {input} is neither running nor queued: it has ended")
+            },
+        ))
     }
 
     /// `run`'s start is stored: hand it to the kernel.
@@ -966,14 +969,14 @@ mod tests {
         assert!(core.work().is_empty());
         assert_eq!(core.next_start(0), None);
         assert_eq!(
-            core.check_withdraw(1).unwrap_err(),
+            core.check_withdraw(1).unwrap_err().to_string(),
             "run 1 is already withdrawn"
         );
         core.queued(2, "sleep 9".into(), 0);
         assert_eq!(core.next_start(0), Some(2));
         core.run_start_stored(2);
         assert_eq!(
-            core.check_withdraw(2).unwrap_err(),
+            core.check_withdraw(2).unwrap_err().to_string(),
             "run 2 is not queued: it has started"
         );
         let (cancelled, actions) = core.cancel();
@@ -1046,22 +1049,22 @@ mod tests {
         core.bash("sleep 30", 3, number);
         assert_eq!(core.cancel().0, None, "cancel reaches only queued runs");
         assert_eq!(
-            core.cancel_input(number),
-            Ok(cancel(&format!("b{number}-7-1")))
+            core.cancel_input(number).ok(),
+            Some(cancel(&format!("b{number}-7-1")))
         );
         core.queued(2, "sleep 9".into(), 0);
         core.queued(3, "echo later".into(), 0);
         assert_eq!(core.next_start(0), Some(2));
         core.run_start_stored(2);
-        assert_eq!(core.cancel_input(2), Ok(cancel("r2")));
-        assert_eq!(core.cancel_input(3), Ok(InputCancel::Withdraw));
+        assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
+        assert_eq!(core.cancel_input(3).ok(), Some(InputCancel::Withdraw));
         core.ended(&format!("b{number}-7-1"), Some(&end(130)));
         assert_eq!(
-            core.cancel_input(number).unwrap_err(),
+            core.cancel_input(number).unwrap_err().to_string(),
             format!("input {number} is neither running nor queued: it has ended")
         );
         assert_eq!(
-            core.cancel_input(9).unwrap_err(),
+            core.cancel_input(9).unwrap_err().to_string(),
             "the session has no input 9"
         );
         // A user bash an earlier worker started is followed, and reached.
@@ -1075,7 +1078,7 @@ mod tests {
         let mut next = RunCore::from_transcript(&stored, 8);
         let jobs = BTreeMap::from([("b1-7-1".to_string(), JobState::Running)]);
         next.kernel_hello(5, &jobs, 0);
-        assert_eq!(next.cancel_input(1), Ok(cancel("b1-7-1")));
+        assert_eq!(next.cancel_input(1).ok(), Some(cancel("b1-7-1")));
     }
 
     #[test]

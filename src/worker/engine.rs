@@ -3,17 +3,19 @@
 //! session records its engine; a build without it refuses the session
 //! instead of running its input some other way.
 
+use super::WorkerError;
+
 /// The engines this build has.
 pub const ENGINES: [&str; 1] = ["shell"];
 
 /// Check that this build has the engine `name`.
-pub fn check(name: &str) -> Result<(), String> {
+pub fn check(name: &str) -> Result<(), WorkerError> {
     if ENGINES.contains(&name) {
         Ok(())
     } else {
-        Err(format!(
+        Err(WorkerError::Refused(format!(
             "no engine {name:?} in this build (engines: {})",
             ENGINES.join(", ")
-        ))
+        )))
     }
 }

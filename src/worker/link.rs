@@ -2,6 +2,7 @@
 //! start one), greet it, then feed what it reports (output, ends,
 //! background jobs) to the run core (`core`) and carry out its actions.
 
+use super::WorkerError;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -37,7 +38,7 @@ pub async fn run(
     worker: Rc<RefCell<Worker>>,
     paths: Paths,
     wake_runs: Rc<tokio::sync::Notify>,
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let (stream, hello) = connect(&worker, &paths).await?;
     let (mut read, mut write) = stream.into_split();
     let (tx, mut rx) = unbounded_channel::<ToKernel>();
@@ -63,17 +64,19 @@ pub async fn run(
     if w.stopping || w.kernel_stop_asked {
         Ok(())
     } else {
-        let why = format!("the session's kernel is gone ({ended})");
-        let failed = EventKind::KernelFailed { why: why.clone() };
+        let gone = WorkerError::KernelGone(ended);
+        let failed = EventKind::KernelFailed {
+            why: gone.to_string(),
+        };
         w.tell_event(wall_ms(), failed);
-        Err(why)
+        Err(gone)
     }
 }
 
 async fn connect(
     worker: &Rc<RefCell<Worker>>,
     paths: &Paths,
-) -> Result<(UnixStream, FromKernel), String> {
+) -> Result<(UnixStream, FromKernel), WorkerError> {
     let (id, files) = {
         let w = worker.borrow();
         (w.meta.id.clone(), w.files.clone())
@@ -99,7 +102,10 @@ async fn connect(
         };
         let answer = exchange_hellos(&mut stream, &id).await?;
         let FromKernel::Hello { protocol, jobs, .. } = &answer else {
-            return Err(format!("kernel of session {id}: unexpected {answer:?}"));
+            return Err(WorkerError::Kernel {
+                id,
+                detail: format!("unexpected {answer:?}"),
+            });
         };
         if *protocol == KERNEL_PROTOCOL {
             return Ok((stream, answer));
@@ -144,22 +150,22 @@ async fn after_refusal(
 }
 
 /// Send the kernel this worker's hello and read its answer.
-async fn exchange_hellos(stream: &mut UnixStream, id: &str) -> Result<FromKernel, String> {
+async fn exchange_hellos(stream: &mut UnixStream, id: &str) -> Result<FromKernel, WorkerError> {
+    let kernel = |e: crate::protocol::frame::FrameError| WorkerError::Kernel {
+        id: id.to_string(),
+        detail: e.to_string(),
+    };
     let hello = ToKernel::Hello {
         protocol: KERNEL_PROTOCOL,
         build_id: build_id().to_string(),
     };
-    write_frame(stream, &hello)
-        .await
-        .map_err(|e| format!("kernel of session {id}: {e}"))?;
-    read_frame(stream)
-        .await
-        .map_err(|e| format!("kernel of session {id}: {e}"))
+    write_frame(stream, &hello).await.map_err(kernel)?;
+    read_frame(stream).await.map_err(kernel)
 }
 
 /// Take the kernel's greeting: the restore notice, then every run the
 /// transcript left open, as the core decides.
-fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), String> {
+fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
     let FromKernel::Hello {
         pid,
         restored,
@@ -214,10 +220,12 @@ async fn read_spooled(
     job: &str,
     mut from: u64,
     end: u64,
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let spool = worker.borrow().spool.clone();
     while from < end {
-        let chunk = spool.read(job, from, end, SPOOL_READ_BYTES)?;
+        let chunk = spool
+            .read(job, from, end, SPOOL_READ_BYTES)
+            .map_err(WorkerError::Other)?;
         if chunk.records.is_empty() {
             // The file is shorter than the kernel said: it is gone (the
             // job was forgotten) or was cut; nothing more to read.
@@ -267,7 +275,7 @@ async fn serve(
         match message {
             FromKernel::Spooled { job, from, end } => {
                 if let Err(e) = read_spooled(worker, &job, from, end).await {
-                    return e;
+                    return e.to_string();
                 }
             }
             FromKernel::Ended { job, end } => {

@@ -6,11 +6,13 @@
 
 mod core;
 pub mod engine;
+pub mod error;
 mod link;
 mod outbox;
 mod serve;
 mod state;
 
+pub use error::WorkerError;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -19,11 +21,13 @@ use crate::paths::Paths;
 pub(crate) use state::Worker;
 
 /// Run the worker of `session` until it stops.
-pub fn main(session: &str) -> Result<(), String> {
-    let paths = Paths::from_env()?;
+pub fn main(session: &str) -> Result<(), WorkerError> {
+    let paths = Paths::from_env().map_err(WorkerError::Other)?;
     crate::host::log::init(crate::host::HostKind::from_env()?, "worker", Some(session));
+    // The runtime speaks in lines; what fails inside is typed until here.
     crate::runtime::block_on_local("worker", async move {
         let worker = Rc::new(RefCell::new(Worker::open(&paths, session)?));
-        serve::run(worker, &paths).await
+        Ok(serve::run(worker, &paths).await?)
     })
+    .map_err(WorkerError::Other)
 }

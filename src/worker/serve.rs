@@ -2,6 +2,8 @@
 //! refreshes busy evidence, reopens an expired gate and watches for a lost
 //! supervisor.
 
+use super::WorkerError;
+use crate::host::HostError;
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -44,13 +46,17 @@ struct Signals {
     exit: Rc<Notify>,
 }
 
-pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), String> {
+pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), WorkerError> {
     let id = worker.borrow().meta.id.clone();
     let socket = paths.worker_socket(&id);
-    let listener = UnixListener::from_std(listen_private(&socket)?)
-        .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    let listener = UnixListener::from_std(listen_private(&socket)?).map_err(|e| {
+        WorkerError::Host(HostError::io(
+            format!("cannot listen on {}", socket.display()),
+            e,
+        ))
+    })?;
     let signals = Signals::default();
-    let failure: Rc<RefCell<Option<String>>> = Rc::default();
+    let failure: Rc<RefCell<Option<WorkerError>>> = Rc::default();
     {
         let (worker, signals, failure, paths) = (
             worker.clone(),
@@ -172,7 +178,7 @@ async fn connection(
         }
         if let (Err(message), false) = (&compatible, matches!(request, Request::Stop)) {
             let _ = tx.send(Response::Error {
-                message: message.clone(),
+                message: message.to_string(),
             });
             break;
         }
@@ -210,7 +216,7 @@ async fn connection(
 }
 
 /// Answer the peer's hello: whether it speaks this protocol (none: no hello came).
-async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<(), String>> {
+async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<(), WorkerError>> {
     match read_frame::<Request, _>(read).await {
         Ok(Request::Hello(hello)) => {
             let _ = tx.send(Response::Hello(Hello {
@@ -221,7 +227,7 @@ async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<()
                 capabilities: vec![Capability::Handoff.name().to_string()],
                 pid: Some(std::process::id()),
             }));
-            Some(check_protocol(hello.protocol))
+            Some(check_protocol(hello.protocol).map_err(WorkerError::Refused))
         }
         Ok(_) => {
             let _ = tx.send(Response::Error {
@@ -378,7 +384,9 @@ async fn session_request(
             let withdrawn = worker.borrow_mut().withdraw(run);
             let _ = tx.send(match withdrawn {
                 Ok(()) => Response::Ok,
-                Err(message) => Response::Error { message },
+                Err(message) => Response::Error {
+                    message: message.into(),
+                },
             });
         }
         SessionRequest::Log {
@@ -415,7 +423,9 @@ fn send_input(
             signals.run.notify_one();
         }
         Err(message) => {
-            let _ = tx.send(Response::Error { message });
+            let _ = tx.send(Response::Error {
+                message: message.into(),
+            });
         }
     }
 }
@@ -468,7 +478,9 @@ fn cancel_run(worker: &Rc<RefCell<Worker>>, all: bool, tx: &Outbox) {
             match w.withdraw(queued) {
                 Ok(()) => withdrawn.push(queued),
                 Err(message) => {
-                    let _ = tx.send(Response::Error { message });
+                    let _ = tx.send(Response::Error {
+                        message: message.into(),
+                    });
                     return;
                 }
             }
@@ -494,9 +506,13 @@ fn cancel_input(worker: &Rc<RefCell<Worker>>, input: u64, tx: &Outbox) {
                 run: None,
                 withdrawn: vec![input],
             },
-            Err(message) => Response::Error { message },
+            Err(message) => Response::Error {
+                message: message.into(),
+            },
         },
-        Err(message) => Response::Error { message },
+        Err(message) => Response::Error {
+            message: message.into(),
+        },
     };
     let _ = tx.send(answer);
 }
@@ -596,7 +612,10 @@ struct Replay {
 
 impl Replay {
     /// The replayed entries, read as a stream (a tail is bounded).
-    fn entries(self, path: &std::path::Path) -> Result<Box<dyn Iterator<Item = Entry>>, String> {
+    fn entries(
+        self,
+        path: &std::path::Path,
+    ) -> Result<Box<dyn Iterator<Item = Entry>>, WorkerError> {
         Ok(match self.start {
             ReplayStart::After(after) => Box::new(transcript::stream_from(path, after + 1)?),
             ReplayStart::Tail(n) => {
@@ -621,7 +640,9 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, live: UnboundedReceiv
     let entries = match replay.entries(&path) {
         Ok(entries) => entries,
         Err(message) => {
-            let _ = tx.send(Response::Error { message });
+            let _ = tx.send(Response::Error {
+                message: message.into(),
+            });
             return;
         }
     };
@@ -776,7 +797,9 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, 
         command: command.clone(),
         bash: Some(number),
     }) {
-        let _ = tx.send(Response::Error { message });
+        let _ = tx.send(Response::Error {
+            message: message.into(),
+        });
         return;
     }
     // The client learns the number, so it can follow the bash in the
@@ -834,9 +857,9 @@ impl Worker {
     /// Start queued input `run`: its start is stored first, then the kernel
     /// is given it (the input leaves the queue only once its start is
     /// stored: on a full disk it waits).
-    fn start_run(&mut self, run: u64) -> Result<(), String> {
+    fn start_run(&mut self, run: u64) -> Result<(), WorkerError> {
         self.append(EntryBody::RunStarted { input: run })
-            .map_err(|e| format!("cannot start run {run}: {e}"))?;
+            .map_err(|e| e.within(format!("cannot start run {run}")))?;
         tracing::info!(run, "run {run} started");
         let actions = self.core.run_start_stored(run);
         self.apply(actions);

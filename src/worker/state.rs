@@ -2,6 +2,7 @@
 //! driven with (transcript, clients, the kernel link, busy evidence). Every
 //! decision is a call into `core` or `laws`; this file carries them out.
 
+use super::WorkerError;
 use std::collections::HashMap;
 
 use super::core::{Action, ClientId, JobKind, RunCore};
@@ -118,16 +119,16 @@ impl Worker {
     /// Open the session: transcript (cutting a torn tail), kernel (over the
     /// snapshot when there is one), and the queue rebuilt from the
     /// transcript.
-    pub fn open(paths: &Paths, session: &str) -> Result<Worker, String> {
+    pub fn open(paths: &Paths, session: &str) -> Result<Worker, WorkerError> {
         let files = SessionFiles::new(paths.session_dir(session));
         let meta: SessionMeta =
-            read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
+            read_json(&files.meta())?.ok_or_else(|| WorkerError::NoSession(session.to_string()))?;
         private_subdir(&files.scratch())?;
         let (opened, core, restore_notices) = replay_transcript(&files)?;
-        let config = crate::config::Config::load(&paths.config)?;
+        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
-        let spool = Spool::open(&files.spool())?;
+        let spool = Spool::open(&files.spool()).map_err(WorkerError::Other)?;
         let mut worker = Worker {
             spool,
             meta,
@@ -178,7 +179,7 @@ impl Worker {
         migrated: Option<u64>,
         torn: Option<&TornTail>,
         damage: &[Damage],
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkerError> {
         if let Some(count) = migrated {
             tracing::info!(
                 count,
@@ -267,7 +268,7 @@ impl Worker {
 
     /// Store an entry that nobody is told about yet (the next durable
     /// append makes it durable too), then show it to attached clients.
-    pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, String> {
+    pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append_unsynced(wall_ms(), body)?;
         self.report(&entry);
         self.subscribers
@@ -335,7 +336,7 @@ impl Worker {
     }
 
     /// Store an entry durably, then show it to every attached client.
-    pub fn append(&mut self, body: EntryBody) -> Result<Entry, String> {
+    pub fn append(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append(wall_ms(), body)?;
         if is_restore_notice(&entry) {
             self.restore_notices.push(entry.clone());
@@ -364,7 +365,7 @@ impl Worker {
     }
 
     /// Queue input as a new run.
-    pub fn queue_input(&mut self, text: String) -> Result<u64, String> {
+    pub fn queue_input(&mut self, text: String) -> Result<u64, WorkerError> {
         let input = self.core.next_input();
         let entry = self.append(EntryBody::Input {
             input,
@@ -376,7 +377,7 @@ impl Worker {
     }
 
     /// Withdraw queued input `run`: it never runs.
-    pub fn withdraw(&mut self, run: RunId) -> Result<(), String> {
+    pub fn withdraw(&mut self, run: RunId) -> Result<(), WorkerError> {
         self.core.check_withdraw(run)?;
         self.append(EntryBody::Withdrawn { input: run })?;
         self.core.withdrawn(run);
@@ -575,7 +576,7 @@ impl Worker {
 }
 
 /// Open the transcript: it, the books rebuilt from it, and every restore notice it holds.
-fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry>), String> {
+fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry>), WorkerError> {
     let mut replay = RunCore::replay(std::process::id());
     let mut restore_notices = Vec::new();
     let opened = Transcript::open(&files.transcript(), &mut |entry| {
@@ -588,12 +589,12 @@ fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry
 }
 
 /// How long the worker waits for a supervisor before it exits.
-fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, String> {
+fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, WorkerError> {
     // The supervisor passes its setting on the process backend; a unit
     // started by systemd reads the configuration itself.
     match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
         Ok(text) => crate::config::parse_window(&text)
-            .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}")),
+            .map_err(|e| WorkerError::Other(format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))),
         Err(_) => Ok(config.worker_lost_exit_ms),
     }
 }
