@@ -35,7 +35,7 @@ pub enum SessionError {
         /// The file.
         path: PathBuf,
     },
-    /// A file or directory call, as "cannot write <path>: <error>".
+    /// A file or directory call, as `cannot write <path>: <error>`.
     #[error("{action} {}: {source}", path.display())]
     File {
         /// What was being done, as "cannot write".
@@ -80,7 +80,7 @@ pub enum SessionError {
     /// A failure of a step of something larger (`what`).
     #[error("{what}: {source}")]
     Within {
-        /// The larger thing, as "transcript <path>".
+        /// The larger thing, as `transcript <path>`.
         what: String,
         /// The step that failed.
         #[source]

@@ -4,6 +4,7 @@
 //! around these calls (survivors, adoption, restart) stay in `launch`,
 //! through `laws`.
 
+use super::SupervisorError;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -27,13 +28,15 @@ pub async fn surviving_worker(supervisor: &Shared, id: &str) -> Option<ProcessId
 }
 
 /// Every live worker, by session.
-pub async fn live_workers(supervisor: &Shared) -> Result<HashMap<String, ProcessIdentity>, String> {
+pub async fn live_workers(
+    supervisor: &Shared,
+) -> Result<HashMap<String, ProcessIdentity>, SupervisorError> {
     let known: Vec<String> = supervisor.borrow().slots.keys().cloned().collect();
     Ok(host(supervisor).live(known).await?)
 }
 
 /// Start the worker of `id`.
-pub async fn start_worker(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub async fn start_worker(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
     Ok(host(supervisor).start(id).await?)
 }
 
@@ -146,7 +149,7 @@ pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {
 
 /// Leave no trace of `id` with the host (its units stopped and their
 /// failures forgotten, under systemd).
-pub async fn forget_session(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub async fn forget_session(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
     Ok(host(supervisor).forget_session(id).await?)
 }
 

@@ -113,6 +113,7 @@ pub async fn serve(supervisor: &Shared, mut stream: UnixStream, reference: Optio
             match resolved {
                 Ok(id) => Some(id),
                 Err(message) => {
+                    let message = message.to_string();
                     let _ = write_frame(&mut stream, &Response::Error { message }).await;
                     return;
                 }

@@ -1,6 +1,7 @@
 //! Launching, watching, restarting, adopting and reviving workers, on
 //! either backend (see `backend`). Every decision is a call into `laws`.
 
+use super::SupervisorError;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -30,12 +31,15 @@ use crate::session::transcript::{EntryBody, Transcript};
 pub type Shared = Rc<RefCell<Supervisor>>;
 
 /// Connect to a worker's socket and exchange hellos.
-pub async fn connect_worker(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), String> {
+pub async fn connect_worker(
+    supervisor: &Shared,
+    id: &str,
+) -> Result<(UnixStream, Hello), SupervisorError> {
     let socket = supervisor.borrow().paths.worker_socket(id);
     let mut stream = UnixStream::connect(&socket).await.map_err(|e| {
-        format!(
-            "session {id}: cannot reach its worker at {}: {e}",
-            socket.display()
+        SupervisorError::worker(
+            id,
+            format!("cannot reach its worker at {}: {e}", socket.display()),
         )
     })?;
     let hello = Hello {
@@ -48,12 +52,18 @@ pub async fn connect_worker(supervisor: &Shared, id: &str) -> Result<(UnixStream
     };
     write_frame(&mut stream, &Request::Hello(hello))
         .await
-        .map_err(|e| format!("session {id}: {e}"))?;
+        .map_err(|e| SupervisorError::worker(id, e))?;
     match read_frame::<Response, _>(&mut stream).await {
         Ok(Response::Hello(theirs)) => Ok((stream, theirs)),
-        Ok(Response::Error { message }) => Err(format!("session {id}: worker refused: {message}")),
-        Ok(other) => Err(format!("session {id}: worker answered {other:?} to hello")),
-        Err(e) => Err(format!("session {id}: worker hello: {e}")),
+        Ok(Response::Error { message }) => Err(SupervisorError::worker(
+            id,
+            format!("worker refused: {message}"),
+        )),
+        Ok(other) => Err(SupervisorError::worker(
+            id,
+            format!("worker answered {other:?} to hello"),
+        )),
+        Err(e) => Err(SupervisorError::worker(id, format!("worker hello: {e}"))),
     }
 }
 
@@ -62,14 +72,14 @@ pub async fn ask_worker(
     supervisor: &Shared,
     id: &str,
     request: Request,
-) -> Result<Response, String> {
+) -> Result<Response, SupervisorError> {
     let (mut stream, _) = connect_worker(supervisor, id).await?;
     write_frame(&mut stream, &request)
         .await
-        .map_err(|e| format!("session {id}: {e}"))?;
+        .map_err(|e| SupervisorError::worker(id, e))?;
     read_frame(&mut stream)
         .await
-        .map_err(|e| format!("session {id}: {e}"))
+        .map_err(|e| SupervisorError::worker(id, e))
 }
 
 /// Launch the worker of `id` (after dealing with any earlier process the
@@ -100,33 +110,35 @@ async fn drive(supervisor: &Shared, id: &str, event: Event) {
     }
 }
 
+/// The survivor of an earlier worker of `id`, once its files are known to
+/// read. A session whose files cannot be read would fail at every start (a
+/// crash loop saying only that the worker did not start): it is marked
+/// damaged instead, with the file and what is wrong, and not launched.
+async fn find_survivor(supervisor: &Shared, id: &str) -> Option<Event> {
+    let files = supervisor.borrow().files(id);
+    let kernel_lives = backend::kernel_lives(supervisor, id);
+    if let Err(problem) = check_files(&files, !kernel_lives) {
+        tracing::error!(session = id, "session {id} cannot start: {problem}");
+        supervisor.borrow_mut().set_state(
+            id,
+            SlotState::Damaged {
+                problem: problem.to_string(),
+            },
+        );
+        return None;
+    }
+    let earlier = backend::surviving_worker(supervisor, id).await;
+    Some(Event::Survivor {
+        earlier,
+        holder: earlier,
+        stop_sent: false,
+    })
+}
+
 /// Perform one lifecycle action; the event it leads to, if any.
 async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event> {
     match action {
-        Action::FindSurvivor => {
-            // A session whose files cannot be read would fail at every
-            // start (a crash loop saying only that the worker did not
-            // start): it is marked damaged instead, with the file and what
-            // is wrong, and not launched.
-            let files = supervisor.borrow().files(id);
-            let kernel_lives = backend::kernel_lives(supervisor, id);
-            if let Err(problem) = check_files(&files, !kernel_lives) {
-                tracing::error!(session = id, "session {id} cannot start: {problem}");
-                supervisor.borrow_mut().set_state(
-                    id,
-                    SlotState::Damaged {
-                        problem: problem.to_string(),
-                    },
-                );
-                return None;
-            }
-            let earlier = backend::surviving_worker(supervisor, id).await;
-            Some(Event::Survivor {
-                earlier,
-                holder: earlier,
-                stop_sent: false,
-            })
-        }
+        Action::FindSurvivor => find_survivor(supervisor, id).await,
         Action::StopEarlier(earlier) => {
             backend::stop_worker(supervisor, id, earlier, Request::Stop).await;
             let holder = backend::surviving_worker(supervisor, id).await;
@@ -136,7 +148,12 @@ async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event>
                 stop_sent: true,
             })
         }
-        Action::Start => Some(Event::Started(backend::start_worker(supervisor, id).await)),
+        // The core keeps a failed start's reason as its line.
+        Action::Start => Some(Event::Started(
+            backend::start_worker(supervisor, id)
+                .await
+                .map_err(String::from),
+        )),
         Action::Watch { generation } => {
             tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
             None

@@ -3,6 +3,7 @@
 //! decision is a call into `laws` (`removal`, `idle_stop`, and the run gate
 //! of `idle_shutdown` that both stops go through).
 
+use super::SupervisorError;
 use std::time::Duration;
 
 use super::backend;
@@ -61,7 +62,7 @@ impl Drop for InFlight {
 /// Wait while the session `id` is being stopped for idleness or removed:
 /// a request that arrives meanwhile is answered once that is over (an idle
 /// stop's then wakes the session; a removal's finds no session).
-pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(SESSION_SETTLE_MS);
     let changed = supervisor.borrow().changed.clone();
     let mut waited = false;
@@ -72,7 +73,11 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), String> {
         notified.as_mut().enable();
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         match state {
-            None => return Err(format!("no session {id}: it was removed")),
+            None => {
+                return Err(SupervisorError::Refused(format!(
+                    "no session {id}: it was removed"
+                )))
+            }
             Some(SlotState::IdleStopping | SlotState::Removing) => {
                 if !waited {
                     waited = true;
@@ -82,10 +87,10 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), String> {
                     );
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(format!(
+                    return Err(SupervisorError::Refused(format!(
                         "session {id}: its stop did not finish within {} s",
                         SESSION_SETTLE_MS / 1000
-                    ));
+                    )));
                 }
                 let _ = tokio::time::timeout_at(deadline, notified).await;
             }
@@ -384,7 +389,7 @@ async fn removable(
 /// Record the removal of `id` for good (`session::removed`): from here it
 /// is never listed, launched or revived again, and its watcher is stale
 /// (the worker's end is no failure).
-fn record_removal(supervisor: &Shared, id: &str, name: &str) -> Result<(), String> {
+fn record_removal(supervisor: &Shared, id: &str, name: &str) -> Result<(), SupervisorError> {
     let removals = Removals::new(&supervisor.borrow().paths.state);
     let record = RemovalRecord {
         session: id.to_string(),
@@ -415,7 +420,7 @@ async fn end_and_delete(
     supervisor: &Shared,
     id: &str,
     worker: Option<crate::laws::adoption::ProcessIdentity>,
-) -> Result<(), String> {
+) -> Result<(), SupervisorError> {
     let worker = match worker {
         Some(identity) => Some(identity),
         None => backend::surviving_worker(supervisor, id).await,
@@ -427,7 +432,7 @@ async fn end_and_delete(
     backend::forget_session(supervisor, id).await?;
     if let Some(left) = backend::processes_left(supervisor, id).await {
         // Its directory holds the records that find those processes again.
-        return Err(left);
+        return Err(SupervisorError::Refused(left));
     }
     let (paths, dir) = {
         let s = supervisor.borrow();

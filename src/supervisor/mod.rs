@@ -5,6 +5,7 @@
 //! busy evidence, and routes session requests to the session's worker.
 
 mod backend;
+pub mod error;
 mod events;
 mod launch;
 pub mod lifecycle;
@@ -13,6 +14,7 @@ mod routing;
 mod slots;
 pub(crate) mod state_lock;
 
+pub use error::SupervisorError;
 use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
 use std::rc::Rc;
@@ -28,28 +30,29 @@ pub(crate) use slots::Supervisor;
 pub use slots::{Slot, SlotState};
 
 /// Run the supervisor in the foreground until it is shut down.
-pub fn main() -> Result<(), String> {
-    let paths = Paths::from_env()?;
+pub fn main() -> Result<(), SupervisorError> {
+    let paths = Paths::from_env().map_err(SupervisorError::Other)?;
     let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
     log::init(host, "daemon", None);
     // A socket directory too deep for the per-session sockets would make
     // every session crash-loop: refused here, in one line.
-    paths.sockets_fit()?;
+    paths.sockets_fit().map_err(SupervisorError::Refused)?;
     // Before anything else touches the state directory: a second daemon
     // refuses here, its sessions untouched.
     let _state_lock = state_lock::take(&paths, activated.is_some())?;
+    // The runtime speaks in lines; what fails inside is typed until here.
     crate::runtime::block_on_local("supervisor", async move {
-        let config = Config::load(&paths.config)?;
+        let config = Config::load(&paths.config).map_err(SupervisorError::Other)?;
         let socket_activated = activated.is_some();
         let listener = match (activated, host) {
             (Some(listener), _) => UnixListener::from_std(listener)
-                .map_err(|e| format!("the activated socket: {e}"))?,
+                .map_err(|e| SupervisorError::io("the activated socket", e))?,
             (None, HostKind::Process) => bind(&paths).await?,
             (None, HostKind::Systemd) => {
-                return Err(
+                return Err(SupervisorError::Refused(
                     "on the systemd backend the socket comes from eukhe.socket: `systemctl --user start eukhe.socket`".into(),
-                )
+                ).into())
             }
         };
         private_dir(&paths.state)?;
@@ -76,28 +79,37 @@ pub fn main() -> Result<(), String> {
         // The socket file is removed when the shutdown is decided, before
         // the answer goes out: removing it later could delete the socket
         // of a daemon that started since.
-        routing::serve(supervisor, listener).await
+        Ok(routing::serve(supervisor, listener).await?)
     })
+    .map_err(SupervisorError::Other)
 }
 
 /// Listen on the socket (directory 0700, socket 0600). A live daemon on it
 /// is an error; a stale socket file is replaced.
-async fn bind(paths: &Paths) -> Result<UnixListener, String> {
+async fn bind(paths: &Paths) -> Result<UnixListener, SupervisorError> {
     private_dir(paths.socket_dir())?;
-    std::fs::set_permissions(paths.socket_dir(), std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("cannot protect {}: {e}", paths.socket_dir().display()))?;
+    std::fs::set_permissions(paths.socket_dir(), std::fs::Permissions::from_mode(0o700)).map_err(
+        |e| {
+            SupervisorError::io(
+                format!("cannot protect {}", paths.socket_dir().display()),
+                e,
+            )
+        },
+    )?;
     if paths.socket.exists() {
         if UnixStream::connect(&paths.socket).await.is_ok() {
-            return Err(format!(
+            return Err(SupervisorError::Taken(format!(
                 "a daemon already listens on {}",
                 paths.socket.display()
-            ));
+            )));
         }
         let _ = std::fs::remove_file(&paths.socket);
     }
-    let listener = UnixListener::bind(&paths.socket)
-        .map_err(|e| format!("cannot listen on {}: {e}", paths.socket.display()))?;
-    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot protect {}: {e}", paths.socket.display()))?;
+    let listener = UnixListener::bind(&paths.socket).map_err(|e| {
+        SupervisorError::io(format!("cannot listen on {}", paths.socket.display()), e)
+    })?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600)).map_err(
+        |e| SupervisorError::io(format!("cannot protect {}", paths.socket.display()), e),
+    )?;
     Ok(listener)
 }

@@ -4,6 +4,7 @@
 //! worker that cannot take a connection (another build) gets the request
 //! forwarded and the two connections spliced.
 
+use super::SupervisorError;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -35,13 +36,13 @@ use crate::session::store::{
 };
 use crate::session::transcript::Entry;
 
-pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), String> {
+pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), SupervisorError> {
     let own_uid = nix::unistd::getuid().as_raw();
     let watchdog = systemd::watchdog_ping_interval();
     let mut last_ping = tokio::time::Instant::now();
     let mut last_status = String::new();
     let mut terms = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+        .map_err(|e| SupervisorError::io("cannot handle SIGTERM", e))?;
     loop {
         // The watchdog is fed from this loop, so a hung loop gets killed.
         if let Some(interval) = watchdog {
@@ -80,6 +81,7 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
             continue;
         };
         if let Err(message) = same_user(&stream, own_uid) {
+            let message = message.to_string();
             let _ = write_frame(&mut stream, &Response::Error { message }).await;
             continue;
         }
@@ -88,14 +90,14 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Str
 }
 
 /// Whether the peer of `stream` runs as `own_uid`; else why it is refused.
-fn same_user(stream: &UnixStream, own_uid: u32) -> Result<(), String> {
+fn same_user(stream: &UnixStream, own_uid: u32) -> Result<(), SupervisorError> {
     match stream.peer_cred() {
         Ok(cred) if cred.uid() == own_uid => Ok(()),
-        Ok(cred) => Err(format!(
+        Ok(cred) => Err(SupervisorError::Refused(format!(
             "connection refused: uid {} is not the daemon's uid {own_uid}",
             cred.uid()
-        )),
-        Err(e) => Err(format!("connection refused: {e}")),
+        ))),
+        Err(e) => Err(SupervisorError::io("connection refused", e)),
     }
 }
 
@@ -178,11 +180,13 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
 /// ask an idle daemon to go; anything else needs the same protocol. `None`
 /// when the connection is over; else whether the client's protocol is
 /// this one (or why not).
-async fn greet(stream: &mut UnixStream, activated: bool) -> Option<Result<(), String>> {
+async fn greet(stream: &mut UnixStream, activated: bool) -> Option<Result<(), SupervisorError>> {
     match read_frame::<Request, _>(stream).await {
         Ok(Request::Hello(theirs)) => {
             let answered = write_frame(stream, &Response::Hello(hello(activated))).await;
-            answered.is_ok().then(|| check_protocol(theirs.protocol))
+            answered
+                .is_ok()
+                .then(|| check_protocol(theirs.protocol).map_err(SupervisorError::Refused))
         }
         Ok(_) => {
             let _ = write_frame(stream, &error("expected hello first")).await;
@@ -301,11 +305,12 @@ fn fresh_id(supervisor: &Shared) -> String {
 /// Whether `name` may name a new session: valid, not another session's id
 /// (a reference is an id first, so it would never reach this session) and
 /// not another session's name.
-fn name_free(supervisor: &Shared, name: &str) -> Result<(), String> {
+fn name_free(supervisor: &Shared, name: &str) -> Result<(), SupervisorError> {
+    let refused = |why: String| Err(SupervisorError::Refused(why));
     validate_name(name)?;
     let s = supervisor.borrow();
     if s.slots.contains_key(name) {
-        return Err(format!(
+        return refused(format!(
             "session name {name:?} is the id of another session: choose another name"
         ));
     }
@@ -315,16 +320,17 @@ fn name_free(supervisor: &Shared, name: &str) -> Result<(), String> {
         .find(|slot| slot.meta.name == name)
         .map(|slot| (slot.meta.id.clone(), slot.state == SlotState::GivenUp));
     match taken {
-        Some((id, true)) => Err(format!(
+        Some((id, true)) => refused(format!(
             "a session named {name:?} exists ({id}) and was given up; `eukhe restart {id}` starts it afresh"
         )),
-        Some((id, false)) => Err(format!("a session named {name:?} exists already ({id})")),
+        Some((id, false)) => refused(format!("a session named {name:?} exists already ({id})")),
         None => Ok(()),
     }
 }
 
 /// Wait until the session's worker is under supervision.
-pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), String> {
+pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
+    let refused = |why: String| Err(SupervisorError::Refused(why));
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
     let changed = supervisor.borrow().changed.clone();
     loop {
@@ -335,11 +341,11 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), St
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         match state {
             Some(SlotState::Running { .. }) => return Ok(()),
-            Some(SlotState::GivenUp) => return Err(given_up(id)),
-            Some(SlotState::Damaged { problem }) => return Err(damaged(id, &problem)),
-            None => return Err(format!("no session {id}")),
+            Some(SlotState::GivenUp) => return refused(given_up(id)),
+            Some(SlotState::Damaged { problem }) => return refused(damaged(id, &problem)),
+            None => return refused(format!("no session {id}")),
             _ if tokio::time::Instant::now() >= deadline => {
-                return Err(format!(
+                return refused(format!(
                     "session {id}: its worker did not start within {}",
                     duration_in_words(TM.worker_start_wait)
                 ))
@@ -357,7 +363,7 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), St
 async fn connect_running_worker(
     supervisor: &Shared,
     id: &str,
-) -> Result<(UnixStream, Hello), String> {
+) -> Result<(UnixStream, Hello), SupervisorError> {
     loop {
         let running = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
             Some(SlotState::Running { identity, .. }) => Some(*identity),
@@ -512,10 +518,12 @@ async fn running_worker(
     supervisor: &Shared,
     id: &str,
     state: Option<SlotState>,
-) -> Result<(UnixStream, Hello), String> {
+) -> Result<(UnixStream, Hello), SupervisorError> {
     match &state {
-        Some(SlotState::GivenUp) => return Err(given_up(id)),
-        Some(SlotState::Damaged { problem }) => return Err(damaged(id, problem)),
+        Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id))),
+        Some(SlotState::Damaged { problem }) => {
+            return Err(SupervisorError::Refused(damaged(id, problem)))
+        }
         Some(SlotState::Saved) => launch(supervisor, id).await,
         _ => {}
     }
@@ -599,7 +607,7 @@ async fn restart(supervisor: &Shared, reference: &str) -> Response {
     );
     let kernel_lives = backend::kernel_lives(supervisor, &id);
     if let Err(problem) = supervisor.borrow_mut().recheck(&id, kernel_lives) {
-        return error(damaged(&id, &problem));
+        return error(damaged(&id, &problem.to_string()));
     }
     if was_damaged {
         // A mended session starts now, afresh.

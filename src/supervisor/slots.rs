@@ -1,5 +1,6 @@
 //! The supervisor's books: one slot per session.
 
+use super::SupervisorError;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::clock::mono_ms;
@@ -18,6 +19,7 @@ use crate::session::snapshot::Snapshot;
 use crate::session::store::{
     check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
 };
+use crate::session::SessionError;
 
 /// Where a session's worker stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,7 +263,7 @@ impl Supervisor {
     }
 
     /// The session named by `reference`: an id, or a unique name.
-    pub fn resolve(&self, reference: &str) -> Result<String, String> {
+    pub fn resolve(&self, reference: &str) -> Result<String, SupervisorError> {
         if self.slots.contains_key(reference) {
             return Ok(reference.to_string());
         }
@@ -273,11 +275,13 @@ impl Supervisor {
             .collect();
         match named.as_slice() {
             [id] => Ok((*id).clone()),
-            [] => Err(format!("no session {reference:?}: `eukhe ls` lists them")),
-            _ => Err(format!(
+            [] => Err(SupervisorError::Refused(format!(
+                "no session {reference:?}: `eukhe ls` lists them"
+            ))),
+            _ => Err(SupervisorError::Refused(format!(
                 "{} sessions are named {reference:?}: use an id (`eukhe ls`)",
                 named.len()
-            )),
+            ))),
         }
     }
 
@@ -285,7 +289,7 @@ impl Supervisor {
     /// them): `Ok` once they read, the slot saved (or given up, if it was)
     /// and its metadata as stored; else what is still wrong. Other states
     /// are left alone.
-    pub fn recheck(&mut self, id: &str, kernel_lives: bool) -> Result<(), String> {
+    pub fn recheck(&mut self, id: &str, kernel_lives: bool) -> Result<(), SupervisorError> {
         let files = self.files(id);
         let Some(slot) = self.slots.get_mut(id) else {
             return Ok(());
@@ -307,13 +311,12 @@ impl Supervisor {
                 self.set_state(id, state);
                 Ok(())
             }
-            Ok(None) => Err(format!("{}: missing", files.meta().display())),
+            Ok(None) => Err(SessionError::Missing { path: files.meta() }.into()),
             Err(problem) => {
-                let problem = problem.to_string();
                 slot.state = SlotState::Damaged {
-                    problem: problem.clone(),
+                    problem: problem.to_string(),
                 };
-                Err(problem)
+                Err(problem.into())
             }
         }
     }

@@ -6,6 +6,7 @@
 //! it ends) and writes who it is beside it (`daemon.json`: socket, pid), so
 //! a second daemon can say which one serves the directory.
 
+use super::SupervisorError;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -74,7 +75,7 @@ pub fn recorded_holder(state: &Path) -> Option<Holder> {
 /// which daemon holds it. A socket-activated daemon (`activated`) is the
 /// one the service manager chose for its socket, which always accepts:
 /// a holder on the same socket is then an ending daemon, waited for.
-pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
+pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, SupervisorError> {
     private_dir(&paths.state)?;
     let path = lock_path(&paths.state);
     let mut file = std::fs::OpenOptions::new()
@@ -85,9 +86,9 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
         .mode(0o600)
         .open(&path)
         .map_err(|e| {
-            format!(
-                "cannot open the state directory's lock {}: {e}",
-                path.display()
+            SupervisorError::io(
+                format!("cannot open the state directory's lock {}", path.display()),
+                e,
             )
         })?;
     let our_socket = paths.socket.display().to_string();
@@ -115,9 +116,16 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, String> {
                 std::thread::sleep(Duration::from_millis(POLL_MS));
             }
             Contended::AlreadyListening => {
-                return Err(format!("a daemon already listens on {our_socket}"))
+                return Err(SupervisorError::Taken(format!(
+                    "a daemon already listens on {our_socket}"
+                )))
             }
-            _ => return Err(refusal(&paths.state, holder.as_ref())),
+            _ => {
+                return Err(SupervisorError::Taken(refusal(
+                    &paths.state,
+                    holder.as_ref(),
+                )))
+            }
         }
     }
 }
