@@ -9,6 +9,7 @@ use tokio::io::AsyncBufReadExt;
 
 use super::cli::unexpected;
 use super::connect::{connect, Client};
+use super::error::ClientError;
 use super::render::TextLog;
 use super::stdout;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
@@ -20,7 +21,7 @@ use crate::session::transcript::{Entry, EntryBody};
 /// `eukhe attach`: replay `session`'s last `tail` entries, then follow
 /// it until the person detaches (or, once input ends, until the inputs
 /// sent have run).
-pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, String> {
+pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
     let client = open_attach(&session, ClientStart::Attach, None, tail).await?;
@@ -35,8 +36,9 @@ pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, Stri
         );
     }
     let mut interrupts =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
-    let mut quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
+        signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
+    let mut quits =
+        signal(SignalKind::quit()).map_err(ClientError::system("cannot catch Ctrl-\\"))?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
     let mut attached = Attached::new(session, client);
@@ -89,7 +91,10 @@ impl Attached {
 
     /// Take in what came on the connection; a lost connection is attached
     /// again.
-    async fn answered(&mut self, response: Result<Response, String>) -> Result<(), String> {
+    async fn answered(
+        &mut self,
+        response: Result<Response, ClientError>,
+    ) -> Result<(), ClientError> {
         match response {
             Ok(Response::Entry(entry)) => self.show(&entry)?,
             Ok(Response::Queued { input }) => {
@@ -113,7 +118,7 @@ impl Attached {
 
     /// Note what `entry` says of runs, and write it unless the view has
     /// shown it already.
-    fn show(&mut self, entry: &Entry) -> Result<(), String> {
+    fn show(&mut self, entry: &Entry) -> Result<(), ClientError> {
         self.runs.last_seq = self.runs.last_seq.max(Some(entry.seq));
         self.runs.see(&entry.body);
         if self.view.deliver(stored_message(entry)) {
@@ -127,7 +132,7 @@ impl Attached {
     }
 
     /// Ctrl-C: ask for the running run to be cancelled.
-    async fn cancel(&mut self) -> Result<(), String> {
+    async fn cancel(&mut self) -> Result<(), ClientError> {
         // Say which run is cancelled first when this view knows;
         // else the worker's answer says it.
         if let Some(run) = self.runs.running {
@@ -146,7 +151,7 @@ impl Attached {
 
     /// A typed line: queue it as input (on a new attach if the connection
     /// was lost).
-    async fn send(&mut self, text: String) -> Result<(), String> {
+    async fn send(&mut self, text: String) -> Result<(), ClientError> {
         let request = Request::Session {
             session: self.session.clone(),
             request: SessionRequest::Send { text, wait: false },
@@ -160,7 +165,7 @@ impl Attached {
     }
 
     /// Attach again, replaying what came after the last entry seen.
-    async fn attach_again(&mut self) -> Result<(), String> {
+    async fn attach_again(&mut self) -> Result<(), ClientError> {
         self.client = reattach(&self.session, self.runs.last_seq).await?;
         Ok(())
     }
@@ -222,7 +227,7 @@ async fn open_attach(
     start: ClientStart,
     after: Option<u64>,
     tail: Option<u64>,
-) -> Result<Client, String> {
+) -> Result<Client, ClientError> {
     open(session, start, SessionRequest::Attach { after, tail }).await
 }
 
@@ -231,7 +236,7 @@ pub async fn open(
     session: &str,
     start: ClientStart,
     request: SessionRequest,
-) -> Result<Client, String> {
+) -> Result<Client, ClientError> {
     let mut client = connect(start).await?;
     client
         .send(&Request::Session {
@@ -256,40 +261,41 @@ async fn supervisor_lost(watch: &mut Option<Client>) {
 /// The supervisor is lost: start one of this build within
 /// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
 /// never replaces a daemon another client started), and watch it.
-async fn relaunch() -> Result<Client, String> {
+async fn relaunch() -> Result<Client, ClientError> {
     within_relaunch(|| connect(ClientStart::Relaunch))
         .await
-        .map_err(|e| format!("lost the daemon and could not start another within a minute: {e}"))
+        .map_err(|e| e.within("lost the daemon and could not start another within a minute"))
 }
 
 /// The connection dropped (worker restart, lost supervisor): attach again
 /// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
 /// if none listens. A reattach is a background start: it never replaces a
 /// daemon another client started.
-async fn reattach(session: &str, after: Option<u64>) -> Result<Client, String> {
+async fn reattach(session: &str, after: Option<u64>) -> Result<Client, ClientError> {
     within_relaunch(|| open_attach(session, ClientStart::Reattach, after, None))
         .await
         .map_err(|e| {
-            format!("lost the session {session} and could not attach again within a minute: {e}")
+            e.within(format!(
+                "lost the session {session} and could not attach again within a minute"
+            ))
         })
 }
 
 /// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
 /// passed; the error is the last attempt's.
-pub async fn within_relaunch<T, F, Fut>(mut attempt: F) -> Result<T, String>
+pub async fn within_relaunch<T, F, Fut>(mut attempt: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
 {
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(CLIENT_RELAUNCH_WITHIN_MS);
-    let mut last_error = String::new();
-    while tokio::time::Instant::now() < deadline {
+    loop {
         match attempt().await {
             Ok(client) => return Ok(client),
-            Err(e) => last_error = e,
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => {}
         }
         tokio::time::sleep(std::time::Duration::from_millis(RELAUNCH_RETRY_MS)).await;
     }
-    Err(last_error)
 }

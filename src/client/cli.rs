@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::connect::connect;
+use super::error::ClientError;
 use super::render;
 use super::stdout::{self, outln};
 use crate::laws::replace::ClientStart;
@@ -345,13 +346,13 @@ pub fn run(command: Command) -> ExitCode {
 /// runners do), so they are never mistaken for a command's status.
 pub const EUKHE_FAILED: u8 = 125;
 
-fn fail(message: String) -> ExitCode {
+fn fail(message: ClientError) -> ExitCode {
     eprintln!("eukhe: {message}");
     ExitCode::from(EUKHE_FAILED)
 }
 
 /// Serve a client's command, each by its function below.
-async fn client(command: Command) -> Result<ExitCode, String> {
+async fn client(command: Command) -> Result<ExitCode, ClientError> {
     match command {
         Command::New {
             name,
@@ -422,7 +423,7 @@ fn log_args(command: Command) -> super::log::LogArgs {
 
 /// Connect as `start` (starting a daemon when none listens) and ask
 /// `request`: the daemon's one answer.
-async fn ask(start: ClientStart, request: Request) -> Result<Response, String> {
+async fn ask(start: ClientStart, request: Request) -> Result<Response, ClientError> {
     connect(start).await?.ask(request).await
 }
 
@@ -433,7 +434,7 @@ async fn new_session(
     env: &[String],
     clean_env: bool,
     json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, ClientError> {
     let cwd = shell_cwd(cwd)?;
     let env = session_env(env, clean_env)?;
     let request = Request::New {
@@ -456,7 +457,7 @@ async fn new_session(
 
 /// The working directory `new` asks for: `--cwd` made absolute, else
 /// this client's (none when it cannot be read).
-fn shell_cwd(cwd: Option<String>) -> Result<Option<String>, String> {
+fn shell_cwd(cwd: Option<String>) -> Result<Option<String>, ClientError> {
     Ok(match cwd {
         Some(cwd) => Some(absolute(&cwd)?),
         None => std::env::current_dir()
@@ -467,7 +468,7 @@ fn shell_cwd(cwd: Option<String>) -> Result<Option<String>, String> {
 
 /// `ls`: the sessions, the one active most recently last; each damaged
 /// one named on standard error (unless `json`, which carries its problem).
-async fn list(json: bool) -> Result<ExitCode, String> {
+async fn list(json: bool) -> Result<ExitCode, ClientError> {
     match ask(ClientStart::Ls, Request::List).await? {
         Response::Sessions { mut sessions } => {
             render::most_recent_last(&mut sessions);
@@ -486,7 +487,7 @@ async fn list(json: bool) -> Result<ExitCode, String> {
 }
 
 /// `status`: the daemon's version, build, pid, backend and counts.
-async fn status(json: bool) -> Result<ExitCode, String> {
+async fn status(json: bool) -> Result<ExitCode, ClientError> {
     match ask(ClientStart::Status, Request::Status).await? {
         Response::Status(status) => {
             stdout::print(&render::status(&status, json))?;
@@ -497,7 +498,7 @@ async fn status(json: bool) -> Result<ExitCode, String> {
 }
 
 /// `restart`: start a given-up (or mended) session afresh.
-async fn restart(session: String) -> Result<ExitCode, String> {
+async fn restart(session: String) -> Result<ExitCode, ClientError> {
     let request = Request::Restart {
         session: session.clone(),
     };
@@ -512,18 +513,19 @@ async fn restart(session: String) -> Result<ExitCode, String> {
 
 /// `rm`: remove each session in turn, one line each; a session not
 /// removed does not stop the others, and makes the exit status 125.
-async fn remove(sessions: Vec<String>, force: bool) -> Result<ExitCode, String> {
+async fn remove(sessions: Vec<String>, force: bool) -> Result<ExitCode, ClientError> {
     let mut failed = false;
     for session in sessions {
-        match ask_removal(&session, force).await {
-            Ok(Response::Removed { id, name }) => outln!("removed {name} ({id})")?,
-            Ok(Response::Error { message }) | Err(message) => {
+        match ask_removal(&session, force)
+            .await
+            .and_then(|answer| match answer {
+                Response::Removed { id, name } => Ok((id, name)),
+                other => Err(ClientError::answer(other)),
+            }) {
+            Ok((id, name)) => outln!("removed {name} ({id})")?,
+            Err(e) => {
                 failed = true;
-                eprintln!("eukhe: rm {session}: {message}");
-            }
-            Ok(other) => {
-                failed = true;
-                eprintln!("eukhe: rm {session}: unexpected answer from the daemon: {other:?}");
+                eprintln!("eukhe: rm {session}: {e}");
             }
         }
     }
@@ -535,7 +537,7 @@ async fn remove(sessions: Vec<String>, force: bool) -> Result<ExitCode, String> 
 }
 
 /// Ask, on a connection of its own, for `session`'s removal.
-async fn ask_removal(session: &str, force: bool) -> Result<Response, String> {
+async fn ask_removal(session: &str, force: bool) -> Result<Response, ClientError> {
     let request = Request::Remove {
         session: session.to_string(),
         force,
@@ -544,7 +546,7 @@ async fn ask_removal(session: &str, force: bool) -> Result<Response, String> {
 }
 
 /// `rename`: give a session a new name.
-async fn rename(session: String, new_name: String) -> Result<ExitCode, String> {
+async fn rename(session: String, new_name: String) -> Result<ExitCode, ClientError> {
     let request = Request::Rename {
         session: session.clone(),
         name: new_name.clone(),
@@ -560,7 +562,7 @@ async fn rename(session: String, new_name: String) -> Result<ExitCode, String> {
 
 /// `shutdown`: stop the daemon that runs, if one does (never starting
 /// one); exit 1 when it did not stop.
-async fn shutdown(if_idle: bool, force: bool) -> Result<ExitCode, String> {
+async fn shutdown(if_idle: bool, force: bool) -> Result<ExitCode, ClientError> {
     let mode = shutdown_mode(if_idle, force);
     let Some(mut client) = super::connect::connect_existing().await? else {
         outln!("no daemon is running")?;
@@ -590,7 +592,7 @@ fn shutdown_mode(if_idle: bool, force: bool) -> ShutdownMode {
 
 /// `send`: queue a run; with `wait`, stream its output and exit with its
 /// status.
-async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, String> {
+async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, ClientError> {
     let text = command_line(text);
     let request = SessionRequest::Send { text, wait };
     let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
@@ -598,7 +600,11 @@ async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, 
 }
 
 /// `bash`: run a command now, stream its output and exit with its status.
-async fn bash(session: String, no_stdin: bool, command: &[String]) -> Result<ExitCode, String> {
+async fn bash(
+    session: String,
+    no_stdin: bool,
+    command: &[String],
+) -> Result<ExitCode, ClientError> {
     let command = command_line(command);
     let stdin = if no_stdin {
         None
@@ -612,7 +618,7 @@ async fn bash(session: String, no_stdin: bool, command: &[String]) -> Result<Exi
 
 /// `cancel`: end the running run (and, with `all`, withdraw the queue);
 /// exit 1 when there was nothing to cancel.
-async fn cancel(session: String, all: bool) -> Result<ExitCode, String> {
+async fn cancel(session: String, all: bool) -> Result<ExitCode, ClientError> {
     let request = Request::Session {
         session,
         request: SessionRequest::Cancel { all },
@@ -636,7 +642,7 @@ async fn cancel(session: String, all: bool) -> Result<ExitCode, String> {
 }
 
 /// `queue`: the inputs queued in a session.
-async fn queue(session: String, json: bool) -> Result<ExitCode, String> {
+async fn queue(session: String, json: bool) -> Result<ExitCode, ClientError> {
     let request = Request::Session {
         session,
         request: SessionRequest::Queue,
@@ -651,7 +657,7 @@ async fn queue(session: String, json: bool) -> Result<ExitCode, String> {
 }
 
 /// `withdraw`: take a queued input back before it runs.
-async fn withdraw(session: String, run: u64) -> Result<ExitCode, String> {
+async fn withdraw(session: String, run: u64) -> Result<ExitCode, ClientError> {
     let request = Request::Session {
         session,
         request: SessionRequest::Withdraw { run },
@@ -667,7 +673,7 @@ async fn withdraw(session: String, run: u64) -> Result<ExitCode, String> {
 
 /// `doctor`: every check, one line each (or one JSON array); exit 1 when
 /// one failed.
-async fn doctor(json: bool) -> Result<ExitCode, String> {
+async fn doctor(json: bool) -> Result<ExitCode, ClientError> {
     let checks = super::doctor::run().await;
     if json {
         outln!(
@@ -694,7 +700,7 @@ async fn doctor(json: bool) -> Result<ExitCode, String> {
 /// The environment `new` asks for: this process's exported variables
 /// (those carried, `session::env`), or none with `--clean-env`, and the
 /// `--env` assignments.
-pub(crate) fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, String> {
+pub(crate) fn session_env(assignments: &[String], clean: bool) -> Result<SessionEnv, ClientError> {
     let client = (!clean).then(|| {
         carried(
             std::env::vars_os()
@@ -708,18 +714,21 @@ pub(crate) fn session_env(assignments: &[String], clean: bool) -> Result<Session
     Ok(SessionEnv { client, set })
 }
 
-pub(crate) fn absolute(path: &str) -> Result<String, String> {
+pub(crate) fn absolute(path: &str) -> Result<String, ClientError> {
     let path = std::path::Path::new(path);
     let full = if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir()
-            .map_err(|e| e.to_string())?
+            .map_err(ClientError::system(
+                "cannot read this client's working directory",
+            ))?
             .join(path)
     };
+    let what = format!("working directory {}", full.display());
     full.canonicalize()
         .map(|p| p.display().to_string())
-        .map_err(|e| format!("working directory {}: {e}", full.display()))
+        .map_err(ClientError::system(what))
 }
 
 /// The shell command line for `bash`'s arguments: one is a command line
@@ -778,9 +787,6 @@ impl From<StreamArg> for Stream {
 
 /// A daemon's answer other than the one asked for: its error's one line,
 /// or what came instead.
-pub fn unexpected<T>(response: Response) -> Result<T, String> {
-    match response {
-        Response::Error { message } => Err(message),
-        other => Err(format!("unexpected answer from the daemon: {other:?}")),
-    }
+pub fn unexpected<T>(response: Response) -> Result<T, ClientError> {
+    Err(ClientError::answer(response))
 }

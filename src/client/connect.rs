@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::net::UnixStream;
 
+use super::error::ClientError;
 use crate::build_id::{build_id, version};
 use crate::laws::replace::{
     busy_daemon_kept, lacking_capability, replace_verdict, start_kind, Build, ClientKind,
@@ -27,19 +28,25 @@ pub struct Client {
 }
 
 impl Client {
-    pub async fn send(&mut self, request: &Request) -> Result<(), String> {
+    pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         write_frame(&mut self.stream, request)
             .await
-            .map_err(|e| format!("talking to the daemon: {e}"))
+            .map_err(|source| ClientError::Wire {
+                what: "talking to the daemon",
+                source,
+            })
     }
 
-    pub async fn receive(&mut self) -> Result<Response, String> {
+    pub async fn receive(&mut self) -> Result<Response, ClientError> {
         read_frame(&mut self.stream)
             .await
-            .map_err(|e| format!("the daemon's answer: {e}"))
+            .map_err(|source| ClientError::Wire {
+                what: "the daemon's answer",
+                source,
+            })
     }
 
-    pub async fn ask(&mut self, request: Request) -> Result<Response, String> {
+    pub async fn ask(&mut self, request: Request) -> Result<Response, ClientError> {
         self.send(&request).await?;
         self.receive().await
     }
@@ -56,7 +63,7 @@ fn our_hello(role: Role) -> Hello {
     }
 }
 
-async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> {
+async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientError> {
     let mut stream = match UnixStream::connect(&paths.socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -67,7 +74,10 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> 
         {
             return Ok(None)
         }
-        Err(e) => return Err(format!("cannot connect to {}: {e}", paths.socket.display())),
+        Err(e) => {
+            let what = format!("cannot connect to {}", paths.socket.display());
+            return Err(ClientError::system(what)(e));
+        }
     };
     // A daemon that is shutting down may accept and then hang up: that is
     // no daemon, not an error. A daemon refusing us may have answered
@@ -75,23 +85,29 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, String> 
     let _ = write_frame(&mut stream, &Request::Hello(our_hello(role))).await;
     match read_frame::<Response, _>(&mut stream).await {
         Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
-        Ok(Response::Error { message }) => Err(message),
-        Ok(other) => Err(format!("the daemon answered {other:?} to hello")),
+        Ok(Response::Error { message }) => Err(ClientError::Refused(message)),
+        Ok(other) => Err(ClientError::NoDaemon(format!(
+            "the daemon answered {other:?} to hello"
+        ))),
         Err(FrameError::Closed) | Err(FrameError::Io(_)) => Ok(None),
-        Err(e) => Err(format!("the daemon's hello: {e}")),
+        Err(source) => Err(ClientError::Wire {
+            what: "the daemon's hello",
+            source,
+        }),
     }
 }
 
 /// Connect to a running daemon without starting one.
-pub async fn connect_existing() -> Result<Option<Client>, String> {
-    handshake(&Paths::from_env()?, Role::Interactive).await
+pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
+    let paths = Paths::from_env().map_err(ClientError::Other)?;
+    handshake(&paths, Role::Interactive).await
 }
 
 /// Connect, starting a daemon if none listens. `start` says who starts
 /// (`laws::replace::start_kind`): only an interactive start may replace an
 /// older daemon, as the replacement law says.
-pub async fn connect(start: ClientStart) -> Result<Client, String> {
-    let paths = Paths::from_env()?;
+pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
+    let paths = Paths::from_env().map_err(ClientError::Other)?;
     let kind = start_kind(start);
     let role = match kind {
         ClientKind::Interactive => Role::Interactive,
@@ -106,20 +122,19 @@ pub async fn connect(start: ClientStart) -> Result<Client, String> {
     };
     let ours = our_build();
     let theirs = their_hello(&client.daemon);
-    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
+    let verdict =
+        replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs).map_err(ClientError::Other)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
     }
     match verdict.action {
         ReplaceAction::Use => {
             match lacking_capability(start, &client.daemon.capabilities, &ours, &theirs.build) {
-                Some(message) => Err(message),
+                Some(message) => Err(ClientError::NoDaemon(message)),
                 None => Ok(client),
             }
         }
-        ReplaceAction::Stop => Err(verdict
-            .message
-            .unwrap_or_else(|| "cannot use the running daemon".into())),
+        ReplaceAction::Stop => Err(cannot_use(verdict.message)),
         ReplaceAction::ReplaceIfIdle => replace_if_idle(&paths, role, client, &ours, &theirs).await,
     }
 }
@@ -154,7 +169,7 @@ async fn replace_if_idle(
     mut asking: Client,
     ours: &Build,
     theirs: &DaemonHello,
-) -> Result<Client, String> {
+) -> Result<Client, ClientError> {
     // The launcher waits for the whole supervisor drain (the
     // quiesce answers, then every worker's stop), and no longer.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.launcher_wait);
@@ -166,11 +181,11 @@ async fn replace_if_idle(
     )
     .await
     .map_err(|_| {
-        format!(
+        ClientError::NoDaemon(format!(
             "the daemon on {} did not finish its idle shutdown within {}",
             paths.socket.display(),
             duration_in_words(TM.launcher_wait)
-        )
+        ))
     })??;
     match answer {
         Response::Shutdown { stopped: true, .. } => {
@@ -196,26 +211,28 @@ async fn keep_busy_daemon(
     role: Role,
     ours: &Build,
     theirs: &DaemonHello,
-) -> Result<Client, String> {
+) -> Result<Client, ClientError> {
     let kept = busy_daemon_kept(ours, PROTOCOL_VERSION, theirs);
     if let Some(message) = &kept.message {
         eprintln!("eukhe: {message}");
     }
     match kept.action {
-        ReplaceAction::Stop => Err(kept.message.unwrap_or_default()),
+        ReplaceAction::Stop => Err(ClientError::NoDaemon(kept.message.unwrap_or_default())),
         _ => handshake(paths, role)
             .await?
-            .ok_or_else(|| "the daemon went away".to_string()),
+            .ok_or_else(|| ClientError::NoDaemon("the daemon went away".into())),
     }
 }
 
 /// Start `eukhe daemon` detached, logging to the state directory.
-async fn start_daemon(paths: &Paths) -> Result<std::process::Child, String> {
+async fn start_daemon(paths: &Paths) -> Result<std::process::Child, ClientError> {
     private_dir(&paths.state)?;
     let log = private_append(&paths.state.join("daemon.log"))?;
-    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    let log2 = log
+        .try_clone()
+        .map_err(ClientError::system("cannot open the daemon's log"))?;
     let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+        std::env::current_exe().map_err(ClientError::system("cannot find the eukhe executable"))?;
     let mut command = std::process::Command::new(exe);
     command
         .arg("daemon")
@@ -239,7 +256,7 @@ async fn start_daemon(paths: &Paths) -> Result<std::process::Child, String> {
     }
     command
         .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))
+        .map_err(ClientError::system("cannot start the daemon"))
 }
 
 /// Wait for the daemon we started to answer. If it ends first, its own
@@ -249,7 +266,7 @@ async fn wait_for_daemon(
     paths: &Paths,
     role: Role,
     mut daemon: std::process::Child,
-) -> Result<Client, String> {
+) -> Result<Client, ClientError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
@@ -265,17 +282,17 @@ async fn wait_for_daemon(
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no message");
-            return Err(format!(
+            return Err(ClientError::NoDaemon(format!(
                 "the daemon could not start: {}",
                 last.trim_start_matches("eukhe: ")
-            ));
+            )));
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
+            return Err(ClientError::NoDaemon(format!(
                 "the daemon did not start within {}; see {}",
                 duration_in_words(TM.daemon_start_wait),
                 paths.state.join("daemon.log").display()
-            ));
+            )));
         }
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
@@ -283,18 +300,18 @@ async fn wait_for_daemon(
 
 /// Connect until a daemon other than the one that just stopped answers
 /// (the old one may still accept while it ends).
-async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, String> {
+async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, ClientError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
+            return Err(ClientError::NoDaemon(format!(
                 "no daemon answered on {} within {} after the old one stopped; `systemctl --user status eukhe.service` says why",
                 paths.socket.display(),
                 duration_in_words(TM.daemon_start_wait)
-            ));
+            )));
         }
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
@@ -313,20 +330,24 @@ async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
 /// listens now, never starting or replacing one: a client that rides
 /// through a daemon's restart waits for the next daemon. None: no daemon
 /// listens yet.
-pub async fn connect_background_existing() -> Result<Option<Client>, String> {
-    let paths = Paths::from_env()?;
+pub async fn connect_background_existing() -> Result<Option<Client>, ClientError> {
+    let paths = Paths::from_env().map_err(ClientError::Other)?;
     let Some(client) = handshake(&paths, Role::Background).await? else {
         return Ok(None);
     };
     let ours = our_build();
     let theirs = their_hello(&client.daemon);
-    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)?;
+    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)
+        .map_err(ClientError::Other)?;
     match verdict.action {
         // A background client never replaces: `ReplaceIfIdle` is never
         // its verdict, and a daemon it may not replace it uses.
         ReplaceAction::Use | ReplaceAction::ReplaceIfIdle => Ok(Some(client)),
-        ReplaceAction::Stop => Err(verdict
-            .message
-            .unwrap_or_else(|| "cannot use the running daemon".into())),
+        ReplaceAction::Stop => Err(cannot_use(verdict.message)),
     }
+}
+
+/// The law's refusal of the running daemon, in its words.
+fn cannot_use(message: Option<String>) -> ClientError {
+    ClientError::NoDaemon(message.unwrap_or_else(|| "cannot use the running daemon".into()))
 }

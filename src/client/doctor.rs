@@ -24,6 +24,8 @@ pub struct Check {
     pub detail: String,
 }
 
+/// A check's verdict from its finding: the detail either way (a finding
+/// that is a problem is the doctor's report, not the command's failure).
 fn check(check: &'static str, result: Result<String, String>) -> Check {
     match result {
         Ok(detail) => Check {
@@ -242,7 +244,7 @@ pub async fn run() -> Vec<Check> {
             "no daemon listens on {}; the next command starts one",
             paths.socket.display()
         )),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
     checks.push(check("daemon", daemon));
     checks.push(check(

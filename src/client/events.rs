@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::cli::unexpected;
 use super::connect::{connect, connect_background_existing, Client};
+use super::error::ClientError;
 use super::render::utc_timestamp;
 use super::stdout::outln;
 use crate::laws::replace::ClientStart;
@@ -15,7 +16,9 @@ use crate::laws::timing::EVENTS_RECONNECT_MS;
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response};
 
-pub async fn events(json: bool, session: Option<String>) -> Result<ExitCode, String> {
+/// `eukhe events`: print the daemon's events (one session's, if given)
+/// until the reader goes away, riding through daemon restarts.
+pub async fn events(json: bool, session: Option<String>) -> Result<ExitCode, ClientError> {
     let mut stream = subscribe(connect(ClientStart::Events).await?, &session).await?;
     // The session followed, by its id once an event names it: a rename
     // while the daemon is away does not lose it.
@@ -46,10 +49,12 @@ pub async fn events(json: bool, session: Option<String>) -> Result<ExitCode, Str
     }
 }
 
-fn print(event: &Event, json: bool) -> Result<(), String> {
+fn print(event: &Event, json: bool) -> Result<(), ClientError> {
     if json {
-        let line = serde_json::to_string(event)
-            .map_err(|e| format!("cannot write an event as JSON: {e}"))?;
+        let line = serde_json::to_string(event).map_err(|source| ClientError::Encode {
+            what: "an event",
+            source,
+        })?;
         outln!("{line}")
     } else {
         outln!("{}  {}", utc_timestamp(event.at_ms), event.describe())
@@ -57,28 +62,32 @@ fn print(event: &Event, json: bool) -> Result<(), String> {
 }
 
 /// Ask `client`'s daemon for its events (one session's, if given).
-pub async fn subscribe(mut client: Client, session: &Option<String>) -> Result<Client, String> {
+pub async fn subscribe(
+    mut client: Client,
+    session: &Option<String>,
+) -> Result<Client, ClientError> {
     let request = Request::Events {
         session: session.clone(),
     };
     match client.ask(request).await? {
         Response::Ok => Ok(client),
-        Response::Error { message } => Err(message),
-        other => Err(format!("unexpected answer from the daemon: {other:?}")),
+        other => unexpected(other),
     }
 }
 
 /// The stream was lost: wait for a daemon to listen again (never starting
 /// or replacing one) and subscribe again. A session that is gone from the
 /// next daemon ends the wait with its error.
-pub async fn resubscribe(session: &Option<String>) -> Result<Client, String> {
+pub async fn resubscribe(session: &Option<String>) -> Result<Client, ClientError> {
     loop {
         if let Some(client) = connect_background_existing().await? {
             // A daemon still stopping may accept and then hang up: that is
             // no daemon yet.
             match subscribe(client, session).await {
                 Ok(client) => return Ok(client),
-                Err(e) if e.starts_with("no session") => return Err(e),
+                Err(ClientError::Refused(e)) if e.starts_with("no session") => {
+                    return Err(ClientError::Refused(e))
+                }
                 Err(_) => {}
             }
         }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use super::attach::{open, within_relaunch};
 use super::cli::unexpected;
 use super::connect::Client;
+use super::error::ClientError;
 use super::render::{JsonArray, TextLog};
 use super::stdout;
 use crate::laws::replace::ClientStart;
@@ -66,7 +67,7 @@ impl Sink {
 }
 
 /// `eukhe log`.
-pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
+pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
     let request = SessionRequest::Log {
         tail: args.tail,
         input: args.raw,
@@ -133,20 +134,22 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, String> {
 /// error answer is tried again as a refused connection is: the daemon may
 /// not have seen the lost worker end yet, and answers that it cannot
 /// reach it until the next one runs.
-async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), String> {
+async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), ClientError> {
     within_relaunch(|| {
         let request = request.clone();
         async move {
             let mut client = open(session, ClientStart::Reattach, request).await?;
             match client.receive().await? {
-                Response::Error { message } => Err(message),
+                Response::Error { message } => Err(ClientError::Refused(message)),
                 first => Ok((client, first)),
             }
         }
     })
     .await
     .map_err(|e| {
-        format!("lost the session {session} and could not reach it again within a minute: {e}")
+        e.within(format!(
+            "lost the session {session} and could not reach it again within a minute"
+        ))
     })
 }
 
@@ -158,7 +161,7 @@ pub async fn stream_until_exit(
     client: &mut Client,
     session: &str,
     wait: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, ClientError> {
     if !wait {
         return match client.receive().await? {
             Response::Queued { input } => {
@@ -182,14 +185,14 @@ pub(crate) trait OutputSink {
     fn numbered(&mut self, _input: u64) {}
 
     /// Bytes the input wrote to `stream`, each byte once.
-    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), String>;
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError>;
 }
 
 /// This process's standard output and error.
 struct Terminal;
 
 impl OutputSink for Terminal {
-    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
         match stream {
             Stream::Stdout => stdout::write_all(data),
             Stream::Stderr => {
@@ -218,7 +221,7 @@ pub(crate) async fn output_until_end<S: OutputSink>(
     session: &str,
     mut input: Option<u64>,
     sink: &mut S,
-) -> Result<InputEnd, String> {
+) -> Result<InputEnd, ClientError> {
     let mut printed = Printed::new(sink);
     loop {
         let response = match client.receive().await {
@@ -262,7 +265,7 @@ impl<'a, S: OutputSink> Printed<'a, S> {
     }
 
     /// Write live output: all of it follows what was written.
-    fn live(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
+    fn live(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
         let at = match stream {
             Stream::Stdout => self.stdout,
             Stream::Stderr => self.stderr,
@@ -272,7 +275,7 @@ impl<'a, S: OutputSink> Printed<'a, S> {
 
     /// Write what of `data` (which starts at byte `at` of its stream) was
     /// not written yet.
-    fn write(&mut self, stream: Stream, data: &[u8], at: u64) -> Result<(), String> {
+    fn write(&mut self, stream: Stream, data: &[u8], at: u64) -> Result<(), ClientError> {
         let done = match stream {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
@@ -293,7 +296,7 @@ async fn follow_input<S: OutputSink>(
     session: &str,
     input: u64,
     mut printed: Printed<'_, S>,
-) -> Result<InputEnd, String> {
+) -> Result<InputEnd, ClientError> {
     let request = SessionRequest::Log {
         tail: None,
         input: Some(input),

@@ -5,6 +5,7 @@ pub(crate) mod attach;
 pub mod cli;
 pub(crate) mod connect;
 mod doctor;
+pub mod error;
 mod events;
 pub(crate) mod log;
 pub(crate) mod render;
@@ -13,3 +14,4 @@ pub mod stdout;
 mod top;
 
 pub use cli::{run, Cli};
+pub use error::ClientError;

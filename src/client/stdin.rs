@@ -8,9 +8,11 @@ use std::io::IsTerminal;
 
 use nix::fcntl::OFlag;
 
+use super::error::ClientError;
+
 /// The pid whose fd 0 the command reads, or `None` (the command gets
 /// `/dev/null`) when standard input is a terminal or closed.
-pub fn lend() -> Result<Option<u32>, String> {
+pub fn lend() -> Result<Option<u32>, ClientError> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Ok(None);
@@ -25,9 +27,10 @@ pub fn lend() -> Result<Option<u32>, String> {
 }
 
 /// Put a pipe on fd 0, fed from the socket that was there by a thread.
-fn relay_socket() -> Result<(), String> {
-    let failed = |e: std::io::Error| format!("cannot pass standard input (a socket) on: {e}");
-    let failed = |e: nix::errno::Errno| failed(std::io::Error::from(e));
+fn relay_socket() -> Result<(), ClientError> {
+    let failed = |e: nix::errno::Errno| {
+        ClientError::system("cannot pass standard input (a socket) on")(e.into())
+    };
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(failed)?;
     // The copy keeps the socket open for the thread.
     let mut socket = std::fs::File::from(nix::unistd::dup(std::io::stdin()).map_err(failed)?);

@@ -4,8 +4,10 @@
 
 use std::io::{self, Write};
 
+use super::error::ClientError;
+
 /// Write `bytes` to standard output (buffered by the caller's lock).
-pub fn write_all(bytes: &[u8]) -> Result<(), String> {
+pub fn write_all(bytes: &[u8]) -> Result<(), ClientError> {
     let mut out = io::stdout().lock();
     out.write_all(bytes)
         .and_then(|()| out.flush())
@@ -13,17 +15,17 @@ pub fn write_all(bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Print `text` to standard output.
-pub fn print(text: &str) -> Result<(), String> {
+pub fn print(text: &str) -> Result<(), ClientError> {
     write_all(text.as_bytes())
 }
 
 /// The one line for a failed write to standard output; a closed reader
 /// ends the process here, quietly.
-pub fn failed(e: io::Error) -> String {
+pub fn failed(e: io::Error) -> ClientError {
     if e.kind() == io::ErrorKind::BrokenPipe {
         closed();
     }
-    format!("cannot write to standard output: {e}")
+    ClientError::Stdout(e)
 }
 
 /// Die of SIGPIPE, as a filter whose reader left does (Rust ignores the

@@ -16,17 +16,22 @@ use std::process::ExitCode;
 use rmcp::transport::stdio;
 use rmcp::ServiceExt as _;
 
+use crate::client::ClientError;
+
 /// Serve MCP on standard input and output until the client closes them.
 /// Standard output carries the protocol alone: nothing else may print
 /// there (messages go to standard error).
-pub async fn serve() -> Result<ExitCode, String> {
+pub async fn serve() -> Result<ExitCode, ClientError> {
     let running = server::Tools::new()
         .serve(stdio())
         .await
-        .map_err(|e| format!("mcp: the client's initialize failed: {e}"))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| format!("mcp: serving ended: {e}"))?;
+        .map_err(|e| ClientError::Mcp {
+            what: "the client's initialize failed",
+            detail: e.to_string(),
+        })?;
+    running.waiting().await.map_err(|e| ClientError::Mcp {
+        what: "serving ended",
+        detail: e.to_string(),
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,7 @@ use crate::client::cli::{absolute, session_env, unexpected};
 use crate::client::connect::{connect, Client};
 use crate::client::log::output_until_end;
 use crate::client::render::most_recent_last;
+use crate::client::ClientError;
 use crate::laws::replace::ClientStart;
 use crate::laws::timing::MCP_BASH_TIMEOUT_DEFAULT_MS;
 use crate::protocol::message::{Request, Response, SessionRequest};
@@ -60,11 +61,11 @@ fn answer(text: String, structured: Value) -> CallToolResult {
 
 /// A valid call that failed: the command line's one line, as an error
 /// result the model reads (not a protocol error).
-fn failed(message: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message)])
+fn failed(error: ClientError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
 }
 
-fn outcome(result: Result<CallToolResult, String>) -> Result<CallToolResult, McpError> {
+fn outcome(result: Result<CallToolResult, ClientError>) -> Result<CallToolResult, McpError> {
     Ok(result.unwrap_or_else(failed))
 }
 
@@ -104,7 +105,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// How a `bash` call's wait ended.
 enum Waited {
-    Ended(Result<crate::client::log::InputEnd, String>),
+    Ended(Result<crate::client::log::InputEnd, ClientError>),
     TimedOut,
     Cancelled,
 }
@@ -261,7 +262,7 @@ impl ServerHandler for Tools {
     }
 }
 
-async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, String> {
+async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, ClientError> {
     let cwd = match args.cwd {
         Some(cwd) => Some(absolute(&cwd)?),
         None => std::env::current_dir()
@@ -289,7 +290,7 @@ async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, String> {
     }
 }
 
-async fn list_sessions() -> Result<CallToolResult, String> {
+async fn list_sessions() -> Result<CallToolResult, ClientError> {
     let mut client = connect(ClientStart::Mcp).await?;
     match client.ask(Request::List).await? {
         Response::Sessions { mut sessions } => {
@@ -301,7 +302,7 @@ async fn list_sessions() -> Result<CallToolResult, String> {
     }
 }
 
-async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, String> {
+async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, ClientError> {
     let waited_ms = args.timeout_ms.unwrap_or(MCP_BASH_TIMEOUT_DEFAULT_MS);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(waited_ms);
     let session = args.session;
@@ -362,14 +363,14 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, S
 }
 
 /// The worker's first answer to `bash`: the command's number.
-async fn first_answer(client: &mut Client) -> Result<u64, String> {
+async fn first_answer(client: &mut Client) -> Result<u64, ClientError> {
     match client.receive().await? {
         Response::Queued { input } => Ok(input),
         other => unexpected(other),
     }
 }
 
-async fn cancel_input(session: &str, input: u64) -> Result<(), String> {
+async fn cancel_input(session: &str, input: u64) -> Result<(), ClientError> {
     let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::Session {
         session: session.to_string(),
@@ -381,7 +382,7 @@ async fn cancel_input(session: &str, input: u64) -> Result<(), String> {
     }
 }
 
-async fn send(args: SendArgs) -> Result<CallToolResult, String> {
+async fn send(args: SendArgs) -> Result<CallToolResult, ClientError> {
     let request = SessionRequest::Send {
         text: args.command,
         wait: false,
@@ -399,7 +400,7 @@ async fn send(args: SendArgs) -> Result<CallToolResult, String> {
     }
 }
 
-async fn log(args: LogArgs) -> Result<CallToolResult, String> {
+async fn log(args: LogArgs) -> Result<CallToolResult, ClientError> {
     let request = SessionRequest::Log {
         tail: args.tail,
         input: args.run,
@@ -438,7 +439,7 @@ async fn log(args: LogArgs) -> Result<CallToolResult, String> {
     Ok(answer(text, structured))
 }
 
-async fn cancel(args: CancelArgs) -> Result<CallToolResult, String> {
+async fn cancel(args: CancelArgs) -> Result<CallToolResult, ClientError> {
     let request = match args.run {
         Some(input) => SessionRequest::CancelInput { input },
         None => SessionRequest::Cancel { all: args.all },
@@ -468,7 +469,7 @@ async fn cancel(args: CancelArgs) -> Result<CallToolResult, String> {
     }
 }
 
-async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, String> {
+async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, ClientError> {
     let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::Remove {
         session: args.session.clone(),
@@ -480,10 +481,8 @@ async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, String> {
             json!({ "id": id, "name": name }),
         )),
         // As `eukhe rm` says it.
-        Ok(Response::Error { message }) | Err(message) => {
-            Err(format!("rm {}: {message}", args.session))
-        }
-        Ok(other) => unexpected(other),
+        Ok(other) => Err(ClientError::answer(other).within(format!("rm {}", args.session))),
+        Err(e) => Err(e.within(format!("rm {}", args.session))),
     }
 }
 

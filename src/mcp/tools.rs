@@ -210,7 +210,7 @@ impl CappedOutput {
 }
 
 impl crate::client::log::OutputSink for CappedOutput {
-    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), crate::client::ClientError> {
         self.push(stream, data);
         Ok(())
     }

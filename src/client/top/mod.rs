@@ -23,7 +23,9 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use super::cli::unexpected;
 use super::connect::{connect, connect_background_existing, Client};
+use super::error::ClientError;
 use super::events::subscribe;
 use crate::clock::wall_ms;
 use crate::laws::replace::ClientStart;
@@ -38,9 +40,11 @@ use state::{Command, Dashboard, Key};
 const KEY_POLL: Duration = Duration::from_millis(TOP_KEY_POLL_MS);
 
 /// `eukhe top`: the dashboard on this terminal until the person quits.
-pub async fn top() -> Result<ExitCode, String> {
+pub async fn top() -> Result<ExitCode, ClientError> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        return Err("top needs a terminal (use `eukhe events` in a pipe)".into());
+        return Err(ClientError::Usage(
+            "top needs a terminal (use `eukhe events` in a pipe)".into(),
+        ));
     }
     // Subscribed before the first `ls`: nothing that happens after the
     // listing is missed.
@@ -91,7 +95,7 @@ pub async fn top() -> Result<ExitCode, String> {
 
 /// The dashboard as the daemon lists its sessions now, with the run and
 /// queue that each busy session's last entries show.
-async fn first_dashboard() -> Result<Dashboard, String> {
+async fn first_dashboard() -> Result<Dashboard, ClientError> {
     let (sessions, status) = listing().await?;
     let mut dashboard = Dashboard::new(&sessions, &status);
     for info in sessions.iter().filter(|info| info.state == "busy") {
@@ -121,7 +125,7 @@ async fn attach_here(
     dashboard: &Dashboard,
     screen: &mut Screen,
     keys: &mut KeyReader,
-) -> Result<String, String> {
+) -> Result<String, ClientError> {
     keys.pause();
     screen.leave();
     let attached = attach(id).await;
@@ -129,7 +133,7 @@ async fn attach_here(
     keys.resume();
     Ok(match attached {
         Ok(_) => format!("detached from {}", name(dashboard, id)),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     })
 }
 
@@ -138,22 +142,25 @@ async fn attach_here(
 /// standard input ends with it and no key meant for the dashboard is
 /// taken. Ctrl-C and Ctrl-\ reach the whole foreground group: this
 /// process catches them (and lets them pass) while the child decides.
-async fn attach(id: &str) -> Result<(), String> {
+async fn attach(id: &str) -> Result<(), ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     let _interrupts =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
-    let _quits = signal(SignalKind::quit()).map_err(|e| format!("cannot catch Ctrl-\\: {e}"))?;
+        signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
+    let _quits = signal(SignalKind::quit()).map_err(ClientError::system("cannot catch Ctrl-\\"))?;
     let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the eukhe executable: {e}"))?;
+        std::env::current_exe().map_err(ClientError::system("cannot find the eukhe executable"))?;
     let status = tokio::process::Command::new(exe)
         .args(["attach", id])
         .status()
         .await
-        .map_err(|e| format!("cannot attach to {id}: {e}"))?;
+        .map_err(ClientError::system(format!("cannot attach to {id}")))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("attaching to {id} ended with {status}"))
+        Err(ClientError::Ended {
+            what: format!("attaching to {id}"),
+            status,
+        })
     }
 }
 
@@ -170,7 +177,7 @@ async fn next_event(stream: &mut Option<Client>) -> Option<Event> {
 }
 
 /// The last `TAIL_ENTRIES` entries of session `id`'s transcript.
-async fn tail(id: &str) -> Result<Vec<Entry>, String> {
+async fn tail(id: &str) -> Result<Vec<Entry>, ClientError> {
     let mut client = connect(ClientStart::Top).await?;
     client
         .send(&Request::Session {
@@ -188,7 +195,7 @@ async fn tail(id: &str) -> Result<Vec<Entry>, String> {
         match client.receive().await? {
             Response::Entry(entry) => entries.push(entry),
             Response::Replayed => return Ok(entries),
-            other => return Err(answer(other)),
+            other => return unexpected(other),
         }
     }
 }
@@ -203,11 +210,11 @@ async fn listing() -> Result<
         Vec<crate::protocol::message::SessionInfo>,
         crate::protocol::message::StatusInfo,
     ),
-    String,
+    ClientError,
 > {
     let sessions = match connect(ClientStart::Top).await?.ask(Request::List).await? {
         Response::Sessions { sessions } => sessions,
-        other => return Err(answer(other)),
+        other => return unexpected(other),
     };
     let status = match connect(ClientStart::Top)
         .await?
@@ -215,16 +222,15 @@ async fn listing() -> Result<
         .await?
     {
         Response::Status(status) => status,
-        other => return Err(answer(other)),
+        other => return unexpected(other),
     };
     Ok((sessions, status))
 }
 
+/// A daemon's answer other than the one a key asked for, as the
+/// dashboard's message line.
 fn answer(response: Response) -> String {
-    match response {
-        Response::Error { message } => message,
-        other => format!("unexpected answer from the daemon: {other:?}"),
-    }
+    ClientError::answer(response).to_string()
 }
 
 fn name(dashboard: &Dashboard, id: &str) -> String {
@@ -234,7 +240,7 @@ fn name(dashboard: &Dashboard, id: &str) -> String {
         .map_or_else(|| id.to_string(), |row| row.name.clone())
 }
 
-async fn ask(request: Request) -> Result<Response, String> {
+async fn ask(request: Request) -> Result<Response, ClientError> {
     connect(ClientStart::Top).await?.ask(request).await
 }
 
@@ -248,7 +254,7 @@ async fn cancel(dashboard: &Dashboard, id: &str) -> String {
         Ok(Response::Cancelled { run: Some(run), .. }) => format!("cancelling run {run} of {name}"),
         Ok(Response::Cancelled { run: None, .. }) => format!("{name} runs nothing to cancel"),
         Ok(other) => answer(other),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -261,7 +267,7 @@ async fn restart(dashboard: &Dashboard, id: &str) -> String {
     {
         Ok(Response::Ok) => format!("{name} started afresh"),
         Ok(other) => answer(other),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -275,7 +281,7 @@ async fn remove(dashboard: &Dashboard, id: &str) -> String {
     {
         Ok(Response::Removed { .. }) => format!("{name} removed"),
         Ok(other) => answer(other),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -370,7 +376,7 @@ struct Screen {
 }
 
 impl Screen {
-    fn enter() -> Result<Screen, String> {
+    fn enter() -> Result<Screen, ClientError> {
         static HOOKED: std::sync::Once = std::sync::Once::new();
         HOOKED.call_once(|| {
             let earlier = std::panic::take_hook();
@@ -379,15 +385,16 @@ impl Screen {
                 earlier(info);
             }));
         });
-        enable_raw_mode().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+        let failed = ClientError::system("cannot set up the terminal");
+        enable_raw_mode().map_err(failed)?;
         let mut stdout = std::io::stdout();
         if let Err(e) = execute!(stdout, EnterAlternateScreen, cursor::Hide) {
             restore_terminal();
-            return Err(format!("cannot set up the terminal: {e}"));
+            return Err(ClientError::system("cannot set up the terminal")(e));
         }
         let terminal = Terminal::new(CrosstermBackend::new(stdout)).map_err(|e| {
             restore_terminal();
-            format!("cannot set up the terminal: {e}")
+            ClientError::system("cannot set up the terminal")(e)
         })?;
         Ok(Screen {
             terminal,
@@ -395,12 +402,12 @@ impl Screen {
         })
     }
 
-    fn draw(&mut self, dashboard: &Dashboard) -> Result<(), String> {
+    fn draw(&mut self, dashboard: &Dashboard) -> Result<(), ClientError> {
         let now = wall_ms();
         self.terminal
             .draw(|frame| view::draw(frame, dashboard, now))
             .map(|_| ())
-            .map_err(|e| format!("cannot draw on the terminal: {e}"))
+            .map_err(ClientError::system("cannot draw on the terminal"))
     }
 
     /// Draw everything afresh at the next draw.

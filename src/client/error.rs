@@ -1,0 +1,155 @@
+//! What fails in a client, as one type: the daemon's refusals and odd
+//! answers, the wire, reaching or starting a daemon, standard output, the
+//! terminal and what the user typed. Its `Display` is the one line after
+//! `eukhe: ` on standard error (the same words the layer always used);
+//! every one of them exits 125 (`cli::EUKHE_FAILED`).
+
+use std::io;
+
+use crate::protocol::message::Response;
+use crate::protocol::FrameError;
+use crate::session::SessionError;
+
+/// A client command's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon refused the request, in its words (`Response::Error`).
+    #[error("{0}")]
+    Refused(String),
+    /// The daemon answered something other than what was asked.
+    #[error("unexpected answer from the daemon: {0}")]
+    Unexpected(String),
+    /// A frame to or from the daemon, as "talking to the daemon".
+    #[error("{what}: {source}")]
+    Wire {
+        /// What the client was doing.
+        what: &'static str,
+        /// How the frame failed.
+        #[source]
+        source: FrameError,
+    },
+    /// No daemon could be reached, started or kept, and why (the law's
+    /// message, the daemon's last words, a deadline passed).
+    #[error("{0}")]
+    NoDaemon(String),
+    /// Writing to standard output (a reader that left never gets here:
+    /// it ends the command quietly, `stdout::failed`).
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] io::Error),
+    /// Something the client writes as JSON, as "an event".
+    #[error("cannot write {what} as JSON: {source}")]
+    Encode {
+        /// What it is.
+        what: &'static str,
+        /// Why it cannot be written.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A system call the command needs, as "cannot catch Ctrl-C".
+    #[error("{what}: {source}")]
+    System {
+        /// What the call was for.
+        what: String,
+        /// The system's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// A child process the command ran, which failed.
+    #[error("{what} ended with {status}")]
+    Ended {
+        /// What it did, as "attaching to s1".
+        what: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+    /// What the user gave that cannot be used, or a place the command
+    /// cannot run (`top` without a terminal).
+    #[error("{0}")]
+    Usage(String),
+    /// A session's files, or a setting the user gave that the session
+    /// layer refuses (`--env`).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// `eukhe mcp`'s protocol with its client, as "serving ended".
+    #[error("mcp: {what}: {detail}")]
+    Mcp {
+        /// What failed.
+        what: &'static str,
+        /// The MCP library's words.
+        detail: String,
+    },
+    /// The client's runtime could not start.
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// A step of something larger (`what`), as "lost the daemon and could
+    /// not start another within a minute".
+    #[error("{what}: {source}")]
+    Within {
+        /// The larger thing.
+        what: String,
+        /// The step that failed.
+        #[source]
+        source: Box<ClientError>,
+    },
+    /// The paths, configuration and the replacement law, which still
+    /// speak in words.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ClientError {
+    /// The daemon's answer `response`, which is not the one asked for:
+    /// its refusal, or what came instead.
+    pub fn answer(response: Response) -> ClientError {
+        match response {
+            Response::Error { message } => ClientError::Refused(message),
+            other => ClientError::Unexpected(format!("{other:?}")),
+        }
+    }
+
+    /// A failed system call, for `what`.
+    pub fn system(what: impl Into<String>) -> impl FnOnce(io::Error) -> ClientError {
+        let what = what.into();
+        move |source| ClientError::System { what, source }
+    }
+
+    /// This failure as a step of `what`.
+    pub fn within(self, what: impl Into<String>) -> ClientError {
+        ClientError::Within {
+            what: what.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_reads_as_the_one_line_the_client_always_printed() {
+        let refused = ClientError::answer(Response::Error {
+            message: "no session nope".into(),
+        });
+        assert_eq!(refused.to_string(), "no session nope");
+        let odd = ClientError::answer(Response::Ok);
+        assert_eq!(odd.to_string(), "unexpected answer from the daemon: Ok");
+        let lost = ClientError::Wire {
+            what: "the daemon's answer",
+            source: FrameError::Closed,
+        }
+        .within("lost the daemon and could not start another within a minute");
+        assert_eq!(
+            lost.to_string(),
+            "lost the daemon and could not start another within a minute: \
+             the daemon's answer: connection closed"
+        );
+        let ctrl_c = ClientError::system("cannot catch Ctrl-C")(io::Error::from_raw_os_error(1));
+        assert!(
+            ctrl_c
+                .to_string()
+                .starts_with("cannot catch Ctrl-C: Operation not permitted"),
+            "{ctrl_c}"
+        );
+    }
+}
