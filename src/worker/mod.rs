@@ -4,6 +4,7 @@
 //! own socket, records busy evidence, and acts alone when its supervisor is
 //! lost, all as the law modules decide.
 
+mod books;
 mod core;
 pub mod engine;
 pub mod error;

@@ -15,17 +15,17 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
+use super::books::TickAction;
 use super::core::{Action, InputCancel};
 use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
-use crate::clock::mono_us;
+use crate::clock::{mono_ms, mono_us};
 use crate::host::handoff;
 use crate::host::process::is_alive;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
-use crate::laws::orphan::OrphanVerdict;
 use crate::laws::timing::{POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Capability, Role};
@@ -920,57 +920,44 @@ async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
 }
 
 async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
-    // The watchdog is fed from the worker's own loop: a hung worker is
-    // killed by its manager and counts as a failure.
-    let watchdog = systemd::watchdog_ping_interval();
-    let mut last_ping = tokio::time::Instant::now();
-    let mut last_sign_of_life = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(WORKER_TICK_MS)).await;
-        // The supervisor's own watchdog (process backend) hears from this
-        // loop too: a hung worker falls silent.
-        if last_sign_of_life.elapsed() >= Duration::from_millis(TM.sign_of_life) {
-            worker.borrow().sign_of_life();
-            last_sign_of_life = tokio::time::Instant::now();
-        }
-        if let Some(interval) = watchdog {
-            if last_ping.elapsed() >= interval {
-                systemd::notify("WATCHDOG=1");
-                last_ping = tokio::time::Instant::now();
-            }
-        }
-        let verdict = {
+        let actions = {
             let mut w = worker.borrow_mut();
             if w.stopping {
                 return;
             }
             w.core.tick(mono_us());
-            w.refresh_evidence();
-            w.report_output_line();
-            w.orphan_verdict()
+            let work = w.work();
+            w.books.tick(mono_ms(), work)
         };
-        match verdict {
-            OrphanVerdict::Wait => {}
-            OrphanVerdict::ExitResumable => {
-                tracing::warn!(
-                    "no supervisor for the lost-exit window: exiting; the kernel keeps its runs"
-                );
-                worker.borrow_mut().record_busy_now();
-                stop(&worker, &signals).await;
-                return;
-            }
-            OrphanVerdict::CloseSession => {
-                tracing::info!("no supervisor and no work: closing the session");
-                let _ = worker.borrow_mut().append(EntryBody::Notice {
-                    text: "no supervisor and no work: the worker closed the session".into(),
-                    restore: None,
-                });
-                // Nothing runs: the idle kernel goes too (the snapshot keeps
-                // its state for the next one).
-                stop_with_kernel(&worker, &signals).await;
-                return;
+        for action in actions {
+            match action {
+                TickAction::SignOfLife => worker.borrow().sign_of_life(),
+                TickAction::WatchdogPing => systemd::notify("WATCHDOG=1"),
+                TickAction::Record(state) => worker.borrow_mut().record_evidence(state, mono_ms()),
+                TickAction::ExitResumable => {
+                    tracing::warn!(
+                        "no supervisor for the lost-exit window: exiting; the kernel keeps its runs"
+                    );
+                    worker.borrow_mut().record_busy_now();
+                    stop(&worker, &signals).await;
+                    return;
+                }
+                TickAction::CloseSession => {
+                    tracing::info!("no supervisor and no work: closing the session");
+                    let _ = worker.borrow_mut().append(EntryBody::Notice {
+                        text: "no supervisor and no work: the worker closed the session".into(),
+                        restore: None,
+                    });
+                    // Nothing runs: the idle kernel goes too (the snapshot
+                    // keeps its state for the next one).
+                    stop_with_kernel(&worker, &signals).await;
+                    return;
+                }
             }
         }
+        worker.borrow_mut().report_output_line();
     }
 }
 

@@ -5,6 +5,7 @@
 use super::WorkerError;
 use std::collections::HashMap;
 
+use super::books::Books;
 use super::core::{Action, ClientId, JobKind, RunCore};
 use super::engine;
 use super::outbox::{Outbox, Stored};
@@ -17,8 +18,8 @@ use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::events::OutputLine;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
-use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
-use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
+use crate::laws::orphan::LostExitWindow;
+use crate::laws::revival::BusyState;
 use crate::laws::runs::RunId;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
@@ -54,10 +55,10 @@ pub struct Worker {
     pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
     /// Wakes requests waiting for the kernel link (`notify_waiters`).
     pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
-    latest_record: Option<OwnRecord>,
+    /// The tick's books: signs of life, watchdog pings, busy evidence
+    /// and the lost-supervisor clock.
+    pub books: Books,
     journal: BusyJournal,
-    lost_since_ms: Option<u64>,
-    lost_window: LostExitWindow,
     subscribers: Vec<tokio::sync::mpsc::UnboundedSender<Response>>,
     waiters: HashMap<u64, Vec<Outbox>>,
     supervisor: Option<Outbox>,
@@ -146,10 +147,13 @@ impl Worker {
             next_client: 1,
             evidence_due: Default::default(),
             kernel_connected: Default::default(),
-            latest_record: None,
+            books: Books::new(
+                mono_ms(),
+                lost_window,
+                crate::host::systemd::watchdog_ping_interval()
+                    .map(|every| every.as_millis() as u64),
+            ),
             journal: HostKind::from_env()?.busy_journal(&paths.state),
-            lost_since_ms: Some(mono_ms()),
-            lost_window,
             subscribers: Vec::new(),
             waiters: HashMap::new(),
             supervisor: None,
@@ -400,23 +404,26 @@ impl Worker {
         }
     }
 
+    /// Write the busy evidence the books say is due now, if any.
     pub fn refresh_evidence(&mut self) {
         let now = mono_ms();
-        let work = self.work();
-        let state = match busy_refresh(work, self.latest_record, now) {
-            RefreshAction::Nothing => return,
-            RefreshAction::RecordBusy => BusyState::Busy,
-            RefreshAction::RecordIdle => BusyState::Idle,
-        };
+        if let Some(state) = self.books.evidence_due(self.work(), now) {
+            self.record_evidence(state, now);
+        }
+    }
+
+    /// Write busy evidence in `state`, and enter it in the books (at
+    /// `now_ms`) once it is written.
+    pub fn record_evidence(&mut self, state: BusyState, now_ms: u64) {
         let line = JournalLine {
             session: self.meta.id.clone(),
             state,
             at_ms: Some(wall_ms()),
-            work,
+            work: self.work(),
             build: build_id().to_string(),
         };
         match self.journal.record(&line) {
-            Ok(()) => self.latest_record = Some(OwnRecord { state, at_ms: now }),
+            Ok(()) => self.books.recorded(state, now_ms),
             Err(e) => tracing::error!("cannot record busy evidence: {e}"),
         }
     }
@@ -509,20 +516,12 @@ impl Worker {
 
     pub fn supervised_by(&mut self, tx: Outbox) {
         self.supervisor = Some(tx);
-        self.lost_since_ms = None;
+        self.books.supervised();
     }
 
     pub fn supervisor_lost(&mut self) {
         self.supervisor = None;
-        self.lost_since_ms.get_or_insert(mono_ms());
-    }
-
-    /// What to do about a lost supervisor now.
-    pub fn orphan_verdict(&self) -> OrphanVerdict {
-        match self.lost_since_ms {
-            None => OrphanVerdict::Wait,
-            Some(since) => orphan_decision(since, mono_ms(), self.lost_window, self.work()),
-        }
+        self.books.supervisor_lost(mono_ms());
     }
 
     pub fn subscribe(&mut self, tx: tokio::sync::mpsc::UnboundedSender<Response>) {

@@ -1,0 +1,238 @@
+//! The worker's books kept on its tick, without I/O: when it tells its
+//! supervisor it lives, when it pings the service manager's watchdog,
+//! which busy evidence is due, and what a supervisor lost for a while
+//! means now. The decisions are the laws' (`laws::revival::busy_refresh`,
+//! `laws::orphan::orphan_decision`); these books keep the times they are
+//! taken from. `serve::tick_loop` drives them with the monotonic clock and
+//! performs the actions [`Books::tick`] returns, in their order.
+
+use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
+use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
+use crate::laws::timing::TM;
+use crate::laws::work::WorkSet;
+
+/// What the tick asks of its driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TickAction {
+    /// Tell the supervisor this worker lives (the process backend's
+    /// watchdog hears from the worker's own loop: a hung worker falls
+    /// silent).
+    SignOfLife,
+    /// Ping the service manager's watchdog (`WATCHDOG=1`).
+    WatchdogPing,
+    /// Write busy evidence in this state ([`Books::recorded`] once it is
+    /// written).
+    Record(BusyState),
+    /// The supervisor stayed lost with work: record busy and exit,
+    /// aborting nothing (the kernel keeps its runs).
+    ExitResumable,
+    /// The supervisor stayed lost and there is no work: close the session.
+    CloseSession,
+}
+
+/// The times the worker's tick decides from.
+#[derive(Debug)]
+pub struct Books {
+    /// How long the worker may wait before the service manager's
+    /// watchdog hears from it (none: no watchdog).
+    watchdog_every_ms: Option<u64>,
+    lost_window: LostExitWindow,
+    last_sign_of_life_ms: u64,
+    last_ping_ms: u64,
+    /// Since when no supervisor has been connected (none while one is).
+    lost_since_ms: Option<u64>,
+    /// The latest busy evidence this worker wrote.
+    latest_record: Option<OwnRecord>,
+}
+
+impl Books {
+    /// The books of a worker that starts at `now_ms`: no supervisor has
+    /// connected yet, so its lost-exit clock runs from its start.
+    pub fn new(now_ms: u64, lost_window: LostExitWindow, watchdog_every_ms: Option<u64>) -> Books {
+        Books {
+            watchdog_every_ms,
+            lost_window,
+            last_sign_of_life_ms: now_ms,
+            last_ping_ms: now_ms,
+            lost_since_ms: Some(now_ms),
+            latest_record: None,
+        }
+    }
+
+    /// A supervisor connected.
+    pub fn supervised(&mut self) {
+        self.lost_since_ms = None;
+    }
+
+    /// The supervisor's connection ended at `now_ms` (an earlier loss
+    /// still counts from its own time).
+    pub fn supervisor_lost(&mut self, now_ms: u64) {
+        self.lost_since_ms.get_or_insert(now_ms);
+    }
+
+    /// Busy evidence in `state` was written at `now_ms`.
+    pub fn recorded(&mut self, state: BusyState, now_ms: u64) {
+        self.latest_record = Some(OwnRecord {
+            state,
+            at_ms: now_ms,
+        });
+    }
+
+    /// The busy evidence due at `now_ms` for `work`, if any (on the tick,
+    /// and at once when the work changes).
+    pub fn evidence_due(&self, work: WorkSet, now_ms: u64) -> Option<BusyState> {
+        match busy_refresh(work, self.latest_record, now_ms) {
+            RefreshAction::Nothing => None,
+            RefreshAction::RecordBusy => Some(BusyState::Busy),
+            RefreshAction::RecordIdle => Some(BusyState::Idle),
+        }
+    }
+
+    /// One tick at `now_ms` with `work`: what to do, in order (an exit or
+    /// a close comes last, and ends the tick loop).
+    pub fn tick(&mut self, now_ms: u64, work: WorkSet) -> Vec<TickAction> {
+        let mut actions = Vec::new();
+        if now_ms.saturating_sub(self.last_sign_of_life_ms) >= TM.sign_of_life {
+            actions.push(TickAction::SignOfLife);
+            self.last_sign_of_life_ms = now_ms;
+        }
+        if let Some(every) = self.watchdog_every_ms {
+            if now_ms.saturating_sub(self.last_ping_ms) >= every {
+                actions.push(TickAction::WatchdogPing);
+                self.last_ping_ms = now_ms;
+            }
+        }
+        if let Some(state) = self.evidence_due(work, now_ms) {
+            actions.push(TickAction::Record(state));
+        }
+        let verdict = match self.lost_since_ms {
+            None => OrphanVerdict::Wait,
+            Some(since) => orphan_decision(since, now_ms, self.lost_window, work),
+        };
+        match verdict {
+            OrphanVerdict::Wait => {}
+            OrphanVerdict::ExitResumable => actions.push(TickAction::ExitResumable),
+            OrphanVerdict::CloseSession => actions.push(TickAction::CloseSession),
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::laws::timing::{BUSY_REFRESH_MS, WORKER_TICK_MS};
+    use crate::laws::work::WorkKind;
+
+    const WINDOW_MS: u64 = 300_000;
+
+    fn busy() -> WorkSet {
+        WorkSet::EMPTY.with(WorkKind::QueuedInput)
+    }
+
+    /// Drive `books` tick by tick from `from_ms` to `to_ms` (the real
+    /// tick's period), recording what it asks to record, until it exits
+    /// or closes; every action with the time it came.
+    fn run(books: &mut Books, from_ms: u64, to_ms: u64, work: WorkSet) -> Vec<(u64, TickAction)> {
+        let mut seen = Vec::new();
+        let mut now = from_ms;
+        while now <= to_ms {
+            for action in books.tick(now, work) {
+                seen.push((now, action));
+                match action {
+                    TickAction::Record(state) => books.recorded(state, now),
+                    TickAction::ExitResumable | TickAction::CloseSession => return seen,
+                    _ => {}
+                }
+            }
+            now += WORKER_TICK_MS;
+        }
+        seen
+    }
+
+    fn times(seen: &[(u64, TickAction)], wanted: TickAction) -> Vec<u64> {
+        seen.iter()
+            .filter(|(_, action)| *action == wanted)
+            .map(|(at, _)| *at)
+            .collect()
+    }
+
+    #[test]
+    fn a_worker_lost_with_work_records_busy_every_five_minutes_and_exits_after_two_windows() {
+        let mut books = Books::new(0, LostExitWindow::After(WINDOW_MS), None);
+        let seen = run(&mut books, 0, 3 * WINDOW_MS, busy());
+        // Busy at once, then every five minutes, the last one just before
+        // the exit (which ends the loop).
+        let records = times(&seen, TickAction::Record(BusyState::Busy));
+        assert_eq!(records, [0, BUSY_REFRESH_MS, 2 * BUSY_REFRESH_MS]);
+        assert_eq!(times(&seen, TickAction::ExitResumable), [2 * WINDOW_MS]);
+        assert_eq!(
+            seen.last().map(|(_, action)| *action),
+            Some(TickAction::ExitResumable)
+        );
+        assert!(times(&seen, TickAction::CloseSession).is_empty());
+    }
+
+    #[test]
+    fn a_worker_lost_without_work_closes_its_session_after_one_window() {
+        let mut books = Books::new(0, LostExitWindow::After(WINDOW_MS), None);
+        let seen = run(&mut books, 0, 3 * WINDOW_MS, WorkSet::EMPTY);
+        assert_eq!(times(&seen, TickAction::CloseSession), [WINDOW_MS]);
+        assert!(times(&seen, TickAction::Record(BusyState::Busy)).is_empty());
+    }
+
+    #[test]
+    fn a_supervisor_that_connects_stops_the_lost_clock_and_a_new_loss_starts_it_again() {
+        let mut books = Books::new(0, LostExitWindow::After(WINDOW_MS), None);
+        books.supervised();
+        assert!(run(&mut books, 0, 3 * WINDOW_MS, busy())
+            .iter()
+            .all(|(_, action)| *action != TickAction::ExitResumable));
+        let lost_at = 3 * WINDOW_MS + 1_000;
+        books.supervisor_lost(lost_at);
+        // A second report of the same loss does not move its start.
+        books.supervisor_lost(lost_at + 60_000);
+        let seen = run(&mut books, lost_at, lost_at + 3 * WINDOW_MS, busy());
+        let exit = times(&seen, TickAction::ExitResumable);
+        assert_eq!(exit.len(), 1);
+        assert!(exit[0] >= lost_at + 2 * WINDOW_MS);
+        assert!(exit[0] < lost_at + 2 * WINDOW_MS + WORKER_TICK_MS);
+    }
+
+    #[test]
+    fn a_window_past_the_cap_never_ends_a_lost_worker() {
+        let mut books = Books::new(0, LostExitWindow::Never, None);
+        let seen = run(&mut books, 0, 10 * WINDOW_MS, WorkSet::EMPTY);
+        assert!(seen
+            .iter()
+            .all(|(_, action)| !matches!(action, TickAction::CloseSession)));
+    }
+
+    #[test]
+    fn signs_of_life_and_watchdog_pings_keep_their_periods() {
+        let watchdog_ms = 5_000;
+        let mut books = Books::new(0, LostExitWindow::Never, Some(watchdog_ms));
+        books.supervised();
+        let seen = run(&mut books, 0, 20_000, WorkSet::EMPTY);
+        let lives = times(&seen, TickAction::SignOfLife);
+        let expected: Vec<u64> = (1..=20_000 / TM.sign_of_life)
+            .map(|n| n * TM.sign_of_life)
+            .collect();
+        assert_eq!(lives, expected);
+        assert_eq!(
+            times(&seen, TickAction::WatchdogPing),
+            [5_000, 10_000, 15_000, 20_000]
+        );
+    }
+
+    #[test]
+    fn work_that_ends_is_recorded_idle_once() {
+        let mut books = Books::new(0, LostExitWindow::Never, None);
+        books.supervised();
+        let first = run(&mut books, 0, 1_000, busy());
+        assert_eq!(times(&first, TickAction::Record(BusyState::Busy)), [0]);
+        let after = run(&mut books, 1_250, 20_000, WorkSet::EMPTY);
+        assert_eq!(times(&after, TickAction::Record(BusyState::Idle)), [1_250]);
+        assert_eq!(books.evidence_due(WorkSet::EMPTY, 30_000), None);
+    }
+}
