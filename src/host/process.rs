@@ -6,10 +6,23 @@ use nix::unistd::Pid;
 
 use crate::laws::adoption::ProcessIdentity;
 
+/// A small file of `/proc`, in one read. Its size reads as 0, so
+/// `read_to_string` would grow its buffer from 32 bytes, one read each
+/// time; this runs once for every job a kernel hands to a template.
+fn read_proc_file(path: &str) -> Option<String> {
+    use std::io::Read as _;
+    let mut text = String::with_capacity(1024);
+    std::fs::File::open(path)
+        .ok()?
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
 /// The identity of the live process `pid`, if there is one (zombies are
 /// not alive).
 pub fn identity_of(pid: u32) -> Option<ProcessIdentity> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc_file(&format!("/proc/{pid}/stat"))?;
     // The command name may contain spaces and parentheses: fields resume
     // after the last ')'. There, index 0 is the state and index 19 the
     // start time (field 22 of proc(5)).
