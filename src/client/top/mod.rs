@@ -385,16 +385,16 @@ impl Screen {
                 earlier(info);
             }));
         });
-        let failed = ClientError::system("cannot set up the terminal");
-        enable_raw_mode().map_err(failed)?;
+        let failed = || ClientError::system("cannot set up the terminal");
+        enable_raw_mode().map_err(failed())?;
         let mut stdout = std::io::stdout();
         if let Err(e) = execute!(stdout, EnterAlternateScreen, cursor::Hide) {
             restore_terminal();
-            return Err(ClientError::system("cannot set up the terminal")(e));
+            return Err(failed()(e));
         }
         let terminal = Terminal::new(CrosstermBackend::new(stdout)).map_err(|e| {
             restore_terminal();
-            ClientError::system("cannot set up the terminal")(e)
+            failed()(e)
         })?;
         Ok(Screen {
             terminal,
