@@ -1040,3 +1040,37 @@ fn a_run_the_kernel_cannot_start_ends_with_the_reason_not_interrupted() {
         t.session(&id)["state"] == "idle"
     });
 }
+
+// A job's output pipes are made while the job before it runs (a pair kept
+// spare, moved to the job's names when it starts): every job still gets its
+// own pair, its stdout and stderr apart, and once jobs end the scratch
+// directory holds only the spare pair and the template's files, no job's.
+#[test]
+fn each_job_gets_its_own_output_pipes_made_ahead_and_none_outlives_its_job() {
+    let t = Install::new("spare-pipes");
+    let id = t.new_session();
+    for n in 0..5 {
+        let out = t.run(&["bash", &id, "--", &format!("echo out{n}; echo err{n} >&2")]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(text(&out.stdout), format!("out{n}\n"), "{out:?}");
+        assert_eq!(text(&out.stderr), format!("err{n}\n"), "{out:?}");
+    }
+    let scratch = t.session_dir(&id).join("scratch");
+    let names = || -> BTreeSet<String> {
+        std::fs::read_dir(&scratch)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    wait_until(Duration::from_secs(5), "the jobs' files are gone", || {
+        names()
+            .iter()
+            .all(|n| n.starts_with("spare-") || n.starts_with("template-"))
+    });
+    let spare: Vec<String> = names()
+        .into_iter()
+        .filter(|n| n.starts_with("spare-"))
+        .collect();
+    assert_eq!(spare.len(), 2, "one spare pair: {:?}", names());
+}

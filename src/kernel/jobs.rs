@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use tokio::sync::watch;
 
+use super::output::{open_fifo, Fifo};
 use super::spool::{JobEnd, Spool};
 use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
@@ -86,6 +87,22 @@ impl Template {
     }
 }
 
+/// Output FIFOs made ahead of the next job, off its way, under names of
+/// their own until a job takes them (`Kernel::prepare_spare`).
+struct SpareOutput {
+    /// stdout's and stderr's.
+    paths: [PathBuf; 2],
+    fifos: [Fifo; 2],
+}
+
+impl SpareOutput {
+    fn remove_files(&self) {
+        for path in &self.paths {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
@@ -108,6 +125,8 @@ pub struct Kernel {
     version: u64,
     template: Option<Template>,
     template_seq: u64,
+    spare: Option<SpareOutput>,
+    spare_seq: u64,
     /// When the last job started or ended (monotonic ms).
     last_job_ms: u64,
 }
@@ -138,6 +157,8 @@ impl Kernel {
                 version: 0,
                 template: None,
                 template_seq: 0,
+                spare: None,
+                spare_seq: 0,
                 last_job_ms: crate::clock::mono_ms(),
             },
             reports,
@@ -255,14 +276,15 @@ impl Kernel {
     fn hand_to_shell(&mut self, job: &str, command: &str) -> Result<Handed, String> {
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
+        let fifos = STREAMS.map(|stream| self.scratch(job, stream_name(stream)));
+        let made = match self.take_spare(&fifos) {
+            Some(made) => made,
+            None => [open_fifo(&fifos[0])?, open_fifo(&fifos[1])?],
+        };
         let mut placeholders = Vec::new();
-        let mut fifos = Vec::new();
         let mut readers = Vec::new();
-        for stream in [Stream::Stdout, Stream::Stderr] {
-            let path = self.scratch(job, stream_name(stream));
-            let fifo = super::output::open_fifo(&path)?;
+        for (stream, fifo) in STREAMS.into_iter().zip(made) {
             placeholders.push(fifo.placeholder);
-            fifos.push(path.clone());
             readers.push((stream, fifo.reader));
         }
         let read_ends = [
@@ -293,6 +315,46 @@ impl Kernel {
             placeholders,
             read_ends,
         })
+    }
+
+    /// The spare output FIFOs, moved to `paths` (a job's names), if there
+    /// are any and the move works.
+    fn take_spare(&mut self, paths: &[PathBuf; 2]) -> Option<[Fifo; 2]> {
+        let spare = self.spare.take()?;
+        for (from, to) in spare.paths.iter().zip(paths) {
+            if let Err(e) = std::fs::rename(from, to) {
+                tracing::warn!("cannot move {} to {}: {e}", from.display(), to.display());
+                spare.remove_files();
+                return None;
+            }
+        }
+        Some(spare.fifos)
+    }
+
+    /// Make the next job's output FIFOs now, while nothing waits for them.
+    pub fn prepare_spare(&mut self) {
+        if self.spare.is_some() || self.stopping {
+            return;
+        }
+        self.spare_seq += 1;
+        let name = format!("spare-{}", self.spare_seq);
+        let paths = STREAMS.map(|stream| self.scratch(&name, stream_name(stream)));
+        match open_fifo(&paths[0]).and_then(|out| Ok([out, open_fifo(&paths[1])?])) {
+            Ok(fifos) => self.spare = Some(SpareOutput { paths, fifos }),
+            Err(e) => {
+                tracing::warn!("no output pipes made ahead: {e}");
+                for path in &paths {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+
+    /// Remove the spare output FIFOs (the kernel stops).
+    pub fn drop_spare(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            spare.remove_files();
+        }
     }
 
     fn shell_input(&self) -> Result<File, String> {
@@ -546,7 +608,6 @@ impl Kernel {
         let capture_path = self.scratch(job, "state");
         let captured = std::fs::read(&capture_path).ok();
         let _ = std::fs::remove_file(&capture_path);
-        let _ = std::fs::remove_file(self.scratch(job, "state.names"));
         captured
     }
 
@@ -573,9 +634,7 @@ impl Kernel {
     /// Every scratch file of `job`, its state capture too.
     fn remove_scratch(&self, job: &str) {
         self.forget_scratch(job);
-        for what in ["state", "state.names"] {
-            let _ = std::fs::remove_file(self.scratch(job, what));
-        }
+        let _ = std::fs::remove_file(self.scratch(job, "state"));
     }
 
     /// Whether `job` has ended (or is not this kernel's).
@@ -650,6 +709,9 @@ fn job_in_words(job: &str) -> String {
         _ => job.to_string(),
     }
 }
+
+/// A job's output streams, in the order of its FIFOs.
+const STREAMS: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
 
 pub fn stream_name(stream: Stream) -> &'static str {
     match stream {

@@ -69,10 +69,12 @@ pub async fn read(
     stream: Stream,
     mut reader: pipe::Receiver,
 ) {
-    let mut buf = vec![0u8; READ_BYTES];
+    // Read into spare capacity: a job that writes little (most) costs no
+    // zeroed half-megabyte per stream.
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
     let mut held = 0;
     loop {
-        let read = reader.read(&mut buf[held..]);
+        let read = reader.read_buf(&mut buf);
         let got = if held == 0 {
             read.await
         } else {
@@ -82,6 +84,7 @@ pub async fn read(
                 Ok(got) => got,
                 Err(_) => {
                     kernel.borrow_mut().output(&job, stream, &buf[..held]);
+                    buf.clear();
                     held = 0;
                     kernel.borrow_mut().holding(&job, stream, 0);
                     continue;
@@ -98,6 +101,7 @@ pub async fn read(
                 }
                 buf.copy_within(whole..filled, 0);
                 held = filled - whole;
+                buf.truncate(held);
                 kernel.borrow_mut().holding(&job, stream, held);
             }
         }

@@ -244,6 +244,8 @@ fn start_job(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>, job: Strin
             send(control, &FromKernel::Error { message });
         }
     }
+    // The next job's FIFOs, made while this one runs.
+    ctx.kernel.borrow_mut().prepare_spare();
 }
 
 fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
@@ -543,7 +545,11 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
 
 /// End every process of the session, then the kernel.
 async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
-    ctx.kernel.borrow_mut().stopping = true;
+    {
+        let mut k = ctx.kernel.borrow_mut();
+        k.stopping = true;
+        k.drop_spare();
+    }
     tracing::info!("stopping: every process of the session ends");
     let killed = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
     if killed > 0 {

@@ -35,6 +35,16 @@ pub async fn connect_worker(
     supervisor: &Shared,
     id: &str,
 ) -> Result<(UnixStream, Hello), SupervisorError> {
+    let mut stream = greet_worker(supervisor, id).await?;
+    let hello = worker_hello(&mut stream, id).await?;
+    Ok((stream, hello))
+}
+
+/// Connect to a worker's socket and send the hello, without waiting for
+/// the worker's: a caller that knows what the worker serves sends its
+/// request behind the hello and reads the answer later
+/// ([`worker_hello`]).
+pub async fn greet_worker(supervisor: &Shared, id: &str) -> Result<UnixStream, SupervisorError> {
     let socket = supervisor.borrow().paths.worker_socket(id);
     let mut stream = UnixStream::connect(&socket).await.map_err(|e| {
         SupervisorError::worker(
@@ -53,8 +63,13 @@ pub async fn connect_worker(
     write_frame(&mut stream, &Request::Hello(hello))
         .await
         .map_err(|e| SupervisorError::worker(id, e))?;
-    match read_frame::<Response, _>(&mut stream).await {
-        Ok(Response::Hello(theirs)) => Ok((stream, theirs)),
+    Ok(stream)
+}
+
+/// The worker's answer to [`greet_worker`]'s hello.
+pub async fn worker_hello(stream: &mut UnixStream, id: &str) -> Result<Hello, SupervisorError> {
+    match read_frame::<Response, _>(stream).await {
+        Ok(Response::Hello(theirs)) => Ok(theirs),
         Ok(Response::Error { message }) => Err(SupervisorError::worker(
             id,
             format!("worker refused: {message}"),

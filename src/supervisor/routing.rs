@@ -12,7 +12,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::backend;
 use super::events;
-use super::launch::{ask_worker, connect_worker, launch, Shared};
+use super::launch::{ask_worker, connect_worker, greet_worker, launch, worker_hello, Shared};
 use super::manage::{self, settle, InFlight};
 use super::slots::{Slot, SlotState};
 use crate::build_id::{build_id, version};
@@ -357,20 +357,42 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), Su
     }
 }
 
-/// Connect to the running worker of `id`. A worker that died a moment ago
-/// (its failure not noticed yet) is waited for as a start is: once its
+/// How a request reached the running worker.
+enum Reached {
+    /// A worker of this build took the client over.
+    Handed,
+    /// A worker of another build, greeted: `hand_over` decides how it
+    /// gets the request.
+    Greeted(UnixStream, Hello),
+}
+
+/// Reach the running worker of `id` with `request` and its `client`. A
+/// worker of this build is known to take clients over, so the hand-over
+/// follows the hello at once and the worker's answer is read after it; a
+/// worker of another build is greeted first. A worker that died a moment
+/// ago (its failure not noticed yet) is waited for as a start is: once its
 /// end is seen and the next worker runs, the request goes to that one.
-async fn connect_running_worker(
+async fn reach_running_worker(
     supervisor: &Shared,
     id: &str,
-) -> Result<(UnixStream, Hello), SupervisorError> {
+    client: &UnixStream,
+    request: &SessionRequest,
+) -> Result<Reached, SupervisorError> {
     loop {
-        let running = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
-            Some(SlotState::Running { identity, .. }) => Some(*identity),
-            _ => None,
+        let (running, same_build) = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
+            Some(SlotState::Running { identity, build }) => (Some(*identity), build == build_id()),
+            _ => (None, false),
         };
-        let error = match connect_worker(supervisor, id).await {
-            Ok(connected) => return Ok(connected),
+        let reached = if same_build {
+            hand_over_greeting(supervisor, id, client, request)
+                .await
+                .map(|()| Reached::Handed)
+        } else {
+            let greeted = connect_worker(supervisor, id).await;
+            greeted.map(|(stream, hello)| Reached::Greeted(stream, hello))
+        };
+        let error = match reached {
+            Ok(reached) => return Ok(reached),
             Err(error) => error,
         };
         // A worker that was killed closes its connections a moment before
@@ -474,8 +496,11 @@ async fn route(
         serve_resting_log(supervisor, &id, &mut client, query).await;
         return;
     }
-    match running_worker(supervisor, &id, state).await {
-        Ok((worker, hello)) => hand_over(client, worker, &hello, &id, request).await,
+    match running_worker(supervisor, &id, state, &client, &request).await {
+        Ok(Reached::Handed) => {}
+        Ok(Reached::Greeted(worker, hello)) => {
+            hand_over(client, worker, &hello, &id, request).await
+        }
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
         }
@@ -511,14 +536,16 @@ async fn serve_resting_log(
     }
 }
 
-/// A connection to the worker of `id`, launched first if the session was
-/// resting (`state`); why not, for a session given up or damaged, or one
-/// whose worker does not come up.
+/// Reach the worker of `id` with `request` and its `client`, launched first
+/// if the session was resting (`state`); why not, for a session given up
+/// or damaged, or one whose worker does not come up.
 async fn running_worker(
     supervisor: &Shared,
     id: &str,
     state: Option<SlotState>,
-) -> Result<(UnixStream, Hello), SupervisorError> {
+    client: &UnixStream,
+    request: &SessionRequest,
+) -> Result<Reached, SupervisorError> {
     match &state {
         Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id))),
         Some(SlotState::Damaged { problem }) => {
@@ -528,12 +555,41 @@ async fn running_worker(
         _ => {}
     }
     wait_running(supervisor, id).await?;
-    connect_running_worker(supervisor, id).await
+    reach_running_worker(supervisor, id, client, request).await
 }
 
-/// Hand `request` and its `client` to the worker: the worker takes the
-/// client's connection over if it can (from then on they talk directly),
-/// else the request is forwarded and the two connections spliced.
+/// Hand `client` and `request` to a worker of this build without waiting
+/// for its hello: hello, hand-over and the client's socket go out at once,
+/// then its answer to the hello is read. Until that answer the request
+/// counts as in flight (so an idle stop's quiesce never falls between the
+/// two), and a worker that never answers never took the client: it
+/// answers the hello before it reads the hand-over, and serves the client
+/// only after its answer is written, so the request may go to the next
+/// worker without running twice.
+async fn hand_over_greeting(
+    supervisor: &Shared,
+    id: &str,
+    client: &UnixStream,
+    request: &SessionRequest,
+) -> Result<(), SupervisorError> {
+    let mut worker = greet_worker(supervisor, id).await?;
+    let handoff = Request::Handoff {
+        session: id.to_string(),
+        request: request.clone(),
+    };
+    write_frame(&mut worker, &handoff)
+        .await
+        .map_err(|e| SupervisorError::worker(id, e))?;
+    handoff::send_fd(&worker, client.as_fd())
+        .await
+        .map_err(|e| SupervisorError::worker(id, e))?;
+    worker_hello(&mut worker, id).await.map(|_| ())
+}
+
+/// Hand `request` and its `client` to a worker of another build: it
+/// takes the client's connection over if it can (from then on they talk
+/// directly), else the request is forwarded and the two connections
+/// spliced.
 async fn hand_over(
     mut client: UnixStream,
     mut worker: UnixStream,

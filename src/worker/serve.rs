@@ -188,7 +188,10 @@ async fn connection(
             }
             Request::Handoff { request, .. } => {
                 // The supervisor hands a client over and leaves; the client
-                // is served directly from now on.
+                // is served directly from now on. The hello's answer was
+                // queued first, so it is written before the client's task
+                // runs (one thread, tasks in order): a supervisor that never
+                // saw it knows this worker never served the client.
                 take_handed_client(&worker, &read, request, &signals, counted.take()).await;
                 return;
             }
