@@ -87,8 +87,12 @@ pub async fn read_frame_bytes<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Ve
     if len > MAX_FRAME_BYTES {
         return Err(FrameError::TooLarge { len });
     }
-    let mut payload = vec![0u8; len];
-    let got = read_full(reader, &mut payload).await?;
+    // Read into spare capacity: no half-megabyte of output zeroed first.
+    let mut payload = Vec::with_capacity(len);
+    let got = (&mut *reader)
+        .take(len as u64)
+        .read_to_end(&mut payload)
+        .await?;
     if got < len {
         return Err(FrameError::Truncated { expected: len, got });
     }

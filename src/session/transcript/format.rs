@@ -130,13 +130,27 @@ fn decode_output(seq: u64, payload: &[u8]) -> Option<Entry> {
 /// Encode `entry` as one record into `out` (cleared first), or say why it
 /// cannot be stored.
 pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), SessionError> {
-    out.clear();
-    out.extend_from_slice(marker);
-    out.extend_from_slice(&entry.seq.to_be_bytes());
-    out.push(0);
+    let tail = encode_parts(marker, entry, out)?;
+    out.extend_from_slice(tail);
+    Ok(())
+}
+
+/// `entry`'s record in two parts: all but an output entry's bytes in
+/// `head` (cleared first), then those bytes, returned as they are (empty
+/// for any other entry). A writer sends both with one `writev`, so output
+/// is not copied again on its way to the file.
+pub fn encode_parts<'e>(
+    marker: &Marker,
+    entry: &'e Entry,
+    head: &mut Vec<u8>,
+) -> Result<&'e [u8], SessionError> {
+    head.clear();
+    head.extend_from_slice(marker);
+    head.extend_from_slice(&entry.seq.to_be_bytes());
+    head.push(0);
     // Length and checksum, filled in once the payload is there.
-    out.extend_from_slice(&[0; 8]);
-    let kind = match &entry.body {
+    head.extend_from_slice(&[0; 8]);
+    let (kind, tail): (u8, &[u8]) = match &entry.body {
         EntryBody::Output {
             input,
             stream,
@@ -151,34 +165,72 @@ pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), S
                     "output entry with an unrepresentable number".into(),
                 ));
             }
-            out.extend_from_slice(&entry.at_ms.to_be_bytes());
-            out.extend_from_slice(&input.unwrap_or(0).to_be_bytes());
-            out.extend_from_slice(&bash.unwrap_or(0).to_be_bytes());
-            out.extend_from_slice(&spool_end.unwrap_or(u64::MAX).to_be_bytes());
-            out.push(match stream {
+            head.extend_from_slice(&entry.at_ms.to_be_bytes());
+            head.extend_from_slice(&input.unwrap_or(0).to_be_bytes());
+            head.extend_from_slice(&bash.unwrap_or(0).to_be_bytes());
+            head.extend_from_slice(&spool_end.unwrap_or(u64::MAX).to_be_bytes());
+            head.push(match stream {
                 Stream::Stdout => 1,
                 Stream::Stderr => 2,
             });
-            out.extend_from_slice(data);
-            KIND_OUTPUT
+            (KIND_OUTPUT, data)
         }
         _ => {
-            serde_json::to_writer(&mut *out, entry)?;
-            KIND_JSON
+            serde_json::to_writer(&mut *head, entry)?;
+            (KIND_JSON, &[])
         }
     };
-    let len = out.len() - HEADER;
+    let len = head.len() - HEADER + tail.len();
     if len > MAX_PAYLOAD {
         return Err(SessionError::Refused(format!(
             "entry of {len} bytes is too large (at most {MAX_PAYLOAD})"
         )));
     }
-    out[16] = kind;
-    out[17..21].copy_from_slice(&(len as u32).to_be_bytes());
+    head[16] = kind;
+    head[17..21].copy_from_slice(&(len as u32).to_be_bytes());
     let mut crc = crc32fast::Hasher::new();
-    crc.update(&out[8..21]);
-    crc.update(&out[HEADER..]);
+    crc.update(&head[8..21]);
+    crc.update(&head[HEADER..]);
+    crc.update(tail);
     let crc = crc.finalize();
-    out[21..25].copy_from_slice(&crc.to_be_bytes());
-    Ok(())
+    head[21..25].copy_from_slice(&crc.to_be_bytes());
+    Ok(tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_records_bytes_are_written_as_they_are_behind_its_head() {
+        let marker = *b"mArKeR!!";
+        let data: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        let entry = Entry {
+            seq: 12,
+            at_ms: 1_796_000_000_000,
+            body: EntryBody::Output {
+                input: Some(3),
+                stream: Stream::Stderr,
+                data: data.clone(),
+                spool_end: Some(70_000),
+                bash: None,
+            },
+        };
+        let mut head = Vec::new();
+        let tail = encode_parts(&marker, &entry, &mut head).unwrap();
+        let EntryBody::Output { data: own, .. } = &entry.body else {
+            unreachable!()
+        };
+        assert!(
+            std::ptr::eq(tail, own.as_slice()),
+            "the bytes are not copied"
+        );
+        assert_eq!(head.len(), HEADER + OUTPUT_PREFIX);
+        let mut whole = Vec::new();
+        encode(&marker, &entry, &mut whole).unwrap();
+        assert_eq!(whole, [head.as_slice(), tail].concat());
+        let header = Header::read(&whole, &marker).unwrap();
+        assert_eq!(header.len, OUTPUT_PREFIX + data.len());
+        assert_eq!(decode(&header, &whole), Some(entry));
+    }
 }

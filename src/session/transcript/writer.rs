@@ -3,7 +3,7 @@
 
 use crate::session::SessionError;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -164,15 +164,16 @@ impl Transcript {
             at_ms,
             body,
         };
-        format::encode(&self.marker, &entry, &mut self.record)
+        let tail = format::encode_parts(&self.marker, &entry, &mut self.record)
             .map_err(|e| e.within(format!("transcript {}", self.path.display())))?;
-        let written = self.file.write_all(&self.record).and_then(|()| {
+        let written = write_parts(&mut self.file, &self.record, tail).and_then(|()| {
             if sync {
                 self.file.sync_data()
             } else {
                 Ok(())
             }
         });
+        let record_len = (self.record.len() + tail.len()) as u64;
         if let Err(e) = written {
             self.cut_back();
             return Err(SessionError::Transcript {
@@ -180,7 +181,7 @@ impl Transcript {
                 source: e,
             });
         }
-        self.len += self.record.len() as u64;
+        self.len += record_len;
         self.next_seq += 1;
         self.unsynced = !sync;
         Ok(entry)
@@ -199,6 +200,26 @@ impl Transcript {
             }
         }
     }
+}
+
+/// Write `head` then `tail` whole, with as few `writev` calls as the file
+/// takes.
+fn write_parts(file: &mut File, head: &[u8], tail: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < head.len() + tail.len() {
+        let wrote = if done < head.len() {
+            file.write_vectored(&[IoSlice::new(&head[done..]), IoSlice::new(tail)])
+        } else {
+            file.write(&tail[done - head.len()..])
+        };
+        match wrote {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A group commit's hold on the transcript: everything appended before it
