@@ -28,8 +28,7 @@ use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
 use crate::session::store::{
-    private_subdir, read_json, write_json, write_json_unsynced, SessionFiles, SessionMeta,
-    WorkerRecord,
+    private_subdir, read_json, write_json_unsynced, SessionFiles, SessionMeta, WorkerRecord,
 };
 use crate::session::transcript::{Damage, Entry, EntryBody, Opened, TornTail, Transcript};
 
@@ -167,7 +166,10 @@ impl Worker {
         };
         worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), &opened.damage)?;
         worker.index_restore_notices();
-        write_json(
+        // Not synced, as the kernel's record: after a machine crash the
+        // recorded worker is dead anyway, and it is only ever trusted by
+        // identity (pid and start time); an unreadable record is no worker.
+        write_json_unsynced(
             &worker.files.worker(),
             &WorkerRecord {
                 identity: worker.identity,
