@@ -1074,3 +1074,28 @@ fn each_job_gets_its_own_output_pipes_made_ahead_and_none_outlives_its_job() {
         .collect();
     assert_eq!(spare.len(), 2, "one spare pair: {:?}", names());
 }
+
+// Bad input: an empty command line is refused in one line, by `send` and
+// `bash` alike, and takes no number (the next input gets the next one).
+#[test]
+fn an_empty_command_is_refused_and_takes_no_run_number() {
+    let t = Install::new("empty-command");
+    let id = t.new_session();
+    for words in [
+        vec!["send", &id, ""],
+        vec!["send", &id, "  \n"],
+        vec!["bash", &id, "--", ""],
+        vec!["bash", &id, "--", "\t"],
+    ] {
+        let refused = t.run(&words);
+        assert!(!refused.status.success(), "{words:?} was accepted");
+        assert_eq!(
+            text(&refused.stderr),
+            "eukhe: the command is empty: nothing to run\n",
+            "{words:?}"
+        );
+    }
+    assert_eq!(t.ok(&["send", &id, "true"]), "queued as run 1\n");
+    let log = t.ok(&["log", &id]);
+    assert!(!log.contains("$ \n"), "an empty input was recorded: {log}");
+}

@@ -373,6 +373,12 @@ async fn session_request(
     peer: Option<u32>,
 ) {
     match request {
+        SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. }
+            if text.trim().is_empty() =>
+        {
+            let message = "the command is empty: nothing to run".to_string();
+            let _ = tx.send(Response::Error { message });
+        }
         SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
         SessionRequest::Bash { command, stdin } => {
             bash_request(worker, command, stdin, tx, peer).await
