@@ -798,11 +798,17 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
     let took = start.elapsed();
     assert_eq!(out, "started\n");
     assert!(took < Duration::from_secs(1), "took {took:?}");
+    // The kernel counts the jobs a job left behind when that job ends (not
+    // only at its next tick, a second later).
+    wait_until(
+        Duration::from_millis(300),
+        "`ls` shows the background job of the bash that just returned",
+        || t.session(&id)["jobs"].as_u64().unwrap_or(0) >= 1,
+    );
     t.send(&id, "sleep 4 & echo from-run");
     let next = t.run(&["send", &id, "echo next", "--wait"]);
     assert!(next.status.success(), "{}", text(&next.stderr));
     assert_eq!(text(&next.stdout), "next\n");
-    // The kernel counts the jobs its runs left behind every second.
     let mut session = t.session(&id);
     wait_until(
         Duration::from_millis(1500),

@@ -393,6 +393,7 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
             Ok(0) | Err(_) => return,
             Ok(n) => pending.extend_from_slice(&buf[..n]),
         }
+        let mut ended = false;
         for report in zygote::parse_reports(&mut pending) {
             let mut k = ctx.kernel.borrow_mut();
             match report {
@@ -405,12 +406,19 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                     };
                     tracing::info!(job, status, "{job} exited {status}");
                     k.ended(&job, status);
+                    ended = true;
                     if k.needs_template() {
                         k.prepare_template();
                     }
                 }
                 Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
             }
+        }
+        // What the job left running came to the kernel (its subreaper)
+        // when the job's shell exited, before its end was reported; no
+        // signal says so, so it is counted now, not at the next tick.
+        if ended {
+            count_background(&ctx);
         }
         flush_notices(&ctx);
     }
