@@ -1105,3 +1105,38 @@ fn an_empty_command_is_refused_and_takes_no_run_number() {
     let log = t.ok(&["log", &id]);
     assert!(!log.contains("$ \n"), "an empty input was recorded: {log}");
 }
+
+// A client that follows an input (`bash`, `send --wait`, `log --follow`)
+// of a session removed under it ends at once, saying so: it does not
+// retry for the minute a lost worker or daemon gets.
+#[test]
+fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
+    let t = Install::new("removed-under");
+    for words in [
+        &["bash", "{id}", "--", "sleep 30"][..],
+        &["send", "--wait", "{id}", "sleep 30"],
+        &["log", "{id}", "--follow"],
+    ] {
+        let id = t.new_session();
+        if words[0] == "log" {
+            t.send(&id, "sleep 30");
+        }
+        let words: Vec<String> = words.iter().map(|w| w.replace("{id}", &id)).collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let client = t.command(&words).output_in_thread();
+        wait_until(Duration::from_secs(10), "the session is busy", || {
+            t.session(&id)["state"] == "busy"
+        });
+        let removed = Instant::now();
+        t.ok(&["rm", "--force", &id]);
+        let out = client.join().unwrap();
+        let took = removed.elapsed();
+        assert!(took < Duration::from_secs(5), "{words:?} took {took:?}");
+        assert_eq!(out.status.code(), Some(125), "{words:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("eukhe: session {id} no longer exists: it was removed\n"),
+            "{words:?}"
+        );
+    }
+}

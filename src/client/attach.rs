@@ -281,8 +281,8 @@ async fn reattach(session: &str, after: Option<u64>) -> Result<Client, ClientErr
         })
 }
 
-/// Try `attempt` until it succeeds or `CLIENT_RELAUNCH_WITHIN_MS` has
-/// passed; the error is the last attempt's.
+/// Try `attempt` until it succeeds, `CLIENT_RELAUNCH_WITHIN_MS` has
+/// passed or its session is gone; the error is the last attempt's.
 pub async fn within_relaunch<T, F, Fut>(mut attempt: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
@@ -293,6 +293,7 @@ where
     loop {
         match attempt().await {
             Ok(client) => return Ok(client),
+            Err(gone @ ClientError::Gone(_)) => return Err(gone),
             Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
             Err(_) => {}
         }

@@ -16,6 +16,10 @@ pub enum ClientError {
     /// The daemon refused the request, in its words (`Response::Error`).
     #[error("{0}")]
     Refused(String),
+    /// The session a client followed no longer exists (it was removed):
+    /// nothing to reach again.
+    #[error("session {0} no longer exists: it was removed")]
+    Gone(String),
     /// The daemon answered something other than what was asked.
     #[error("unexpected answer from the daemon: {0}")]
     Unexpected(String),

@@ -8,12 +8,12 @@ use std::process::ExitCode;
 
 use super::attach::{open, within_relaunch};
 use super::cli::unexpected;
-use super::connect::Client;
+use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::render::{JsonArray, TextLog};
 use super::stdout;
 use crate::laws::replace::ClientStart;
-use crate::protocol::message::{Response, SessionRequest};
+use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::entry::Stream;
 use crate::session::log_query::ends;
 use crate::session::transcript::{Entry, EntryBody};
@@ -140,17 +140,38 @@ async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Respo
         async move {
             let mut client = open(session, ClientStart::Reattach, request).await?;
             match client.receive().await? {
-                Response::Error { message } => Err(ClientError::Refused(message)),
+                Response::Error { message } => Err(refusal(session, message).await),
                 first => Ok((client, first)),
             }
         }
     })
     .await
-    .map_err(|e| {
-        e.within(format!(
+    .map_err(|e| match e {
+        gone @ ClientError::Gone(_) => gone,
+        e => e.within(format!(
             "lost the session {session} and could not reach it again within a minute"
-        ))
+        )),
     })
+}
+
+/// The daemon's refusal `message` while `session` is followed: final
+/// (`Gone`) when the daemon no longer lists the session (it was removed;
+/// retrying would only wait out the minute), else one to try again.
+async fn refusal(session: &str, message: String) -> ClientError {
+    let listed = match connect(ClientStart::Reattach).await {
+        Ok(mut client) => match client.ask(Request::List).await {
+            Ok(Response::Sessions { sessions }) => sessions
+                .iter()
+                .any(|s| s.id == session || s.name == session),
+            _ => true,
+        },
+        Err(_) => true,
+    };
+    if listed {
+        ClientError::Refused(message)
+    } else {
+        ClientError::Gone(session.to_string())
+    }
 }
 
 /// Print a run's or a user bash's output as it comes and end with its
