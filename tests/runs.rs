@@ -1140,3 +1140,44 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         );
     }
 }
+
+// Ctrl-C on `eukhe bash` cancels its command in the session (as `eukhe
+// cancel` would) and exits with the command's status; it does not leave
+// the command running with nobody waiting for it.
+#[test]
+fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
+    let t = Install::new("bash-ctrl-c");
+    let id = t.new_session();
+    let marker = t.dir.join("after");
+    let command = format!("echo start; sleep 30; touch {}", marker.display());
+    let client = t
+        .command(&["bash", &id, "--", &command])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("eukhe bash");
+    wait_until(Duration::from_secs(10), "the session is busy", || {
+        t.session(&id)["state"] == "busy"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let interrupted = Instant::now();
+    // SAFETY: kill(2) on the client this test started.
+    unsafe {
+        libc::kill(client.id() as i32, libc::SIGINT);
+    }
+    let out = client.wait_with_output().unwrap();
+    let took = interrupted.elapsed();
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "start\n");
+    assert!(
+        text(&out.stderr).contains("cancelling bash 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    wait_until(Duration::from_secs(5), "the session is idle", || {
+        t.session(&id)["state"] == "idle"
+    });
+    assert!(!marker.exists(), "the command went on after Ctrl-C");
+    assert!(t.ok(&["log", &id]).contains("[bash 1 exited 130]"));
+}

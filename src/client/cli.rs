@@ -151,7 +151,8 @@ pub enum Command {
     /// make'`); several are a command and its arguments, each passed as it
     /// is (`sh -c 'exit 3'`). When standard input is not a terminal, the
     /// command reads it (`echo hi | eukhe bash s -- cat`); `-n` gives it
-    /// /dev/null instead (as `ssh -n`), for loops that read a list.
+    /// /dev/null instead (as `ssh -n`), for loops that read a list. Ctrl-C
+    /// cancels the command as `eukhe cancel` does; a second stops waiting.
     Bash {
         /// The session's name or id.
         session: String,
@@ -613,7 +614,7 @@ async fn bash(
     };
     let request = SessionRequest::Bash { command, stdin };
     let mut client = super::attach::open(&session, ClientStart::Bash, request).await?;
-    super::log::stream_until_exit(&mut client, &session, true).await
+    super::log::stream_bash_until_exit(&mut client, &session).await
 }
 
 /// `cancel`: end the running run (and, with `all`, withdraw the queue);

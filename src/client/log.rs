@@ -3,8 +3,10 @@
 //! Also how `send --wait` and `bash` finish when their connection drops:
 //! they follow their input in the transcript.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::process::ExitCode;
+use std::rc::Rc;
 
 use super::attach::{open, within_relaunch};
 use super::cli::unexpected;
@@ -199,6 +201,58 @@ pub async fn stream_until_exit(
     Ok(exit_code(end.status))
 }
 
+/// A shell's status for a command that SIGINT ended: what `bash` exits
+/// with when a second Ctrl-C stops it waiting.
+const INTERRUPTED: u8 = 130;
+
+/// `bash`: as [`stream_until_exit`], and Ctrl-C cancels the command in the
+/// session (SIGINT to its process group, then SIGTERM and SIGKILL after
+/// the cancel grace), whose end then comes as any end does; a second
+/// Ctrl-C (or one before the session numbered the command) stops waiting.
+pub async fn stream_bash_until_exit(
+    client: &mut Client,
+    session: &str,
+) -> Result<ExitCode, ClientError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupts =
+        signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
+    let number = Rc::new(Cell::new(None));
+    let mut sink = NumberedTerminal(number.clone());
+    let follow = output_until_end(client, session, None, &mut sink);
+    tokio::pin!(follow);
+    let mut cancelling = false;
+    let end = loop {
+        tokio::select! {
+            end = &mut follow => break end?,
+            _ = interrupts.recv() => match number.get() {
+                Some(input) if !cancelling => {
+                    cancelling = true;
+                    eprintln!("eukhe: cancelling bash {input} (Ctrl-C again stops waiting)");
+                    cancel_input(session, input).await?;
+                }
+                _ => return Ok(ExitCode::from(INTERRUPTED)),
+            },
+        }
+    };
+    if let Some(why) = &end.cut_short {
+        eprintln!("eukhe: {why}");
+    }
+    Ok(exit_code(end.status))
+}
+
+/// Cancel input `input` of `session`; one that has just ended is no
+/// failure (its end is on its way).
+async fn cancel_input(session: &str, input: u64) -> Result<(), ClientError> {
+    let request = Request::Session {
+        session: session.to_string(),
+        request: SessionRequest::CancelInput { input },
+    };
+    match connect(ClientStart::Cancel).await?.ask(request).await? {
+        Response::Cancelled { .. } | Response::Error { .. } => Ok(()),
+        other => unexpected(other),
+    }
+}
+
 /// Where a followed input's output goes: the terminal (`bash`, `send
 /// --wait`) or a buffer (`eukhe mcp`).
 pub(crate) trait OutputSink {
@@ -211,6 +265,19 @@ pub(crate) trait OutputSink {
 
 /// This process's standard output and error.
 struct Terminal;
+
+/// The terminal, keeping the number the session gave the input.
+struct NumberedTerminal(Rc<Cell<Option<u64>>>);
+
+impl OutputSink for NumberedTerminal {
+    fn numbered(&mut self, input: u64) {
+        self.0.set(Some(input));
+    }
+
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
+        Terminal.write(stream, data)
+    }
+}
 
 impl OutputSink for Terminal {
     fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
