@@ -1181,3 +1181,52 @@ fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
     assert!(!marker.exists(), "the command went on after Ctrl-C");
     assert!(t.ok(&["log", &id]).contains("[bash 1 exited 130]"));
 }
+
+// `send --wait` for a run that is withdrawn (by `withdraw` or `cancel
+// --all`) before it runs ends at once, saying so: it does not wait for an
+// end that never comes.
+#[test]
+fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
+    let t = Install::new("wait-withdrawn");
+    let id = t.new_session();
+    t.send(&id, "sleep 30");
+    for (n, withdraw) in [
+        (2, vec!["withdraw", &id, "2"]),
+        (3, vec!["cancel", &id, "--all"]),
+    ] {
+        let waiting = t
+            .command(&["send", "--wait", &id, "echo never"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("eukhe send --wait");
+        wait_until(Duration::from_secs(10), "the run is queued", || {
+            t.ok(&["queue", &id]).contains(&format!("run {n} "))
+        });
+        let withdrawn = Instant::now();
+        t.ok(&withdraw);
+        let out = output_within(waiting, Duration::from_secs(10), "the waiting client ends");
+        assert!(withdrawn.elapsed() < Duration::from_secs(3), "{withdraw:?}");
+        assert_eq!(out.status.code(), Some(125), "{withdraw:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("eukhe: run {n} was withdrawn: it never ran\n"),
+            "{withdraw:?}"
+        );
+        assert_eq!(text(&out.stdout), "");
+    }
+}
+
+/// `child`'s output once it ends, which it must within `within` (else it
+/// is killed and the test fails, rather than hang).
+fn output_within(mut child: std::process::Child, within: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("timed out waiting until {what}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    child.wait_with_output().unwrap()
+}

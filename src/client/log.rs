@@ -17,7 +17,7 @@ use super::stdout;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::entry::Stream;
-use crate::session::log_query::ends;
+use crate::session::log_query::{ends, withdrawn};
 use crate::session::transcript::{Entry, EntryBody};
 
 /// What `eukhe log` was asked for.
@@ -434,7 +434,7 @@ async fn follow_input<S: OutputSink>(
                     )));
                 }
                 EntryBody::Withdrawn { .. } => {
-                    return Ok(cut_short(format!("run {input} was withdrawn")));
+                    return Err(ClientError::Refused(withdrawn(input)));
                 }
                 _ => {}
             }

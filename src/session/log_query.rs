@@ -90,3 +90,9 @@ pub fn ends(entry: &Entry, input: u64) -> bool {
         _ => false,
     }
 }
+
+/// Why a client waiting for run `input` gets no status: the same words
+/// whether its worker tells it or the transcript does.
+pub fn withdrawn(input: u64) -> String {
+    format!("run {input} was withdrawn: it never ran")
+}

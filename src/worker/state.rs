@@ -388,6 +388,14 @@ impl Worker {
         self.append(EntryBody::Withdrawn { input: run })?;
         self.core.withdrawn(run);
         self.work_changed();
+        // A client waiting for it (`send --wait`) waits for nothing now.
+        if let Some(waiters) = self.waiters.remove(&run) {
+            for w in waiters {
+                let _ = w.send_after_output(Response::Error {
+                    message: crate::session::log_query::withdrawn(run),
+                });
+            }
+        }
         Ok(())
     }
 
