@@ -1150,12 +1150,21 @@ fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
     let id = t.new_session();
     let marker = t.dir.join("after");
     let command = format!("echo start; sleep 30; touch {}", marker.display());
-    let client = t
-        .command(&["bash", &id, "--", &command])
+    let mut client = t.command(&["bash", &id, "--", &command]);
+    client
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("eukhe bash");
+        .stderr(std::process::Stdio::piped());
+    // As from a terminal: SIGINT not ignored, whatever this test inherited
+    // (a client started with it ignored keeps ignoring it).
+    // SAFETY: signal(2) between fork and exec, async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt as _;
+        client.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let client = client.spawn().expect("eukhe bash");
     wait_until(Duration::from_secs(10), "the session is busy", || {
         t.session(&id)["state"] == "busy"
     });

@@ -214,6 +214,11 @@ pub async fn stream_bash_until_exit(
     session: &str,
 ) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
+    // A client started with SIGINT ignored (a background job of a script)
+    // keeps ignoring it, as a shell's commands do.
+    if sigint_ignored() {
+        return stream_until_exit(client, session, true).await;
+    }
     let mut interrupts =
         signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
     let number = Rc::new(Cell::new(None));
@@ -238,6 +243,16 @@ pub async fn stream_bash_until_exit(
         eprintln!("eukhe: {why}");
     }
     Ok(exit_code(end.status))
+}
+
+/// Whether this process started with SIGINT ignored.
+fn sigint_ignored() -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: sigaction(2) with no new action only reads the current one
+    // into `current`, which is valid for writes.
+    let read = unsafe { libc::sigaction(libc::SIGINT, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid sigaction, and a successful call filled it.
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
 /// Cancel input `input` of `session`; one that has just ended is no
