@@ -1239,3 +1239,30 @@ fn output_within(mut child: std::process::Child, within: Duration, what: &str) -
     }
     child.wait_with_output().unwrap()
 }
+
+// `log --raw N` of an input the session never numbered is refused in one
+// line, whether the session runs or rests (read from disk by the daemon).
+#[test]
+fn log_raw_of_an_input_that_never_was_is_refused_running_or_resting() {
+    let t = Install::new("raw-no-input");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo one"), "one\n");
+    for state in ["running", "resting"] {
+        if state == "resting" {
+            t.ok(&["shutdown", "--force"]);
+            wait_until(Duration::from_secs(10), "the session rests", || {
+                t.session(&id)["state"] == "saved"
+            });
+        }
+        assert_eq!(t.ok(&["log", &id, "--raw", "1"]), "one\n", "{state}");
+        for n in ["0", "2"] {
+            let refused = t.run(&["log", &id, "--raw", n]);
+            assert_eq!(refused.status.code(), Some(125), "{state} {n}");
+            assert_eq!(
+                text(&refused.stderr),
+                format!("eukhe: the session has no input {n}\n"),
+                "{state}"
+            );
+        }
+    }
+}

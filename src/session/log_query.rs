@@ -91,6 +91,12 @@ pub fn ends(entry: &Entry, input: u64) -> bool {
     }
 }
 
+/// What a request naming input `input` that the session never numbered
+/// gets.
+pub fn no_input(input: u64) -> String {
+    format!("the session has no input {input}")
+}
+
 /// Why a client waiting for run `input` gets no status: the same words
 /// whether its worker tells it or the transcript does.
 pub fn withdrawn(input: u64) -> String {

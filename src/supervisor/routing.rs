@@ -523,12 +523,19 @@ async fn serve_resting_log(
         .unwrap_or_default();
     match log_query::entries_with_notices(&files.transcript(), query, notices) {
         Ok(entries) => {
+            // An input's entries start with its own: none, no such input.
+            let mut found = query.input.is_none();
             for entry in entries {
+                found = true;
                 if write_frame(client, &Response::Entry(entry)).await.is_err() {
                     return;
                 }
             }
-            let _ = write_frame(client, &Response::Replayed).await;
+            let last = match query.input {
+                Some(input) if !found => error(log_query::no_input(input)),
+                _ => Response::Replayed,
+            };
+            let _ = write_frame(client, &last).await;
         }
         Err(message) => {
             let _ = write_frame(client, &error(message)).await;

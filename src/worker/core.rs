@@ -443,7 +443,7 @@ impl RunCore {
         }
         Err(WorkerError::Refused(
             if input == 0 || input >= self.next_input {
-                format!("the session has no input {input}")
+                crate::session::log_query::no_input(input)
             } else {
                 format!("input {input} is neither running nor queued: it has ended")
             },

@@ -531,7 +531,7 @@ fn send_log(worker: &Rc<RefCell<Worker>>, query: LogQuery, follow: bool, tx: &Ou
     let next_input = worker.borrow().core.next_input();
     if let Some(n) = query.input.filter(|n| *n == 0 || *n >= next_input) {
         let _ = tx.send(Response::Error {
-            message: format!("the session has no input {n}"),
+            message: log_query::no_input(n),
         });
         return;
     }
