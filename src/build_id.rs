@@ -34,6 +34,24 @@ pub fn build_id() -> &'static str {
     })
 }
 
+/// What to exec to run this very build, and the `argv[0]` to give it.
+/// `/proc/self/exe` names this process's executable even after an upgrade
+/// replaced or removed the file it started from (that path then leads to
+/// another build, or nowhere, and a worker or kernel started from it
+/// would not start); `argv[0]` is that path, as `ps` should show it.
+pub fn own_executable() -> (std::path::PathBuf, std::ffi::OsString) {
+    let started_from = std::env::current_exe()
+        .map(|path| {
+            let text = path.into_os_string().into_string();
+            match text {
+                Ok(text) => text.trim_end_matches(" (deleted)").into(),
+                Err(raw) => raw,
+            }
+        })
+        .unwrap_or_else(|_| "eukhe".into());
+    ("/proc/self/exe".into(), started_from)
+}
+
 /// This build's version (`EUKHE_VERSION` overrides it, for tests).
 pub fn version() -> &'static str {
     static VERSION: OnceLock<String> = OnceLock::new();

@@ -1266,3 +1266,34 @@ fn log_raw_of_an_input_that_never_was_is_refused_running_or_resting() {
         }
     }
 }
+
+// An upgrade replaces the executable under a running daemon: the daemon
+// still starts workers and kernels of its own build (`/proc/self/exe`),
+// for new sessions and for restarts, instead of failing on the path it
+// started from until the session is given up.
+#[test]
+fn a_daemon_whose_executable_was_removed_still_starts_workers_and_kernels() {
+    let t = Install::new("exe-removed");
+    let copy = t.dir.join("bin/eukhe");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_eukhe"), &copy).unwrap();
+    let mut status = std::process::Command::new(&copy);
+    status.arg("status");
+    for (name, value) in &t.vars {
+        status.env(name, value);
+    }
+    let started = status.output().unwrap();
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    std::fs::remove_file(&copy).unwrap();
+
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo hi"), "hi\n");
+    let worker = t.session(&id)["pid"].as_u64().expect("a worker pid") as u32;
+    kill9(worker);
+    wait_until(Duration::from_secs(10), "a new worker serves", || {
+        let session = t.session(&id);
+        session["state"] == "idle" && session["pid"].as_u64() != Some(u64::from(worker))
+    });
+    assert_eq!(t.bash(&id, "echo again"), "again\n");
+    assert_eq!(t.session(&id)["failures_in_window"], 1);
+}

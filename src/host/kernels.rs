@@ -49,9 +49,9 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
     if HostKind::from_env()? == HostKind::Systemd {
         return super::kernel_unit::start(id).await;
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| HostError::io("cannot find the eukhe executable", e))?;
+    let (exe, arg0) = crate::build_id::own_executable();
     let output = tokio::process::Command::new(exe)
+        .arg0(arg0)
         .args(["kernel", id, "--detach"])
         .env("EUKHE_SOCKET", &paths.socket)
         .env("EUKHE_STATE_DIR", &paths.state)

@@ -51,14 +51,14 @@ impl ProcessHost {
     }
 
     fn spawn(&self, id: &str) -> Result<(), HostError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| HostError::io("cannot find the eukhe executable", e))?;
+        let (exe, arg0) = crate::build_id::own_executable();
         let log = crate::session::store::private_append(&self.files(id).log())?;
         let log2 = log
             .try_clone()
             .map_err(|e| HostError::io(format!("session {id}: its worker's log"), e))?;
         let mut command = tokio::process::Command::new(exe);
         command
+            .arg0(arg0)
             .arg("worker")
             .arg(id)
             .env("EUKHE_SOCKET", &self.paths.socket)
