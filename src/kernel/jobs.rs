@@ -274,6 +274,11 @@ impl Kernel {
     /// Make `job`'s output FIFOs and hand it to the template, or to the
     /// shell with the snapshot's restore script.
     fn hand_to_shell(&mut self, job: &str, command: &str) -> Result<Handed, String> {
+        // The shell reads NUL-separated fields: a NUL inside the command
+        // would split it, and what follows would be read as the next job.
+        if command.contains('\0') {
+            return Err(crate::protocol::kernel::NUL_IN_COMMAND.into());
+        }
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
         let fifos = STREAMS.map(|stream| self.scratch(job, stream_name(stream)));

@@ -16,6 +16,13 @@ use crate::kernel::spool::JobEnd;
 /// The version of the link and of the spool's layout.
 pub const KERNEL_PROTOCOL: u32 = 2;
 
+/// Why a command with a NUL byte cannot run: the kernel's shell reads
+/// NUL-separated fields, so one inside a command would split it and what
+/// follows would be read as the next job. Workers refuse such a command;
+/// the kernel ends one that reaches it as not started.
+pub const NUL_IN_COMMAND: &str =
+    "the command contains a NUL byte, which a shell command line cannot hold";
+
 /// What a kernel knows of one job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case", deny_unknown_fields)]

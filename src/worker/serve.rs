@@ -379,6 +379,13 @@ async fn session_request(
             let message = "the command is empty: nothing to run".to_string();
             let _ = tx.send(Response::Error { message });
         }
+        SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. }
+            if text.contains('\0') =>
+        {
+            let _ = tx.send(Response::Error {
+                message: crate::protocol::kernel::NUL_IN_COMMAND.to_string(),
+            });
+        }
         SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
         SessionRequest::Bash { command, stdin } => {
             bash_request(worker, command, stdin, tx, peer).await

@@ -175,6 +175,14 @@ async def main():
             assert "no session" in text(unknown) and "\n" not in text(unknown).strip(), text(unknown)
             step(f"an unknown session: an isError result ({text(unknown)!r})")
 
+            for tool in ("bash", "send"):
+                for command in ("echo a\0b; echo c", "", "  "):
+                    refused = await session.call_tool(tool, {"session": "mcp-test", "command": command})
+                    assert refused.is_error, (tool, command, refused)
+                    said = text(refused)
+                    assert ("NUL byte" in said) if "\0" in command else ("empty" in said), (tool, command, said)
+            step("a command with a NUL byte, or an empty one: an isError result, nothing run")
+
             kept = await call(session, "bash", {"session": "mcp-test", "command": "echo still serving"})
             assert kept.structured_content["output"] == "still serving\n"
             step("the server keeps serving after those errors")
