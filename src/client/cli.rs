@@ -41,8 +41,8 @@ restored from the snapshot.",
 255 when it was interrupted: its kernel was lost; 126 when the kernel could not start it, the \
 reason in the log).\n  \
 125: eukhe itself failed (an unknown session, a bad option, no daemon to be had, a damaged \
-session, a refused `rm`, a run withdrawn before it ran), as `env` and `timeout` do, so it is never mistaken for a command's \
-status.\n  \
+session, a refused `rm`, a run withdrawn before it ran), as `env` and `timeout` do, so it is \
+never mistaken for a command's status.\n  \
 1: `cancel` found nothing to cancel; `shutdown --if-idle` did not stop a busy daemon; `doctor` \
 found a problem.\n  \
 A reader of standard output that goes away (`eukhe log s | head -1`) ends any command quietly, \

@@ -233,7 +233,11 @@ pub async fn stream_bash_until_exit(
                 Some(input) if !cancelling => {
                     cancelling = true;
                     eprintln!("eukhe: cancelling bash {input} (Ctrl-C again stops waiting)");
-                    cancel_input(session, input).await?;
+                    // Not reaching the daemon this moment ends nothing:
+                    // the command's end is still followed.
+                    if let Err(e) = cancel_input(session, input).await {
+                        eprintln!("eukhe: cannot cancel bash {input}: {e}");
+                    }
                 }
                 _ => return Ok(ExitCode::from(INTERRUPTED)),
             },

@@ -372,20 +372,16 @@ async fn session_request(
     signals: &Signals,
     peer: Option<u32>,
 ) {
-    match request {
-        SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. }
-            if text.trim().is_empty() =>
-        {
-            let message = "the command is empty: nothing to run".to_string();
-            let _ = tx.send(Response::Error { message });
-        }
-        SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. }
-            if text.contains('\0') =>
-        {
+    if let SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. } = &request
+    {
+        if let Some(why) = unrunnable(text) {
             let _ = tx.send(Response::Error {
-                message: crate::protocol::kernel::NUL_IN_COMMAND.to_string(),
+                message: why.to_string(),
             });
+            return;
         }
+    }
+    match request {
         SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
         SessionRequest::Bash { command, stdin } => {
             bash_request(worker, command, stdin, tx, peer).await
@@ -418,6 +414,17 @@ async fn session_request(
             };
             follow_entries(worker, start, None, tx);
         }
+    }
+}
+
+/// Why a command line cannot run, if it cannot: it takes no number then.
+fn unrunnable(command: &str) -> Option<&'static str> {
+    if command.trim().is_empty() {
+        Some("the command is empty: nothing to run")
+    } else if command.contains('\0') {
+        Some(crate::protocol::kernel::NUL_IN_COMMAND)
+    } else {
+        None
     }
 }
 
