@@ -1132,11 +1132,10 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         let out = client.join().unwrap();
         let took = removed.elapsed();
         assert!(took < Duration::from_secs(5), "{words:?} took {took:?}");
-        assert_eq!(out.status.code(), Some(125), "{words:?}");
-        assert_eq!(
-            text(&out.stderr),
-            format!("eukhe: session {id} no longer exists: it was removed\n"),
-            "{words:?}"
+        assert_fails_saying(
+            &out,
+            &format!("session {id} no longer exists: it was removed"),
+            &format!("{words:?}"),
         );
     }
 }
@@ -1216,11 +1215,10 @@ fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
         t.ok(&withdraw);
         let out = output_within(waiting, Duration::from_secs(10), "the waiting client ends");
         assert!(withdrawn.elapsed() < Duration::from_secs(3), "{withdraw:?}");
-        assert_eq!(out.status.code(), Some(125), "{withdraw:?}");
-        assert_eq!(
-            text(&out.stderr),
-            format!("eukhe: run {n} was withdrawn: it never ran\n"),
-            "{withdraw:?}"
+        assert_fails_saying(
+            &out,
+            &format!("run {n} was withdrawn: it never ran"),
+            &format!("{withdraw:?}"),
         );
         assert_eq!(text(&out.stdout), "");
     }
@@ -1257,11 +1255,10 @@ fn log_raw_of_an_input_that_never_was_is_refused_running_or_resting() {
         assert_eq!(t.ok(&["log", &id, "--raw", "1"]), "one\n", "{state}");
         for n in ["0", "2"] {
             let refused = t.run(&["log", &id, "--raw", n]);
-            assert_eq!(refused.status.code(), Some(125), "{state} {n}");
-            assert_eq!(
-                text(&refused.stderr),
-                format!("eukhe: the session has no input {n}\n"),
-                "{state}"
+            assert_fails_saying(
+                &refused,
+                &format!("the session has no input {n}"),
+                &format!("{state} {n}"),
             );
         }
     }
@@ -1296,4 +1293,11 @@ fn a_daemon_whose_executable_was_removed_still_starts_workers_and_kernels() {
     });
     assert_eq!(t.bash(&id, "echo again"), "again\n");
     assert_eq!(t.session(&id)["failures_in_window"], 1);
+}
+
+/// `out` is eukhe's own failure (status 125) with `line` as its one line
+/// on standard error.
+fn assert_fails_saying(out: &Output, line: &str, what: &str) {
+    assert_eq!(out.status.code(), Some(125), "{what}");
+    assert_eq!(text(&out.stderr), format!("eukhe: {line}\n"), "{what}");
 }

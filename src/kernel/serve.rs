@@ -416,9 +416,12 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
         }
         // What the job left running came to the kernel (its subreaper)
         // when the job's shell exited, before its end was reported; no
-        // signal says so, so it is counted now, not at the next tick.
+        // signal says so, so it is counted now, not at the next tick:
+        // once the end is on its way (a task after the writer's), so the
+        // scan of /proc never delays a round trip.
         if ended {
-            count_background(&ctx);
+            let ctx = ctx.clone();
+            tokio::task::spawn_local(async move { count_background(&ctx) });
         }
         flush_notices(&ctx);
     }

@@ -389,13 +389,8 @@ impl Worker {
         self.core.withdrawn(run);
         self.work_changed();
         // A client waiting for it (`send --wait`) waits for nothing now.
-        if let Some(waiters) = self.waiters.remove(&run) {
-            for w in waiters {
-                let _ = w.send_after_output(Response::Error {
-                    message: crate::session::log_query::withdrawn(run),
-                });
-            }
-        }
+        let message = crate::session::log_query::withdrawn(run);
+        self.last_to_waiters(run, Response::Error { message });
         Ok(())
     }
 
@@ -576,9 +571,15 @@ impl Worker {
     }
 
     pub fn end_waiters(&mut self, input: u64, status: i32) {
+        self.last_to_waiters(input, Response::Exit { status });
+    }
+
+    /// Send the clients waiting for `input` their last answer, after the
+    /// output queued for them, and forget them.
+    fn last_to_waiters(&mut self, input: u64, last: Response) {
         if let Some(waiters) = self.waiters.remove(&input) {
             for w in waiters {
-                let _ = w.send_after_output(Response::Exit { status });
+                let _ = w.send_after_output(last.clone());
             }
         }
     }
