@@ -23,6 +23,11 @@
 //! # next request wakes it over its snapshot): milliseconds, or "never".
 //! # Default: 3600000 (an hour).
 //! idle_stop_ms = 3600000
+//! # On the process backend the daemon keeps one spare session ready
+//! # (worker and kernel started, listed nowhere) for the next `eukhe new`
+//! # to claim, so a new session answers its first command at the speed of
+//! # a warm one. It costs one idle session's memory. Default: true.
+//! spare_session = true
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A
@@ -65,6 +70,14 @@ pub struct Config {
     /// stop (`laws::idle_stop`).
     #[serde(default = "default_idle_stop")]
     pub idle_stop_ms: IdleStop,
+    /// Whether the daemon keeps a spare session for `eukhe new` to claim
+    /// (process backend only: `supervisor::spare`).
+    #[serde(default = "default_spare_session")]
+    pub spare_session: bool,
+}
+
+fn default_spare_session() -> bool {
+    true
 }
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
@@ -141,6 +154,7 @@ impl Default for Config {
             cancel_grace_ms: default_cancel_grace(),
             output_sync_ms: default_output_sync(),
             idle_stop_ms: default_idle_stop(),
+            spare_session: default_spare_session(),
         }
     }
 }

@@ -129,14 +129,20 @@ pub struct Kernel {
     spare_seq: u64,
     /// When the last job started or ended (monotonic ms).
     last_job_ms: u64,
+    /// A spare's kernel whose session has no first snapshot yet.
+    unclaimed: bool,
 }
 
 impl Kernel {
+    /// A kernel over `snapshot`, or, with none, a spare's: unclaimed until
+    /// [`Kernel::claim`] makes the session's first snapshot.
     pub fn new(
         files: SessionFiles,
-        snapshot: Snapshot,
+        snapshot: Option<Snapshot>,
         restored: Option<String>,
     ) -> Result<(Kernel, OwnedFd), String> {
+        let unclaimed = snapshot.is_none();
+        let snapshot = snapshot.unwrap_or_else(|| Snapshot::fresh("/", std::iter::empty()));
         let spool = Spool::open(&files.spool())?;
         let (pipes, reports) = zygote::pipes()?;
         let shell_pid = zygote::start(&pipes)?;
@@ -160,9 +166,24 @@ impl Kernel {
                 spare: None,
                 spare_seq: 0,
                 last_job_ms: crate::clock::mono_ms(),
+                unclaimed,
             },
             reports,
         ))
+    }
+
+    /// The spare this kernel serves became a session (`eukhe new` wrote
+    /// its metadata): make its first snapshot, from the working directory
+    /// and environment `new` gave it. Whether it was made now (a kernel
+    /// claimed before, or never a spare's, is left as it is).
+    pub fn claim(&mut self) -> Result<bool, String> {
+        if !self.unclaimed {
+            return Ok(false);
+        }
+        self.snapshot = super::first_snapshot(&self.files)?;
+        self.unclaimed = false;
+        self.version += 1;
+        Ok(true)
     }
 
     pub fn bump(&self) {
@@ -222,6 +243,9 @@ impl Kernel {
         if self.stopping {
             return Err("the kernel is stopping".into());
         }
+        // A job reaches a spare's kernel only once `new` claimed it; the
+        // claim's word may not have come first.
+        self.claim()?;
         if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
             if !kernel_accepts(&self.spool_runs(), run) {
                 return Ok(None);

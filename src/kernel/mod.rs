@@ -41,7 +41,8 @@ use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::env::{first_environment, SessionEnv};
 use crate::session::snapshot::{load_or_migrate, Snapshot};
 use crate::session::store::{
-    private_subdir, read_json, write_json_unsynced, KernelRecord, SessionFiles, SessionMeta,
+    private_subdir, read_json, read_meta_or_spare, write_json_unsynced, KernelRecord, SessionFiles,
+    SessionMeta,
 };
 
 /// What a restore cannot bring back.
@@ -54,7 +55,7 @@ pub fn main(session: &str, detach: bool) -> Result<(), String> {
     let paths = Paths::from_env()?;
     let files = SessionFiles::new(paths.session_dir(session));
     let meta: SessionMeta =
-        read_json(&files.meta())?.ok_or_else(|| format!("session {session} does not exist"))?;
+        read_meta_or_spare(&files)?.ok_or_else(|| format!("session {session} does not exist"))?;
     let ready = if detach {
         Some(detach_from_parent()?)
     } else {
@@ -188,24 +189,16 @@ fn start_kernel(
                 count(&snapshot, "func:"),
                 count(&snapshot, "alias:")
             );
-            (snapshot, Some(text))
+            (Some(snapshot), Some(text))
         }
-        None => {
-            // The first snapshot holds the session's first environment
-            // (the client's, or this process's, the daemon's); from here
-            // on it lives in the snapshot.
-            let chosen: Option<SessionEnv> = read_json(&files.env())?;
-            let daemon: BTreeMap<String, String> = std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect();
-            let env = first_environment(chosen.as_ref(), daemon);
-            let snapshot = Snapshot::fresh(&meta.cwd, &env);
-            snapshot.save(&files.snapshot())?;
-            (snapshot, None)
-        }
+        // A spare's kernel: no `new` has given the session its working
+        // directory and environment yet; its claim (or first job) does.
+        None if !files.meta().exists() => (None, None),
+        None => (Some(first_snapshot(files)?), None),
     };
     // No template yet: the first job would compete with it for the CPU (a
-    // session's start); one is prepared when a job ends.
+    // session's start); one is prepared when a job ends, or when a spare
+    // is claimed.
     let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
     // Holding the lock, this is the only kernel: whatever the last one
     // left running is a run already cut short.
@@ -235,6 +228,26 @@ fn start_kernel(
         host.busy_journal(&paths.state),
         Duration::from_millis(config.cancel_grace_ms),
     ))
+}
+
+/// A session's first snapshot, saved: its working directory and its first
+/// environment (the client's, or this process's, the daemon's); from here
+/// on they live in the snapshot.
+pub(crate) fn first_snapshot(files: &SessionFiles) -> Result<Snapshot, String> {
+    let meta: SessionMeta = read_json(&files.meta())?.ok_or_else(|| {
+        format!(
+            "kernel: {} has no session yet (a spare no `eukhe new` claimed)",
+            files.dir.display()
+        )
+    })?;
+    let chosen: Option<SessionEnv> = read_json(&files.env())?;
+    let daemon: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let env = first_environment(chosen.as_ref(), daemon);
+    let snapshot = Snapshot::fresh(&meta.cwd, &env);
+    snapshot.save(&files.snapshot())?;
+    Ok(snapshot)
 }
 
 /// End every process left in the session of the kernel `previous`, which

@@ -164,6 +164,15 @@ async fn serve_connection(
                 tokio::task::spawn_local(cancel(ctx.clone(), job));
             }
             ToKernel::Forget { job } => ctx.kernel.borrow_mut().forget(&job),
+            ToKernel::Claim => {
+                let mut kernel = ctx.kernel.borrow_mut();
+                match kernel.claim() {
+                    // Ready ahead of the session's first job.
+                    Ok(true) => kernel.prepare_template(),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("{e}"),
+                }
+            }
             ToKernel::Stop => {
                 stop(ctx, control).await;
                 return;
@@ -407,9 +416,6 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                     tracing::info!(job, status, "{job} exited {status}");
                     k.ended(&job, status);
                     ended = true;
-                    if k.needs_template() {
-                        k.prepare_template();
-                    }
                 }
                 Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
             }
@@ -419,9 +425,19 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
         // signal says so, so it is counted now, not at the next tick:
         // once the end is on its way (a task after the writer's), so the
         // scan of /proc never delays a round trip.
+        // So is the template over a changed snapshot: its shell's fork
+        // would compete with the end's way to the client for the CPU.
         if ended {
             let ctx = ctx.clone();
-            tokio::task::spawn_local(async move { count_background(&ctx) });
+            tokio::task::spawn_local(async move {
+                count_background(&ctx);
+                // Behind the follower's send, then the writer's write.
+                tokio::task::yield_now().await;
+                let mut k = ctx.kernel.borrow_mut();
+                if k.needs_template() {
+                    k.prepare_template();
+                }
+            });
         }
         flush_notices(&ctx);
     }
@@ -515,7 +531,7 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     loop {
         tokio::time::sleep(Duration::from_millis(KERNEL_TICK_MS)).await;
         // A session removed from under the kernel takes its processes with it.
-        if !ctx.kernel.borrow().files.meta().exists() {
+        if !ctx.kernel.borrow().files.exist() {
             tracing::warn!("the session's directory is gone: stopping");
             let (control, _rx) = mpsc::unbounded_channel();
             stop(&ctx, &control).await;

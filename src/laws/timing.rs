@@ -186,6 +186,12 @@ pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
 /// its worker and kernel (its shell state waits in the snapshot). Not a
 /// law's timeout: nothing waits for it.
 pub const IDLE_STOP_DEFAULT_MS: u64 = 3_600_000;
+/// How long after `eukhe new` claimed the spare session the supervisor
+/// starts the next one (`supervisor::spare`): the new session's first
+/// commands, which usually follow at once, do not share the CPU with a
+/// worker, a kernel and a shell starting. Not a law's timeout: nothing
+/// waits for it (a `new` that finds no spare makes its session itself).
+pub const SPARE_REMAKE_MS: u64 = 500;
 /// How often the supervisor looks for sessions due for an idle stop: how
 /// late past `idle_stop_ms` a stop may begin.
 pub const IDLE_STOP_TICK_MS: u64 = 250;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::spool::JobEnd;
 
 /// The version of the link and of the spool's layout.
-pub const KERNEL_PROTOCOL: u32 = 2;
+pub const KERNEL_PROTOCOL: u32 = 3;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -75,6 +75,9 @@ pub enum ToKernel {
         /// The job's tag.
         job: String,
     },
+    /// The spare session this kernel serves was claimed by `eukhe new`:
+    /// make its first snapshot and a template ahead of its first job.
+    Claim,
     /// End every process of the session, then the kernel.
     Stop,
 }

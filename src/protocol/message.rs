@@ -104,6 +104,10 @@ pub enum Request {
     /// Supervisor to worker: stop the session's kernel (every process of
     /// the session ends), then the worker (`shutdown --force`).
     StopWithKernel,
+    /// Supervisor to worker: `eukhe new` claimed this spare session (its
+    /// `meta.json` is written): read the metadata, have the kernel make the
+    /// first snapshot.
+    Claim,
 }
 
 /// A request served by a session's worker.

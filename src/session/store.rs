@@ -196,6 +196,17 @@ impl SessionFiles {
     pub fn env(&self) -> PathBuf {
         self.dir.join("env.json")
     }
+    /// A spare session's metadata: a session made ahead of `eukhe new`,
+    /// worker and kernel started, that is no session (never listed) until
+    /// a `new` claims it by writing `meta.json`.
+    pub fn spare(&self) -> PathBuf {
+        self.dir.join("spare.json")
+    }
+    /// Whether the session (or the spare) is still there: a removal
+    /// renames its directory away.
+    pub fn exist(&self) -> bool {
+        self.meta().exists() || self.spare().exists()
+    }
     pub fn namespace(&self) -> PathBuf {
         self.dir.join("namespace.json")
     }
@@ -270,7 +281,7 @@ pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
 /// checked only `with_snapshot` (no kernel lives: a live one holds the
 /// shell state and rewrites the file after each job).
 pub fn check_files(files: &SessionFiles, with_snapshot: bool) -> Result<(), SessionError> {
-    if read_json::<SessionMeta>(&files.meta())?.is_none() {
+    if read_meta_or_spare(files)?.is_none() {
         return Err(SessionError::Missing { path: files.meta() });
     }
     read_json::<crate::session::env::SessionEnv>(&files.env())?;
@@ -278,6 +289,33 @@ pub fn check_files(files: &SessionFiles, with_snapshot: bool) -> Result<(), Sess
         crate::session::snapshot::load_or_migrate(&files.snapshot(), &files.namespace())?;
     }
     Ok(())
+}
+
+/// A session's metadata, or a spare's while no `new` has claimed it.
+pub fn read_meta_or_spare(files: &SessionFiles) -> Result<Option<SessionMeta>, SessionError> {
+    match read_json::<SessionMeta>(&files.meta())? {
+        Some(meta) => Ok(Some(meta)),
+        None => read_json(&files.spare()),
+    }
+}
+
+/// The spare sessions under `state` (`spare.json` and no `meta.json`),
+/// oldest first.
+pub fn list_spares(state: &Path) -> Vec<SessionMeta> {
+    let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
+        return Vec::new();
+    };
+    let mut spares: Vec<SessionMeta> = dirs
+        .flatten()
+        .filter(|d| !d.path().join("meta.json").exists())
+        .filter_map(|d| {
+            read_json::<SessionMeta>(&d.path().join("spare.json"))
+                .ok()
+                .flatten()
+        })
+        .collect();
+    spares.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+    spares
 }
 
 /// Sessions under `state` whose metadata cannot be read (so

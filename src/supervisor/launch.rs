@@ -230,7 +230,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             }
             Ok(Ok(Response::Event(event))) => {
                 let s = supervisor.borrow();
-                if let Some(slot) = s.slots.get(&id) {
+                if let Some(slot) = s.slots.get(&id).filter(|slot| !slot.spare) {
                     s.events.session(&id, &slot.meta.name, event.event);
                 }
             }
@@ -330,7 +330,7 @@ fn take_report(
 fn tell_failure(supervisor: &Shared, id: &str, why: String, verdict: RestartVerdict) {
     {
         let s = supervisor.borrow();
-        if let Some(slot) = s.slots.get(id) {
+        if let Some(slot) = s.slots.get(id).filter(|slot| !slot.spare) {
             let failed = EventKind::WorkerFailed {
                 why: why.clone(),
                 verdict,

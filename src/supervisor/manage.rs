@@ -138,7 +138,9 @@ pub async fn idle_stop_loop(supervisor: Shared) {
                 .slots
                 .iter()
                 .filter(|(_, slot)| {
-                    matches!(slot.state, SlotState::Running { .. })
+                    // A spare is idle by nature; it is there to be claimed.
+                    !slot.spare
+                        && matches!(slot.state, SlotState::Running { .. })
                         && idle_stop_due(setting, slot.seen(), slot.last_active_ms, now)
                 })
                 .map(|(id, _)| id.clone())

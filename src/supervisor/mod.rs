@@ -12,6 +12,7 @@ pub mod lifecycle;
 mod manage;
 mod routing;
 mod slots;
+mod spare;
 pub(crate) mod state_lock;
 
 pub use error::SupervisorError;
@@ -65,6 +66,8 @@ pub fn main() -> Result<(), SupervisorError> {
         manage::finish_removals(&supervisor).await;
         launch::adopt_and_revive(&supervisor).await;
         tokio::task::spawn_local(manage::idle_stop_loop(supervisor.clone()));
+        let spare = supervisor.clone();
+        tokio::task::spawn_local(async move { spare::ensure(&spare).await });
         systemd::notify(&format!(
             "READY=1\nSTATUS={}",
             supervisor.borrow().status_line()

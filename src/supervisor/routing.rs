@@ -15,6 +15,7 @@ use super::events;
 use super::launch::{ask_worker, connect_worker, greet_worker, launch, worker_hello, Shared};
 use super::manage::{self, settle, InFlight};
 use super::slots::{Slot, SlotState};
+use super::spare;
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::handoff;
@@ -252,7 +253,6 @@ async fn new_session(
             "working directory {cwd:?} is not an existing absolute directory"
         ));
     }
-    let files = supervisor.borrow().files(&id);
     let meta = SessionMeta {
         id: id.clone(),
         name: name.clone(),
@@ -260,6 +260,18 @@ async fn new_session(
         created_ms: wall_ms(),
         engine: "shell".into(),
     };
+    if spare::wanted(supervisor) {
+        if let Some(id) = spare::claim(supervisor, meta.clone(), env.as_ref()).await {
+            let name = supervisor.borrow().slots[&id].meta.name.clone();
+            let created = EventKind::Created {
+                cwd: meta.cwd.clone(),
+            };
+            supervisor.borrow().events.session(&id, &name, created);
+            supervisor.borrow().state_changed(&id);
+            return Response::Created { id, name };
+        }
+    }
+    let files = supervisor.borrow().files(&id);
     // The environment is written before the metadata: a session exists
     // (is listed) once its metadata does, and then its env is there.
     let written = private_dir(&files.dir)
@@ -289,7 +301,7 @@ async fn new_session(
 /// A fresh session id: no other session's id, nor another session's name
 /// (that name would stop reaching its session); a removed session's id is
 /// never given again.
-fn fresh_id(supervisor: &Shared) -> String {
+pub(super) fn fresh_id(supervisor: &Shared) -> String {
     let s = supervisor.borrow();
     loop {
         let id = new_id();
@@ -639,7 +651,7 @@ const SPLICE_BYTES: usize = 256 * 1024;
 
 fn status(supervisor: &Shared) -> Response {
     let s = supervisor.borrow();
-    let count = |f: fn(&Slot) -> bool| s.slots.values().filter(|slot| f(slot)).count() as u32;
+    let count = |f: fn(&Slot) -> bool| s.sessions().filter(|slot| f(slot)).count() as u32;
     Response::Status(StatusInfo {
         version: version().to_string(),
         build_id: build_id().to_string(),
@@ -647,7 +659,7 @@ fn status(supervisor: &Shared) -> Response {
         backend: s.host.kind().name().into(),
         protocol: PROTOCOL_VERSION,
         capabilities: hello(s.socket_activated).capabilities,
-        sessions: s.slots.len() as u32,
+        sessions: s.sessions().count() as u32,
         running: count(|slot| matches!(slot.state, SlotState::Running { .. })),
         busy: count(|slot| {
             matches!(slot.state, SlotState::Running { .. }) && !slot.work.is_empty()

@@ -17,7 +17,8 @@ use crate::protocol::message::SessionInfo;
 use crate::session::removed::Removals;
 use crate::session::snapshot::Snapshot;
 use crate::session::store::{
-    check_files, list_sessions, list_unreadable, read_json, KernelRecord, SessionFiles, SessionMeta,
+    check_files, list_sessions, list_spares, list_unreadable, read_json, KernelRecord,
+    SessionFiles, SessionMeta,
 };
 use crate::session::SessionError;
 
@@ -80,6 +81,9 @@ pub struct Slot {
     /// When the session was last seen in use (monotonic ms,
     /// `laws::idle_stop::last_active`): the idle-stop clock.
     pub last_active_ms: u64,
+    /// A spare session no `new` has claimed (`supervisor::spare`): listed,
+    /// named, counted and told nowhere.
+    pub spare: bool,
 }
 
 impl Slot {
@@ -97,6 +101,7 @@ impl Slot {
             clients: 0,
             requests_in_flight: 0,
             last_active_ms: mono_ms(),
+            spare: false,
         }
     }
 
@@ -193,6 +198,15 @@ impl Supervisor {
                 (meta.id.clone(), Slot::new(meta, state))
             })
             .collect();
+        // A spare left by an earlier daemon is launched again.
+        for meta in list_spares(&paths.state) {
+            if !may_bring_back(removed.contains(&meta.id)) {
+                continue;
+            }
+            let mut slot = Slot::new(meta, SlotState::Saved);
+            slot.spare = true;
+            slots.insert(slot.meta.id.clone(), slot);
+        }
         // A session whose metadata cannot be read is still listed (with
         // what is wrong), not silently gone.
         for (id, problem) in list_unreadable(&paths.state) {
@@ -236,25 +250,30 @@ impl Supervisor {
     pub fn state_changed(&self, id: &str) {
         if let Some(slot) = self.slots.get(id) {
             self.changed.notify_waiters();
-            self.events.state(id, &slot.meta.name, slot.state_label());
+            if !slot.spare {
+                self.events.state(id, &slot.meta.name, slot.state_label());
+            }
         }
+    }
+
+    /// Every session: the slots but a spare.
+    pub fn sessions(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.values().filter(|slot| !slot.spare)
     }
 
     /// One line for the service manager's `STATUS=`.
     pub fn status_line(&self) -> String {
         let running = self
-            .slots
-            .values()
+            .sessions()
             .filter(|s| matches!(s.state, SlotState::Running { .. }))
             .count();
         let busy = self
-            .slots
-            .values()
+            .sessions()
             .filter(|s| matches!(s.state, SlotState::Running { .. }) && !s.work.is_empty())
             .count();
         format!(
             "{} sessions, {running} running, {busy} busy",
-            self.slots.len()
+            self.sessions().count()
         )
     }
 
@@ -264,14 +283,13 @@ impl Supervisor {
 
     /// The session named by `reference`: an id, or a unique name.
     pub fn resolve(&self, reference: &str) -> Result<String, SupervisorError> {
-        if self.slots.contains_key(reference) {
+        if self.slots.get(reference).is_some_and(|slot| !slot.spare) {
             return Ok(reference.to_string());
         }
         let named: Vec<&String> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.meta.name == reference)
-            .map(|(id, _)| id)
+            .sessions()
+            .filter(|s| s.meta.name == reference)
+            .map(|s| &s.meta.id)
             .collect();
         match named.as_slice() {
             [id] => Ok((*id).clone()),
@@ -322,8 +340,7 @@ impl Supervisor {
     }
 
     pub fn info(&self, now_ms: u64) -> Vec<SessionInfo> {
-        self.slots
-            .values()
+        self.sessions()
             .map(|slot| {
                 let state = slot.state_label();
                 let (pid, build) = match &slot.state {

@@ -271,6 +271,7 @@ fn from_the_supervisor(request: &Request) -> bool {
             | Request::Release
             | Request::Stop
             | Request::StopWithKernel
+            | Request::Claim
     )
 }
 
@@ -315,6 +316,15 @@ async fn supervisor_request(
         Request::QuiesceIdle => {
             let answer = worker.borrow_mut().quiesce_for_idle_stop();
             let _ = tx.send(Response::Quiesce { answer });
+        }
+        Request::Claim => {
+            let claimed = worker.borrow_mut().claim();
+            let _ = tx.send(match claimed {
+                Ok(()) => Response::Ok,
+                Err(e) => Response::Error {
+                    message: e.to_string(),
+                },
+            });
         }
         Request::Release => {
             worker.borrow_mut().gate_event(GateEvent::Release);

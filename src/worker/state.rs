@@ -28,7 +28,8 @@ use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
 use crate::session::store::{
-    private_subdir, read_json, write_json_unsynced, SessionFiles, SessionMeta, WorkerRecord,
+    private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
+    WorkerRecord,
 };
 use crate::session::transcript::{Damage, Entry, EntryBody, Opened, TornTail, Transcript};
 
@@ -121,8 +122,8 @@ impl Worker {
     /// transcript.
     pub fn open(paths: &Paths, session: &str) -> Result<Worker, WorkerError> {
         let files = SessionFiles::new(paths.session_dir(session));
-        let meta: SessionMeta =
-            read_json(&files.meta())?.ok_or_else(|| WorkerError::NoSession(session.to_string()))?;
+        let meta: SessionMeta = read_meta_or_spare(&files)?
+            .ok_or_else(|| WorkerError::NoSession(session.to_string()))?;
         private_subdir(&files.scratch())?;
         let (opened, core, restore_notices) = replay_transcript(&files)?;
         let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
@@ -264,6 +265,15 @@ impl Worker {
         self.next_client += 1;
         self.clients.insert(id, (tx, number));
         id
+    }
+
+    /// `eukhe new` claimed this spare session: its metadata is the
+    /// session's now, and the kernel makes its first snapshot.
+    pub fn claim(&mut self) -> Result<(), WorkerError> {
+        self.meta = read_json(&self.files.meta())?
+            .ok_or_else(|| WorkerError::NoSession(self.meta.id.clone()))?;
+        self.send_kernel(ToKernel::Claim);
+        Ok(())
     }
 
     pub fn send_kernel(&self, message: ToKernel) {

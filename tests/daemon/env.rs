@@ -109,7 +109,7 @@ impl Env {
         alive(pid).then_some(pid)
     }
 
-    /// Every live kernel of this installation.
+    /// Every live kernel of this installation, the spare's too.
     pub fn kernel_pids(&self) -> Vec<u32> {
         let Ok(sessions) = std::fs::read_dir(self.dir.join("state/sessions")) else {
             return Vec::new();

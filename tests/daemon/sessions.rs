@@ -11,6 +11,19 @@ fn session_dir(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id)
 }
 
+/// Every live kernel of a session (not of the spare the daemon keeps for
+/// the next `new`, which has no `meta.json`).
+fn session_kernel_pids(env: &Env) -> Vec<u32> {
+    let Ok(sessions) = std::fs::read_dir(env.dir.join("state/sessions")) else {
+        return Vec::new();
+    };
+    sessions
+        .flatten()
+        .filter(|s| s.path().join("meta.json").exists())
+        .filter_map(|s| env.kernel_pid(&s.file_name().to_string_lossy()))
+        .collect()
+}
+
 fn listed(env: &Env, id: &str) -> bool {
     env.sessions()
         .as_array()
@@ -194,7 +207,7 @@ fn a_removed_session_is_never_revived_by_busy_evidence_or_a_leftover_directory()
     );
     assert!(!listed(&env, &id));
     assert!(
-        env.kernel_pids().is_empty(),
+        session_kernel_pids(&env).is_empty(),
         "a kernel was started for a removed session"
     );
 }
@@ -447,4 +460,110 @@ fn the_environment_overrides_idle_stop_ms_and_never_keeps_sessions() {
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(env.session(&id)["state"], "idle");
     assert_eq!(env.worker_pid(&id), Some(worker));
+}
+
+/// The spare session the daemon keeps ready for the next `new`, if one is
+/// up: its id (its directory has `spare.json` and no `meta.json`) and its
+/// worker's pid.
+fn ready_spare(env: &Env) -> Option<(String, u32)> {
+    let dirs = std::fs::read_dir(env.dir.join("state/sessions")).ok()?;
+    dirs.flatten()
+        .filter(|d| d.path().join("spare.json").exists() && !d.path().join("meta.json").exists())
+        .find_map(|d| {
+            let id = d.file_name().to_string_lossy().to_string();
+            let record: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(d.path().join("worker.json")).ok()?).ok()?;
+            let pid = record["identity"]["pid"].as_u64()? as u32;
+            (alive(pid) && env.kernel_pid(&id).is_some()).then_some((id, pid))
+        })
+}
+
+// On the process backend the daemon keeps one session ready, worker and
+// kernel started: `new` claims it, with the client's environment and
+// working directory as any new session has them, and the next spare is
+// made. A spare is nobody's session: not listed, not counted, not named.
+#[test]
+fn new_claims_the_spare_session_and_a_spare_is_no_session() {
+    let env = Env::new("spare");
+    env.ok(&["status"]);
+    let (spare, worker) = {
+        let mut found = None;
+        wait_until(Duration::from_secs(10), "a spare session is ready", || {
+            found = ready_spare(&env);
+            found.is_some()
+        });
+        found.unwrap()
+    };
+    assert_eq!(
+        env.sessions().as_array().unwrap().len(),
+        0,
+        "a spare was listed"
+    );
+    let status: serde_json::Value = serde_json::from_str(&env.ok(&["status", "--json"])).unwrap();
+    assert_eq!(status["sessions"], 0, "a spare was counted: {status}");
+    let refused = env.run(&["bash", &spare, "--", "echo no"]);
+    assert!(!refused.status.success(), "a spare was reachable by its id");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no session"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let cwd = env.dir.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let new = env
+        .command(&["new", "--name", "claimed"])
+        .current_dir(&cwd)
+        .env("SPARE_TEST_VAR", "from the client")
+        .output()
+        .unwrap();
+    assert!(new.status.success(), "{new:?}");
+    let id = String::from_utf8_lossy(&new.stdout).trim().to_string();
+    assert_eq!(id, spare, "new did not claim the ready spare");
+    assert_eq!(
+        env.worker_pid(&id),
+        Some(worker),
+        "the spare's worker was not kept"
+    );
+    assert_eq!(
+        env.ok(&["bash", "claimed", "--", "echo \"$SPARE_TEST_VAR\"; pwd"]),
+        format!("from the client\n{}\n", cwd.display())
+    );
+    let listed: Vec<String> = env
+        .sessions()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, ["claimed"]);
+    wait_until(Duration::from_secs(10), "the next spare is ready", || {
+        ready_spare(&env).is_some_and(|(next, _)| next != spare)
+    });
+
+    // A daemon that dies leaves its spare; the next one keeps it a spare.
+    let (next, _) = ready_spare(&env).unwrap();
+    kill9(env.daemon_pid());
+    assert_eq!(env.sessions().as_array().unwrap().len(), 1);
+    let second = env.ok(&["new"]).trim().to_string();
+    assert_eq!(
+        second, next,
+        "the new daemon did not claim the earlier spare"
+    );
+    assert_eq!(env.ok(&["bash", &second, "--", "echo up"]), "up\n");
+}
+
+// `spare_session = false`: no spare, and `new` makes its session itself.
+#[test]
+fn no_spare_session_when_the_config_says_so() {
+    let env = Env::new("no-spare").with_config("spare_session = false\n");
+    let id = env.ok(&["new"]).trim().to_string();
+    assert_eq!(env.ok(&["bash", &id, "--", "echo up"]), "up\n");
+    std::thread::sleep(Duration::from_millis(1_000));
+    let dirs: Vec<_> = std::fs::read_dir(env.dir.join("state/sessions"))
+        .unwrap()
+        .flatten()
+        .map(|d| d.file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(dirs, [id], "a spare was made against the config");
 }
