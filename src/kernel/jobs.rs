@@ -176,14 +176,35 @@ impl Kernel {
     /// its metadata): make its first snapshot, from the working directory
     /// and environment `new` gave it. Whether it was made now (a kernel
     /// claimed before, or never a spare's, is left as it is).
+    ///
+    /// The spare's template, made ahead over the blank state, serves the
+    /// session's first jobs: each restores the whole first snapshot (its
+    /// `late` script becomes the full restore), as a job forked from the
+    /// state-free shell would, and no job waits for a template to start.
     pub fn claim(&mut self) -> Result<bool, String> {
         if !self.unclaimed {
             return Ok(false);
         }
         self.snapshot = super::first_snapshot(&self.files)?;
         self.unclaimed = false;
+        let blank = self.version;
         self.version += 1;
+        if let Some(template) = self.template.as_mut().filter(|t| t.version == blank) {
+            match write_private(&template.late, &self.snapshot.restore_script()) {
+                Ok(()) => template.version = self.version,
+                Err(e) => tracing::warn!("the spare's template is not used: {e}"),
+            }
+        }
         Ok(true)
+    }
+
+    /// A spare's kernel, while nothing waits: a template over the blank
+    /// state and the first job's output pipes, ready for the claim.
+    pub fn prepare_for_claim(&mut self) {
+        if self.unclaimed {
+            self.prepare_template();
+            self.prepare_spare();
+        }
     }
 
     pub fn bump(&self) {
@@ -461,6 +482,10 @@ impl Kernel {
     /// `template_idle` (its shell is memory an idle session need not hold;
     /// the next job restores the snapshot itself and prepares another).
     pub fn drop_idle_template(&mut self, now_ms: u64) {
+        // A spare's is there for the claim, however long that takes.
+        if self.unclaimed {
+            return;
+        }
         let running = self.jobs.values().any(|j| j.end.is_none());
         if self.template.is_some() && template_expired(running, self.last_job_ms, now_ms) {
             if let Some(template) = self.template.take() {

@@ -147,6 +147,7 @@ fn serve_session(
     let result = crate::runtime::block_on_local("kernel", async move {
         let listener =
             tokio::net::UnixListener::from_std(listener).map_err(|e| format!("kernel: {e}"))?;
+        ctx.kernel.borrow_mut().prepare_for_claim();
         serve::run(ctx, listener, reports, journal).await
     });
     let _ = std::fs::remove_file(&socket);
@@ -197,8 +198,7 @@ fn start_kernel(
         None => (Some(first_snapshot(files)?), None),
     };
     // No template yet: the first job would compete with it for the CPU (a
-    // session's start); one is prepared when a job ends, or when a spare
-    // is claimed.
+    // session's start); one is prepared when a job ends.
     let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
     // Holding the lock, this is the only kernel: whatever the last one
     // left running is a run already cut short.

@@ -167,8 +167,15 @@ async fn serve_connection(
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
                 match kernel.claim() {
-                    // Ready ahead of the session's first job.
-                    Ok(true) => kernel.prepare_template(),
+                    // Ready ahead of the session's first job: its shell
+                    // (unless the spare's blank one serves) and its output
+                    // pipes.
+                    Ok(true) => {
+                        if kernel.needs_template() {
+                            kernel.prepare_template();
+                        }
+                        kernel.prepare_spare();
+                    }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("{e}"),
                 }

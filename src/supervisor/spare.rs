@@ -122,19 +122,25 @@ pub async fn claim(
         }
     }
     let _ = std::fs::remove_file(files.spare());
-    let told = match ask_worker(supervisor, &id, Request::Claim).await {
-        Ok(Response::Ok) => Ok(()),
-        Ok(Response::Error { message }) => Err(message),
-        Ok(other) => Err(format!("answered {other:?}")),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = told {
-        // The kernel makes the first snapshot at the first job anyway.
-        tracing::warn!(
-            session = id,
-            "the worker of claimed spare {id} was not told: {e}"
-        );
-    }
+    // Not waited for: the session is there once `meta.json` is, and its
+    // kernel makes the first snapshot at the first job if this word comes
+    // late or never.
+    let told = supervisor.clone();
+    let claimed = id.clone();
+    tokio::task::spawn_local(async move {
+        let answer = match ask_worker(&told, &claimed, Request::Claim).await {
+            Ok(Response::Ok) => Ok(()),
+            Ok(Response::Error { message }) => Err(message),
+            Ok(other) => Err(format!("answered {other:?}")),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = answer {
+            tracing::warn!(
+                session = claimed,
+                "the worker of claimed spare {claimed} was not told: {e}"
+            );
+        }
+    });
     let next = supervisor.clone();
     tokio::task::spawn_local(async move {
         tokio::time::sleep(std::time::Duration::from_millis(SPARE_REMAKE_MS)).await;
