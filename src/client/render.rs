@@ -368,8 +368,19 @@ fn marked_line(entry: &Entry) -> String {
         EntryBody::Withdrawn { input } => format!("[run {input} withdrawn]\n"),
         EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
         EntryBody::Bash { command, bash } => format!("[bash{}] $ {command}\n", number(*bash)),
-        EntryBody::BashFinished { status, bash } => {
-            format!("[bash{} exited {status}]\n", number(*bash))
+        EntryBody::BashFinished {
+            status,
+            bash,
+            signal,
+            cancelled,
+        } => {
+            let bash = number(*bash);
+            match (cancelled, signal) {
+                (true, Some(signal)) => format!("[bash{bash} cancelled: signal {signal}]\n"),
+                (true, None) => format!("[bash{bash} cancelled: exited {status}]\n"),
+                (false, Some(signal)) => format!("[bash{bash} killed by signal {signal}]\n"),
+                (false, None) => format!("[bash{bash} exited {status}]\n"),
+            }
         }
         EntryBody::Notice { text, .. } => format!("! {text}\n"),
     }

@@ -105,6 +105,12 @@ pub enum EntryBody {
         /// transcripts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bash: Option<u64>,
+        /// The signal that ended it, if one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Whether a cancel ended it (`eukhe cancel`, Ctrl-C on `eukhe bash`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
     },
     /// Something the user should know; `restore` numbers a restore notice.
     Notice {

@@ -634,6 +634,8 @@ impl RunCore {
             actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
                 status: 255,
                 bash: Some(number),
+                signal: None,
+                cancelled: false,
             }));
             actions.push(Action::Store(EntryBody::Notice {
                 text: format!(
@@ -775,6 +777,8 @@ impl RunCore {
                 actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
                     status,
                     bash: Some(number),
+                    signal: end.and_then(|e| e.signal),
+                    cancelled: end.is_some_and(|e| e.cancelled),
                 }));
                 if let Some(client) = client {
                     actions.push(Action::Client(client, Response::Exit { status }));
@@ -1127,7 +1131,9 @@ mod tests {
             .any(|a| matches!(a, Action::Kernel(ToKernel::Forget { job }) if job == "b1-7-1")));
         assert!(stores(&actions).contains(&&EntryBody::BashFinished {
             status: 255,
-            bash: Some(2)
+            bash: Some(2),
+            signal: None,
+            cancelled: false,
         }));
         assert!(core.work().contains(WorkKind::UserBash));
         let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec());
@@ -1137,7 +1143,9 @@ mod tests {
             stores(&ended),
             vec![&EntryBody::BashFinished {
                 status: 0,
-                bash: Some(1)
+                bash: Some(1),
+                signal: None,
+                cancelled: false,
             }]
         );
     }
