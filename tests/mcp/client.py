@@ -197,11 +197,13 @@ async def main():
                 session,
                 {"session": "mcp-test", "tail": 4},
                 "the cancelled command has ended",
-                lambda seen: re.search(r"\[bash (\d+)\] \$ sleep 30; echo never-printed\n\[bash \1 exited 130\]", seen),
+                lambda seen: re.search(
+                    r"\[bash (\d+)\] \$ sleep 30; echo never-printed\n\[bash \1 cancelled: signal 2\]", seen
+                ),
                 within=10.0,
             )
             assert "never-printed\n" not in seen.replace("echo never-printed", ""), seen
-            step("notifications/cancelled for a bash call cancels its command (exited 130)")
+            step("notifications/cancelled for a bash call cancels its command (cancelled: signal 2)")
 
             long_running = (await call(session, "bash", {"session": "mcp-test", "command": "sleep 30", "timeout_ms": 200})).structured_content
             assert long_running["running"], long_running
@@ -211,7 +213,7 @@ async def main():
                 session,
                 {"session": "mcp-test", "run": long_running["bash"]},
                 "the command cancelled by number has ended",
-                lambda seen: f"[bash {long_running['bash']} exited 130]" in seen,
+                lambda seen: f"[bash {long_running['bash']} cancelled: signal 2]" in seen,
             )
             step("`cancel` with run=N stops a bash still running after its timeout")
 
