@@ -35,7 +35,10 @@ queued inputs.\n\n\
 A session left alone (no work, no attached client, no request naming it) for `idle_stop_ms` \
 (config.toml or EUKHE_IDLE_STOP_MS; an hour by default, \"never\" turns it off) has its worker \
 and kernel stopped and is listed as saved; the next request naming it wakes it, its shell state \
-restored from the snapshot.",
+restored from the snapshot.\n\n\
+On the process backend the daemon keeps one spare session ready (its worker, kernel and shell \
+started; listed nowhere), so `eukhe new` only claims it and gives it the client's environment \
+and working directory; `spare_session = false` in config.toml turns it off.",
     after_long_help = "Exit status:\n  \
 `bash` and `send --wait` exit with the command's own status (128 + N when signal N ended it; \
 255 when it was interrupted: its kernel was lost; 126 when the kernel could not start it, the \
