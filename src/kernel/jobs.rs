@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use tokio::sync::watch;
 
@@ -31,7 +32,7 @@ pub struct Job {
     /// The shell process that reports its end (its process group).
     pub group: Option<u32>,
     /// The state it started from: its changes are measured against it.
-    pub started_from: Snapshot,
+    pub started_from: Rc<Snapshot>,
     pub end: Option<JobEnd>,
     /// Output streams still open (0: settled).
     pub open_streams: u8,
@@ -106,7 +107,10 @@ impl SpareOutput {
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
-    pub snapshot: Snapshot,
+    /// Shared with the jobs started from it (`Job::started_from`): a job
+    /// start copies no state, and a merge copies it only while a job
+    /// started from it still runs.
+    pub snapshot: Rc<Snapshot>,
     pub jobs: HashMap<String, Job>,
     pub pipes: Pipes,
     pub shell_pid: u32,
@@ -151,7 +155,7 @@ impl Kernel {
             Kernel {
                 files,
                 spool,
-                snapshot,
+                snapshot: Rc::new(snapshot),
                 jobs: HashMap::new(),
                 pipes,
                 shell_pid,
@@ -185,7 +189,7 @@ impl Kernel {
         if !self.unclaimed {
             return Ok(false);
         }
-        self.snapshot = super::first_snapshot(&self.files)?;
+        self.snapshot = Rc::new(super::first_snapshot(&self.files)?);
         self.unclaimed = false;
         let blank = self.version;
         self.version += 1;
@@ -303,7 +307,7 @@ impl Kernel {
             Job {
                 out,
                 group: None,
-                started_from: self.snapshot.clone(),
+                started_from: Rc::clone(&self.snapshot),
                 end,
                 open_streams,
                 fifos,
@@ -629,7 +633,7 @@ impl Kernel {
                 let changes = j.started_from.changes_to(&capture.snapshot);
                 let mut notice = None;
                 if !changes.is_empty() {
-                    self.snapshot.apply(&changes);
+                    Rc::make_mut(&mut self.snapshot).apply(&changes);
                     self.version += 1;
                     if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
                         notice = Some(format!("the shell state could not be saved: {e}"));
