@@ -772,17 +772,8 @@ impl RunCore {
                 actions.push(Action::EndWaiters(input, status));
             }
             JobKind::Bash { client, number } => {
-                let status = end.map_or(255, |e| e.status);
                 self.open_bash.remove(&number);
-                actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
-                    status,
-                    bash: Some(number),
-                    signal: end.and_then(|e| e.signal),
-                    cancelled: end.is_some_and(|e| e.cancelled),
-                }));
-                if let Some(client) = client {
-                    actions.push(Action::Client(client, Response::Exit { status }));
-                }
+                actions.extend(bash_ended(number, client, end));
             }
         }
         if let Some(text) = end.and_then(|e| e.notice.clone()) {
@@ -816,6 +807,22 @@ impl RunCore {
             Vec::new()
         }
     }
+}
+
+/// What user bash `number` ending with `end` (`None`: its kernel is gone)
+/// stores and tells its client, if one waits.
+fn bash_ended(number: RunId, client: Option<ClientId>, end: Option<&JobEnd>) -> Vec<Action> {
+    let status = end.map_or(255, |e| e.status);
+    let mut actions = vec![Action::StoreUntilStored(EntryBody::BashFinished {
+        status,
+        bash: Some(number),
+        signal: end.and_then(|e| e.signal),
+        cancelled: end.is_some_and(|e| e.cancelled),
+    })];
+    if let Some(client) = client {
+        actions.push(Action::Client(client, Response::Exit { status }));
+    }
+    actions
 }
 
 #[cfg(test)]
