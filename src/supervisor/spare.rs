@@ -97,6 +97,7 @@ pub async fn claim(
             .map(|slot| slot.meta.id.clone())?
     };
     let files = supervisor.borrow().files(&id);
+    // A `new` without a name is named by its id: the spare's, now.
     if meta.name == meta.id {
         meta.name = id.clone();
     }
