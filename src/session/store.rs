@@ -259,19 +259,23 @@ pub struct KernelRecord {
 
 /// Every session under `state`, by creation time.
 pub fn list_sessions(state: &Path) -> Vec<SessionMeta> {
+    metadata_in(state, "meta.json", |_| true)
+}
+
+/// The metadata in `file` of every session directory under `state` that
+/// `keep` accepts and where that file reads, by creation time.
+fn metadata_in(state: &Path, file: &str, keep: impl Fn(&Path) -> bool) -> Vec<SessionMeta> {
     let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
         return Vec::new();
     };
-    let mut sessions: Vec<SessionMeta> = dirs
+    let mut found: Vec<SessionMeta> = dirs
         .flatten()
-        .filter_map(|d| {
-            read_json::<SessionMeta>(&d.path().join("meta.json"))
-                .ok()
-                .flatten()
-        })
+        .map(|d| d.path())
+        .filter(|dir| keep(dir))
+        .filter_map(|dir| read_json::<SessionMeta>(&dir.join(file)).ok().flatten())
         .collect();
-    sessions.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-    sessions
+    found.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+    found
 }
 
 /// What is wrong with a session's files that would stop it from
@@ -302,20 +306,21 @@ pub fn read_meta_or_spare(files: &SessionFiles) -> Result<Option<SessionMeta>, S
 /// The spare sessions under `state` (`spare.json` and no `meta.json`),
 /// oldest first.
 pub fn list_spares(state: &Path) -> Vec<SessionMeta> {
-    let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
-        return Vec::new();
-    };
-    let mut spares: Vec<SessionMeta> = dirs
-        .flatten()
-        .filter(|d| !d.path().join("meta.json").exists())
-        .filter_map(|d| {
-            read_json::<SessionMeta>(&d.path().join("spare.json"))
-                .ok()
-                .flatten()
-        })
-        .collect();
-    spares.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-    spares
+    metadata_in(state, "spare.json", |dir| !dir.join("meta.json").exists())
+}
+
+/// A new session's files: its environment (if given), then its metadata,
+/// each synced; the session exists (is listed) once its metadata does,
+/// and then its environment is there.
+pub fn write_session(
+    files: &SessionFiles,
+    env: Option<&crate::session::env::SessionEnv>,
+    meta: &SessionMeta,
+) -> Result<(), SessionError> {
+    if let Some(env) = env {
+        write_json(&files.env(), env)?;
+    }
+    write_json(&files.meta(), meta)
 }
 
 /// Sessions under `state` whose metadata cannot be read (so

@@ -33,7 +33,7 @@ use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSI
 use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{
-    new_id, private_dir, read_json, validate_name, write_json, SessionMeta,
+    new_id, private_dir, read_json, validate_name, write_session, SessionMeta,
 };
 use crate::session::transcript::Entry;
 
@@ -272,14 +272,7 @@ async fn new_session(
         }
     }
     let files = supervisor.borrow().files(&id);
-    // The environment is written before the metadata: a session exists
-    // (is listed) once its metadata does, and then its env is there.
-    let written = private_dir(&files.dir)
-        .and_then(|_| match &env {
-            Some(env) => write_json(&files.env(), env),
-            None => Ok(()),
-        })
-        .and_then(|_| write_json(&files.meta(), &meta));
+    let written = private_dir(&files.dir).and_then(|_| write_session(&files, env.as_ref(), &meta));
     if let Err(message) = written {
         return error(message);
     }

@@ -22,7 +22,7 @@ use crate::host::HostKind;
 use crate::laws::timing::SPARE_REMAKE_MS;
 use crate::protocol::message::{Request, Response};
 use crate::session::env::SessionEnv;
-use crate::session::store::{private_dir, write_json, SessionMeta};
+use crate::session::store::{private_dir, write_json, write_session, SessionMeta};
 
 /// Whether this daemon keeps a spare session.
 pub fn wanted(supervisor: &Shared) -> bool {
@@ -102,13 +102,7 @@ pub async fn claim(
         meta.name = id.clone();
     }
     meta.id = id.clone();
-    // The environment before the metadata, as for any new session.
-    let written = match env {
-        Some(env) => write_json(&files.env(), env),
-        None => Ok(()),
-    }
-    .and_then(|_| write_json(&files.meta(), &meta));
-    if let Err(e) = written {
+    if let Err(e) = write_session(&files, env, &meta) {
         // No `meta.json`: still a spare; this `new` makes its own session.
         let _ = std::fs::remove_file(files.env());
         tracing::warn!(session = id, "the spare session could not be claimed: {e}");
