@@ -2,16 +2,38 @@
 //! head -1`) ends the command quietly, as it ends any Unix filter: by
 //! SIGPIPE, with no message.
 
+use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::sync::OnceLock;
 
 use super::error::ClientError;
 
-/// Write `bytes` to standard output (buffered by the caller's lock).
+/// Write `bytes` to standard output, at once.
 pub fn write_all(bytes: &[u8]) -> Result<(), ClientError> {
+    // The lock keeps other writers of std's handle out; its buffer is
+    // empty (every write here flushes), so order is kept.
     let mut out = io::stdout().lock();
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .map_err(failed)
+    let written = out.flush().and_then(|()| match unbuffered() {
+        Some(mut file) => file.write_all(bytes),
+        None => out.write_all(bytes).and_then(|()| out.flush()),
+    });
+    written.map_err(failed)
+}
+
+/// Standard output without std's line buffer, which scans each write for
+/// its last newline and splits it in two: a command's output (a megabyte
+/// a frame) goes out in one write. None when standard output is closed.
+fn unbuffered() -> Option<&'static File> {
+    static FILE: OnceLock<Option<File>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(File::from)
+    })
+    .as_ref()
 }
 
 /// Print `text` to standard output.

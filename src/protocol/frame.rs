@@ -105,6 +105,11 @@ pub trait Message: Sized {
     fn to_payload(&self) -> Result<Vec<u8>, FrameError>;
     /// The message a frame's payload holds, or why it holds none.
     fn from_payload(payload: &[u8]) -> Result<Self, FrameError>;
+    /// The same from a payload the caller gives up: a message that carries
+    /// bytes (output) can keep the payload's buffer instead of copying it.
+    fn from_owned_payload(payload: Vec<u8>) -> Result<Self, FrameError> {
+        Self::from_payload(&payload)
+    }
 }
 
 /// Messages that are plain JSON.
@@ -130,8 +135,7 @@ json_messages!(
 
 /// Read one frame and decode it as `T`.
 pub async fn read_frame<T: Message, R: AsyncRead + Unpin>(reader: &mut R) -> Result<T, FrameError> {
-    let payload = read_frame_bytes(reader).await?;
-    T::from_payload(&payload)
+    T::from_owned_payload(read_frame_bytes(reader).await?)
 }
 
 /// Decode a frame payload.

@@ -94,25 +94,44 @@ impl Message for Response {
 
     fn from_payload(payload: &[u8]) -> Result<Self, FrameError> {
         match payload.first() {
-            Some(&LIVE) if payload.len() >= 2 => Ok(Response::Output {
-                stream: stream_of(payload[1])?,
-                data: payload[2..].to_vec(),
-            }),
-            Some(&ENTRY) if payload.len() >= ENTRY_HEADER => Ok(Response::Entry(Entry {
-                seq: u64_at(payload, 2),
-                at_ms: u64_at(payload, 10),
-                body: EntryBody::Output {
-                    input: nonzero(u64_at(payload, 18)),
-                    stream: stream_of(payload[1])?,
-                    data: payload[ENTRY_HEADER..].to_vec(),
-                    spool_end: None,
-                    bash: nonzero(u64_at(payload, 26)),
-                },
-            })),
+            Some(&LIVE) | Some(&ENTRY) => Self::from_owned_payload(payload.to_vec()),
+            _ => decode(payload),
+        }
+    }
+
+    /// Output keeps the frame's buffer: its header is cut off in place, so
+    /// a megabyte of output is not copied into a second allocation.
+    fn from_owned_payload(mut payload: Vec<u8>) -> Result<Self, FrameError> {
+        match payload.first() {
+            Some(&LIVE) if payload.len() >= 2 => {
+                let stream = stream_of(payload[1])?;
+                payload.drain(..2);
+                Ok(Response::Output {
+                    stream,
+                    data: payload,
+                })
+            }
+            Some(&ENTRY) if payload.len() >= ENTRY_HEADER => {
+                let stream = stream_of(payload[1])?;
+                let (seq, at_ms) = (u64_at(&payload, 2), u64_at(&payload, 10));
+                let (input, bash) = (u64_at(&payload, 18), u64_at(&payload, 26));
+                payload.drain(..ENTRY_HEADER);
+                Ok(Response::Entry(Entry {
+                    seq,
+                    at_ms,
+                    body: EntryBody::Output {
+                        input: nonzero(input),
+                        stream,
+                        data: payload,
+                        spool_end: None,
+                        bash: nonzero(bash),
+                    },
+                }))
+            }
             Some(&LIVE) | Some(&ENTRY) => Err(FrameError::Malformed(
                 "output frame shorter than its header".to_string(),
             )),
-            _ => decode(payload),
+            _ => decode(&payload),
         }
     }
 }
@@ -124,6 +143,7 @@ mod tests {
     fn round_trip(response: Response) {
         let payload = response.to_payload().unwrap();
         assert_eq!(Response::from_payload(&payload).unwrap(), response);
+        assert_eq!(Response::from_owned_payload(payload).unwrap(), response);
     }
 
     #[test]
