@@ -296,9 +296,9 @@ pub fn latest_line(data: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(&data[data.len().saturating_sub(WINDOW)..]);
     text.lines()
         .rev()
-        .map(|line| line.trim())
+        .map(|line| line.replace(|c: char| c.is_control() && c != '\t', ""))
         .find(|line| !line.trim().is_empty())
-        .map(|line| bounded(&line.replace(|c: char| c.is_control() && c != '\t', "")))
+        .map(|line| bounded(line.trim()))
 }
 
 #[cfg(test)]
@@ -333,6 +333,11 @@ mod tests {
         assert_eq!(latest_line(b"one\ntwo\n\n"), Some("two".into()));
         assert_eq!(latest_line(b"partial"), Some("partial".into()));
         assert_eq!(latest_line(b"\n  \n"), None);
+        assert_eq!(
+            latest_line(b"done\n\0\0\x07\n"),
+            Some("done".into()),
+            "control only is blank"
+        );
         assert_eq!(latest_line(b"a\x1b[1mb\r\n"), Some("a[1mb".into()));
         let long = "é".repeat(EVENT_TEXT_MAX_BYTES);
         let line = latest_line(long.as_bytes()).unwrap();
