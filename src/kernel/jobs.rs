@@ -76,15 +76,36 @@ pub struct Template {
     /// The FIFO's end the kernel writes jobs to (dropping it ends the
     /// template).
     jobs: File,
+    /// Where the kernel asks for the next job shell (a byte each).
+    next: PathBuf,
+    next_writer: File,
+    /// A job shell waits for a job: none after one took a job, until
+    /// the kernel asks for the next (`Kernel::arm_template`).
+    armed: bool,
     /// The template's shell, once it reported ready.
     shell: Option<ProcessIdentity>,
 }
 
 impl Template {
     fn remove_files(&self) {
-        for path in [&self.fifo, &self.taken, &self.restore, &self.late] {
+        for path in [
+            &self.fifo,
+            &self.taken,
+            &self.restore,
+            &self.late,
+            &self.next,
+        ] {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// Have a job shell forked, unless one waits already.
+    fn arm(&mut self) -> std::io::Result<()> {
+        if !self.armed {
+            self.next_writer.write_all(b"n")?;
+            self.armed = true;
+        }
+        Ok(())
     }
 }
 
@@ -351,7 +372,10 @@ impl Kernel {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
             // Its job shell names the FIFOs and the capture after the job.
-            Some(template) => template.jobs.write_all(&zygote::message(&[job, command])),
+            Some(template) => template.arm().and_then(|()| {
+                template.armed = false;
+                template.jobs.write_all(&zygote::message(&[job, command]))
+            }),
             None => {
                 let restore = self.scratch(job, "restore");
                 write_private(&restore, &self.snapshot.restore_script())
@@ -439,18 +463,23 @@ impl Kernel {
         let taken = self.scratch(&name, "taken");
         let restore = self.scratch(&name, "restore");
         let late = self.scratch(&name, "late");
+        let next = self.scratch(&name, "next");
         let made = (|| -> Result<Template, String> {
-            for path in [&fifo, &taken] {
+            for path in [&fifo, &taken, &next] {
                 let _ = std::fs::remove_file(path);
                 super::output::make_fifo(path)?;
             }
             // Read and write: never blocks, and the template sees the end
             // only when the kernel drops it.
-            let jobs = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&fifo)
-                .map_err(|e| format!("kernel: {}: {e}", fifo.display()))?;
+            let open = |path: &PathBuf| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| format!("kernel: {}: {e}", path.display()))
+            };
+            let jobs = open(&fifo)?;
+            let next_writer = open(&next)?;
             write_private(&restore, &self.snapshot.template_script())
                 .and_then(|_| write_private(&late, &self.snapshot.late_script()))
                 .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
@@ -461,6 +490,7 @@ impl Kernel {
                 &restore.to_string_lossy(),
                 &self.files.scratch().to_string_lossy(),
                 &late.to_string_lossy(),
+                &next.to_string_lossy(),
             ]);
             self.shell_input()?
                 .write_all(&message)
@@ -472,6 +502,9 @@ impl Kernel {
                 restore: restore.clone(),
                 late: late.clone(),
                 jobs,
+                next: next.clone(),
+                next_writer,
+                armed: true,
                 shell: None,
             })
         })();
@@ -494,6 +527,18 @@ impl Kernel {
         if self.template.is_some() && template_expired(running, self.last_job_ms, now_ms) {
             if let Some(template) = self.template.take() {
                 template.remove_files();
+            }
+        }
+    }
+
+    /// Have the template fork its next job shell now that a job's end is
+    /// on its way (or prepare a template over a changed snapshot).
+    pub fn arm_template(&mut self) {
+        if self.needs_template() {
+            self.prepare_template();
+        } else if let Some(template) = self.ready_template() {
+            if let Err(e) = template.arm() {
+                tracing::warn!("template: cannot ask for a job shell: {e}");
             }
         }
     }

@@ -440,10 +440,7 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                 count_background(&ctx);
                 // Behind the follower's send, then the writer's write.
                 tokio::task::yield_now().await;
-                let mut k = ctx.kernel.borrow_mut();
-                if k.needs_template() {
-                    k.prepare_template();
-                }
+                ctx.kernel.borrow_mut().arm_template();
             });
         }
         flush_notices(&ctx);

@@ -9,12 +9,13 @@
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
 #   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
-#   template FIFO TAKEN RESTORE SCRATCH LATE       (fork a template that
+#   template FIFO TAKEN RESTORE SCRATCH LATE NEXT  (fork a template that
 #     restores RESTORE, then forks job shells that take jobs, `JOB
 #     COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
 #     when they have one, or `e` when FIFO has ended; a job's output
 #     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and it
-#     restores LATE)
+#     restores LATE; after a job is taken, the next job shell is forked
+#     when the kernel writes a byte to the FIFO NEXT (fd 7))
 # fd 4: reports to the kernel, NUL-terminated: `started JOB GROUP`,
 # `finished GROUP STATUS` (a job), `template FIFO PID`.
 unset __eukhe_zygote
@@ -28,10 +29,12 @@ while :; do
     IFS= read -r -d '' __eukhe_restore <&3 || break
     IFS= read -r -d '' __eukhe_scratch <&3 || break
     IFS= read -r -d '' __eukhe_late <&3 || break
+    IFS= read -r -d '' __eukhe_next <&3 || break
     (
       trap - INT TERM HUP
-      # Read and write: opening never blocks, and reading never meets an end.
-      exec 3<&- 5<"$__eukhe_fifo" 6<>"$__eukhe_taken"
+      # TAKEN read and write: opening never blocks, and reading never
+      # meets an end. FIFO and NEXT end when the kernel drops them.
+      exec 3<&- 5<"$__eukhe_fifo" 6<>"$__eukhe_taken" 7<"$__eukhe_next"
       . "$__eukhe_restore"
       set -m
       builtin printf 'template\0%s\0%s\0' "$__eukhe_fifo" "$BASHPID" >&4
@@ -44,6 +47,10 @@ while :; do
         IFS= builtin read -r -n 1 -d '' __eukhe_word <&6 || break
         [[ $__eukhe_word == t ]] || break
         builtin jobs >/dev/null 2>&1
+        # Not at once: the forks would take the CPU from the job just
+        # taken. The kernel asks once that job's end is on its way, or
+        # when the next job comes first.
+        IFS= builtin read -r -n 1 -d '' __eukhe_word <&7 || break
       done
     ) >/dev/null 2>&1 &
     __eukhe_templates="$__eukhe_templates $!"

@@ -225,6 +225,8 @@ mod tests {
         super::super::output::make_fifo(&fifo).unwrap();
         let taken = dir.join("template.taken");
         super::super::output::make_fifo(&taken).unwrap();
+        let next = dir.join("template.next");
+        super::super::output::make_fifo(&next).unwrap();
         let restore = dir.join("restore");
         std::fs::write(&restore, "").unwrap();
         let (pipes, _reports) = pipes().unwrap();
@@ -236,6 +238,7 @@ mod tests {
             &restore.to_string_lossy(),
             &dir.to_string_lossy(),
             &restore.to_string_lossy(),
+            &next.to_string_lossy(),
         ]);
         let written = nix::unistd::write(&pipes.jobs_write, &ask).unwrap();
         assert_eq!(written, ask.len());
