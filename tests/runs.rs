@@ -635,6 +635,31 @@ fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
     assert_ne!(t.session(&id)["state"], "given-up");
 }
 
+// Done when 4: a run's end is told as soon as its command ends, before its
+// shell has listed the state it left; a run queued right behind it still
+// starts from that state (it waits for the listing). Four thousand
+// variables make each listing long enough that the next run comes while
+// it is under way.
+#[test]
+fn a_run_queued_right_behind_another_starts_from_the_state_it_left() {
+    let t = Install::new("behind");
+    let id = t.new_session();
+    let fill = "for i in {1..4000}; do declare \"filler_$i=$i\"; done";
+    assert_eq!(t.bash(&id, fill), "");
+    for round in 0..5 {
+        let first = t.run(&["send", &id, &format!("export MARK={round}")]);
+        assert!(first.status.success(), "{}", text(&first.stderr));
+        let second = t.run(&["send", &id, "echo \"mark=$MARK\"", "--wait"]);
+        assert!(second.status.success(), "{}", text(&second.stderr));
+        assert_eq!(
+            text(&second.stdout),
+            format!("mark={round}\n"),
+            "round {round}"
+        );
+    }
+    assert_eq!(t.bash(&id, "echo $filler_4000"), "4000\n");
+}
+
 // Done when 4 (What to build 2: eukhe's shell code is immune to the user's
 // state, and leaves nothing in it): the user's shell has exactly the traps
 // the user set.
