@@ -635,11 +635,10 @@ fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
     assert_ne!(t.session(&id)["state"], "given-up");
 }
 
-// Done when 4: a run's end is told as soon as its command ends, before its
-// shell has listed the state it left; a run queued right behind it still
-// starts from that state (it waits for the listing). Four thousand
-// variables make each listing long enough that the next run comes while
-// it is under way.
+// Done when 4: a run queued right behind another starts from the state
+// that one left, even when listing that state takes a while (four thousand
+// variables): its end is told only once the state is merged, or (if that
+// ever changes) the next run must wait for the merge.
 #[test]
 fn a_run_queued_right_behind_another_starts_from_the_state_it_left() {
     let t = Install::new("behind");

@@ -4,10 +4,10 @@
 # reporter forks at once. In a template the job's shell takes its job
 # itself (the TAKE placeholder), so a job waits for no fork at all. The
 # job's shell reports `started JOB GROUP` on fd 4, restores what is not
-# restored yet (`$__eukhe_restore`), runs the command, reports `ended GROUP
-# STATUS` and captures the shell state it leaves, with builtins only,
-# immune to the user's options, functions, aliases, IFS and PATH; the
-# reporter outlives it and reports `finished GROUP STATUS`. In a template the user's functions are defined:
+# restored yet (`$__eukhe_restore`), runs the command and captures the
+# shell state it leaves, with builtins only, immune to the user's options,
+# functions, aliases, IFS and PATH; the reporter outlives it and reports
+# `finished GROUP STATUS`. In a template the user's functions are defined:
 # so `builtin printf` (a function named `builtin`, or after a POSIX special
 # builtin, is never kept).
   # The reporter outlives the job's cancel signals; the job's shell does
@@ -38,14 +38,6 @@
     # builtins shadow nothing here; the kernel leaves them out.
     __eukhe_dropped=
     export -f builtin 2>/dev/null && { __eukhe_dropped=builtin; unset -f builtin; }
-    # The command's output is all written: close it, and say its end now,
-    # so it waits for no listing below (the kernel merges the listing when
-    # the reporter says `finished`). On the reporter's report pipe: this
-    # shell closed its own before the command. If that fails, `finished`
-    # says both.
-    exec >/dev/null 2>&1
-    builtin printf 'ended\0%s\0%s\0' "$__eukhe_group" "$__eukhe_st" \
-      2>/dev/null >"/proc/$__eukhe_group/fd/4"
     # No forks and no files below: a few builtins, each printing all of
     # one kind.
     {

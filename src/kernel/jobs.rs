@@ -2,10 +2,7 @@
 //! a job, take its report, its end, a cancel). A job is a run (`r<N>`) or
 //! user bash (`b<N>`); each is forked by the shell in its own process group
 //! from the snapshot as it is when the job starts, and its changes to the
-//! shell state are merged into the snapshot when it ends. Its end is told
-//! when its command ends, before its shell lists the state it left (the
-//! merge follows); a job that comes meanwhile waits for the merge, so it
-//! starts from that state.
+//! shell state are merged into the snapshot when it ends.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -25,7 +22,7 @@ use crate::laws::runs::{kernel_accepts, SpoolRun};
 use crate::laws::timing::TM;
 use crate::protocol::kernel::JobState;
 use crate::session::entry::Stream;
-use crate::session::snapshot::{parse_capture, Capture, Snapshot};
+use crate::session::snapshot::{parse_capture, Snapshot};
 use crate::session::store::SessionFiles;
 
 /// One job the kernel runs.
@@ -50,24 +47,6 @@ pub struct Job {
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
     pub placeholders: Vec<File>,
-    /// Its command ended (its end is told) and its shell is still listing
-    /// the state it left, to be merged when its reporter says `finished`.
-    pub capture_pending: bool,
-    /// The worker forgot it while its capture was pending: forgotten once
-    /// merged.
-    pub forget_asked: bool,
-    /// The reporter leading its process group: a pending capture whose
-    /// reporter died is given up (`Kernel::give_up_lost_captures`).
-    pub reporter: Option<ProcessIdentity>,
-    /// A tick found its reporter dead while its capture was pending.
-    pub reporter_seen_dead: bool,
-}
-
-/// A job accepted while another job's capture was pending: handed to a
-/// shell once that state is merged, so it starts from it.
-struct HeldJob {
-    job: String,
-    command: String,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -177,8 +156,6 @@ pub struct Kernel {
     last_job_ms: u64,
     /// A spare's kernel whose session has no first snapshot yet.
     unclaimed: bool,
-    /// Jobs waiting for a pending capture's merge before they start.
-    held: Vec<HeldJob>,
 }
 
 impl Kernel {
@@ -215,7 +192,6 @@ impl Kernel {
                 spare_seq: 0,
                 last_job_ms: crate::clock::mono_ms(),
                 unclaimed,
-                held: Vec::new(),
             },
             reports,
         ))
@@ -328,7 +304,20 @@ impl Kernel {
         let (readers, placeholders, fifos, end) = match handed {
             Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
             Err(e) => {
-                let end = self.unstarted_end(job, e, true);
+                self.remove_scratch(job);
+                let end = JobEnd {
+                    status: COULD_NOT_START,
+                    signal: None,
+                    cancelled: false,
+                    notice: Some(format!("{} did not start: {e}", job_in_words(job))),
+                    settled: true,
+                };
+                if keeps_end(job) {
+                    if let Err(e) = self.spool.set_end(job, &end) {
+                        self.notices
+                            .push(format!("the end of {job} could not be kept: {e}"));
+                    }
+                }
                 (Vec::new(), Vec::new(), [None, None], Some(end))
             }
         };
@@ -346,10 +335,6 @@ impl Kernel {
                 held: [0, 0],
                 cancelled: false,
                 placeholders,
-                capture_pending: false,
-                forget_asked: false,
-                reporter: None,
-                reporter_seen_dead: false,
             },
         );
         self.bump();
@@ -381,29 +366,7 @@ impl Kernel {
             Some(readers[0].1.as_raw_fd()),
             Some(readers[1].1.as_raw_fd()),
         ];
-        // A job after an end whose state is still being listed must start
-        // from that state: it waits for the merge (`Kernel::release_held`).
-        if self.captures_pending() {
-            self.held.push(HeldJob {
-                job: job.to_string(),
-                command: command.to_string(),
-            });
-        } else {
-            self.hand(job, command)?;
-        }
-        Ok(Handed {
-            readers,
-            placeholders,
-            read_ends,
-        })
-    }
-
-    /// Hand `job` (its FIFOs made) to the template, or to the shell with
-    /// the snapshot's restore script.
-    fn hand(&mut self, job: &str, command: &str) -> Result<(), String> {
-        let [out_fifo, err_fifo] = STREAMS.map(|stream| self.scratch(job, stream_name(stream)));
-        let (out_fifo, err_fifo) = (out_fifo.to_string_lossy(), err_fifo.to_string_lossy());
-        let capture = self.scratch(job, "state");
+        let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
         let capture = capture.to_string_lossy();
         let handed = match self.ready_template() {
             // The template restored all but traps and options: the job
@@ -424,64 +387,12 @@ impl Kernel {
                 self.shell_input()?.write_all(&message)
             }
         };
-        handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))
-    }
-
-    /// Whether a job's command has ended while its shell still lists the
-    /// state it left.
-    pub fn captures_pending(&self) -> bool {
-        self.jobs.values().any(|j| j.capture_pending)
-    }
-
-    /// Hand the held jobs to a shell, now that no capture is pending: each
-    /// starts from the snapshot as it is now.
-    fn release_held(&mut self) {
-        // A stopping kernel starts nothing: its stop ends them unstarted.
-        if self.captures_pending() || self.stopping {
-            return;
-        }
-        for HeldJob { job, command } in std::mem::take(&mut self.held) {
-            let snapshot = Rc::clone(&self.snapshot);
-            let Some(j) = self.jobs.get_mut(&job).filter(|j| j.end.is_none()) else {
-                continue;
-            };
-            j.started_from = snapshot;
-            if let Err(e) = self.hand(&job, &command) {
-                self.could_not_start(&job, e);
-            }
-        }
-        self.bump();
-    }
-
-    /// `job`, accepted and its output readers running, could not be handed
-    /// to a shell: it ends at once, as `start` says.
-    fn could_not_start(&mut self, job: &str, e: String) {
-        let end = self.unstarted_end(job, e, false);
-        if let Some(j) = self.jobs.get_mut(job) {
-            // Its readers see the FIFOs' end once nothing holds them.
-            j.placeholders.clear();
-            j.end = Some(end);
-        }
-    }
-
-    /// The end of `job`, accepted but never handed to a shell (`e` says
-    /// why): its scratch files go, and a run's end is kept in the spool.
-    fn unstarted_end(&mut self, job: &str, e: String, settled: bool) -> JobEnd {
-        self.remove_scratch(job);
-        let end = JobEnd {
-            status: COULD_NOT_START,
-            signal: None,
-            cancelled: false,
-            notice: Some(format!("{} did not start: {e}", job_in_words(job))),
-            settled,
-        };
-        if keeps_end(job) {
-            if let Err(e) = self.spool.set_end(job, &end) {
-                self.notices
-                    .push(format!("the end of {job} could not be kept: {e}"));
-            }
-        }
-        end
+        handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        Ok(Handed {
+            readers,
+            placeholders,
+            read_ends,
+        })
     }
 
     /// The spare output FIFOs, moved to `paths` (a job's names), if there
@@ -653,8 +564,7 @@ impl Kernel {
         if let Some(j) = self.jobs.get_mut(job) {
             j.group = Some(group);
             j.placeholders.clear();
-            j.reporter = identity_of(group);
-            if let Some(leader) = j.reporter {
+            if let Some(leader) = identity_of(group) {
                 if let Err(e) = self.spool.set_group(job, leader) {
                     tracing::warn!("{job}'s process group is not recorded: {e}");
                 }
@@ -662,12 +572,11 @@ impl Kernel {
         }
     }
 
-    /// The job whose process group `group` leads, while its shell runs
-    /// (its command, or the capture after it).
+    /// The running job whose process group `group` leads.
     pub fn job_of_group(&self, group: u32) -> Option<String> {
         self.jobs
             .iter()
-            .find(|(_, j)| j.group == Some(group) && (j.end.is_none() || j.capture_pending))
+            .find(|(_, j)| j.group == Some(group) && j.end.is_none())
             .map(|(job, _)| job.clone())
     }
 
@@ -752,39 +661,9 @@ impl Kernel {
         self.bump();
     }
 
-    /// `job`'s command ended with `status`, and its shell, which closed
-    /// the command's output first, now lists the state it left: its end is
-    /// recorded (and told) at once, and the state merged at `finished`
-    /// ([`Kernel::ended`]).
-    pub fn command_ended(&mut self, job: &str, status: i32) {
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        if j.end.is_some() {
-            return;
-        }
-        j.placeholders.clear();
-        j.capture_pending = true;
-        self.last_job_ms = crate::clock::mono_ms();
-        let end = JobEnd {
-            status,
-            signal: None,
-            cancelled: j.cancelled,
-            notice: None,
-            settled: j.open_streams == 0,
-        };
-        j.end = Some(end.clone());
-        self.record_end(job, &end);
-    }
-
     /// `job`'s shell ended with `status`: keep its changes to the shell
-    /// state, and record its end (unless its command's end came first:
-    /// then only the merge is left).
+    /// state, and record its end.
     pub fn ended(&mut self, job: &str, status: i32) {
-        if self.jobs.get(job).is_some_and(|j| j.capture_pending) {
-            self.merge_capture(job, status);
-            return;
-        }
         let captured = self.take_state_capture(job);
         let Some(j) = self.jobs.get_mut(job) else {
             return;
@@ -794,14 +673,27 @@ impl Kernel {
         }
         j.placeholders.clear();
         self.last_job_ms = crate::clock::mono_ms();
-        let (started_from, cancelled) = (Rc::clone(&j.started_from), j.cancelled);
         let (notice, signal) = match captured.map(|bytes| parse_capture(&bytes)) {
-            Some(Ok(capture)) => (self.merge(&started_from, capture), None),
+            Some(Ok(capture)) => {
+                let changes = j.started_from.changes_to(&capture.snapshot);
+                let mut notice = None;
+                if !changes.is_empty() {
+                    Rc::make_mut(&mut self.snapshot).apply(&changes);
+                    self.version += 1;
+                    if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
+                        notice = Some(format!("the shell state could not be saved: {e}"));
+                    }
+                }
+                if !capture.dropped.is_empty() {
+                    notice = Some(format!(
+                        "not kept: function {} (eukhe's shell code needs that builtin)",
+                        capture.dropped.join(", ")
+                    ));
+                }
+                (notice, None)
+            }
             Some(Err(e)) => (Some(e.to_string()), None),
-            None => end_without_capture(status, cancelled),
-        };
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
+            None => end_without_capture(status, j.cancelled),
         };
         let end = JobEnd {
             status,
@@ -812,74 +704,6 @@ impl Kernel {
         };
         j.end = Some(end.clone());
         self.record_end(job, &end);
-    }
-
-    /// Merge the state `job`'s shell listed after its command's end was
-    /// told; what goes wrong is a notice of the session (the end was told
-    /// already). Then the jobs held for it start.
-    fn merge_capture(&mut self, job: &str, status: i32) {
-        let captured = self.take_state_capture(job);
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        j.capture_pending = false;
-        let started_from = Rc::clone(&j.started_from);
-        let forget = j.forget_asked;
-        let notice = match captured.map(|bytes| parse_capture(&bytes)) {
-            Some(Ok(capture)) => self.merge(&started_from, capture),
-            Some(Err(e)) => Some(e.to_string()),
-            None => Some(format!(
-                "the shell state {} left is not kept: its shell ended (status {status}) before \
-                 it was listed",
-                job_in_words(job)
-            )),
-        };
-        self.notices.extend(notice);
-        if forget {
-            self.forget(job);
-        }
-        self.release_held();
-    }
-
-    /// Merge the changes from `started_from` to what `capture` says into
-    /// the snapshot, and save it; the notice to give, if any.
-    fn merge(&mut self, started_from: &Snapshot, capture: Capture) -> Option<String> {
-        let changes = started_from.changes_to(&capture.snapshot);
-        let mut notice = None;
-        if !changes.is_empty() {
-            Rc::make_mut(&mut self.snapshot).apply(&changes);
-            self.version += 1;
-            if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
-                notice = Some(format!("the shell state could not be saved: {e}"));
-            }
-        }
-        if !capture.dropped.is_empty() {
-            notice = Some(format!(
-                "not kept: function {} (eukhe's shell code needs that builtin)",
-                capture.dropped.join(", ")
-            ));
-        }
-        notice
-    }
-
-    /// Give up the pending captures whose reporter died without a word (its
-    /// process group killed from outside), seen dead at two ticks in a row
-    /// (a `finished` it wrote before it died is read by then): their state
-    /// is not kept, and the jobs held for them start.
-    pub fn give_up_lost_captures(&mut self) {
-        let mut lost = Vec::new();
-        for (job, j) in self.jobs.iter_mut().filter(|(_, j)| j.capture_pending) {
-            if j.reporter.is_some_and(|reporter| !is_alive(reporter)) {
-                if j.reporter_seen_dead {
-                    lost.push(job.clone());
-                }
-                j.reporter_seen_dead = true;
-            }
-        }
-        for job in lost {
-            let _ = std::fs::remove_file(self.scratch(&job, "state"));
-            self.merge_capture(&job, 128 + libc::SIGKILL);
-        }
     }
 
     /// Read `job`'s state capture, if its shell left one, and remove its files.
@@ -923,10 +747,6 @@ impl Kernel {
 
     /// The worker has stored `job`: drop it from the books and the spool.
     pub fn forget(&mut self, job: &str) {
-        if let Some(j) = self.jobs.get_mut(job).filter(|j| j.capture_pending) {
-            j.forget_asked = true;
-            return;
-        }
         let done = match self.jobs.get(job) {
             Some(j) => j.end.is_some() && j.open_streams == 0,
             None => true,

@@ -414,12 +414,6 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
             let mut k = ctx.kernel.borrow_mut();
             match report {
                 Report::Started { job, group } => k.started(&job, group),
-                Report::CommandEnded { group, status } => {
-                    if let Some(job) = k.job_of_group(group) {
-                        tracing::info!(job, status, "{job}'s command exited {status}");
-                        k.command_ended(&job, status);
-                    }
-                }
                 Report::Finished { group, status } => {
                     // A job shell that never took a job (its template was
                     // dropped) has no job to end.
@@ -523,7 +517,7 @@ fn work(k: &Kernel) -> WorkSet {
     for j in k.jobs.values() {
         if j.end.is_none() {
             activities.push(Activity::Work(WorkKind::Run));
-        } else if j.open_streams > 0 || j.capture_pending {
+        } else if j.open_streams > 0 {
             activities.push(Activity::Work(WorkKind::UnsettledChild));
         }
     }
@@ -549,7 +543,6 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
         }
         tree::reap();
         count_background(&ctx);
-        ctx.kernel.borrow_mut().give_up_lost_captures();
         flush_notices(&ctx);
         ctx.kernel.borrow_mut().drop_idle_template(mono_ms());
         let no_worker = {
@@ -589,14 +582,7 @@ async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
         k.drop_spare();
     }
     tracing::info!("stopping: every process of the session ends");
-    // A command whose end was told keeps the state it left: its shell
-    // finishes listing it first, within the teardown's time.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown);
-    while ctx.kernel.borrow().captures_pending() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    }
-    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let killed = tree::end_descendants(left);
+    let killed = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
     if killed > 0 {
         tracing::warn!("{killed} processes did not end on SIGTERM and were killed");
     }

@@ -130,23 +130,9 @@ pub fn message(fields: &[&str]) -> Vec<u8> {
 /// from FIFO).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
-    Started {
-        job: String,
-        group: u32,
-    },
-    /// The job's command ended; its shell now lists the state it left.
-    CommandEnded {
-        group: u32,
-        status: i32,
-    },
-    Finished {
-        group: u32,
-        status: i32,
-    },
-    Template {
-        fifo: String,
-        pid: u32,
-    },
+    Started { job: String, group: u32 },
+    Finished { group: u32, status: i32 },
+    Template { fifo: String, pid: u32 },
 }
 
 /// Reports parsed from the bytes read so far; what is left of an
@@ -175,14 +161,6 @@ pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
                     });
                 }
             }
-            ("ended", Ok(status)) => {
-                if let Ok(group) = first.parse::<u32>() {
-                    reports.push(Report::CommandEnded {
-                        group,
-                        status: status as i32,
-                    });
-                }
-            }
             ("template", Ok(pid)) => reports.push(Report::Template {
                 fifo: first,
                 pid: pid as u32,
@@ -198,7 +176,7 @@ mod tests {
 
     #[test]
     fn reports_split_anywhere_are_parsed_whole() {
-        let bytes = b"started\x00r1\x00123\x00ended\x00123\x007\x00finished\x00123\x00130\x00star";
+        let bytes = b"started\x00r1\x00123\x00finished\x00123\x00130\x00star";
         let mut pending = bytes[..9].to_vec();
         assert!(parse_reports(&mut pending).is_empty());
         pending.extend_from_slice(&bytes[9..]);
@@ -208,10 +186,6 @@ mod tests {
                 Report::Started {
                     job: "r1".into(),
                     group: 123
-                },
-                Report::CommandEnded {
-                    group: 123,
-                    status: 7
                 },
                 Report::Finished {
                     group: 123,
