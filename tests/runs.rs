@@ -1136,21 +1136,31 @@ fn an_empty_command_is_refused_and_takes_no_run_number() {
 #[test]
 fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
     let t = Install::new("removed-under");
+    const COMMAND: &str = "echo following; sleep 30";
     for words in [
-        &["bash", "{id}", "--", "sleep 30"][..],
-        &["send", "--wait", "{id}", "sleep 30"],
+        &["bash", "{id}", "--", COMMAND][..],
+        &["send", "--wait", "{id}", COMMAND],
         &["log", "{id}", "--follow"],
     ] {
         let id = t.new_session();
         if words[0] == "log" {
-            t.send(&id, "sleep 30");
+            t.send(&id, COMMAND);
         }
         let words: Vec<String> = words.iter().map(|w| w.replace("{id}", &id)).collect();
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        let client = t.command(&words).output_in_thread();
-        wait_until(Duration::from_secs(10), "the session is busy", || {
-            t.session(&id)["state"] == "busy"
-        });
+        // The client's output goes to a file, so the removal comes only
+        // once the client follows the session (a `log` started later
+        // than the `send` may not have reached the daemon yet).
+        let shown = t.dir.join(format!("shown-{}", words[0]));
+        let mut command = t.command(&words);
+        command.stdout(std::fs::File::create(&shown).unwrap());
+        let client = command.output_in_thread();
+        wait_until(
+            Duration::from_secs(10),
+            "the client follows the session",
+            || std::fs::read_to_string(&shown).is_ok_and(|s| s.contains("following\n")),
+        );
+        assert_eq!(t.session(&id)["state"], "busy");
         let removed = Instant::now();
         t.ok(&["rm", "--force", &id]);
         let out = client.join().unwrap();
