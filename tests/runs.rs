@@ -635,6 +635,22 @@ fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
     assert_ne!(t.session(&id)["state"], "given-up");
 }
 
+// A command that leaves the options as it found them does not list them
+// (the kernel keeps those it began with); one that changes them back
+// lists them again, and the change holds.
+#[test]
+fn options_turned_on_then_off_again_stay_off() {
+    let t = Install::new("options");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "set -o pipefail; shopt -s extglob"), "");
+    assert_eq!(t.bash(&id, "true"), "");
+    let shown = "[[ -o pipefail ]] && echo pipefail; shopt -q extglob && echo extglob; :";
+    assert_eq!(t.bash(&id, shown), "pipefail\nextglob\n");
+    assert_eq!(t.bash(&id, "set +o pipefail; shopt -u extglob"), "");
+    assert_eq!(t.bash(&id, "true"), "");
+    assert_eq!(t.bash(&id, shown), "");
+}
+
 // Done when 4: a run queued right behind another starts from the state
 // that one left, even when listing that state takes a while (four thousand
 // variables): its end is told only once the state is merged, or (if that

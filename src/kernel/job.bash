@@ -23,6 +23,12 @@
     builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$__eukhe_group" >&4
     exec 3<&- 4>&- 5<&- 6>&-
     . "$__eukhe_restore"
+    # The options the command begins with: if it leaves them so, the
+    # capture does not list them (bash writes each line of `set +o` and
+    # `shopt -p` with a write of its own, some eighty in all). Not traced
+    # (`set -x`), never exported (`set -a`).
+    { __eukhe_so0=$SHELLOPTS __eukhe_bo0=$BASHOPTS
+      builtin export -n __eukhe_so0 __eukhe_bo0; } 2>/dev/null
     eval "$__eukhe_cmd"
     # Everything below runs after the user's command, in its state.
     { __eukhe_st=$? __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
@@ -46,10 +52,14 @@
       builtin set -o posix; builtin printf '\0'
       trap - DEBUG ERR RETURN EXIT
       builtin printf 'cwd\0\0'; builtin pwd; builtin printf '\0'
-      builtin printf 'setopts\0%s\0' "$__eukhe_so"
-      builtin set +o; builtin printf '\0'
-      builtin printf 'shopts\0%s\0' "$__eukhe_bo"
-      builtin shopt -p; builtin printf '\0'
+      if [[ $__eukhe_so != "$__eukhe_so0" ]]; then
+        builtin printf 'setopts\0%s\0' "$__eukhe_so"
+        builtin set +o; builtin printf '\0'
+      fi
+      if [[ $__eukhe_bo != "$__eukhe_bo0" ]]; then
+        builtin printf 'shopts\0%s\0' "$__eukhe_bo"
+        builtin shopt -p; builtin printf '\0'
+      fi
       builtin printf 'umask\0\0'; builtin umask -p; builtin printf '\0'
       builtin printf 'dropped\0\0%s\0' "$__eukhe_dropped"
       if [[ -n $__eukhe_pcs ]]; then

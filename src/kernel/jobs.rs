@@ -673,7 +673,8 @@ impl Kernel {
         }
         j.placeholders.clear();
         self.last_job_ms = crate::clock::mono_ms();
-        let (notice, signal) = match captured.map(|bytes| parse_capture(&bytes)) {
+        let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
+        let (notice, signal) = match parsed {
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);
                 let mut notice = None;

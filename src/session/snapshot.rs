@@ -209,8 +209,10 @@ impl Snapshot {
 }
 
 /// Parse what a job's shell captured: NUL-terminated triples of kind, name
-/// and text (see `src/kernel/zygote.bash`).
-pub fn parse_capture(bytes: &[u8]) -> Result<Capture, SessionError> {
+/// and text (see `src/kernel/job.bash`). A job that left its `set -o` or
+/// its `shopt` options as its command found them lists neither: those
+/// are then the options of `started_from`, the snapshot it began with.
+pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, SessionError> {
     let text = String::from_utf8_lossy(bytes);
     let fields: Vec<&str> = text.split('\0').collect();
     if fields.len() < 4 || fields.len() % 3 != 1 {
@@ -221,9 +223,14 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, SessionError> {
     }
     let mut capture = Capture::default();
     let mut function_names: Vec<&str> = Vec::new();
+    let mut options_listed = [false; 2];
     for triple in fields[..fields.len() - 1].chunks(3) {
         let (kind, name, text) = (triple[0], triple[1], triple[2].trim_end_matches('\n'));
         match kind {
+            "setopts" | "shopts" => {
+                options_listed[usize::from(kind == "shopts")] = true;
+                capture_item(&mut capture.snapshot.items, kind, name, text, &[]);
+            }
             "dropped" => {
                 capture.dropped = text.split_whitespace().map(str::to_string).collect();
             }
@@ -235,6 +242,18 @@ pub fn parse_capture(bytes: &[u8]) -> Result<Capture, SessionError> {
                 text,
                 &function_names,
             ),
+        }
+    }
+    for (listed, prefix) in options_listed.into_iter().zip(["set:", "shopt:"]) {
+        if !listed {
+            let unchanged = started_from
+                .items
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix));
+            capture
+                .snapshot
+                .items
+                .extend(unchanged.map(|(k, v)| (k.clone(), v.clone())));
         }
     }
     for name in SPECIAL_BUILTINS {
@@ -506,6 +525,11 @@ pub fn load_or_migrate(
 mod tests {
     use super::*;
 
+    /// `bytes` parsed as the capture of a job that began with no state.
+    fn parsed(bytes: &[u8]) -> Capture {
+        parse_capture(bytes, &Snapshot::default()).unwrap()
+    }
+
     fn capture(triples: &[(&str, &str, &str)]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for (kind, name, text) in triples {
@@ -531,7 +555,7 @@ mod tests {
                 "shopt -u extglob\nshopt -s login_shell\n",
             ),
         ]);
-        let snapshot = parse_capture(&bytes).unwrap().snapshot;
+        let snapshot = parsed(&bytes).snapshot;
         assert_eq!(snapshot.items["set:pipefail"], "set -o pipefail");
         assert_eq!(snapshot.items["set:errexit"], "set +o errexit");
         assert!(!snapshot.items.contains_key("set:monitor"));
@@ -540,9 +564,33 @@ mod tests {
     }
 
     #[test]
+    fn options_a_job_did_not_list_are_those_it_began_with() {
+        let mut started_from = Snapshot::fresh("/", &BTreeMap::new());
+        for (key, text) in [
+            ("set:pipefail", "set -o pipefail"),
+            ("shopt:extglob", "shopt -s extglob"),
+        ] {
+            started_from.items.insert(key.into(), text.into());
+        }
+        let unlisted = capture(&[("cwd", "", "/")]);
+        let capture_of = |bytes: &[u8]| parse_capture(bytes, &started_from).unwrap().snapshot;
+        assert!(started_from.changes_to(&capture_of(&unlisted)).is_empty());
+        let set_listed = capture(&[("cwd", "", "/"), ("setopts", "", "set +o pipefail\n")]);
+        let changes = started_from.changes_to(&capture_of(&set_listed));
+        assert_eq!(
+            changes.into_iter().collect::<Vec<_>>(),
+            [(
+                "set:pipefail".to_string(),
+                Some("set +o pipefail".to_string())
+            )]
+        );
+    }
+
+    #[test]
     fn a_cut_capture_is_an_error_not_an_empty_state() {
-        assert!(parse_capture(b"cwd\0\0/tmp").is_err());
-        assert!(parse_capture(b"").is_err());
+        let started_from = Snapshot::fresh("/", &BTreeMap::new());
+        assert!(parse_capture(b"cwd\0\0/tmp", &started_from).is_err());
+        assert!(parse_capture(b"", &started_from).is_err());
     }
 
     #[test]
@@ -593,7 +641,7 @@ mod tests {
                     declare -i OPTIND=\"1\"\ndeclare -ir BASHPID\ndeclare -- __eukhe_st=\"0\"\n\
                     declare -x MULTI=\"one\ntwo\"\n";
         let bytes = capture(&[("vars", "", text)]);
-        let items = parse_capture(&bytes).unwrap().snapshot.items;
+        let items = parsed(&bytes).snapshot.items;
         let names: Vec<&str> = items.keys().map(String::as_str).collect();
         assert_eq!(
             names,
@@ -618,7 +666,7 @@ mod tests {
         let names = "declare -f a\ndeclare -fx b_2\n";
         let funcs = "a () \n{ \n    cat <<EOF\nb_2 ()\nEOF\n}\nb_2 () \n{ \n    echo two\n}\n";
         let bytes = capture(&[("funcnames", "", names), ("funcs", "", funcs)]);
-        let items = parse_capture(&bytes).unwrap().snapshot.items;
+        let items = parsed(&bytes).snapshot.items;
         assert_eq!(items["func:a"], "a () \n{ \n    cat <<EOF\nb_2 ()\nEOF\n}");
         assert_eq!(items["func:b_2"], "b_2 () \n{ \n    echo two\n}");
     }
@@ -632,7 +680,7 @@ mod tests {
             ("funcnames", "", names),
             ("funcs", "", funcs),
         ]);
-        let capture = parse_capture(&bytes).unwrap();
+        let capture = parsed(&bytes);
         assert_eq!(capture.dropped, ["builtin", "set"]);
         let kept: Vec<&String> = capture.snapshot.items.keys().collect();
         assert_eq!(kept, ["func:f"]);
@@ -645,7 +693,7 @@ mod tests {
             "",
             "trap -- - EXIT\ntrap -- 'echo a\necho '\\''b'\\''\nx' USR1\ntrap -- - INT",
         )]);
-        let snapshot = parse_capture(&bytes).unwrap().snapshot;
+        let snapshot = parsed(&bytes).snapshot;
         assert_eq!(
             snapshot.items["trap:"],
             "trap -- 'echo a\necho '\\''b'\\''\nx' USR1"
