@@ -8,7 +8,7 @@ use eukhe::session::snapshot::{parse_capture, Snapshot};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(capture) = parse_capture(data) {
+    if let Ok(capture) = parse_capture(data, &Snapshot::default()) {
         let mut state = Snapshot::default();
         let changes = state.changes_to(&capture.snapshot);
         state.apply(&changes);
