@@ -804,6 +804,9 @@ fn twenty_parallel_exports_beside_a_busy_run_are_all_kept() {
     for (i, child) in children.into_iter().enumerate() {
         let out = child.join().unwrap();
         assert!(out.status.success(), "V{}: {}", i + 1, text(&out.stderr));
+        // Each began in the shell state of its time, traps and options
+        // too (a template dropped under it once took its `late` script).
+        assert_eq!(text(&out.stderr), "", "V{}", i + 1);
     }
     let show = "for i in $(seq 1 20); do v=V$i; printf '%s ' \"${!v}\"; done; echo";
     let expected: String = (1..=20).map(|i| format!("{i} ")).collect::<String>() + "\n";
@@ -813,7 +816,11 @@ fn twenty_parallel_exports_beside_a_busy_run_are_all_kept() {
     let queued = t.run(&["send", &id, show, "--wait"]);
     assert!(queued.status.success(), "{}", text(&queued.stderr));
     assert_eq!(text(&queued.stdout), expected, "after the run");
-    assert!(t.log(&id).contains("[run 1 exited 0]"));
+    let log = t.log(&id);
+    assert!(log.contains("[run 1 exited 0]"));
+    // No job started a background process: no eukhe process of its own
+    // was counted as one.
+    assert!(!log.contains("background job"), "{log}");
 }
 
 trait OutputInThread {

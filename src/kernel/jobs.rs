@@ -4,7 +4,7 @@
 //! from the snapshot as it is when the job starts, and its changes to the
 //! shell state are merged into the snapshot when it ends.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use super::output::{open_fifo, Fifo};
 use super::spool::{JobEnd, Spool};
+use super::tree::Exit;
 use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
 use crate::laws::adoption::ProcessIdentity;
@@ -67,7 +68,7 @@ pub struct Template {
     /// The snapshot version it restored.
     version: u64,
     fifo: PathBuf,
-    /// Where its reporters say they have taken a job.
+    /// Where its jobs' shells say they have taken a job.
     taken: PathBuf,
     restore: PathBuf,
     /// Traps and `set -o`, which each job applies itself (the template's
@@ -87,16 +88,13 @@ pub struct Template {
 }
 
 impl Template {
-    fn remove_files(&self) {
-        for path in [
-            &self.fifo,
-            &self.taken,
-            &self.restore,
-            &self.late,
-            &self.next,
-        ] {
+    /// Remove its files but `late`, which a job it took may still be about
+    /// to read: returns that path (see `Kernel::retire`).
+    fn remove_files(self) -> PathBuf {
+        for path in [&self.fifo, &self.taken, &self.restore, &self.next] {
             let _ = std::fs::remove_file(path);
         }
+        self.late
     }
 
     /// Have a job shell forked, unless one waits already.
@@ -139,8 +137,13 @@ pub struct Kernel {
     /// over a snapshot.
     pub restored: Option<String>,
     /// Processes that runs left behind (children of the kernel other than
-    /// its shell).
+    /// its shell and jobs' shells).
     pub background: u32,
+    /// `late` scripts of dropped templates, kept while a job may read them.
+    retired_late: Vec<PathBuf>,
+    /// Jobs' shells forked and not yet reaped (`waiting` reports): children
+    /// of the kernel that runs did not leave behind.
+    job_shells: HashSet<u32>,
     /// Bumped on every change a follower may be waiting for.
     pub changed: watch::Sender<u64>,
     pub stopping: bool,
@@ -182,6 +185,8 @@ impl Kernel {
                 shell_pid,
                 restored,
                 background: 0,
+                job_shells: HashSet::new(),
+                retired_late: Vec::new(),
                 changed,
                 stopping: false,
                 notices: Vec::new(),
@@ -452,7 +457,7 @@ impl Kernel {
     /// finds it restored.
     pub fn prepare_template(&mut self) {
         if let Some(old) = self.template.take() {
-            old.remove_files();
+            self.retire(old);
         }
         if self.stopping {
             return;
@@ -526,7 +531,26 @@ impl Kernel {
         let running = self.jobs.values().any(|j| j.end.is_none());
         if self.template.is_some() && template_expired(running, self.last_job_ms, now_ms) {
             if let Some(template) = self.template.take() {
-                template.remove_files();
+                self.retire(template);
+            }
+        }
+    }
+
+    /// Drop `template`: its job FIFO closes, so its shell and its waiting
+    /// job shell end. Its `late` script is removed only once no job runs:
+    /// a job it took may not have applied it yet (jobs run side by side,
+    /// and a job that ends first can change the snapshot and so drop the
+    /// template of the others).
+    fn retire(&mut self, template: Template) {
+        self.retired_late.push(template.remove_files());
+        self.remove_retired_late();
+    }
+
+    /// Remove retired templates' `late` scripts, once no job runs.
+    fn remove_retired_late(&mut self) {
+        if self.jobs.values().all(|j| j.end.is_some()) {
+            for path in self.retired_late.drain(..) {
+                let _ = std::fs::remove_file(path);
             }
         }
     }
@@ -570,6 +594,29 @@ impl Kernel {
                 }
             }
         }
+    }
+
+    /// A job's shell was forked (its `waiting` report): a child of the
+    /// kernel, whether it has taken a job yet or not.
+    pub fn job_shell_forked(&mut self, pid: u32) {
+        self.job_shells.insert(pid);
+    }
+
+    /// Whether child `pid` is a job's shell, not something a run left
+    /// behind.
+    pub fn is_job_shell(&self, pid: u32) -> bool {
+        self.job_shells.contains(&pid) || self.job_of_group(pid).is_some()
+    }
+
+    /// A child of the kernel ended. If it was a job's shell that took a
+    /// job, that job ended with its status; returns the job.
+    pub fn child_exited(&mut self, exit: Exit) -> Option<String> {
+        self.job_shells.remove(&exit.pid);
+        let job = self.job_of_group(exit.pid)?;
+        tracing::info!(job, status = exit.status, "{job} exited {}", exit.status);
+        self.ended(&job, exit.status);
+        self.remove_retired_late();
+        Some(job)
     }
 
     /// The running job whose process group `group` leads.
