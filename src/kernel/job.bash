@@ -1,32 +1,26 @@
-# One job's shell, forked ahead of its job by a prepared template (see
-# zygote.bash) or at once by the kernel's shell, through a short-lived
-# subshell (this code) that says the job shell's pid (`waiting PID`) and
-# exits. The job's shell is then a child of the kernel, its subreaper,
-# which reaps it and so learns the job's status: no process waits beside
-# a job to report its end. The job's shell leads its own process group
-# (job control is on here), so a cancel signals the job alone. In a
-# template the job's shell takes its job itself (the TAKE placeholder), so
-# a job waits for no fork at all. The job's shell reports `started JOB
-# GROUP` on fd 4, restores what is not restored yet (`$__eukhe_restore`),
-# runs the command and captures the shell state it leaves, with builtins
-# only, immune to the user's options, functions, aliases, IFS and PATH. In
-# a template the user's functions are defined: so `builtin printf` (a
-# function named `builtin`, or after a POSIX special builtin, is never
-# kept).
-  __eukhe_via=$BASHPID
-  set -m
+# One job: a reporter, forked in its own process group (the shell that
+# forks it has job control on) by the kernel's shell or, ahead of its job,
+# by a prepared template (see zygote.bash), and the job's shell, which the
+# reporter forks at once. In a template the job's shell takes its job
+# itself (the TAKE placeholder), so a job waits for no fork at all. The
+# job's shell reports `started JOB GROUP` on fd 4, restores what is not
+# restored yet (`$__eukhe_restore`), runs the command and captures the
+# shell state it leaves, with builtins only, immune to the user's options,
+# functions, aliases, IFS and PATH; the reporter outlives it and reports
+# `finished GROUP STATUS`. In a template the user's functions are defined:
+# so `builtin printf` (a function named `builtin`, or after a POSIX special
+# builtin, is never kept).
+  # The reporter outlives the job's cancel signals; the job's shell does
+  # not (a trapped signal is reset to its default in the subshell).
+  __eukhe_group=$BASHPID
+  trap ':' INT TERM HUP
   (
-    # Nothing before this subshell's parent has exited, so that parent
-    # never reaps it: its status is its job's end, the kernel's to take.
-    while IFS= builtin read -r __eukhe_via_now </proc/$BASHPID/stat; do
-      __eukhe_via_now=${__eukhe_via_now##*') '}
-      __eukhe_via_now=${__eukhe_via_now#* }
-      [[ ${__eukhe_via_now%% *} == "$__eukhe_via" ]] || break
-    done
+    # The reporter's traps are not the user's (`trap -p` in a subshell
+    # shows the parent's until the subshell sets its own).
     trap - INT TERM HUP
 @TAKE@
     exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null
-    builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$BASHPID" >&4
+    builtin printf 'started\0%s\0%s\0' "$__eukhe_job" "$__eukhe_group" >&4
     exec 3<&- 4>&- 5<&- 6>&- 7<&-
     . "$__eukhe_restore"
     # The options the command begins with: if it leaves them so, the
@@ -86,5 +80,5 @@
       done
     } >"$__eukhe_state" 2>/dev/null
     exit "$__eukhe_st"
-  ) &
-  builtin printf 'waiting\0\0%s\0' "$!" >&4
+  )
+  builtin printf 'finished\0%s\0%s\0' "$__eukhe_group" "$?" >&4

@@ -4,7 +4,7 @@
 //! from the snapshot as it is when the job starts, and its changes to the
 //! shell state are merged into the snapshot when it ends.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -15,7 +15,6 @@ use tokio::sync::watch;
 
 use super::output::{open_fifo, Fifo};
 use super::spool::{JobEnd, Spool};
-use super::tree::Exit;
 use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
 use crate::laws::adoption::ProcessIdentity;
@@ -68,7 +67,7 @@ pub struct Template {
     /// The snapshot version it restored.
     version: u64,
     fifo: PathBuf,
-    /// Where its jobs' shells say they have taken a job.
+    /// Where its reporters say they have taken a job.
     taken: PathBuf,
     restore: PathBuf,
     /// Traps and `set -o`, which each job applies itself (the template's
@@ -141,9 +140,6 @@ pub struct Kernel {
     pub background: u32,
     /// `late` scripts of dropped templates, kept while a job may read them.
     retired_late: Vec<PathBuf>,
-    /// Jobs' shells forked and not yet reaped (`waiting` reports): children
-    /// of the kernel that runs did not leave behind.
-    job_shells: HashSet<u32>,
     /// Bumped on every change a follower may be waiting for.
     pub changed: watch::Sender<u64>,
     pub stopping: bool,
@@ -185,7 +181,6 @@ impl Kernel {
                 shell_pid,
                 restored,
                 background: 0,
-                job_shells: HashSet::new(),
                 retired_late: Vec::new(),
                 changed,
                 stopping: false,
@@ -596,29 +591,6 @@ impl Kernel {
         }
     }
 
-    /// A job's shell was forked (its `waiting` report): a child of the
-    /// kernel, whether it has taken a job yet or not.
-    pub fn job_shell_forked(&mut self, pid: u32) {
-        self.job_shells.insert(pid);
-    }
-
-    /// Whether child `pid` is a job's shell, not something a run left
-    /// behind.
-    pub fn is_job_shell(&self, pid: u32) -> bool {
-        self.job_shells.contains(&pid) || self.job_of_group(pid).is_some()
-    }
-
-    /// A child of the kernel ended. If it was a job's shell that took a
-    /// job, that job ended with its status; returns the job.
-    pub fn child_exited(&mut self, exit: Exit) -> Option<String> {
-        self.job_shells.remove(&exit.pid);
-        let job = self.job_of_group(exit.pid)?;
-        tracing::info!(job, status = exit.status, "{job} exited {}", exit.status);
-        self.ended(&job, exit.status);
-        self.remove_retired_late();
-        Some(job)
-    }
-
     /// The running job whose process group `group` leads.
     pub fn job_of_group(&self, group: u32) -> Option<String> {
         self.jobs
@@ -752,6 +724,7 @@ impl Kernel {
         };
         j.end = Some(end.clone());
         self.record_end(job, &end);
+        self.remove_retired_late();
     }
 
     /// Read `job`'s state capture, if its shell left one, and remove its files.

@@ -136,21 +136,19 @@ fn serve_session(
     crate::host::systemd::notify(&format!("READY=1\nSTATUS=kernel of session {}", meta.id));
     // Standard streams go to the kernel's log (the worker's are not ours).
     redirect_stdio(&files.kernel_log());
+    let ctx = Rc::new(serve::Context {
+        kernel,
+        session: meta.id.clone(),
+        cancel_grace,
+        exit: Rc::new(tokio::sync::Notify::new()),
+        workers: Rc::new(RefCell::new(Vec::new())),
+    });
     let socket = paths.kernel_socket(&meta.id);
-    let session = meta.id.clone();
     let result = crate::runtime::block_on_local("kernel", async move {
         let listener =
             tokio::net::UnixListener::from_std(listener).map_err(|e| format!("kernel: {e}"))?;
-        let ctx = Rc::new(serve::Context {
-            kernel,
-            reports: serve::Reports::new(reports)?,
-            session,
-            cancel_grace,
-            exit: Rc::new(tokio::sync::Notify::new()),
-            workers: Rc::new(RefCell::new(Vec::new())),
-        });
         ctx.kernel.borrow_mut().prepare_for_claim();
-        serve::run(ctx, listener, journal).await
+        serve::run(ctx, listener, reports, journal).await
     });
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(files.kernel());

@@ -7,8 +7,7 @@ use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::Duration;
 
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
-use tokio::io::unix::AsyncFd;
+use tokio::io::AsyncReadExt;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -37,7 +36,6 @@ pub type Shared = Rc<RefCell<Kernel>>;
 /// What the kernel's loops share besides the books.
 pub struct Context {
     pub kernel: Shared,
-    pub reports: Reports,
     pub session: String,
     pub cancel_grace: Duration,
     pub exit: Rc<Notify>,
@@ -48,9 +46,10 @@ pub struct Context {
 pub async fn run(
     ctx: Rc<Context>,
     listener: UnixListener,
+    reports: OwnedFd,
     journal: BusyJournal,
 ) -> Result<(), String> {
-    tokio::task::spawn_local(read_reports(ctx.clone()));
+    tokio::task::spawn_local(read_reports(ctx.clone(), reports));
     tokio::task::spawn_local(reap_children(ctx.clone()));
     tokio::task::spawn_local(tick(ctx.clone(), journal));
     tokio::task::spawn_local(stop_on_sigterm(ctx.clone()));
@@ -397,133 +396,55 @@ async fn group_once_started(ctx: &Context, job: &str) -> Option<u32> {
     None
 }
 
-/// The reports of the kernel's shell and its jobs' shells (fd 4 of each).
-/// They are read as they come and, before the kernel takes the children
-/// that ended or counts the ones that live, to the end of what is written:
-/// a job's shell is reported (`waiting`, `started`) before it can exit.
-pub struct Reports {
-    fd: AsyncFd<OwnedFd>,
-    unparsed: RefCell<Vec<u8>>,
-}
-
-impl Reports {
-    /// Reports read from `fd`, the read end of the reports pipe (made
-    /// non-blocking here). Within the kernel's runtime.
-    pub fn new(fd: OwnedFd) -> Result<Reports, String> {
-        let cannot = |e: std::io::Error| format!("kernel: cannot read its shell's reports: {e}");
-        let flags = fcntl(&fd, FcntlArg::F_GETFL).map_err(|e| cannot(e.into()))?;
-        let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
-        fcntl(&fd, FcntlArg::F_SETFL(flags)).map_err(|e| cannot(e.into()))?;
-        // SAFETY: the AsyncFd owns `fd`, an open descriptor that stays open
-        // (and the same) until the AsyncFd is dropped. Not tokio's pipe
-        // type: its `try_read` skips the read(2) while the reactor has not
-        // yet seen the pipe readable, and `take_reports` must read what is
-        // written before it takes a child's exit.
-        let fd = unsafe { AsyncFd::register(fd) }.map_err(|e| cannot(e.into()))?;
-        Ok(Reports {
-            fd,
-            unparsed: RefCell::new(Vec::new()),
-        })
-    }
-}
-
-/// Apply every report written so far. False once no shell can report any
-/// more (the pipe ended).
-fn take_reports(ctx: &Context) -> bool {
-    let mut open = true;
-    let mut buf = [0u8; 4096];
-    loop {
-        match nix::unistd::read(ctx.reports.fd.get_ref(), &mut buf) {
-            Ok(0) => {
-                open = false;
-                break;
-            }
-            Ok(n) => ctx
-                .reports
-                .unparsed
-                .borrow_mut()
-                .extend_from_slice(&buf[..n]),
-            Err(nix::errno::Errno::EINTR) => continue,
-            // EAGAIN: all read.
-            Err(_) => break,
-        }
-    }
-    let reports = zygote::parse_reports(&mut ctx.reports.unparsed.borrow_mut());
-    let mut k = ctx.kernel.borrow_mut();
-    for report in reports {
-        match report {
-            Report::Waiting { pid } => k.job_shell_forked(pid),
-            Report::Started { job, group } => k.started(&job, group),
-            Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
-        }
-    }
-    open
-}
-
-async fn read_reports(ctx: Rc<Context>) {
-    loop {
-        let Ok(mut ready) = ctx.reports.fd.readable().await else {
-            tracing::error!("kernel: cannot read its shell's reports");
-            ctx.exit.notify_one();
-            return;
-        };
-        // Read to EAGAIN, so the readiness is spent (what comes after
-        // `ready` was taken is kept).
-        let open = take_reports(&ctx);
-        ready.clear_ready();
-        flush_notices(&ctx);
-        if !open {
-            return;
-        }
-    }
-}
-
-/// The children that ended: a job's shell's status is its job's end.
-/// Returns whether a job ended.
-fn end_exited_jobs(ctx: &Context, exits: &[tree::Exit]) -> bool {
-    if exits.is_empty() {
-        return false;
-    }
-    // What each was: its reports were written before it exited.
-    take_reports(ctx);
-    let mut ended = false;
-    for &exit in exits {
-        ended |= ctx.kernel.borrow_mut().child_exited(exit).is_some();
-    }
-    flush_notices(ctx);
-    ended
-}
-
-/// Reap the children that ended: the kernel's shell (started again if it
-/// died), jobs' shells (their jobs end), and what runs left behind.
-fn take_children(ctx: &Rc<Context>) -> Result<(), String> {
-    let exits = tree::reap();
-    let shell_died = {
-        let k = ctx.kernel.borrow();
-        exits.iter().any(|e| e.pid == k.shell_pid) && !k.stopping
+async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
+    let Ok(mut reader) = tokio::net::unix::pipe::Receiver::from_owned_fd(reports) else {
+        tracing::error!("kernel: cannot read its shell's reports");
+        ctx.exit.notify_one();
+        return;
     };
-    if shell_died {
-        let pid = zygote::start(&ctx.kernel.borrow().pipes)?;
-        tracing::warn!("the kernel's shell died; started another ({pid})");
-        ctx.kernel.borrow_mut().shell_pid = pid;
-    }
-    if end_exited_jobs(ctx, &exits) {
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        let mut ended = false;
+        for report in zygote::parse_reports(&mut pending) {
+            let mut k = ctx.kernel.borrow_mut();
+            match report {
+                Report::Started { job, group } => k.started(&job, group),
+                Report::Finished { group, status } => {
+                    // A job shell that never took a job (its template was
+                    // dropped) has no job to end.
+                    let Some(job) = k.job_of_group(group) else {
+                        continue;
+                    };
+                    tracing::info!(job, status, "{job} exited {status}");
+                    k.ended(&job, status);
+                    ended = true;
+                }
+                Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
+            }
+        }
         // What the job left running came to the kernel (its subreaper)
-        // when the job's shell exited; no signal says so, so it is
-        // counted now, not at the next tick: once the end is on its way
-        // (a task after the writer's), so the scan of /proc never delays a
-        // round trip. So is the template over a changed snapshot: its
-        // shell's fork would compete with the end's way to the client for
-        // the CPU.
-        let ctx = ctx.clone();
-        tokio::task::spawn_local(async move {
-            count_background(&ctx);
-            // Behind the follower's send, then the writer's write.
-            tokio::task::yield_now().await;
-            ctx.kernel.borrow_mut().arm_template();
-        });
+        // when the job's shell exited, before its end was reported; no
+        // signal says so, so it is counted now, not at the next tick:
+        // once the end is on its way (a task after the writer's), so the
+        // scan of /proc never delays a round trip.
+        // So is the template over a changed snapshot: its shell's fork
+        // would compete with the end's way to the client for the CPU.
+        if ended {
+            let ctx = ctx.clone();
+            tokio::task::spawn_local(async move {
+                count_background(&ctx);
+                // Behind the follower's send, then the writer's write.
+                tokio::task::yield_now().await;
+                ctx.kernel.borrow_mut().arm_template();
+            });
+        }
+        flush_notices(&ctx);
     }
-    Ok(())
 }
 
 fn flush_notices(ctx: &Context) {
@@ -533,17 +454,35 @@ fn flush_notices(ctx: &Context) {
     }
 }
 
-/// Reap children as they end.
+/// Reap ended children: the shell (started again if it died) and the
+/// orphans of runs, which come to the kernel as their subreaper.
 async fn reap_children(ctx: Rc<Context>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut children) = signal(SignalKind::child()) else {
         return;
     };
     loop {
-        if let Err(e) = take_children(&ctx) {
-            tracing::error!("{e}");
-            ctx.exit.notify_one();
-            return;
+        let reaped = tree::reap();
+        let shell_died = {
+            let k = ctx.kernel.borrow();
+            reaped.contains(&k.shell_pid) && !k.stopping
+        };
+        if shell_died {
+            let restarted = {
+                let k = ctx.kernel.borrow();
+                zygote::start(&k.pipes)
+            };
+            match restarted {
+                Ok(pid) => {
+                    tracing::warn!("the kernel's shell died; started another ({pid})");
+                    ctx.kernel.borrow_mut().shell_pid = pid;
+                }
+                Err(e) => {
+                    tracing::error!("{e}");
+                    ctx.exit.notify_one();
+                    return;
+                }
+            }
         }
         count_background(&ctx);
         if children.recv().await.is_none() {
@@ -553,15 +492,11 @@ async fn reap_children(ctx: Rc<Context>) {
 }
 
 fn count_background(ctx: &Context) {
-    let children = tree::children(std::process::id());
-    // A job's shell becomes the kernel's child after its `waiting` report
-    // is written: so each listed here is reported once this has read.
-    take_reports(ctx);
     let count = {
         let k = ctx.kernel.borrow();
-        children
+        tree::children(std::process::id())
             .into_iter()
-            .filter(|&pid| pid != k.shell_pid && !k.is_job_shell(pid))
+            .filter(|&pid| pid != k.shell_pid)
             .count() as u32
     };
     let changed = {
@@ -606,11 +541,7 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
             stop(&ctx, &control).await;
             return;
         }
-        if let Err(e) = take_children(&ctx) {
-            tracing::error!("{e}");
-            ctx.exit.notify_one();
-            return;
-        }
+        tree::reap();
         count_background(&ctx);
         flush_notices(&ctx);
         ctx.kernel.borrow_mut().drop_idle_template(mono_ms());
@@ -651,10 +582,8 @@ async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
         k.drop_spare();
     }
     tracing::info!("stopping: every process of the session ends");
-    let teardown = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
-    end_exited_jobs(ctx, &teardown.exits);
-    if teardown.killed > 0 {
-        let killed = teardown.killed;
+    let killed = tree::end_descendants(Duration::from_millis(TM.kernel_teardown));
+    if killed > 0 {
         tracing::warn!("{killed} processes did not end on SIGTERM and were killed");
     }
     send(control, &FromKernel::Stopped);

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
 use crate::host::process::identity_of;
@@ -77,31 +77,18 @@ fn session_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(3)?.parse().ok()
 }
 
-/// A child that ended: its pid and its status as a shell tells it (its
-/// exit code, or 128 plus the signal that killed it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exit {
-    pub pid: u32,
-    pub status: i32,
-}
-
-/// Reap every child that has ended. A job's shell is one of them (see
-/// job.bash): its status is its job's end, so none is dropped.
-pub fn reap() -> Vec<Exit> {
+/// Reap every child that has ended; returns their pids.
+pub fn reap() -> Vec<u32> {
     let mut reaped = Vec::new();
     loop {
         // Any child (`None`: pid -1); ended ones only (WNOHANG).
-        let (pid, status) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => (pid, code),
-            Ok(WaitStatus::Signaled(pid, signal, _)) => (pid, 128 + signal as i32),
-            Ok(WaitStatus::StillAlive) | Err(_) => return reaped,
-            // Stops and continues are not asked for (no WUNTRACED).
-            Ok(_) => continue,
+        let Some(pid) = waitpid(None, Some(WaitPidFlag::WNOHANG))
+            .ok()
+            .and_then(|status| status.pid())
+        else {
+            return reaped;
         };
-        reaped.push(Exit {
-            pid: pid.as_raw() as u32,
-            status,
-        });
+        reaped.push(pid.as_raw() as u32);
     }
 }
 
@@ -117,18 +104,10 @@ pub fn signal_group(group: u32, signal: Signal) {
     let _ = killpg(Pid::from_raw(group as i32), signal);
 }
 
-/// What ending every descendant did: how many were killed (past the
-/// grace), and the children reaped meanwhile (jobs' shells among them).
-pub struct Teardown {
-    pub killed: usize,
-    pub exits: Vec<Exit>,
-}
-
-/// End every descendant of this process: SIGTERM, then SIGKILL to what is
-/// left after `grace`.
-pub fn end_descendants(grace: Duration) -> Teardown {
+/// End every descendant of this process except `keep`: SIGTERM, then
+/// SIGKILL to what is left after `grace`. Returns how many were killed.
+pub fn end_descendants(grace: Duration) -> usize {
     let me = std::process::id();
-    let mut exits = Vec::new();
     for pid in descendants(me) {
         signal(pid, Signal::SIGTERM);
         // A stopped process would never act on its SIGTERM.
@@ -136,9 +115,9 @@ pub fn end_descendants(grace: Duration) -> Teardown {
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        exits.extend(reap());
+        reap();
         if descendants(me).is_empty() {
-            return Teardown { killed: 0, exits };
+            return 0;
         }
         std::thread::sleep(Duration::from_millis(POLL_MS));
     }
@@ -148,12 +127,9 @@ pub fn end_descendants(grace: Duration) -> Teardown {
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !descendants(me).is_empty() {
-        exits.extend(reap());
+        reap();
         std::thread::sleep(Duration::from_millis(POLL_MS));
     }
-    exits.extend(reap());
-    Teardown {
-        killed: left.len(),
-        exits,
-    }
+    reap();
+    left.len()
 }

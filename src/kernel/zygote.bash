@@ -2,10 +2,10 @@
 # Jobs are forked from it, or from a *template*: a shell it forks that has
 # already restored the session's snapshot (all but traps and `set -o`,
 # which each job applies), so a job does not wait for the restore. A
-# template forks each job's shell ahead of the job (job.bash): the job's
-# shell waits for its job on the template's FIFO and says on a second
-# FIFO when it has taken one, and the template then forks the next, so a
-# job waits for no fork at all.
+# template forks each job's reporter, and the reporter the job's shell,
+# ahead of the job: the job's shell waits for its job on the template's
+# FIFO and says on a second FIFO when it has taken one, and the template
+# then forks the next, so a job waits for no fork at all.
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
 #   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
@@ -16,10 +16,8 @@
 #     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and it
 #     restores LATE; after a job is taken, the next job shell is forked
 #     when the kernel writes a byte to the FIFO NEXT (fd 7))
-# fd 4: reports to the kernel, NUL-terminated: `waiting "" PID` (a job's
-# shell is forked; it is the kernel's child, and its exit status is its
-# job's), `started JOB GROUP` (it took JOB and leads process group GROUP,
-# its own pid), `template FIFO PID`.
+# fd 4: reports to the kernel, NUL-terminated: `started JOB GROUP`,
+# `finished GROUP STATUS` (a job), `template FIFO PID`.
 unset __eukhe_zygote
 __eukhe_templates=
 set -m
@@ -44,19 +42,20 @@ while :; do
         {
 @TEMPLATE_JOB@
         } &
-        # Until it has forked the job's shell and exited: a template that
-        # ends (dropped) leaves the kernel no process of its own to count
-        # as a run's background job.
-        builtin wait "$!"
         # The job's shell has taken a job, or found the FIFO closed: the
         # kernel dropped this template.
         IFS= builtin read -r -n 1 -d '' __eukhe_word <&6 || break
         [[ $__eukhe_word == t ]] || break
+        builtin jobs >/dev/null 2>&1
         # Not at once: the forks would take the CPU from the job just
         # taken. The kernel asks once that job's end is on its way, or
         # when the next job comes first.
         IFS= builtin read -r -n 1 -d '' __eukhe_word <&7 || break
       done
+      # Dropped: its waiting reporter ends once its job shell has seen the
+      # FIFO closed. Not before that: a reporter this shell left would
+      # come to the kernel and be counted as a run's background job.
+      builtin wait
     ) >/dev/null 2>&1 &
     __eukhe_templates="$__eukhe_templates $!"
     jobs >/dev/null 2>&1
@@ -71,7 +70,7 @@ while :; do
   {
 @JOB@
   } &
-  wait "$!"
+  jobs >/dev/null 2>&1
 done
 # The kernel is gone (its end of fd 3 closed): end the templates, one of
 # which may be waiting for ever to open a FIFO nobody will write. Only jobs

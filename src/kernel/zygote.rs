@@ -124,15 +124,14 @@ pub fn message(fields: &[&str]) -> Vec<u8> {
     bytes
 }
 
-/// One report: `waiting "" PID` (a job's shell was forked, ahead of its
-/// job or for it; it is the kernel's child, and its exit status is its
-/// job's end), `started JOB GROUP` (a job's shell took JOB and leads
-/// process group GROUP, its own pid), or `template FIFO PID` (a template is
-/// ready to take jobs from FIFO).
+/// One report: `started JOB GROUP` and `finished GROUP STATUS` (a job,
+/// whose reporter leads process group GROUP and learns of its job only
+/// through it), or `template FIFO PID` (a template is ready to take jobs
+/// from FIFO).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
-    Waiting { pid: u32 },
     Started { job: String, group: u32 },
+    Finished { group: u32, status: i32 },
     Template { fifo: String, pid: u32 },
 }
 
@@ -154,7 +153,14 @@ pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
                 job: first,
                 group: group as u32,
             }),
-            ("waiting", Ok(pid)) => reports.push(Report::Waiting { pid: pid as u32 }),
+            ("finished", Ok(status)) => {
+                if let Ok(group) = first.parse::<u32>() {
+                    reports.push(Report::Finished {
+                        group,
+                        status: status as i32,
+                    });
+                }
+            }
             ("template", Ok(pid)) => reports.push(Report::Template {
                 fifo: first,
                 pid: pid as u32,
@@ -170,7 +176,7 @@ mod tests {
 
     #[test]
     fn reports_split_anywhere_are_parsed_whole() {
-        let bytes = b"started\x00r1\x00123\x00waiting\x00\x00124\x00star";
+        let bytes = b"started\x00r1\x00123\x00finished\x00123\x00130\x00star";
         let mut pending = bytes[..9].to_vec();
         assert!(parse_reports(&mut pending).is_empty());
         pending.extend_from_slice(&bytes[9..]);
@@ -181,7 +187,10 @@ mod tests {
                     job: "r1".into(),
                     group: 123
                 },
-                Report::Waiting { pid: 124 }
+                Report::Finished {
+                    group: 123,
+                    status: 130
+                }
             ]
         );
         assert_eq!(pending, b"star");
