@@ -136,7 +136,7 @@ pub struct Kernel {
     /// over a snapshot.
     pub restored: Option<String>,
     /// Processes that runs left behind (children of the kernel other than
-    /// its shell and jobs' shells).
+    /// its shell).
     pub background: u32,
     /// `late` scripts of dropped templates, kept while a job may read them.
     retired_late: Vec<PathBuf>,
@@ -531,8 +531,8 @@ impl Kernel {
         }
     }
 
-    /// Drop `template`: its job FIFO closes, so its shell and its waiting
-    /// job shell end. Its `late` script is removed only once no job runs:
+    /// Drop `template`: its job FIFO closes, so its waiting job shell and
+    /// reporter end, and then its shell. Its `late` script is removed only once no job runs:
     /// a job it took may not have applied it yet (jobs run side by side,
     /// and a job that ends first can change the snapshot and so drop the
     /// template of the others).

@@ -53,8 +53,9 @@ while :; do
         IFS= builtin read -r -n 1 -d '' __eukhe_word <&7 || break
       done
       # Dropped: its waiting reporter ends once its job shell has seen the
-      # FIFO closed. Not before that: a reporter this shell left would
-      # come to the kernel and be counted as a run's background job.
+      # FIFO closed, and those of jobs still running when their jobs end.
+      # Not before that: a reporter this shell left would come to the
+      # kernel and be counted as a run's background job.
       builtin wait
     ) >/dev/null 2>&1 &
     __eukhe_templates="$__eukhe_templates $!"
