@@ -688,6 +688,85 @@ fn the_users_shell_has_only_the_traps_the_user_set() {
     assert_eq!(t.bash(&id, "trap -p"), "trap -- 'echo bye' SIGUSR1\n");
 }
 
+// Under the user's `set -x` the trace shows the user's commands and none
+// of eukhe's own (its `eval`, its stdin redirection, its capture), for a
+// queued run and for a user bash with and without a file on stdin; a
+// command that never started (a syntax error) leaves the trace on.
+#[test]
+fn under_set_x_the_trace_shows_only_the_users_commands() {
+    let t = Install::new("xtrace");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "set -x"), "");
+    let only_traced = |what: &str, stderr: &[u8], command: &str| {
+        let stderr = text(stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(!lines.is_empty(), "{what}: nothing traced");
+        for line in &lines {
+            let traced = line.trim_start_matches('+');
+            assert!(
+                line.starts_with('+') && traced.starts_with(' ') && command.contains(traced.trim()),
+                "{what}: a trace line that is not the user's command: {line:?} in {stderr:?}"
+            );
+        }
+    };
+    let bash = t.run(&["bash", &id, "--", "echo one; echo two"]);
+    assert_eq!(text(&bash.stdout), "one\ntwo\n");
+    only_traced("user bash", &bash.stderr, "echo one; echo two");
+    let input = t.env.dir.join("input");
+    std::fs::write(&input, "from a file\n").unwrap();
+    let piped = t
+        .command(&["bash", &id, "--", "cat"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(text(&piped.stdout), "from a file\n");
+    only_traced("user bash reading a file", &piped.stderr, "cat");
+    let queued = t.run(&["send", &id, "echo queued", "--wait"]);
+    assert_eq!(text(&queued.stdout), "queued\n");
+    only_traced("queued run", &queued.stderr, "echo queued");
+    let broken = t.run(&["bash", &id, "--", "if"]);
+    assert!(text(&broken.stderr).contains("syntax error"), "{broken:?}");
+    let on = "[[ -o xtrace ]] && echo on";
+    let after = t.run(&["bash", &id, "--", on]);
+    assert_eq!(text(&after.stdout), "on\n", "set -x lost: {after:?}");
+    only_traced("after a syntax error", &after.stderr, on);
+    // Nothing of eukhe's reaches the environment of the user's programs.
+    let ours = t.bash(&id, "set +x; env | grep -c __eukhe || :");
+    assert_eq!(ours, "0\n");
+}
+
+// eukhe's restore is immune to aliases of any name: `set`, `trap`,
+// `builtin` and `alias` aliased, and a function named `alias`, leave every
+// option, trap and alias restored in the next command (its shell restores
+// the snapshot: a template's or its own).
+#[test]
+fn aliases_and_functions_named_like_the_restores_commands_change_nothing() {
+    let t = Install::new("aliased");
+    let id = t.new_session();
+    let setup = "shopt -s expand_aliases; set -o pipefail; trap 'echo usr1' USR1; \
+                 alias ll='echo listed' set=false trap=false builtin=false; \
+                 alias() { echo not-reached; }";
+    assert_eq!(t.bash(&id, setup), "");
+    let check = "[[ -o pipefail ]] && echo pipefail; \\trap -p USR1; ll; \\unset -f alias; \
+                 \\builtin alias set";
+    let expected = "pipefail\ntrap -- 'echo usr1' SIGUSR1\nlisted\nalias set='false'\n";
+    assert_eq!(t.bash(&id, check), expected);
+    // The same, restored by a kernel started again over the snapshot.
+    t.bash(&id, "alias() { echo not-reached; }");
+    let kernel = t.kernel(&id);
+    kill9(kernel.pid);
+    wait_until(
+        Duration::from_secs(15),
+        "a new kernel serves the session",
+        || {
+            recorded(&t.session_dir(&id).join("kernel.json"))
+                .is_some_and(|k| k != kernel && still(k) && t.session(&id)["kernel_pid"] == k.pid)
+        },
+    );
+    t.note(t.kernel(&id).pid);
+    assert_eq!(t.bash(&id, check), expected, "after the restore");
+}
+
 // Done when 4: a command that ends its shell or sets hostile options ends
 // or affects only its own run; eukhe's shell code is immune.
 #[test]

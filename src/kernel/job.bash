@@ -27,11 +27,24 @@
     # capture does not list them (bash writes each line of `set +o` and
     # `shopt -p` with a write of its own, some eighty in all). Not traced
     # (`set -x`), never exported (`set -a`).
-    { __eukhe_so0=$SHELLOPTS __eukhe_bo0=$BASHOPTS
-      builtin export -n __eukhe_so0 __eukhe_bo0; } 2>/dev/null
-    eval "$__eukhe_cmd"
+    # Under the user's `set -x` the trace shows their command, not this
+    # `eval`: tracing stops here, and a prefix on the command's first line
+    # (so `LINENO` stays the user's) turns it back on. A quoted word is
+    # never an alias.
+    { __eukhe_so0=$SHELLOPTS __eukhe_bo0=$BASHOPTS __eukhe_x=
+      if [[ -o xtrace ]]; then
+        builtin set +x
+        __eukhe_x='\builtin unset __eukhe_xoff; \builtin set -x; ' __eukhe_xoff=1
+      fi
+      builtin export -n __eukhe_so0 __eukhe_bo0 __eukhe_x
+    } 2>/dev/null
+    eval "$__eukhe_x$__eukhe_cmd" <"${__eukhe_in:-/dev/null}"
     # Everything below runs after the user's command, in its state.
-    { __eukhe_st=$? __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
+    { __eukhe_st=$?
+      # The command did not start (a syntax error, its stdin gone): the
+      # trace is on as before.
+      [[ -n ${__eukhe_xoff-} ]] && builtin set -x
+      __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
         __eukhe_pcs=${POSIXLY_CORRECT+x} __eukhe_pcv=${POSIXLY_CORRECT-}
       # POSIX mode: special builtins (set, trap, unset, export) are found
       # before any function of the same name.

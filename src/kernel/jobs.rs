@@ -285,7 +285,12 @@ impl Kernel {
     /// `COULD_NOT_START` and a notice saying why: its acceptance stands
     /// (the run never starts twice), and it was never running, so it is not
     /// recorded interrupted.
-    pub fn start(&mut self, job: &str, command: &str) -> Result<Option<Readers>, String> {
+    pub fn start(
+        &mut self,
+        job: &str,
+        command: &str,
+        stdin_of: Option<u32>,
+    ) -> Result<Option<Readers>, String> {
         if self.stopping {
             return Err("the kernel is stopping".into());
         }
@@ -300,7 +305,7 @@ impl Kernel {
         let Some(out) = self.spool.accept(job)? else {
             return Ok(None);
         };
-        let handed = self.hand_to_shell(job, command);
+        let handed = self.hand_to_shell(job, command, stdin_of);
         let (readers, placeholders, fifos, end) = match handed {
             Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
             Err(e) => {
@@ -342,8 +347,14 @@ impl Kernel {
     }
 
     /// Make `job`'s output FIFOs and hand it to the template, or to the
-    /// shell with the snapshot's restore script.
-    fn hand_to_shell(&mut self, job: &str, command: &str) -> Result<Handed, String> {
+    /// shell with the snapshot's restore script. Its shell runs `command`
+    /// with the standard input of process `stdin_of` (empty: `/dev/null`).
+    fn hand_to_shell(
+        &mut self,
+        job: &str,
+        command: &str,
+        stdin_of: Option<u32>,
+    ) -> Result<Handed, String> {
         // The shell reads NUL-separated fields: a NUL inside the command
         // would split it, and what follows would be read as the next job.
         if command.contains('\0') {
@@ -368,13 +379,16 @@ impl Kernel {
         ];
         let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
         let capture = capture.to_string_lossy();
+        let stdin = stdin_of.map_or(String::new(), |pid| format!("/proc/{pid}/fd/0"));
         let handed = match self.ready_template() {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
             // Its job shell names the FIFOs and the capture after the job.
             Some(template) => template.arm().and_then(|()| {
                 template.armed = false;
-                template.jobs.write_all(&zygote::message(&[job, command]))
+                template
+                    .jobs
+                    .write_all(&zygote::message(&[job, &stdin, command]))
             }),
             None => {
                 let restore = self.scratch(job, "restore");
@@ -382,7 +396,7 @@ impl Kernel {
                     .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
                 let restore = restore.to_string_lossy();
                 let message = zygote::message(&[
-                    "job", job, &out_fifo, &err_fifo, &restore, &capture, command,
+                    "job", job, &out_fifo, &err_fifo, &restore, &capture, &stdin, command,
                 ]);
                 self.shell_input()?.write_all(&message)
             }

@@ -150,7 +150,11 @@ async fn serve_connection(
         };
         match request {
             ToKernel::Hello { .. } => {}
-            ToKernel::Start { job, command } => start_job(ctx, control, job, &command),
+            ToKernel::Start {
+                job,
+                command,
+                stdin_of,
+            } => start_job(ctx, control, job, &command, stdin_of),
             ToKernel::Follow { job, from } => {
                 followers.retain(|f| !f.is_finished());
                 followers.push(tokio::task::spawn_local(follow(
@@ -234,8 +238,14 @@ fn hello(ctx: &Context, protocol: u32) -> FromKernel {
 }
 
 /// Start `job` and tell the worker whether the kernel accepted it.
-fn start_job(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>, job: String, command: &str) {
-    let started = ctx.kernel.borrow_mut().start(&job, command);
+fn start_job(
+    ctx: &Context,
+    control: &mpsc::UnboundedSender<Vec<u8>>,
+    job: String,
+    command: &str,
+    stdin_of: Option<u32>,
+) {
+    let started = ctx.kernel.borrow_mut().start(&job, command, stdin_of);
     match started {
         Ok(Some(readers)) => {
             spawn_readers(ctx, &job, readers);

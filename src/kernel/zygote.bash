@@ -8,10 +8,11 @@
 # then forks the next, so a job waits for no fork at all.
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
-#   job JOB STDOUT STDERR RESTORE CAPTURE COMMAND  (fork a job here)
+#   job JOB STDOUT STDERR RESTORE CAPTURE STDIN COMMAND  (fork a job here;
+#     STDIN is the file its command reads, empty for /dev/null)
 #   template FIFO TAKEN RESTORE SCRATCH LATE NEXT  (fork a template that
 #     restores RESTORE, then forks job shells that take jobs, `JOB
-#     COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
+#     STDIN COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
 #     when they have one, or `e` when FIFO has ended; a job's output
 #     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and it
 #     restores LATE; after a job is taken, the next job shell is forked
@@ -67,6 +68,7 @@ while :; do
   IFS= read -r -d '' __eukhe_err <&3 || break
   IFS= read -r -d '' __eukhe_restore <&3 || break
   IFS= read -r -d '' __eukhe_state <&3 || break
+  IFS= read -r -d '' __eukhe_in <&3 || break
   IFS= read -r -d '' __eukhe_cmd <&3 || break
   {
 @JOB@

@@ -8,11 +8,12 @@ use std::process::{Command, Stdio};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 
-/// How a template's job shell takes its job: `JOB COMMAND` from the
+/// How a template's job shell takes its job: `JOB STDIN COMMAND` from the
 /// template's FIFO (fd 5), said taken on fd 6; its files are named after
 /// the job in the scratch directory, and it restores the template's `late`
 /// script (traps and `set -o`).
 const TAKE_FROM_TEMPLATE: &str = r#"    IFS= builtin read -r -d '' __eukhe_job <&5 &&
+    IFS= builtin read -r -d '' __eukhe_in <&5 &&
     IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
       { builtin printf e >&6; builtin exit 0; }
     builtin printf t >&6

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::spool::JobEnd;
 
 /// The version of the link and of the spool's layout.
-pub const KERNEL_PROTOCOL: u32 = 3;
+pub const KERNEL_PROTOCOL: u32 = 4;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -56,6 +56,11 @@ pub enum ToKernel {
         job: String,
         /// The command line its shell runs.
         command: String,
+        /// The process whose standard input the command reads (a user
+        /// bash's client: its shell opens `/proc/<pid>/fd/0`); none: the
+        /// command's stdin is `/dev/null`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stdin_of: Option<u32>,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.

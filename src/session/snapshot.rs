@@ -30,10 +30,15 @@ const SHOPT_OPTIONS_NOT_KEPT: [&str; 2] = ["login_shell", "restricted_shell"];
 
 /// Item kinds, in the order a restore applies them: the directory and
 /// variables first, options that change how text parses before functions,
-/// and `set -o` last, so `set -e`, `set -u` and `set -C` never touch the
-/// restore itself.
+/// functions before aliases (`declare -f` prints a body with its aliases
+/// expanded, and an alias would expand a function's name in its
+/// definition), and `set -o` last, so `set -e`, `set -u` and `set -C` never
+/// touch the restore itself. What follows the functions is written with
+/// its command word quoted, which no alias expands: `\builtin alias`, and
+/// `\trap` and `\set` (functions named `builtin`, `trap` or `set` are never
+/// kept).
 const KIND_ORDER: [&str; 8] = [
-    "cwd", "var", "umask", "alias", "trap", "shopt", "func", "set",
+    "cwd", "var", "umask", "shopt", "func", "alias", "trap", "set",
 ];
 
 /// A session's shell state.
@@ -193,7 +198,22 @@ impl Snapshot {
                 "set" => {
                     let options: Vec<&str> = texts.filter_map(|t| t.strip_prefix("set ")).collect();
                     if !options.is_empty() {
-                        script += &format!("set {}\n", options.join(" "));
+                        script += &format!("\\set {}\n", options.join(" "));
+                    }
+                }
+                // After the functions: `alias` may be a function's name.
+                "alias" => {
+                    for text in texts {
+                        script += "\\builtin ";
+                        script += text;
+                        script.push('\n');
+                    }
+                }
+                "trap" => {
+                    for text in texts {
+                        script.push('\\');
+                        script += text;
+                        script.push('\n');
                     }
                 }
                 _ => {
@@ -628,7 +648,7 @@ mod tests {
             .insert("shopt:extglob".into(), "shopt -u extglob".into());
         let script = s.restore_script();
         assert!(
-            script.find("f ()").unwrap() < script.find("set -o errexit +o pipefail\n").unwrap()
+            script.find("f ()").unwrap() < script.find("\\set -o errexit +o pipefail\n").unwrap()
         );
         assert!(script.find("shopt -s expand_aliases\n").unwrap() < script.find("f ()").unwrap());
         assert!(script.contains("shopt -u extglob\n"), "{script}");

@@ -461,6 +461,7 @@ impl RunCore {
         self.follow(
             &format!("r{run}"),
             Some(&queued.text),
+            None,
             JobKind::Run {
                 input: run,
                 lost: false,
@@ -469,8 +470,15 @@ impl RunCore {
     }
 
     /// User bash (its entry stored): run it in the kernel now, beside any
-    /// run in progress.
-    pub fn bash(&mut self, command: &str, client: ClientId, number: RunId) -> Vec<Action> {
+    /// run in progress, reading the standard input of process `stdin_of`
+    /// (its client) if given.
+    pub fn bash(
+        &mut self,
+        command: &str,
+        stdin_of: Option<u32>,
+        client: ClientId,
+        number: RunId,
+    ) -> Vec<Action> {
         self.bash_seq += 1;
         // The number first, so a later worker knows whose job it is; this
         // worker's tag keeps names unique even if a number is reused after
@@ -481,7 +489,7 @@ impl RunCore {
             client: Some(client),
             number,
         };
-        self.follow(&job, Some(command), kind)
+        self.follow(&job, Some(command), stdin_of, kind)
     }
 
     /// The number the next input (a queued run or user bash) takes: inputs
@@ -492,7 +500,13 @@ impl RunCore {
         number
     }
 
-    fn follow(&mut self, job: &str, command: Option<&str>, kind: JobKind) -> Vec<Action> {
+    fn follow(
+        &mut self,
+        job: &str,
+        command: Option<&str>,
+        stdin_of: Option<u32>,
+        kind: JobKind,
+    ) -> Vec<Action> {
         let from = match kind {
             JobKind::Run { input, .. } => self.spool_offsets.get(&input).copied().unwrap_or(0),
             JobKind::Bash { number, .. } => self.open_bash.get(&number).copied().unwrap_or(0),
@@ -502,6 +516,7 @@ impl RunCore {
             actions.push(Action::Kernel(ToKernel::Start {
                 job: job.to_string(),
                 command: command.to_string(),
+                stdin_of,
             }));
         }
         actions.push(Action::Kernel(ToKernel::Follow {
@@ -566,7 +581,7 @@ impl RunCore {
                 RunAction::RecordInterrupted(run) => (run, None, true),
             };
             let kind = JobKind::Run { input: run, lost };
-            actions.extend(self.follow(&format!("r{run}"), command.as_deref(), kind));
+            actions.extend(self.follow(&format!("r{run}"), command.as_deref(), None, kind));
         }
         actions
     }
@@ -614,7 +629,7 @@ impl RunCore {
                     client: None,
                     number,
                 };
-                actions.extend(self.follow(job, None, kind));
+                actions.extend(self.follow(job, None, None, kind));
             }
         }
         (actions, followed)
@@ -946,7 +961,8 @@ mod tests {
             start[0],
             Action::Kernel(ToKernel::Start {
                 job: "r2".into(),
-                command: "echo next".into()
+                command: "echo next".into(),
+                stdin_of: None,
             })
         );
     }
@@ -965,7 +981,8 @@ mod tests {
             actions[0],
             Action::Kernel(ToKernel::Start {
                 job: "r1".into(),
-                command: "echo once".into()
+                command: "echo once".into(),
+                stdin_of: None,
             })
         );
     }
@@ -1021,7 +1038,7 @@ mod tests {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
         let number = core.take_input_number();
-        core.bash("cat blob", 3, number);
+        core.bash("cat blob", None, 3, number);
         let bytes = [0xff, 0x00, 0xc3];
         let job = format!("b{number}-7-1");
         let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec());
@@ -1057,7 +1074,7 @@ mod tests {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
         let number = core.take_input_number();
-        core.bash("sleep 30", 3, number);
+        core.bash("sleep 30", None, 3, number);
         assert_eq!(core.cancel().0, None, "cancel reaches only queued runs");
         assert_eq!(
             core.cancel_input(number).ok(),

@@ -839,24 +839,9 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, 
     // transcript if its connection drops.
     let _ = tx.send(Response::Queued { input: number });
     let client = w.add_client(tx.clone(), number);
-    let to_run = match stdin {
-        Some(pid) => reading_stdin_of(&command, pid),
-        None => command,
-    };
-    let actions = w.core.bash(&to_run, client, number);
+    let actions = w.core.bash(&command, stdin, client, number);
     w.apply(actions);
     w.work_changed();
-}
-
-/// `command` with its standard input read from the client process `pid`'s
-/// own (the job opens it: a pipe is then the client's pipe itself, shared,
-/// not copied). `eval` runs in the job's shell, so what the command
-/// leaves in the shell persists as without the redirection.
-fn reading_stdin_of(command: &str, pid: u32) -> String {
-    format!(
-        "eval -- '{}' 0</proc/{pid}/fd/0",
-        command.replace('\'', "'\\''")
-    )
 }
 
 async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
