@@ -204,6 +204,24 @@ impl Install {
         self.ok(&["bash", id, "--", command])
     }
 
+    /// Wait until a kernel other than `gone` serves session `id`; it is
+    /// ended with the test.
+    fn wait_for_kernel_after(&self, id: &str, gone: Identity) -> Identity {
+        let mut next = gone;
+        wait_until(
+            Duration::from_secs(15),
+            "a new kernel serves the session",
+            || {
+                next = recorded(&self.session_dir(id).join("kernel.json"))
+                    .filter(|&k| k != gone && still(k))
+                    .unwrap_or(gone);
+                next != gone && self.session(id)["kernel_pid"] == next.pid
+            },
+        );
+        self.note(next.pid);
+        next
+    }
+
     fn worker(&self, id: &str) -> u32 {
         let pid = self.env.worker_pid(id).expect("the session has a worker");
         self.note(pid);
@@ -612,18 +630,7 @@ fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
         "a first kernel restores nothing"
     );
     kill9(kernel.pid);
-    let mut next = kernel;
-    wait_until(
-        Duration::from_secs(15),
-        "a new kernel serves the session",
-        || {
-            next = recorded(&t.session_dir(&id).join("kernel.json"))
-                .filter(|&k| k != kernel && still(k))
-                .unwrap_or(kernel);
-            next != kernel && t.session(&id)["kernel_pid"] == next.pid
-        },
-    );
-    t.note(next.pid);
+    t.wait_for_kernel_after(&id, kernel);
     assert!(!alive(kernel.pid));
     assert_eq!(t.bash(&id, SHOW_STATE), STATE_SHOWN, "after the restore");
     let log = t.log(&id);
@@ -755,16 +762,26 @@ fn aliases_and_functions_named_like_the_restores_commands_change_nothing() {
     t.bash(&id, "alias() { echo not-reached; }");
     let kernel = t.kernel(&id);
     kill9(kernel.pid);
-    wait_until(
-        Duration::from_secs(15),
-        "a new kernel serves the session",
-        || {
-            recorded(&t.session_dir(&id).join("kernel.json"))
-                .is_some_and(|k| k != kernel && still(k) && t.session(&id)["kernel_pid"] == k.pid)
-        },
-    );
-    t.note(t.kernel(&id).pid);
+    t.wait_for_kernel_after(&id, kernel);
     assert_eq!(t.bash(&id, check), expected, "after the restore");
+}
+
+// A killed kernel cannot clean up after itself: the next kernel removes
+// what it left in the session's scratch directory (a retired template's
+// script, a job's capture), and the session works on.
+#[test]
+fn a_new_kernel_removes_what_a_killed_one_left_in_scratch() {
+    let t = Install::new("sweep");
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo one"), "one\n");
+    let scratch = t.session_dir(&id).join("scratch");
+    let left = scratch.join("template-99.late");
+    std::fs::write(&left, "echo left\n").unwrap();
+    let kernel = t.kernel(&id);
+    kill9(kernel.pid);
+    t.wait_for_kernel_after(&id, kernel);
+    assert_eq!(t.bash(&id, "echo two"), "two\n");
+    assert!(!left.exists(), "{} is still there", left.display());
 }
 
 // Done when 4: a command that ends its shell or sets hostile options ends

@@ -26,6 +26,7 @@ mod zygote;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -208,6 +209,7 @@ fn start_kernel(
     if let Some(previous) = previous {
         end_session_of_a_dead_kernel(previous.identity);
     }
+    sweep_scratch(&files.scratch());
     let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))
         .map_err(|e| format!("kernel: {e}"))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
@@ -228,6 +230,30 @@ fn start_kernel(
         host.busy_journal(&paths.state),
         Duration::from_millis(config.cancel_grace_ms),
     ))
+}
+
+/// Remove what an earlier kernel of the session left in `scratch` (its
+/// FIFOs, restore scripts and captures; a kernel killed has no chance to):
+/// holding the lock, this kernel is the only one, and its shell has made
+/// nothing there yet.
+fn sweep_scratch(scratch: &Path) {
+    let Ok(entries) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed what an earlier kernel left in {}",
+            scratch.display()
+        );
+    }
 }
 
 /// A session's first snapshot, saved: its working directory and its first
