@@ -537,19 +537,24 @@ impl Kernel {
         if self.unclaimed {
             return;
         }
-        let running = self.jobs.values().any(|j| j.end.is_none());
-        if self.template.is_some() && template_expired(running, self.last_job_ms, now_ms) {
+        if self.template.is_some() && template_expired(self.job_running(), self.last_job_ms, now_ms)
+        {
             if let Some(template) = self.template.take() {
                 self.retire(template);
             }
         }
     }
 
+    /// Whether a job has not ended yet.
+    fn job_running(&self) -> bool {
+        self.jobs.values().any(|j| j.end.is_none())
+    }
+
     /// Drop `template`: its job FIFO closes, so its waiting job shell and
-    /// reporter end, and then its shell. Its `late` script is removed only once no job runs:
-    /// a job it took may not have applied it yet (jobs run side by side,
-    /// and a job that ends first can change the snapshot and so drop the
-    /// template of the others).
+    /// reporter end, and then its shell. Its `late` script is removed only
+    /// once no job runs: a job it took may not have applied it yet (jobs
+    /// run side by side, and a job that ends first can change the snapshot
+    /// and so drop the template of the others).
     fn retire(&mut self, template: Template) {
         self.retired_late.push(template.remove_files());
         self.remove_retired_late();
@@ -557,7 +562,7 @@ impl Kernel {
 
     /// Remove retired templates' `late` scripts, once no job runs.
     fn remove_retired_late(&mut self) {
-        if self.jobs.values().all(|j| j.end.is_some()) {
+        if !self.job_running() {
             for path in self.retired_late.drain(..) {
                 let _ = std::fs::remove_file(path);
             }
