@@ -698,7 +698,8 @@ fn the_users_shell_has_only_the_traps_the_user_set() {
 // Under the user's `set -x` the trace shows the user's commands and none
 // of eukhe's own (its `eval`, its stdin redirection, its capture), for a
 // queued run and for a user bash with and without a file on stdin; a
-// command that never started (a syntax error) leaves the trace on.
+// command that never started (a syntax error) leaves the trace on. Under
+// `set -v` the command's text is echoed once.
 #[test]
 fn under_set_x_the_trace_shows_only_the_users_commands() {
     let t = Install::new("xtrace");
@@ -737,8 +738,18 @@ fn under_set_x_the_trace_shows_only_the_users_commands() {
     let after = t.run(&["bash", &id, "--", on]);
     assert_eq!(text(&after.stdout), "on\n", "set -x lost: {after:?}");
     only_traced("after a syntax error", &after.stderr, on);
+    // Under `set -v` the command's text is echoed, and nothing of eukhe's.
+    t.run(&["bash", &id, "--", "set +x -v"]);
+    for args in [
+        ["bash", &id, "--", "echo v"],
+        ["send", &id, "echo v", "--wait"],
+    ] {
+        let verbose = t.run(&args);
+        assert_eq!(text(&verbose.stdout), "v\n", "{args:?}");
+        assert_eq!(text(&verbose.stderr), "echo v\n", "{args:?}");
+    }
     // Nothing of eukhe's reaches the environment of the user's programs.
-    let ours = t.bash(&id, "set +x; env | grep -c __eukhe || :");
+    let ours = t.bash(&id, "set +v; env | grep -c __eukhe || :");
     assert_eq!(ours, "0\n");
 }
 

@@ -27,23 +27,28 @@
     # capture does not list them (bash writes each line of `set +o` and
     # `shopt -p` with a write of its own, some eighty in all). Not traced
     # (`set -x`), never exported (`set -a`).
-    # Under the user's `set -x` the trace shows their command, not this
-    # `eval`: tracing stops here, and a prefix on the command's first line
-    # (so `LINENO` stays the user's) turns it back on. A quoted word is
-    # never an alias.
-    { __eukhe_so0=$SHELLOPTS __eukhe_bo0=$BASHOPTS __eukhe_x=
-      if [[ -o xtrace ]]; then
-        builtin set +x
-        __eukhe_x='\builtin unset __eukhe_xoff; \builtin set -x; ' __eukhe_xoff=1
+    # Under the user's `set -x` or `set -v` the trace shows their command,
+    # not this `eval` or eukhe's own words: both stop here (the command is
+    # echoed for `-v` as bash would echo the text `eval` reads), and a
+    # prefix on the command's first line (so `LINENO` stays the user's)
+    # turns them back on. A quoted word is never an alias.
+    { __eukhe_so0=$SHELLOPTS __eukhe_bo0=$BASHOPTS __eukhe_x= __eukhe_off=
+      [[ -o verbose ]] && __eukhe_off=v
+      [[ -o xtrace ]] && __eukhe_off+=x
+      if [[ -n $__eukhe_off ]]; then
+        builtin set "+$__eukhe_off"
+        __eukhe_x="\\builtin unset __eukhe_xoff; \\builtin set -$__eukhe_off; "
+        __eukhe_xoff=$__eukhe_off
       fi
-      builtin export -n __eukhe_so0 __eukhe_bo0 __eukhe_x
+      builtin export -n __eukhe_so0 __eukhe_bo0 __eukhe_x __eukhe_off
     } 2>/dev/null
+    if [[ $__eukhe_off == *v* ]]; then builtin printf '%s\n' "$__eukhe_cmd" >&2; fi
     eval "$__eukhe_x$__eukhe_cmd" <"${__eukhe_in:-/dev/null}"
     # Everything below runs after the user's command, in its state.
     { __eukhe_st=$?
-      # The command did not start (a syntax error, its stdin gone): the
-      # trace is on as before.
-      [[ -n ${__eukhe_xoff-} ]] && builtin set -x
+      # The command did not start (a syntax error, its stdin gone): its
+      # options are as they were.
+      [[ -n ${__eukhe_xoff-} ]] && builtin set "-$__eukhe_xoff"
       __eukhe_so=$SHELLOPTS __eukhe_bo=$BASHOPTS \
         __eukhe_pcs=${POSIXLY_CORRECT+x} __eukhe_pcv=${POSIXLY_CORRECT-}
       # POSIX mode: special builtins (set, trap, unset, export) are found
