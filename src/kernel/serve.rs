@@ -430,7 +430,10 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                     let Some(job) = k.job_of_group(group) else {
                         continue;
                     };
-                    tracing::info!(job, status, "{job} exited {status}");
+                    // The transcript keeps every end: a log line per job would
+                    // only grow the log (a file without bound on the process
+                    // backend).
+                    tracing::debug!(job, status, "{job} exited {status}");
                     k.ended(&job, status);
                     ended = true;
                 }
