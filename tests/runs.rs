@@ -795,6 +795,29 @@ fn a_new_kernel_removes_what_a_killed_one_left_in_scratch() {
     assert!(!left.exists(), "{} is still there", left.display());
 }
 
+// A worker's log file does not grow without bound: past 8 MiB it is
+// renamed `worker.log.1` and the worker logs on into a new `worker.log`.
+#[test]
+fn a_full_worker_log_is_rotated_and_the_worker_logs_on() {
+    let t = Install::new("logrotate");
+    let id = t.new_session();
+    let sent = t.run(&["send", &id, "echo one", "--wait"]);
+    assert!(sent.status.success(), "{}", text(&sent.stderr));
+    let log = t.session_dir(&id).join("worker.log");
+    // Its worker's standard error is this file: grow it past the bound.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut file, &vec![b'.'; 9 * 1024 * 1024]).unwrap();
+    let sent = t.run(&["send", &id, "echo two", "--wait"]);
+    assert!(sent.status.success(), "{}", text(&sent.stderr));
+    let older = t.session_dir(&id).join("worker.log.1");
+    wait_until(Duration::from_secs(5), "the log is rotated", || {
+        older.exists()
+            && std::fs::read_to_string(&log).is_ok_and(|now| now.contains("run 2 exited 0"))
+    });
+    assert!(std::fs::metadata(&log).unwrap().len() < 4096);
+    assert!(std::fs::metadata(&older).unwrap().len() > 9 * 1024 * 1024);
+}
+
 // Done when 4: a command that ends its shell or sets hostile options ends
 // or affects only its own run; eukhe's shell code is immune.
 #[test]

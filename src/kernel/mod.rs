@@ -171,7 +171,7 @@ fn start_kernel(
     meta: &SessionMeta,
 ) -> Result<Started, String> {
     let host = HostKind::from_env()?;
-    crate::host::log::init(host, "kernel", Some(&meta.id));
+    crate::host::log::init(host, "kernel", Some(&meta.id), Some(files.kernel_log()));
     tree::become_subreaper()?;
     private_subdir(&files.scratch())?;
     let lock = take_lock(files)?;

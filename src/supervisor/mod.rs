@@ -35,7 +35,7 @@ pub fn main() -> Result<(), SupervisorError> {
     let paths = Paths::from_env().map_err(SupervisorError::Other)?;
     let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
-    log::init(host, "daemon", None);
+    log::init(host, "daemon", None, Some(paths.state.join("daemon.log")));
     // A socket directory too deep for the per-session sockets would make
     // every session crash-loop: refused here, in one line.
     paths.sockets_fit().map_err(SupervisorError::Refused)?;
