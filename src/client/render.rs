@@ -432,7 +432,7 @@ mod tests {
             at_ms: 1_764_618_121_123,
             body: EntryBody::Output {
                 stream,
-                data: data.to_vec(),
+                data: data.to_vec().into(),
                 input: Some(1),
                 bash: None,
                 spool_end: None,

@@ -18,10 +18,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, IoSlice, Read, Seek, SeekFrom, Write};
+use std::io::{ErrorKind, IoSlice, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::laws::adoption::ProcessIdentity;
@@ -52,7 +53,7 @@ pub struct JobEnd {
 #[derive(Debug, Default)]
 pub struct Chunk {
     /// Each record's stream, bytes, and the offset just after it.
-    pub records: Vec<(Stream, Vec<u8>, u64)>,
+    pub records: Vec<(Stream, Bytes, u64)>,
     /// Where the next read starts.
     pub next: u64,
 }
@@ -182,7 +183,6 @@ impl Spool {
     /// about `max` bytes (always at least one whole record when there is
     /// one).
     pub fn read(&self, job: &str, offset: u64, until: u64, max: usize) -> Result<Chunk, String> {
-        use std::os::unix::fs::FileExt;
         let path = self.out_path(job);
         let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
         let mut chunk = Chunk {
@@ -195,38 +195,39 @@ impl Spool {
             Err(e) => return Err(context(e)),
         };
         let len = file.metadata().map_err(context)?.len().min(until);
-        let mut taken = 0;
-        while taken < max && chunk.next + RECORD_HEADER as u64 <= len {
-            let mut header = [0u8; RECORD_HEADER];
-            file.read_exact_at(&mut header, chunk.next)
-                .map_err(context)?;
-            let stream = match header[0] {
-                1 => Stream::Stdout,
-                2 => Stream::Stderr,
-                other => return Err(format!("spool {}: bad record {other}", path.display())),
+        let bad = |e: String| format!("spool {}: {e}", path.display());
+        // The span is read with few preads into one buffer, which the
+        // records then share (no copy, no allocation per record). A record
+        // that starts within `max` is taken whole: room for it is reserved
+        // up front, so the buffer is not moved when it grows.
+        let available = len.saturating_sub(offset);
+        let mut span = Vec::with_capacity(available.min(max.saturating_mul(2) as u64) as usize);
+        read_span(&file, offset, available.min(max as u64) as usize, &mut span).map_err(context)?;
+        let mut records = Vec::new();
+        let mut at = 0;
+        while at < max && offset + (at + RECORD_HEADER) as u64 <= len {
+            read_span(&file, offset, at + RECORD_HEADER, &mut span).map_err(context)?;
+            let Some((stream, size)) = record_header(&span[at.min(span.len())..]).map_err(bad)?
+            else {
+                break; // the file was cut since its length was read
             };
-            let size = u32::from_be_bytes(header[1..].try_into().unwrap()) as usize;
-            let start = chunk.next + RECORD_HEADER as u64;
-            if start + size as u64 > len {
-                // A record still being written, or cut by a crash.
-                break;
+            let start = at + RECORD_HEADER;
+            if offset + (start + size) as u64 > len {
+                break; // a record still being written, or cut by a crash
             }
-            // Each record's bytes are read straight into their own buffer,
-            // which is not zeroed first.
-            let mut bytes = Vec::with_capacity(size);
-            let mut reader = &file;
-            reader.seek(SeekFrom::Start(start)).map_err(context)?;
-            reader
-                .take(size as u64)
-                .read_to_end(&mut bytes)
-                .map_err(context)?;
-            if bytes.len() < size {
+            read_span(&file, offset, start + size, &mut span).map_err(context)?;
+            if span.len() < start + size {
                 break; // cut since its length was read
             }
-            chunk.next = start + size as u64;
-            chunk.records.push((stream, bytes, chunk.next));
-            taken += RECORD_HEADER + size;
+            at = start + size;
+            records.push((stream, start..at, offset + at as u64));
         }
+        let span = Bytes::from(span);
+        chunk.next = offset + at as u64;
+        chunk.records = records
+            .into_iter()
+            .map(|(stream, range, next)| (stream, span.slice(range), next))
+            .collect();
         Ok(chunk)
     }
 
@@ -254,6 +255,42 @@ impl Spool {
     }
 }
 
+/// Read `file` from `offset` into `span` until `span` holds `want` bytes
+/// (fewer at the end of the file), straight into its spare capacity: the
+/// buffer is not zeroed first, what it holds is not read again, and
+/// nothing past `want` is read (it belongs to a later read).
+fn read_span(file: &File, offset: u64, want: usize, span: &mut Vec<u8>) -> std::io::Result<()> {
+    span.reserve(want.saturating_sub(span.len()));
+    while span.len() < want {
+        let filled = span.len();
+        let spare = &mut span.spare_capacity_mut()[..want - filled];
+        let read = rustix::io::pread(file, spare, offset + filled as u64)?
+            .0
+            .len();
+        if read == 0 {
+            break;
+        }
+        // SAFETY: pread initialised the first `read` bytes past `filled`.
+        unsafe { span.set_len(filled + read) };
+    }
+    Ok(())
+}
+
+/// The stream and length of the record `bytes` start with, if its header
+/// is there.
+fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize)>, String> {
+    let Some(header) = bytes.get(..RECORD_HEADER) else {
+        return Ok(None);
+    };
+    let stream = match header[0] {
+        1 => Stream::Stdout,
+        2 => Stream::Stderr,
+        other => return Err(format!("bad record {other}")),
+    };
+    let size = u32::from_be_bytes(header[1..].try_into().expect("four bytes")) as usize;
+    Ok(Some((stream, size)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,11 +306,11 @@ mod tests {
         Spool::append(&mut file, Stream::Stderr, b"two").unwrap();
         let all = spool.read("r1", 0, u64::MAX, 1 << 20).unwrap();
         assert_eq!(all.records.len(), 2);
-        assert_eq!(all.records[0].1, b"one\xff");
+        assert_eq!(&all.records[0].1[..], b"one\xff");
         let rest = spool.read("r1", first, u64::MAX, 1 << 20).unwrap();
         assert_eq!(
             rest.records,
-            vec![(Stream::Stderr, b"two".to_vec(), all.next)]
+            vec![(Stream::Stderr, b"two".to_vec().into(), all.next)]
         );
         // Only records that end by `until`: what the kernel said was there.
         let upto = spool.read("r1", 0, first, 1 << 20).unwrap();
@@ -335,7 +372,10 @@ mod tests {
             meta.blocks() * 512
         );
         let rest = spool.read("r1", stored, u64::MAX, 1 << 20).unwrap();
-        assert_eq!(rest.records, vec![(Stream::Stderr, b"tail".to_vec(), last)]);
+        assert_eq!(
+            rest.records,
+            vec![(Stream::Stderr, b"tail".to_vec().into(), last)]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

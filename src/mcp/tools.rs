@@ -366,7 +366,7 @@ mod tests {
             body: EntryBody::Output {
                 input: Some(1),
                 stream: Stream::Stdout,
-                data: text.as_bytes().to_vec(),
+                data: text.as_bytes().to_vec().into(),
                 spool_end: None,
                 bash: None,
             },

@@ -345,7 +345,7 @@ pub enum Response {
         /// Which stream it came from.
         stream: Stream,
         /// The bytes exactly as written: no decoding on the way.
-        data: Vec<u8>,
+        data: bytes::Bytes,
     },
     /// A run or user bash ended.
     Exit {

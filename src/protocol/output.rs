@@ -11,6 +11,8 @@
 //!
 //! `stream` is 1 for stdout and 2 for stderr.
 
+use bytes::Bytes;
+
 use super::frame::{decode, FrameError, Message};
 use super::message::Response;
 use crate::session::entry::{Entry, EntryBody, Stream};
@@ -99,30 +101,29 @@ impl Message for Response {
         }
     }
 
-    /// Output keeps the frame's buffer: its header is cut off in place, so
-    /// a megabyte of output is not copied into a second allocation.
-    fn from_owned_payload(mut payload: Vec<u8>) -> Result<Self, FrameError> {
+    /// Output keeps the frame's buffer: the bytes are the part of it past
+    /// the header, so a megabyte of output is neither copied into a second
+    /// allocation nor moved down.
+    fn from_owned_payload(payload: Vec<u8>) -> Result<Self, FrameError> {
         match payload.first() {
             Some(&LIVE) if payload.len() >= 2 => {
                 let stream = stream_of(payload[1])?;
-                payload.drain(..2);
                 Ok(Response::Output {
                     stream,
-                    data: payload,
+                    data: Bytes::from(payload).slice(2..),
                 })
             }
             Some(&ENTRY) if payload.len() >= ENTRY_HEADER => {
                 let stream = stream_of(payload[1])?;
                 let (seq, at_ms) = (u64_at(&payload, 2), u64_at(&payload, 10));
                 let (input, bash) = (u64_at(&payload, 18), u64_at(&payload, 26));
-                payload.drain(..ENTRY_HEADER);
                 Ok(Response::Entry(Entry {
                     seq,
                     at_ms,
                     body: EntryBody::Output {
                         input: nonzero(input),
                         stream,
-                        data: payload,
+                        data: Bytes::from(payload).slice(ENTRY_HEADER..),
                         spool_end: None,
                         bash: nonzero(bash),
                     },
@@ -151,7 +152,7 @@ mod tests {
         let data: Vec<u8> = (0..=255u8).collect();
         let live = Response::Output {
             stream: Stream::Stderr,
-            data: data.clone(),
+            data: data.clone().into(),
         };
         assert_eq!(live.to_payload().unwrap().len(), 2 + 256, "no escaping");
         round_trip(live);
@@ -161,7 +162,7 @@ mod tests {
             body: EntryBody::Output {
                 input: Some(3),
                 stream: Stream::Stdout,
-                data,
+                data: data.into(),
                 spool_end: None,
                 bash: None,
             },
@@ -172,7 +173,7 @@ mod tests {
             body: EntryBody::Output {
                 input: None,
                 stream: Stream::Stdout,
-                data: b"{not json".to_vec(),
+                data: b"{not json".to_vec().into(),
                 spool_end: None,
                 bash: Some(4),
             },
@@ -184,7 +185,7 @@ mod tests {
         let data = b"\xffbytes".to_vec();
         let response = Response::Output {
             stream: Stream::Stdout,
-            data: data.clone(),
+            data: data.clone().into(),
         };
         let mut split = live_header(Stream::Stdout, data.len()).unwrap().to_vec();
         split.extend_from_slice(&data);

@@ -6,6 +6,7 @@
 //! (standard alphabet, padded); the first format's `"data"` is read as
 //! text.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// Which output stream a chunk came from.
@@ -55,7 +56,7 @@ pub enum EntryBody {
         stream: Stream,
         /// The bytes exactly as written.
         #[serde(flatten, with = "output_bytes")]
-        data: Vec<u8>,
+        data: Bytes,
         /// The offset in the kernel's spool of the run's output after this
         /// entry: a worker that reconnects resumes from it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +127,7 @@ pub enum EntryBody {
 mod output_bytes {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine;
+    use bytes::Bytes;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize, Deserialize)]
@@ -144,11 +146,12 @@ mod output_bytes {
         .serialize(serializer)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
         match Repr::deserialize(deserializer)? {
-            Repr::Text(text) | Repr::Data(text) => Ok(text.into_bytes()),
+            Repr::Text(text) | Repr::Data(text) => Ok(text.into_bytes().into()),
             Repr::Base64(encoded) => STANDARD
                 .decode(encoded.as_bytes())
+                .map(Bytes::from)
                 .map_err(serde::de::Error::custom),
         }
     }
@@ -165,7 +168,7 @@ mod tests {
             body: EntryBody::Output {
                 input: Some(2),
                 stream: Stream::Stdout,
-                data: data.to_vec(),
+                data: data.to_vec().into(),
                 spool_end: None,
                 bash: None,
             },

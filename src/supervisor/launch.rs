@@ -26,7 +26,7 @@ use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
 use crate::session::notices;
 use crate::session::store::check_files;
-use crate::session::transcript::{EntryBody, Transcript};
+use crate::session::transcript::{EntryBody, OutputBytes, Transcript};
 
 pub type Shared = Rc<RefCell<Supervisor>>;
 
@@ -368,7 +368,9 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
             session = id,
             "session {id}: a worker of it still runs, so the give-up notice is not written to its transcript"
         );
-    } else if let Ok(opened) = Transcript::open(&files.transcript(), &mut |_| {}) {
+    } else if let Ok(opened) =
+        Transcript::open_with(&files.transcript(), OutputBytes::Left, &mut |_| {})
+    {
         let mut transcript = opened.transcript;
         for damage in &opened.damage {
             let _ = transcript.append(wall_ms(), notices::damage(damage));

@@ -14,6 +14,8 @@
 use super::WorkerError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+use bytes::Bytes;
+
 use crate::kernel::spool::JobEnd;
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
@@ -699,7 +701,7 @@ impl RunCore {
     /// Output of `job`: stored, then shown. `end` is the spool offset after
     /// it; a reconnect resumes there. A UTF-8 character cut by a record
     /// boundary waits for its rest.
-    pub fn output(&mut self, job: &str, stream: Stream, end: u64, data: Vec<u8>) -> Vec<Action> {
+    pub fn output(&mut self, job: &str, stream: Stream, end: u64, data: Bytes) -> Vec<Action> {
         let Some(followed) = self.jobs.get_mut(job) else {
             return Vec::new();
         };
@@ -911,7 +913,7 @@ mod tests {
             })],
             "resumes from the stored offset and never starts the run again"
         );
-        let out = core.output("r1", Stream::Stdout, 20, b"done\n".to_vec());
+        let out = core.output("r1", Stream::Stdout, 20, b"done\n".to_vec().into());
         assert!(matches!(
             stores(&out)[..],
             [EntryBody::Output {
@@ -1041,14 +1043,14 @@ mod tests {
         core.bash("cat blob", None, 3, number);
         let bytes = [0xff, 0x00, 0xc3];
         let job = format!("b{number}-7-1");
-        let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec());
+        let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec().into());
         assert_eq!(
             actions,
             vec![
                 Action::Store(EntryBody::Output {
                     input: None,
                     stream: Stream::Stdout,
-                    data: bytes.to_vec(),
+                    data: bytes.to_vec().into(),
                     spool_end: Some(8),
                     bash: Some(number),
                 }),
@@ -1056,7 +1058,7 @@ mod tests {
                     3,
                     Response::Output {
                         stream: Stream::Stdout,
-                        data: bytes.to_vec()
+                        data: bytes.to_vec().into()
                     }
                 ),
             ]
@@ -1133,7 +1135,7 @@ mod tests {
                 EntryBody::Output {
                     input: None,
                     stream: Stream::Stdout,
-                    data: b"early\n".to_vec(),
+                    data: b"early\n".to_vec().into(),
                     spool_end: Some(40),
                     bash: Some(1),
                 },
@@ -1160,7 +1162,7 @@ mod tests {
             cancelled: false,
         }));
         assert!(core.work().contains(WorkKind::UserBash));
-        let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec());
+        let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec().into());
         assert_eq!(output.len(), 1, "stored, shown to no client: {output:#?}");
         let ended = core.ended("b1-7-1", Some(&end(0)));
         assert_eq!(

@@ -31,7 +31,9 @@ use crate::session::store::{
     private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
-use crate::session::transcript::{Damage, Entry, EntryBody, Opened, TornTail, Transcript};
+use crate::session::transcript::{
+    Damage, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript,
+};
 
 pub struct Worker {
     pub meta: SessionMeta,
@@ -599,7 +601,8 @@ impl Worker {
 fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry>), WorkerError> {
     let mut replay = RunCore::replay(std::process::id());
     let mut restore_notices = Vec::new();
-    let opened = Transcript::open(&files.transcript(), &mut |entry| {
+    // The books need no output bytes.
+    let opened = Transcript::open_with(&files.transcript(), OutputBytes::Left, &mut |entry| {
         replay.see(&entry);
         if is_restore_notice(&entry) {
             restore_notices.push(entry);

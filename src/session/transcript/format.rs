@@ -1,6 +1,7 @@
 //! One v2 record: its layout, how it is encoded, and how it is checked.
 
 use crate::session::SessionError;
+use bytes::Bytes;
 use std::io;
 
 use super::{Entry, EntryBody};
@@ -86,6 +87,22 @@ impl Header {
 /// The entry a complete record (`record`: header then payload) holds, if
 /// its checksum and payload are good.
 pub fn decode(header: &Header, record: &[u8]) -> Option<Entry> {
+    decode_keeping(header, record, OutputBytes::Kept)
+}
+
+/// Whether a decoded output entry carries its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputBytes {
+    /// Copied into the entry.
+    Kept,
+    /// Checked against the record's checksum, then left out (the entry's
+    /// `data` is empty): for readers that book the history rather than
+    /// show it, so opening a large transcript copies no output.
+    Left,
+}
+
+/// [`decode`], with output bytes kept or left out.
+pub fn decode_keeping(header: &Header, record: &[u8], output: OutputBytes) -> Option<Entry> {
     let payload = &record[HEADER..];
     // Hashed in two parts rather than copied together: a payload may be
     // 16 MiB.
@@ -99,12 +116,12 @@ pub fn decode(header: &Header, record: &[u8]) -> Option<Entry> {
         KIND_JSON => serde_json::from_slice::<Entry>(payload)
             .ok()
             .filter(|entry| entry.seq == header.seq),
-        KIND_OUTPUT => decode_output(header.seq, payload),
+        KIND_OUTPUT => decode_output(header.seq, payload, output),
         _ => None,
     }
 }
 
-fn decode_output(seq: u64, payload: &[u8]) -> Option<Entry> {
+fn decode_output(seq: u64, payload: &[u8], output: OutputBytes) -> Option<Entry> {
     if payload.len() < OUTPUT_PREFIX {
         return None;
     }
@@ -120,7 +137,10 @@ fn decode_output(seq: u64, payload: &[u8]) -> Option<Entry> {
         body: EntryBody::Output {
             input: Some(word(1)).filter(|&n| n != 0),
             stream,
-            data: payload[OUTPUT_PREFIX..].to_vec(),
+            data: match output {
+                OutputBytes::Kept => Bytes::copy_from_slice(&payload[OUTPUT_PREFIX..]),
+                OutputBytes::Left => Bytes::new(),
+            },
             spool_end: Some(word(3)).filter(|&n| n != u64::MAX),
             bash: Some(word(2)).filter(|&n| n != 0),
         },
@@ -211,7 +231,7 @@ mod tests {
             body: EntryBody::Output {
                 input: Some(3),
                 stream: Stream::Stderr,
-                data: data.clone(),
+                data: data.clone().into(),
                 spool_end: Some(70_000),
                 bash: None,
             },
@@ -221,10 +241,7 @@ mod tests {
         let EntryBody::Output { data: own, .. } = &entry.body else {
             unreachable!()
         };
-        assert!(
-            std::ptr::eq(tail, own.as_slice()),
-            "the bytes are not copied"
-        );
+        assert!(std::ptr::eq(tail, &own[..]), "the bytes are not copied");
         assert_eq!(head.len(), HEADER + OUTPUT_PREFIX);
         let mut whole = Vec::new();
         encode(&marker, &entry, &mut whole).unwrap();
@@ -232,5 +249,45 @@ mod tests {
         let header = Header::read(&whole, &marker).unwrap();
         assert_eq!(header.len, OUTPUT_PREFIX + data.len());
         assert_eq!(decode(&header, &whole), Some(entry));
+    }
+
+    #[test]
+    fn output_bytes_left_out_are_still_checked() {
+        let marker = *b"mArKeR!!";
+        let entry = Entry {
+            seq: 4,
+            at_ms: 9,
+            body: EntryBody::Output {
+                input: Some(2),
+                stream: Stream::Stdout,
+                data: b"built\n".to_vec().into(),
+                spool_end: Some(11),
+                bash: None,
+            },
+        };
+        let mut record = Vec::new();
+        encode(&marker, &entry, &mut record).unwrap();
+        let header = Header::read(&record, &marker).unwrap();
+        let booked = decode_keeping(&header, &record, OutputBytes::Left).unwrap();
+        let EntryBody::Output { data, .. } = &booked.body else {
+            panic!("not output: {booked:?}")
+        };
+        assert!(data.is_empty());
+        assert_eq!(
+            booked,
+            Entry {
+                body: EntryBody::Output {
+                    data: Default::default(),
+                    input: Some(2),
+                    stream: Stream::Stdout,
+                    spool_end: Some(11),
+                    bash: None,
+                },
+                ..entry
+            }
+        );
+        let last = record.len() - 1;
+        record[last] ^= 1;
+        assert_eq!(decode_keeping(&header, &record, OutputBytes::Left), None);
     }
 }

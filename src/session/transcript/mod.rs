@@ -57,6 +57,7 @@ mod tests;
 use std::path::PathBuf;
 
 pub use super::entry::{Entry, EntryBody};
+pub use format::OutputBytes;
 pub use read::{read_entries, stream, stream_at, stream_from, Entries};
 pub use tail::read_tail;
 pub use writer::{SyncHandle, Transcript};

@@ -10,7 +10,7 @@
 
 use std::io;
 
-use super::format::{self, Header, Marker, HEADER};
+use super::format::{self, Header, Marker, OutputBytes, HEADER};
 use super::window::{Source, Window};
 use super::Entry;
 
@@ -41,6 +41,7 @@ pub struct Scanner<S> {
     last_seq: u64,
     /// The good record resynchronisation found, returned next.
     found: Option<(Entry, u64)>,
+    output: OutputBytes,
 }
 
 impl<S: Source> Scanner<S> {
@@ -52,7 +53,14 @@ impl<S: Source> Scanner<S> {
             pos: start,
             last_seq: 0,
             found: None,
+            output: OutputBytes::Kept,
         }
+    }
+
+    /// Whether output entries come with their bytes (checked either way).
+    pub fn with_output_bytes(mut self, output: OutputBytes) -> Self {
+        self.output = output;
+        self
     }
 
     /// The next event, or `None` at the end.
@@ -116,10 +124,12 @@ impl<S: Source> Scanner<S> {
         if bytes.len() < size {
             return Ok(Record::Incomplete);
         }
-        Ok(match format::decode(&header, &bytes[..size]) {
-            Some(entry) => Record::Good(entry, end),
-            None => Record::Bad,
-        })
+        Ok(
+            match format::decode_keeping(&header, &bytes[..size], self.output) {
+                Some(entry) => Record::Good(entry, end),
+                None => Record::Bad,
+            },
+        )
     }
 
     /// The first position from `from` on where a good record starts.

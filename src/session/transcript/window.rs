@@ -9,6 +9,9 @@ use super::format::Marker;
 /// How much is read at once.
 pub const CHUNK: usize = 64 << 10;
 
+/// The buffer a window keeps between records whatever their sizes.
+const RETAINED: usize = 1 << 20;
+
 /// Something read by offset: a file, or a whole image in memory (the
 /// fuzzer's input).
 pub trait Source {
@@ -102,8 +105,11 @@ impl<S: Source> Window<S> {
         self.buf.drain(..(pos - self.base) as usize);
         self.base = pos;
         let target = want.max(CHUNK).min((self.eof - pos) as usize);
-        // One huge record must not keep its buffer for the rest of the file.
-        if self.buf.capacity() > 4 * target.max(CHUNK) {
+        // One huge record must not keep its buffer for the rest of the
+        // file; an output record's size (the kernel reads at most 512 KiB
+        // at once) is kept, or a buffer would shrink and grow again at
+        // every record between short ones.
+        if self.buf.capacity() > (4 * target).max(RETAINED) {
             self.buf.shrink_to(target);
         }
         self.buf.resize(target, 0);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::session::page_cache;
 
-use super::format::{self, Marker, FILE_HEADER, MAGIC};
+use super::format::{self, Marker, OutputBytes, FILE_HEADER, MAGIC};
 use super::scan::{Event, Scanner};
 use super::{files, v1, Damage, Entry, EntryBody, Opened, TornTail};
 
@@ -41,6 +41,19 @@ impl Transcript {
     /// end that fails its checksum, are never cut: they are copied once to
     /// `transcript.damaged-<offset>` and reported when that copy is made.
     pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, SessionError> {
+        Self::open_with(path, OutputBytes::Kept, visit)
+    }
+
+    /// [`Transcript::open`], with output entries reaching `visit` with or
+    /// without their bytes. An opener that books the history rather than
+    /// shows it (the worker, the supervisor) leaves them out, so opening a
+    /// transcript of many gigabytes copies none of its output (each record
+    /// is still checked whole).
+    pub fn open_with(
+        path: &Path,
+        output: OutputBytes,
+        visit: &mut dyn FnMut(Entry),
+    ) -> Result<Opened, SessionError> {
         let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
             path: path.to_path_buf(),
             step,
@@ -57,7 +70,7 @@ impl Transcript {
             .map_err(|e| context("set permissions", e))?;
         let (marker, torn) = header(path, &file)?;
         let len = file.metadata().map_err(|e| context("stat", e))?.len();
-        let read = read_records(path, &file, len, marker, visit)?;
+        let read = read_records(path, &file, len, marker, output, visit)?;
         Ok(Opened {
             transcript: Transcript {
                 path: path.to_path_buf(),
@@ -291,6 +304,7 @@ fn read_records(
     file: &File,
     len: u64,
     marker: Marker,
+    output: OutputBytes,
     visit: &mut dyn FnMut(Entry),
 ) -> Result<Records, SessionError> {
     let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
@@ -298,7 +312,7 @@ fn read_records(
         step,
         source,
     };
-    let mut scanner = Scanner::new(file, len, marker, FILE_HEADER);
+    let mut scanner = Scanner::new(file, len, marker, FILE_HEADER).with_output_bytes(output);
     let mut records = Records {
         next_seq: 1,
         entries: 0,

@@ -49,7 +49,7 @@ fn check_fixture(entries: &[Entry]) {
             data,
             spool_end,
             ..
-        } => (*input, *stream, data.clone(), *spool_end),
+        } => (*input, *stream, data.to_vec(), *spool_end),
         other => panic!("not output: {other:?}"),
     };
     assert_eq!(

@@ -48,7 +48,7 @@ fn output(input: u64, data: &[u8]) -> EntryBody {
     EntryBody::Output {
         input: Some(input),
         stream: Stream::Stdout,
-        data: data.to_vec(),
+        data: data.to_vec().into(),
         spool_end: Some(data.len() as u64),
         bash: None,
     }

@@ -69,7 +69,7 @@ fn output_numbers_round_trip_and_output_is_stored_binary() {
         let body = EntryBody::Output {
             input,
             stream,
-            data: format!("chunk {i}").into_bytes(),
+            data: format!("chunk {i}").into_bytes().into(),
             spool_end,
             bash,
         };
@@ -95,7 +95,7 @@ fn an_unrepresentable_output_number_is_refused() {
     let zero = EntryBody::Output {
         input: Some(0),
         stream: Stream::Stdout,
-        data: vec![],
+        data: Default::default(),
         spool_end: None,
         bash: None,
     };
