@@ -493,3 +493,82 @@ fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
         raw.stdout.len()
     );
 }
+
+fn worker_log(env: &Env, id: &str) -> String {
+    std::fs::read_to_string(env.dir.join("state/sessions").join(id).join("worker.log"))
+        .unwrap_or_default()
+}
+
+/// SIGKILL the session's worker and wait for the supervisor's next one.
+fn kill_worker_and_wait_for_the_next(env: &Env, id: &str) {
+    let worker = env.worker_pid(id).expect("a worker");
+    env::kill9(worker);
+    env::wait_until(
+        std::time::Duration::from_secs(10),
+        "the next worker",
+        || env.worker_pid(id).is_some_and(|pid| pid != worker),
+    );
+}
+
+#[test]
+fn a_restarted_worker_reads_only_what_the_transcript_gained_since_its_checkpoint() {
+    let env = Env::new("checkpoint");
+    let id = env.ok(&["new"]).trim().to_string();
+    let checkpoint = env.dir.join("state/sessions").join(&id).join("replay.json");
+    // Input 1 writes 70 MB (past the 64 MiB between checkpoints) and a
+    // restore-free history around it: a queued run and a user bash.
+    env.ok(&["bash", &id, "--", "head -c 70000000 /dev/zero"]);
+    assert!(checkpoint.exists(), "no checkpoint past 64 MiB");
+    assert_eq!(env.ok(&["send", &id, "--wait", "echo two"]), "two\n");
+    env.ok(&["send", &id, "sleep 30"]);
+    env.ok(&["send", &id, "echo four"]);
+    kill_worker_and_wait_for_the_next(&env, &id);
+
+    let log = worker_log(&env, &id);
+    assert!(
+        log.contains("read the transcript from offset"),
+        "the checkpoint was not used:\n{log}"
+    );
+    // The books are whole: the run in flight, the queue behind it and the
+    // numbering all go on.
+    let queue = env.ok(&["queue", &id]);
+    assert!(queue.contains("echo four"), "{queue}");
+    env.ok(&["cancel", &id]);
+    assert_eq!(env.ok(&["send", &id, "echo five"]), "queued as run 5\n");
+    env::wait_until(std::time::Duration::from_secs(10), "run 5", || {
+        env.log(&id).contains("five\n")
+    });
+    let log = env.log(&id);
+    assert!(log.contains("four\n") && log.contains("two\n"), "{log}");
+}
+
+#[test]
+fn a_checkpoint_that_does_not_match_its_transcript_is_passed_over() {
+    let env = Env::new("checkpoint-stale");
+    let id = env.ok(&["new"]).trim().to_string();
+    let dir = env.dir.join("state/sessions").join(&id);
+    env.ok(&["bash", &id, "--", "head -c 70000000 /dev/zero"]);
+    let checkpoint = dir.join("replay.json");
+    let saved = std::fs::read_to_string(&checkpoint).unwrap();
+    assert_eq!(env.ok(&["send", &id, "--wait", "echo two"]), "two\n");
+    // The same books, pointed one byte off their record: a checkpoint that
+    // no longer fits is never trusted.
+    let mut moved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    let start = moved["after"]["start"].as_u64().unwrap();
+    moved["after"]["start"] = (start + 1).into();
+    std::fs::write(&checkpoint, moved.to_string()).unwrap();
+    kill_worker_and_wait_for_the_next(&env, &id);
+    assert_eq!(env.ok(&["send", &id, "--wait", "echo three"]), "three\n");
+    assert!(
+        !worker_log(&env, &id).contains("read the transcript from offset"),
+        "a checkpoint off its record was used"
+    );
+    // Garbage is passed over too, with a line saying so.
+    std::fs::write(&checkpoint, "{not json").unwrap();
+    kill_worker_and_wait_for_the_next(&env, &id);
+    let numbered = env.ok(&["send", &id, "--wait", "echo four"]);
+    assert_eq!(numbered, "four\n");
+    let log = worker_log(&env, &id);
+    assert!(!log.contains("read the transcript from offset"), "{log}");
+    assert!(log.contains("reading the whole transcript"), "{log}");
+}

@@ -51,7 +51,8 @@ use std::collections::BTreeMap;
 pub type RunId = u64;
 
 /// What the transcript holds of one input (the latest of its records).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RunRecord {
     /// Sent, waiting for its turn.
     Queued,

@@ -246,6 +246,12 @@ impl SessionFiles {
     pub fn restore_notices(&self) -> PathBuf {
         self.dir.join("restore-notices.json")
     }
+
+    /// The worker's books as of a record of the transcript (a cache of
+    /// the transcript's: see `worker::checkpoint`).
+    pub fn replay_checkpoint(&self) -> PathBuf {
+        self.dir.join("replay.json")
+    }
 }
 
 /// The kernel serving a session, as it recorded itself.

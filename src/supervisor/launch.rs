@@ -369,7 +369,7 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
             "session {id}: a worker of it still runs, so the give-up notice is not written to its transcript"
         );
     } else if let Ok(opened) =
-        Transcript::open_with(&files.transcript(), OutputBytes::Left, &mut |_| {})
+        Transcript::open_with(&files.transcript(), OutputBytes::Left, None, &mut |_| {})
     {
         let mut transcript = opened.transcript;
         for damage in &opened.damage {

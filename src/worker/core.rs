@@ -15,6 +15,7 @@ use super::WorkerError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 
 use crate::kernel::spool::JobEnd;
 use crate::laws::idle_shutdown::{
@@ -122,22 +123,46 @@ fn ms(now_us: u64) -> u64 {
 
 /// The books being rebuilt from a stored transcript.
 pub struct Replay {
-    core: RunCore,
-    /// Inputs not yet started, ended or withdrawn (memory follows the
-    /// open inputs, not the transcript's length).
+    books: ReplayBooks,
+    job_tag: u32,
+}
+
+/// What a replay has gathered from the entries seen so far: all a worker
+/// needs of the transcript before them, so it can be saved and taken up
+/// again (`worker::checkpoint`) instead of reading those entries again.
+/// Memory follows the open inputs and the number of runs, not the
+/// transcript's length.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBooks {
+    book: BTreeMap<RunId, RunRecord>,
+    next_input: RunId,
+    spool_offsets: HashMap<RunId, u64>,
+    open_bash: BTreeMap<RunId, u64>,
+    /// Inputs not yet started, ended or withdrawn.
     queue: BTreeMap<RunId, QueuedInput>,
     texts: HashMap<RunId, String>,
 }
 
 impl Replay {
+    /// Take up books saved after the entries they were built from.
+    pub fn resume(books: ReplayBooks, job_tag: u32) -> Replay {
+        Replay { books, job_tag }
+    }
+
+    /// The books so far.
+    pub fn books(&self) -> &ReplayBooks {
+        &self.books
+    }
+
     /// Take one stored entry, in transcript order.
     pub fn see(&mut self, entry: &Entry) {
-        let core = &mut self.core;
+        let books = &mut self.books;
         match &entry.body {
             EntryBody::Input { input, text } => {
-                core.book.insert(*input, RunRecord::Queued);
-                self.texts.insert(*input, text.clone());
-                self.queue.insert(
+                books.book.insert(*input, RunRecord::Queued);
+                books.texts.insert(*input, text.clone());
+                books.queue.insert(
                     *input,
                     QueuedInput {
                         run: *input,
@@ -145,51 +170,51 @@ impl Replay {
                         at_ms: entry.at_ms,
                     },
                 );
-                core.next_input = core.next_input.max(input + 1);
+                books.next_input = books.next_input.max(input + 1);
             }
             EntryBody::Withdrawn { input } => {
-                core.book.insert(*input, RunRecord::Withdrawn);
-                self.queue.remove(input);
-                self.texts.remove(input);
+                books.book.insert(*input, RunRecord::Withdrawn);
+                books.queue.remove(input);
+                books.texts.remove(input);
             }
             EntryBody::Bash {
                 bash: Some(number), ..
             } => {
-                core.next_input = core.next_input.max(number + 1);
-                core.open_bash.insert(*number, 0);
+                books.next_input = books.next_input.max(number + 1);
+                books.open_bash.insert(*number, 0);
             }
             EntryBody::BashFinished {
                 bash: Some(number), ..
             } => {
-                core.open_bash.remove(number);
+                books.open_bash.remove(number);
             }
             EntryBody::Output {
                 bash: Some(number),
                 spool_end: Some(end),
                 ..
             } => {
-                if let Some(offset) = core.open_bash.get_mut(number) {
+                if let Some(offset) = books.open_bash.get_mut(number) {
                     *offset = *end;
                 }
             }
             EntryBody::RunStarted { input } => {
-                core.book.insert(*input, RunRecord::Started);
-                self.queue.remove(input);
+                books.book.insert(*input, RunRecord::Started);
+                books.queue.remove(input);
             }
             EntryBody::RunFinished { input, .. } | EntryBody::RunInterrupted { input } => {
-                core.book.insert(*input, RunRecord::Ended);
+                books.book.insert(*input, RunRecord::Ended);
                 // An ended run's text, place and spool offset are not
                 // needed again.
-                self.queue.remove(input);
-                self.texts.remove(input);
-                core.spool_offsets.remove(input);
+                books.queue.remove(input);
+                books.texts.remove(input);
+                books.spool_offsets.remove(input);
             }
             EntryBody::Output {
                 input: Some(input),
                 spool_end: Some(end),
                 ..
             } => {
-                core.spool_offsets.insert(*input, *end);
+                books.spool_offsets.insert(*input, *end);
             }
             _ => {}
         }
@@ -197,18 +222,38 @@ impl Replay {
 
     /// The books once every entry is seen.
     pub fn finish(self) -> RunCore {
-        let mut core = self.core;
-        core.started_text = self
-            .texts
+        let ReplayBooks {
+            book,
+            next_input,
+            spool_offsets,
+            open_bash,
+            queue,
+            texts,
+        } = self.books;
+        let started_text = texts
             .into_iter()
-            .filter(|(run, _)| core.book.get(run) == Some(&RunRecord::Started))
+            .filter(|(run, _)| book.get(run) == Some(&RunRecord::Started))
             .collect();
-        core.queue = self
-            .queue
+        let queue = queue
             .into_values()
-            .filter(|q| core.book.get(&q.run) == Some(&RunRecord::Queued))
+            .filter(|q| book.get(&q.run) == Some(&RunRecord::Queued))
             .collect();
-        core
+        RunCore {
+            book,
+            queue,
+            next_input,
+            spool_offsets,
+            open_bash,
+            started_text,
+            jobs: HashMap::new(),
+            gate: RunGate::Open,
+            connected: false,
+            kernel_pid: None,
+            background: 0,
+            bash_seq: 0,
+            job_tag: self.job_tag,
+            bash_waiting: 0,
+        }
     }
 }
 
@@ -227,26 +272,13 @@ impl RunCore {
     /// Books built one stored entry at a time, so a transcript is read as
     /// a stream (`Replay::see`, then `Replay::finish`).
     pub fn replay(job_tag: u32) -> Replay {
-        Replay {
-            core: RunCore {
-                book: BTreeMap::new(),
-                queue: VecDeque::new(),
+        Replay::resume(
+            ReplayBooks {
                 next_input: 1,
-                spool_offsets: HashMap::new(),
-                open_bash: BTreeMap::new(),
-                started_text: HashMap::new(),
-                jobs: HashMap::new(),
-                gate: RunGate::Open,
-                connected: false,
-                kernel_pid: None,
-                background: 0,
-                bash_seq: 0,
-                job_tag,
-                bash_waiting: 0,
+                ..ReplayBooks::default()
             },
-            queue: BTreeMap::new(),
-            texts: HashMap::new(),
-        }
+            job_tag,
+        )
     }
 
     // ---- what the shell reads -------------------------------------------

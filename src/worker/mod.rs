@@ -5,6 +5,7 @@
 //! lost, all as the law modules decide.
 
 mod books;
+mod checkpoint;
 mod core;
 pub mod engine;
 pub mod error;

@@ -6,7 +6,8 @@ use super::WorkerError;
 use std::collections::HashMap;
 
 use super::books::Books;
-use super::core::{Action, ClientId, JobKind, RunCore};
+use super::checkpoint::{self, Checkpoint};
+use super::core::{Action, ClientId, JobKind, Replay, RunCore};
 use super::engine;
 use super::outbox::{Outbox, Stored};
 use crate::build_id::build_id;
@@ -87,6 +88,12 @@ pub struct Worker {
     pub clients_changed: std::rc::Rc<tokio::sync::Notify>,
     /// The latest output line, reported at a bounded rate.
     output_line: OutputLine,
+    /// The books as the stored transcript leaves them, kept up entry by
+    /// entry for the replay checkpoint.
+    shadow: Replay,
+    /// The transcript's offset the last checkpoint covers (or where this
+    /// worker began reading).
+    checkpointed_at: u64,
 }
 
 /// One client connection, counted while it is open (`Worker::open_clients`).
@@ -127,7 +134,9 @@ impl Worker {
         let meta: SessionMeta = read_meta_or_spare(&files)?
             .ok_or_else(|| WorkerError::NoSession(session.to_string()))?;
         private_subdir(&files.scratch())?;
-        let (opened, core, restore_notices) = replay_transcript(&files)?;
+        let (opened, replay, restore_notices) = replay_transcript(&files)?;
+        let shadow = Replay::resume(replay.books().clone(), std::process::id());
+        let core = replay.finish();
         let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
@@ -166,8 +175,11 @@ impl Worker {
             open_clients: Default::default(),
             clients_changed: Default::default(),
             output_line: Default::default(),
+            shadow,
+            checkpointed_at: opened.read_from,
         };
         worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), &opened.damage)?;
+        worker.checkpoint_if_due();
         worker.index_restore_notices();
         // Not synced, as the kernel's record: after a machine crash the
         // recorded worker is dead anyway, and it is only ever trusted by
@@ -288,6 +300,7 @@ impl Worker {
     /// append makes it durable too), then show it to attached clients.
     pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append_unsynced(wall_ms(), body)?;
+        self.shadow.see(&entry);
         self.report(&entry);
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
@@ -344,6 +357,33 @@ impl Worker {
         })
     }
 
+    /// Save the books as of the transcript's last record once it has grown
+    /// `CHECKPOINT_BYTES` since the last save (or since where this worker
+    /// began reading): first everything written is made durable, so the
+    /// checkpoint never covers an entry a machine crash could take back.
+    fn checkpoint_if_due(&mut self) {
+        let Some(after) = self.transcript.last_record() else {
+            return;
+        };
+        if !checkpoint::due(self.checkpointed_at, after.end) {
+            return;
+        }
+        let saved = self.transcript.sync_written().and_then(|()| {
+            checkpoint::save(
+                &self.files.replay_checkpoint(),
+                &Checkpoint {
+                    after,
+                    books: self.shadow.books().clone(),
+                    restore_notices: self.restore_notices.clone(),
+                },
+            )
+        });
+        match saved {
+            Ok(()) => self.checkpointed_at = after.end,
+            Err(e) => tracing::warn!("cannot save the replay checkpoint: {e}"),
+        }
+    }
+
     /// Keep the index of restore notices a tail read from disk shows (a
     /// cache of the transcript's: losing it loses no entry).
     pub fn index_restore_notices(&self) {
@@ -356,10 +396,12 @@ impl Worker {
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append(wall_ms(), body)?;
+        self.shadow.see(&entry);
         if is_restore_notice(&entry) {
             self.restore_notices.push(entry.clone());
             self.index_restore_notices();
         }
+        self.checkpoint_if_due();
         self.report(&entry);
         self.subscribers
             .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
@@ -598,17 +640,35 @@ impl Worker {
 }
 
 /// Open the transcript: it, the books rebuilt from it, and every restore notice it holds.
-fn replay_transcript(files: &SessionFiles) -> Result<(Opened, RunCore, Vec<Entry>), WorkerError> {
-    let mut replay = RunCore::replay(std::process::id());
-    let mut restore_notices = Vec::new();
-    // The books need no output bytes.
-    let opened = Transcript::open_with(&files.transcript(), OutputBytes::Left, &mut |entry| {
+/// The books from the transcript: from the replay checkpoint on when it
+/// holds, else from the start. They need no output bytes.
+fn replay_transcript(files: &SessionFiles) -> Result<(Opened, Replay, Vec<Entry>), WorkerError> {
+    let path = files.transcript();
+    let saved = checkpoint::load(&files.replay_checkpoint())
+        .filter(|saved| Transcript::resumable(&path, &saved.after));
+    let job_tag = std::process::id();
+    let (mut replay, mut restore_notices, after) = match saved {
+        Some(saved) => (
+            Replay::resume(saved.books, job_tag),
+            saved.restore_notices,
+            Some(saved.after),
+        ),
+        None => (RunCore::replay(job_tag), Vec::new(), None),
+    };
+    let opened = Transcript::open_with(&path, OutputBytes::Left, after, &mut |entry| {
         replay.see(&entry);
         if is_restore_notice(&entry) {
             restore_notices.push(entry);
         }
     })?;
-    Ok((opened, replay.finish(), restore_notices))
+    if let Some(after) = after {
+        tracing::info!(
+            "read the transcript from offset {} (the replay checkpoint's entry {})",
+            after.end,
+            after.seq
+        );
+    }
+    Ok((opened, replay, restore_notices))
 }
 
 /// How long the worker waits for a supervisor before it exits.

@@ -84,6 +84,22 @@ pub struct Damage {
     pub kept: PathBuf,
 }
 
+/// A good record of a transcript: a reader that has taken every entry up
+/// to it can later open the file after it ([`Transcript::open_with`]),
+/// once [`Transcript::resumable`] says the record is still there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resume {
+    /// The file's sync marker: each transcript file has its own.
+    pub file: [u8; 8],
+    /// Where the record starts.
+    pub start: u64,
+    /// Where it ends (the next record starts).
+    pub end: u64,
+    /// Its entry's number.
+    pub seq: u64,
+}
+
 /// A transcript opened for appending, and what opening it found.
 pub struct Opened {
     /// The transcript, ready to append.
@@ -96,6 +112,9 @@ pub struct Opened {
     pub migrated: Option<u64>,
     /// How many entries were visited.
     pub entries: u64,
+    /// Where reading started: after the header, or after the record
+    /// resumed from.
+    pub read_from: u64,
 }
 
 /// What [`parse`] finds in a whole file image.

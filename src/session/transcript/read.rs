@@ -90,7 +90,7 @@ impl Entries {
         loop {
             let next = match &mut self.inner {
                 Inner::V2(scanner) => match scanner.next_event()? {
-                    Some(Event::Entry { entry, end }) => Some((entry, end)),
+                    Some(Event::Entry { entry, end, .. }) => Some((entry, end)),
                     Some(_) => continue,
                     None => None,
                 },

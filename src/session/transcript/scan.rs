@@ -17,8 +17,8 @@ use super::Entry;
 /// What the reader finds next.
 #[derive(Debug)]
 pub enum Event {
-    /// A good entry, its record ending at `end`.
-    Entry { entry: Entry, end: u64 },
+    /// A good entry, its record from `start` to `end`.
+    Entry { entry: Entry, start: u64, end: u64 },
     /// Bad bytes with a good record after them.
     Damage { offset: u64, len: u64 },
     /// Bad bytes up to the end of the file; `torn` when they are the start
@@ -39,8 +39,9 @@ pub struct Scanner<S> {
     marker: Marker,
     pos: u64,
     last_seq: u64,
-    /// The good record resynchronisation found, returned next.
-    found: Option<(Entry, u64)>,
+    /// The good record resynchronisation found (and where it starts),
+    /// returned next.
+    found: Option<(Entry, u64, u64)>,
     output: OutputBytes,
 }
 
@@ -57,6 +58,13 @@ impl<S: Source> Scanner<S> {
         }
     }
 
+    /// Records numbered `seq` or below are not this reader's: it starts
+    /// after the record numbered `seq` (see `Transcript::open_with`).
+    pub fn after_seq(mut self, seq: u64) -> Self {
+        self.last_seq = seq;
+        self
+    }
+
     /// Whether output entries come with their bytes (checked either way).
     pub fn with_output_bytes(mut self, output: OutputBytes) -> Self {
         self.output = output;
@@ -65,15 +73,15 @@ impl<S: Source> Scanner<S> {
 
     /// The next event, or `None` at the end.
     pub fn next_event(&mut self) -> io::Result<Option<Event>> {
-        if let Some((entry, end)) = self.found.take() {
-            return Ok(Some(self.accept(entry, end)));
+        if let Some((entry, start, end)) = self.found.take() {
+            return Ok(Some(self.accept(entry, start, end)));
         }
         if self.pos >= self.window.eof() {
             return Ok(None);
         }
         let start = self.pos;
         let record = match self.record_at(start)? {
-            Record::Good(entry, end) => return Ok(Some(self.accept(entry, end))),
+            Record::Good(entry, end) => return Ok(Some(self.accept(entry, start, end))),
             other => other,
         };
         if let Some(at) = self.resync(start + 1)? {
@@ -93,10 +101,10 @@ impl<S: Source> Scanner<S> {
         }))
     }
 
-    fn accept(&mut self, entry: Entry, end: u64) -> Event {
+    fn accept(&mut self, entry: Entry, start: u64, end: u64) -> Event {
         self.pos = end;
         self.last_seq = entry.seq;
-        Event::Entry { entry, end }
+        Event::Entry { entry, start, end }
     }
 
     /// The record at `at`; good only if numbered above the last good one.
@@ -137,7 +145,7 @@ impl<S: Source> Scanner<S> {
         let mut at = from;
         while let Some(candidate) = self.window.find(at, &self.marker)? {
             if let Record::Good(entry, end) = self.record_at(candidate)? {
-                self.found = Some((entry, end));
+                self.found = Some((entry, candidate, end));
                 return Ok(Some(candidate));
             }
             at = candidate + 1;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::session::page_cache;
 
-use super::format::{self, Marker, OutputBytes, FILE_HEADER, MAGIC};
+use super::format::{self, Header, Marker, OutputBytes, FILE_HEADER, MAGIC};
 use super::scan::{Event, Scanner};
-use super::{files, v1, Damage, Entry, EntryBody, Opened, TornTail};
+use super::{files, v1, Damage, Entry, EntryBody, Opened, Resume, TornTail};
 
 /// An open transcript, positioned for appending.
 pub struct Transcript {
@@ -28,6 +28,9 @@ pub struct Transcript {
     recycled: u64,
     /// Reused for every record, so appending allocates nothing.
     record: Vec<u8>,
+    /// The last good record, unless an append failed after it and its
+    /// bytes could not be cut back.
+    last: Option<Resume>,
 }
 
 impl Transcript {
@@ -41,17 +44,21 @@ impl Transcript {
     /// end that fails its checksum, are never cut: they are copied once to
     /// `transcript.damaged-<offset>` and reported when that copy is made.
     pub fn open(path: &Path, visit: &mut dyn FnMut(Entry)) -> Result<Opened, SessionError> {
-        Self::open_with(path, OutputBytes::Kept, visit)
+        Self::open_with(path, OutputBytes::Kept, None, visit)
     }
 
     /// [`Transcript::open`], with output entries reaching `visit` with or
-    /// without their bytes. An opener that books the history rather than
-    /// shows it (the worker, the supervisor) leaves them out, so opening a
-    /// transcript of many gigabytes copies none of its output (each record
-    /// is still checked whole).
+    /// without their bytes, and reading from the start or `after` a record
+    /// [`Transcript::resumable`] has checked (`visit` then sees only the
+    /// entries after it, and damage before it is not looked for). An
+    /// opener that books the history rather than shows it (the worker, the
+    /// supervisor) leaves output bytes out, so opening a transcript of many
+    /// gigabytes copies none of its output (each record is still checked
+    /// whole).
     pub fn open_with(
         path: &Path,
         output: OutputBytes,
+        after: Option<Resume>,
         visit: &mut dyn FnMut(Entry),
     ) -> Result<Opened, SessionError> {
         let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
@@ -70,7 +77,7 @@ impl Transcript {
             .map_err(|e| context("set permissions", e))?;
         let (marker, torn) = header(path, &file)?;
         let len = file.metadata().map_err(|e| context("stat", e))?.len();
-        let read = read_records(path, &file, len, marker, output, visit)?;
+        let read = read_records(path, &file, len, marker, (output, after), visit)?;
         Ok(Opened {
             transcript: Transcript {
                 path: path.to_path_buf(),
@@ -81,12 +88,63 @@ impl Transcript {
                 unsynced: false,
                 recycled: read.end,
                 record: Vec::new(),
+                last: read.last,
             },
             torn: read.torn.or(torn),
             damage: read.damage,
             migrated,
             entries: read.entries,
+            read_from: after.map_or(FILE_HEADER, |record| record.end),
         })
+    }
+
+    /// Whether `record` is still a good record of the v2 file at `path`,
+    /// where it was: then an open may start reading after it.
+    pub fn resumable(path: &Path, record: &Resume) -> bool {
+        let size = record.end.saturating_sub(record.start);
+        if record.start < FILE_HEADER || size < format::HEADER as u64 || size > format::SPAN {
+            return false;
+        }
+        let Ok(file) = File::open(path) else {
+            return false;
+        };
+        if file.metadata().map_or(true, |meta| meta.len() < record.end) {
+            return false;
+        }
+        let mut head = [0u8; FILE_HEADER as usize];
+        let mut bytes = vec![0u8; size as usize];
+        if file.read_exact_at(&mut head, 0).is_err()
+            || head[..8] != MAGIC
+            || file.read_exact_at(&mut bytes, record.start).is_err()
+        {
+            return false;
+        }
+        if head[8..] != record.file {
+            return false;
+        }
+        Header::read(&bytes, &record.file).is_some_and(|header| {
+            header.seq == record.seq
+                && header.end(record.start) == Some(record.end)
+                && format::decode_keeping(&header, &bytes, OutputBytes::Left).is_some()
+        })
+    }
+
+    /// The last good record: where a later open may resume.
+    pub fn last_record(&self) -> Option<Resume> {
+        self.last
+    }
+
+    /// fdatasync whatever was written, by this writer or an earlier one
+    /// (a worker that died before its group commit).
+    pub fn sync_written(&mut self) -> Result<(), SessionError> {
+        self.file
+            .sync_data()
+            .map_err(|source| SessionError::Transcript {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.unsynced = false;
+        Ok(())
     }
 
     /// Store an entry durably (written and fdatasync'd) and return it.
@@ -194,6 +252,12 @@ impl Transcript {
                 source: e,
             });
         }
+        self.last = Some(Resume {
+            file: self.marker,
+            start: self.len,
+            end: self.len + record_len,
+            seq: entry.seq,
+        });
         self.len += record_len;
         self.next_seq += 1;
         self.unsynced = !sync;
@@ -208,6 +272,7 @@ impl Transcript {
             // The record may be whole and readable: never give its number
             // to another entry.
             self.next_seq += 1;
+            self.last = None;
             if let Ok(meta) = self.file.metadata() {
                 self.len = meta.len();
             }
@@ -289,6 +354,8 @@ struct Records {
     next_seq: u64,
     /// How many good entries were visited.
     entries: u64,
+    /// The last good record.
+    last: Option<Resume>,
     /// Where the next record will start.
     end: u64,
     /// The torn tail cut off, if there was one.
@@ -304,7 +371,7 @@ fn read_records(
     file: &File,
     len: u64,
     marker: Marker,
-    output: OutputBytes,
+    (output, after): (OutputBytes, Option<Resume>),
     visit: &mut dyn FnMut(Entry),
 ) -> Result<Records, SessionError> {
     let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
@@ -312,17 +379,27 @@ fn read_records(
         step,
         source,
     };
-    let mut scanner = Scanner::new(file, len, marker, FILE_HEADER).with_output_bytes(output);
+    let start = after.map_or(FILE_HEADER, |record| record.end);
+    let mut scanner = Scanner::new(file, len, marker, start)
+        .after_seq(after.map_or(0, |record| record.seq))
+        .with_output_bytes(output);
     let mut records = Records {
-        next_seq: 1,
+        next_seq: after.map_or(1, |record| record.seq + 1),
         entries: 0,
+        last: after,
         end: len,
         torn: None,
         damage: Vec::new(),
     };
     while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
         match event {
-            Event::Entry { entry, .. } => {
+            Event::Entry { entry, start, end } => {
+                records.last = Some(Resume {
+                    file: marker,
+                    start,
+                    end,
+                    seq: entry.seq,
+                });
                 records.next_seq = entry.seq + 1;
                 records.entries += 1;
                 visit(entry);

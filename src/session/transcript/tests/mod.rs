@@ -3,6 +3,7 @@
 mod damage;
 mod embedded;
 mod migrate;
+mod resume;
 mod roundtrip;
 mod tail;
 
