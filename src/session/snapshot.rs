@@ -201,23 +201,16 @@ impl Snapshot {
                         script += &format!("\\set {}\n", options.join(" "));
                     }
                 }
-                // After the functions: `alias` may be a function's name.
-                "alias" => {
-                    for text in texts {
-                        script += "\\builtin ";
-                        script += text;
-                        script.push('\n');
-                    }
-                }
-                "trap" => {
-                    for text in texts {
-                        script.push('\\');
-                        script += text;
-                        script.push('\n');
-                    }
-                }
                 _ => {
+                    // After the functions, a quoted command word: `alias`
+                    // and `trap` may be a function's or an alias's name.
+                    let quoted = match kind {
+                        "alias" => "\\builtin ",
+                        "trap" => "\\",
+                        _ => "",
+                    };
                     for text in texts {
+                        script += quoted;
                         script += text;
                         script.push('\n');
                     }
