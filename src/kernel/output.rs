@@ -15,15 +15,19 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
 use super::jobs::Kernel;
-use crate::laws::timing::UTF8_HOLD_MS;
+use crate::laws::timing::{OUTPUT_GATHER_MS, UTF8_HOLD_MS};
 use crate::session::entry::Stream;
 
 /// The size of a job's output pipes: a fast writer gets ahead while the
 /// kernel stores what it read.
 const PIPE_BYTES: i32 = 1024 * 1024;
 
-/// The most one read takes (one spool record).
+/// The most one record holds.
 const READ_BYTES: usize = 512 * 1024;
+
+/// A read this large finds a stream in full flow: what follows it within
+/// `OUTPUT_GATHER_MS` goes into the same record.
+pub const GATHER_FROM_BYTES: usize = 16 * 1024;
 
 pub struct Fifo {
     pub reader: pipe::Receiver,
@@ -94,7 +98,12 @@ pub async fn read(
         match got {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let filled = held + n;
+                let ended = n >= GATHER_FROM_BYTES && {
+                    // Held while gathering: the job's end waits for them.
+                    kernel.borrow_mut().holding(&job, stream, buf.len());
+                    !gather(&mut reader, &mut buf).await
+                };
+                let filled = buf.len();
                 let whole = whole_characters(&buf[..filled]);
                 if whole > 0 {
                     kernel.borrow_mut().output(&job, stream, &buf[..whole]);
@@ -103,6 +112,9 @@ pub async fn read(
                 held = filled - whole;
                 buf.truncate(held);
                 kernel.borrow_mut().holding(&job, stream, held);
+                if ended {
+                    break;
+                }
             }
         }
     }
@@ -110,6 +122,20 @@ pub async fn read(
         kernel.borrow_mut().output(&job, stream, &buf[..held]);
     }
     kernel.borrow_mut().stream_closed(&job, stream);
+}
+
+/// Read on into `buf` until it is full or `OUTPUT_GATHER_MS` has passed;
+/// false once every writer has closed the pipe (or reading failed).
+async fn gather(reader: &mut pipe::Receiver, buf: &mut Vec<u8>) -> bool {
+    let until = tokio::time::Instant::now() + Duration::from_millis(OUTPUT_GATHER_MS);
+    while buf.len() < READ_BYTES {
+        match tokio::time::timeout_at(until, reader.read_buf(buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return false,
+            Ok(Ok(_)) => {}
+            Err(_) => break,
+        }
+    }
+    true
 }
 
 /// The length of `bytes` without a UTF-8 character cut at its end (at

@@ -175,6 +175,12 @@ pub const FOLLOWER_PATIENCE_MS: u64 = 100;
 /// How long the kernel holds the first bytes of a UTF-8 character cut at
 /// the end of a read for the rest of it, before storing them as they are.
 pub const UTF8_HOLD_MS: u64 = 50;
+/// How long the kernel gathers a stream in full flow (a read of at least
+/// `kernel::output::GATHER_FROM_BYTES`) into one spool record: every record
+/// costs a transcript record and a client frame, and a kernel that reads as
+/// soon as a fast writer writes makes them small. Output that trickles is
+/// never held.
+pub const OUTPUT_GATHER_MS: u64 = 1;
 /// How long a catch-up that found nothing new waits before reading again.
 pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// How long a daemon starting on the socket of a daemon that is ending
