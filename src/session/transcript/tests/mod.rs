@@ -80,6 +80,16 @@ fn flip(path: &Path, offsets: &[usize]) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Cut the file at `path` to `len` bytes, as a crash or a lost write would.
+fn cut_to(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 /// Deterministic bytes of every value.
 fn noise(len: usize, mut seed: u64) -> Vec<u8> {
     (0..len)

@@ -58,13 +58,7 @@ fn a_torn_tail_after_the_record_resumed_from_is_cut_as_ever() {
     let after = t.last_record().unwrap();
     t.append(2, output(1, &noise(5000, 3))).unwrap();
     drop(t);
-    let len = std::fs::metadata(&path).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(len - 10)
-        .unwrap();
+    cut_to(&path, std::fs::metadata(&path).unwrap().len() - 10);
     let (opened, visited) = open_after(&path, after);
     assert!(visited.is_empty());
     assert_eq!(opened.torn.unwrap().offset, after.end);
@@ -107,12 +101,7 @@ fn a_record_that_is_not_where_it_was_is_not_resumable() {
     flip(&path, &[(after.start + 30) as usize]);
     assert!(!Transcript::resumable(&path, &after));
     // A file cut before its end.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(after.end - 1)
-        .unwrap();
+    cut_to(&path, after.end - 1);
     assert!(!Transcript::resumable(&path, &after));
     assert!(!Transcript::resumable(&path.with_extension("gone"), &after));
     cleanup(&path);
