@@ -6,6 +6,8 @@
 #[allow(dead_code)]
 #[path = "daemon/env.rs"]
 mod env;
+#[path = "support/skip.rs"]
+mod skip;
 
 use std::path::{Path, PathBuf};
 
@@ -571,4 +573,107 @@ fn a_checkpoint_that_does_not_match_its_transcript_is_passed_over() {
     let log = worker_log(&env, &id);
     assert!(!log.contains("read the transcript from offset"), "{log}");
     assert!(log.contains("reading the whole transcript"), "{log}");
+}
+
+/// A small tmpfs in a mount namespace of its own, held by a sleeping
+/// process this test started: the daemon reaches it as
+/// `/proc/<holder>/root/<path>`, and it goes away with the holder, so
+/// nothing is mounted on the host.
+struct SmallDisk {
+    holder: std::process::Child,
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(at: &Path, mib: u32) -> Option<SmallDisk> {
+        use std::io::BufRead;
+        std::fs::create_dir_all(at).unwrap();
+        let script = format!(
+            "mount -t tmpfs -o size={mib}m,mode=700 eukhe-small-disk \"$0\" && echo mounted && exec sleep 3600"
+        );
+        let mut holder = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .arg(at)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        let stdout = holder.stdout.take().unwrap();
+        std::io::BufReader::new(stdout).read_line(&mut line).ok()?;
+        if line.trim() != "mounted" {
+            let _ = holder.kill();
+            let _ = holder.wait();
+            return None;
+        }
+        let path = PathBuf::from(format!("/proc/{}/root", holder.id()))
+            .join(at.strip_prefix("/").unwrap());
+        Some(SmallDisk { holder, path })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// A state disk that fills while a command writes: what the kernel could
+/// not spool is counted, not told chunk by chunk; the client gets only
+/// whole records of the output (a record cut short is taken back, never
+/// read with the next one's header as output), says on stderr what is
+/// missing and exits 125; the transcript says it once, before the end.
+#[test]
+fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
+    if skip::not_root(
+        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
+    ) {
+        return;
+    }
+    let env = Env::new("full-disk");
+    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
+        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+        return;
+    };
+    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let id = env.ok(&["new"]).trim().to_string();
+    let out = env.run(&["bash", &id, "--", "head -c 40000000 /dev/zero; echo end"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("the command exited 0, but ")
+            && stderr.contains("bytes of its output could not be kept: No space left on device"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.len() < 40_000_000,
+        "{} bytes arrived",
+        out.stdout.len()
+    );
+    // Zeros, then its last line if that was kept.
+    let zeros = out.stdout.strip_suffix(b"end\n").unwrap_or(&out.stdout);
+    let stray = zeros.iter().position(|&b| b != 0);
+    assert!(
+        stray.is_none(),
+        "a byte the command never wrote at {stray:?}"
+    );
+
+    let log = env.run(&["log", &id]).stdout;
+    let log = String::from_utf8_lossy(&log).replace('\0', "");
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("could not be kept"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert!(
+        told[0].starts_with("! ")
+            && told[0].contains(
+                "bytes of the output of bash 1 could not be kept: No space left on device"
+            ),
+        "{}",
+        told[0]
+    );
+    let notice = log.find("bytes of the output of bash 1").unwrap();
+    let end = log.find("[bash 1 exited 0]").expect("the end is recorded");
+    assert!(notice < end, "{log}");
 }

@@ -44,7 +44,8 @@ and working directory; `spare_session = false` in config.toml turns it off.",
 255 when it was interrupted: its kernel was lost; 126 when the kernel could not start it, the \
 reason in the log).\n  \
 125: eukhe itself failed (an unknown session, a bad option, no daemon to be had, a damaged \
-session, a refused `rm`, a run withdrawn before it ran), as `env` and `timeout` do, so it is \
+session, a refused `rm`, a run withdrawn before it ran, output of the command that could not be \
+kept on a full disk), as `env` and `timeout` do, so it is \
 never mistaken for a command's status.\n  \
 1: `cancel` found nothing to cancel; `shutdown --if-idle` did not stop a busy daemon; `doctor` \
 found a problem.\n  \

@@ -313,9 +313,11 @@ impl OutputSink for Terminal {
 /// How an input a client followed ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InputEnd {
-    /// Its exit status (255 when it was interrupted or withdrawn).
+    /// Its exit status (255 when it was interrupted or withdrawn; eukhe's
+    /// own failure, 125, when output it wrote could not be kept).
     pub status: i32,
-    /// Why it ended without running to its end, as one line.
+    /// Why it ended without running to its end, or why its output is
+    /// incomplete, as one line.
     pub cut_short: Option<String>,
 }
 
@@ -344,11 +346,24 @@ pub(crate) async fn output_until_end<S: OutputSink>(
                 input = Some(queued);
             }
             Response::Output { stream, data } => printed.live(stream, &data)?,
-            Response::Exit { status } => {
-                return Ok(InputEnd {
-                    status,
-                    cut_short: None,
-                })
+            Response::Exit { status, lost } => {
+                return Ok(match lost {
+                    None => InputEnd {
+                        status,
+                        cut_short: None,
+                    },
+                    // Output the command wrote could not be kept (a full
+                    // state disk): eukhe's own failure, so a script never
+                    // takes what it got for all of the output.
+                    Some(lost) => InputEnd {
+                        status: i32::from(super::cli::EUKHE_FAILED),
+                        cut_short: Some(format!(
+                            "the command exited {status}, but {} bytes of its output could not \
+                             be kept: {}; the output above is incomplete",
+                            lost.bytes, lost.error
+                        )),
+                    },
+                });
             }
             other => return unexpected(other),
         }

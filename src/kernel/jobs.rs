@@ -14,7 +14,7 @@ use std::rc::Rc;
 use tokio::sync::watch;
 
 use super::output::{open_fifo, Fifo};
-use super::spool::{JobEnd, Spool};
+use super::spool::{JobEnd, LostOutput, Spool};
 use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
 use crate::laws::adoption::ProcessIdentity;
@@ -47,6 +47,8 @@ pub struct Job {
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
     pub placeholders: Vec<File>,
+    /// Output the spool could not keep and no end has told yet.
+    pub lost: Option<LostOutput>,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -316,6 +318,7 @@ impl Kernel {
                     cancelled: false,
                     notice: Some(format!("{} did not start: {e}", job_in_words(job))),
                     settled: true,
+                    lost_output: None,
                 };
                 if keeps_end(job) {
                     if let Err(e) = self.spool.set_end(job, &end) {
@@ -340,6 +343,7 @@ impl Kernel {
                 held: [0, 0],
                 cancelled: false,
                 placeholders,
+                lost: None,
             },
         );
         self.bump();
@@ -638,11 +642,7 @@ impl Kernel {
     pub fn output(&mut self, job: &str, stream: Stream, bytes: &[u8]) {
         if let Some(j) = self.jobs.get_mut(job) {
             if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
-                let text = format!(
-                    "{} bytes of output of {job} could not be kept: {e}",
-                    bytes.len()
-                );
-                self.notices.push(text);
+                LostOutput::add(&mut j.lost, bytes.len(), &e);
             }
             self.bump();
         }
@@ -688,6 +688,16 @@ impl Kernel {
         j.open_streams = j.open_streams.saturating_sub(1);
         if j.open_streams == 0 {
             if let Some(end) = &mut j.end {
+                // Its end told what was lost before it; this is what
+                // processes it left running wrote after.
+                if let Some(lost) = j.lost.take() {
+                    self.notices.push(format!(
+                        "{} bytes of output that {} left running wrote after it ended could not be kept: {}",
+                        lost.bytes,
+                        job_in_words(job),
+                        lost.error
+                    ));
+                }
                 end.settled = true;
                 let end = end.clone();
                 if keeps_end(job) {
@@ -740,6 +750,7 @@ impl Kernel {
             cancelled: j.cancelled,
             notice,
             settled: j.open_streams == 0,
+            lost_output: j.lost.take(),
         };
         j.end = Some(end.clone());
         self.record_end(job, &end);
@@ -848,7 +859,8 @@ pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
 fn job_in_words(job: &str) -> String {
     match job.split_at_checked(1) {
         Some(("r", n)) => format!("run {n}"),
-        Some(("b", n)) => format!("bash {n}"),
+        // User bash's tag is `b<number>-<worker>-<seq>`.
+        Some(("b", tag)) => format!("bash {}", tag.split('-').next().unwrap_or(tag)),
         _ => job.to_string(),
     }
 }

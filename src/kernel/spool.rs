@@ -47,6 +47,36 @@ pub struct JobEnd {
     pub notice: Option<String>,
     /// Whether every writer of its output has closed.
     pub settled: bool,
+    /// Output it wrote that the spool could not keep (a full disk): no
+    /// client and no transcript has those bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_output: Option<LostOutput>,
+}
+
+/// Output the spool could not keep, counted rather than told chunk by
+/// chunk: a full disk fails every write of a stream in full flow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LostOutput {
+    /// How many bytes.
+    pub bytes: u64,
+    /// Why the first of them could not be kept.
+    pub error: String,
+}
+
+impl LostOutput {
+    /// Count `bytes` more, lost to `error`, in `lost`.
+    pub fn add(lost: &mut Option<LostOutput>, bytes: usize, error: &std::io::Error) {
+        match lost {
+            Some(lost) => lost.bytes += bytes as u64,
+            None => {
+                *lost = Some(LostOutput {
+                    bytes: bytes as u64,
+                    error: error.to_string(),
+                })
+            }
+        }
+    }
 }
 
 /// A job's output records read from an offset.
@@ -62,6 +92,30 @@ pub struct Chunk {
 #[derive(Clone, Debug)]
 pub struct Spool {
     dir: PathBuf,
+}
+
+/// Write `header`, then `bytes`, counting in `written` what reached the
+/// file (a short write, rare: a signal, a full disk, goes on in order).
+fn write_record(
+    file: &mut File,
+    header: &[u8],
+    bytes: &[u8],
+    written: &mut usize,
+) -> std::io::Result<()> {
+    while *written < header.len() + bytes.len() {
+        let wrote = if *written < header.len() {
+            file.write_vectored(&[IoSlice::new(&header[*written..]), IoSlice::new(bytes)])
+        } else {
+            file.write(&bytes[*written - header.len()..])
+        };
+        match wrote {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => *written += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn valid_job(job: &str) -> bool {
@@ -110,7 +164,10 @@ impl Spool {
     }
 
     /// Append one output record; returns the offset after it. The header
-    /// and the bytes go in one write, without copying the bytes.
+    /// and the bytes go in one write, without copying the bytes. A record
+    /// the disk has no room for (or that fails otherwise) is taken back
+    /// whole: the spool stays a run of whole records, and one written later
+    /// follows them where a reader expects it.
     pub fn append(file: &mut File, stream: Stream, bytes: &[u8]) -> std::io::Result<u64> {
         let mut header = [0u8; RECORD_HEADER];
         header[0] = match stream {
@@ -118,13 +175,13 @@ impl Spool {
             Stream::Stderr => 2,
         };
         header[1..].copy_from_slice(&(bytes.len() as u32).to_be_bytes());
-        let written = file.write_vectored(&[IoSlice::new(&header), IoSlice::new(bytes)])?;
-        // A short write (rare: a signal, a full disk) finishes in order.
-        if written < RECORD_HEADER {
-            file.write_all(&header[written..])?;
-            file.write_all(bytes)?;
-        } else {
-            file.write_all(&bytes[written - RECORD_HEADER..])?;
+        let mut written = 0;
+        if let Err(e) = write_record(file, &header, bytes, &mut written) {
+            if written > 0 {
+                let end = file.metadata()?.len();
+                file.set_len(end - written as u64)?;
+            }
+            return Err(e);
         }
         file.stream_position()
     }
@@ -295,6 +352,59 @@ fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize)>, String> {
 mod tests {
     use super::*;
 
+    /// A file size limit stands in for a full disk: a write past it is
+    /// cut short, the next one fails. The limit binds the whole process,
+    /// so the writes happen in a child: this test binary again, running
+    /// only this test.
+    #[test]
+    fn a_record_the_disk_has_no_room_for_is_taken_back_whole() {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        const CHILD: &str = "EUKHE_SPOOL_FULL_DISK_CHILD";
+        if std::env::var_os(CHILD).is_none() {
+            let name =
+                "kernel::spool::tests::a_record_the_disk_has_no_room_for_is_taken_back_whole";
+            let child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&child.stdout);
+            assert!(child.status.success(), "{said}");
+            assert!(said.contains("1 passed"), "the child ran no test: {said}");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("eukhe-spool-full-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&dir).unwrap();
+        let mut file = spool.accept("r1").unwrap().unwrap();
+        let first = Spool::append(&mut file, Stream::Stdout, b"one").unwrap();
+        // SIGXFSZ would end the process; ignored, a write past the limit fails with EFBIG.
+        // SAFETY: SIG_IGN installs no handler; this child runs one test on one thread.
+        unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::SIGXFSZ,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+        }
+        .unwrap();
+        let (soft, hard) = getrlimit(Resource::RLIMIT_FSIZE).unwrap();
+        setrlimit(Resource::RLIMIT_FSIZE, 100, hard).unwrap();
+        let cut = Spool::append(&mut file, Stream::Stdout, &[b'x'; 400]);
+        assert!(cut.is_err(), "the limit let 400 bytes through");
+        assert_eq!(file.metadata().unwrap().len(), first, "a cut record stays");
+        setrlimit(Resource::RLIMIT_FSIZE, soft, hard).unwrap();
+        let last = Spool::append(&mut file, Stream::Stderr, b"two").unwrap();
+        let all = spool.read("r1", 0, last, 1 << 20).unwrap();
+        assert_eq!(
+            all.records,
+            vec![
+                (Stream::Stdout, b"one".to_vec().into(), first),
+                (Stream::Stderr, b"two".to_vec().into(), last)
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_job_is_accepted_once_and_its_records_resume_at_any_offset() {
         let dir = std::env::temp_dir().join(format!("eukhe-spool-{}", std::process::id()));
@@ -331,6 +441,7 @@ mod tests {
             cancelled: false,
             notice: None,
             settled: true,
+            lost_output: None,
         };
         spool.set_end("r1", &end).unwrap();
         assert!(spool.unended_groups().is_empty());

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::Event;
 use super::hello::Hello;
+use crate::kernel::spool::LostOutput;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
 use crate::session::entry::Stream;
@@ -351,6 +352,10 @@ pub enum Response {
     Exit {
         /// The exit status, as the shell reports it.
         status: i32,
+        /// Output it wrote that could not be kept (the state disk was
+        /// full): what the client received is incomplete.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lost: Option<LostOutput>,
     },
     /// One transcript entry (log, attach).
     Entry(Entry),

@@ -194,8 +194,35 @@ mod tests {
 
     #[test]
     fn control_messages_stay_json_and_short_output_frames_are_malformed() {
-        round_trip(Response::Exit { status: 3 });
-        assert_eq!(Response::Exit { status: 3 }.to_payload().unwrap()[0], b'{');
+        round_trip(Response::Exit {
+            status: 3,
+            lost: None,
+        });
+        assert_eq!(
+            Response::Exit {
+                status: 3,
+                lost: None,
+            }
+            .to_payload()
+            .unwrap()[0],
+            b'{'
+        );
+        // A client of this build reads an older worker's exit, which says
+        // nothing of lost output.
+        assert_eq!(
+            Response::from_payload(br#"{"type":"exit","status":3}"#).unwrap(),
+            Response::Exit {
+                status: 3,
+                lost: None,
+            }
+        );
+        round_trip(Response::Exit {
+            status: 0,
+            lost: Some(crate::kernel::spool::LostOutput {
+                bytes: 4096,
+                error: "No space left on device (os error 28)".into(),
+            }),
+        });
         assert!(Response::from_payload(&[ENTRY, 1, 0]).is_err());
         assert!(Response::from_payload(&[LIVE, 9]).is_err());
     }

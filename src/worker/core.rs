@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::spool::JobEnd;
+use crate::kernel::spool::{JobEnd, LostOutput};
 use crate::laws::idle_shutdown::{
     gate_at, run_gate_step, GateEvent, GateOutput, QuiesceAnswer, RunGate,
 };
@@ -49,8 +49,8 @@ pub enum Action {
     Kernel(ToKernel),
     /// Tell the clients waiting on a run (`send --wait`).
     Waiters(RunId, Response),
-    /// The run ended: answer its waiters with its status.
-    EndWaiters(RunId, i32),
+    /// The run ended: give its waiters their last answer (`Exit`).
+    EndWaiters(RunId, Response),
     Client(ClientId, Response),
 }
 
@@ -793,6 +793,7 @@ impl RunCore {
                 if !end_is_recorded(&self.book, input) {
                     return actions;
                 }
+                let lost = lost_output(&format!("run {input}"), end, &mut actions);
                 let status = match end {
                     Some(end) => {
                         actions.push(Action::StoreUntilStored(EntryBody::RunFinished {
@@ -818,7 +819,7 @@ impl RunCore {
                 };
                 self.book.insert(input, RunRecord::Ended);
                 self.started_text.remove(&input);
-                actions.push(Action::EndWaiters(input, status));
+                actions.push(Action::EndWaiters(input, Response::Exit { status, lost }));
             }
             JobKind::Bash { client, number } => {
                 self.open_bash.remove(&number);
@@ -862,16 +863,38 @@ impl RunCore {
 /// stores and tells its client, if one waits.
 fn bash_ended(number: RunId, client: Option<ClientId>, end: Option<&JobEnd>) -> Vec<Action> {
     let status = end.map_or(255, |e| e.status);
-    let mut actions = vec![Action::StoreUntilStored(EntryBody::BashFinished {
+    let mut actions = Vec::new();
+    let lost = lost_output(&format!("bash {number}"), end, &mut actions);
+    actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
         status,
         bash: Some(number),
         signal: end.and_then(|e| e.signal),
         cancelled: end.is_some_and(|e| e.cancelled),
-    })];
+    }));
     if let Some(client) = client {
-        actions.push(Action::Client(client, Response::Exit { status }));
+        actions.push(Action::Client(client, Response::Exit { status, lost }));
     }
     actions
+}
+
+/// Output of `subject` ("run 3", "bash 2") that its kernel could not
+/// spool: said in the transcript just before its end (stored as surely as
+/// the end, so the end never reads as complete output without it), and
+/// returned for the clients that followed it.
+fn lost_output(
+    subject: &str,
+    end: Option<&JobEnd>,
+    actions: &mut Vec<Action>,
+) -> Option<LostOutput> {
+    let lost = end?.lost_output.clone()?;
+    actions.push(Action::StoreUntilStored(EntryBody::Notice {
+        text: format!(
+            "{} bytes of the output of {subject} could not be kept: {}",
+            lost.bytes, lost.error
+        ),
+        restore: None,
+    }));
+    Some(lost)
 }
 
 #[cfg(test)]
@@ -901,6 +924,7 @@ mod tests {
             cancelled: false,
             notice: None,
             settled: true,
+            lost_output: None,
         }
     }
 
@@ -962,7 +986,13 @@ mod tests {
                 cancelled: false
             }))
         );
-        assert!(first.contains(&Action::EndWaiters(1, 0)));
+        assert!(first.contains(&Action::EndWaiters(
+            1,
+            Response::Exit {
+                status: 0,
+                lost: None
+            }
+        )));
         assert!(core.ended("r1", Some(&end(0))).is_empty(), "stored twice");
         assert_eq!(core.current_run(), None);
     }

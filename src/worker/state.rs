@@ -70,6 +70,8 @@ pub struct Worker {
     pub kernel_stop_asked: bool,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
+    /// What wrote them ("run 3", "bash 2").
+    unstored_of: std::collections::BTreeSet<String>,
     /// How long output may wait for its fsync (`output_sync_ms`).
     pub output_sync: std::time::Duration,
     /// Wakes the task that group-commits output.
@@ -171,6 +173,7 @@ impl Worker {
             stopping: false,
             kernel_stop_asked: false,
             unstored_output: 0,
+            unstored_of: Default::default(),
             identity: own_identity(),
             open_clients: Default::default(),
             clients_changed: Default::default(),
@@ -234,21 +237,23 @@ impl Worker {
                 Action::Store(body) => {
                     let _ = self.append(body);
                 }
-                Action::StoreUntilStored(body) => match self.append(body.clone()) {
-                    Ok(_) => {
-                        log_end(&body);
-                        self.notice_unstored_output();
+                Action::StoreUntilStored(body) => {
+                    // Output the transcript could not take is told before
+                    // the end (or notice) that follows it.
+                    self.notice_unstored_output();
+                    match self.append(body.clone()) {
+                        Ok(_) => log_end(&body),
+                        Err(e) => {
+                            tracing::error!("{e}; retrying");
+                            let mut held = vec![Action::StoreUntilStored(body)];
+                            held.extend(actions);
+                            return held;
+                        }
                     }
-                    Err(e) => {
-                        tracing::error!("{e}; retrying");
-                        let mut held = vec![Action::StoreUntilStored(body)];
-                        held.extend(actions);
-                        return held;
-                    }
-                },
+                }
                 Action::Kernel(message) => self.send_kernel(message),
                 Action::Waiters(run, response) => self.tell_waiters(run, response),
-                Action::EndWaiters(run, status) => self.end_waiters(run, status),
+                Action::EndWaiters(run, exit) => self.last_to_waiters(run, exit),
                 Action::Client(client, response) => {
                     let last = matches!(response, Response::Exit { .. });
                     if let Some((tx, number)) = self.clients.get(&client) {
@@ -310,9 +315,18 @@ impl Worker {
     /// Output is written at once and group-committed: fsynced within
     /// `output_sync_ms` (and by its run's end record, which is synced).
     fn store_output(&mut self, body: EntryBody) {
-        let bytes = match &body {
-            EntryBody::Output { data, .. } => data.len() as u64,
-            _ => 0,
+        let (bytes, writer) = match &body {
+            EntryBody::Output {
+                data, input, bash, ..
+            } => (
+                data.len() as u64,
+                match (bash, input) {
+                    (Some(bash), _) => format!("bash {bash}"),
+                    (None, Some(run)) => format!("run {run}"),
+                    (None, None) => "a command".to_string(),
+                },
+            ),
+            _ => (0, String::new()),
         };
         let offset = self.transcript.end_offset();
         let stored = if self.output_sync.is_zero() {
@@ -325,7 +339,10 @@ impl Worker {
             offset,
         });
         match stored {
-            Err(_) => self.unstored_output += bytes,
+            Err(_) => {
+                self.unstored_output += bytes;
+                self.unstored_of.insert(writer);
+            }
             Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
                 self.sync_pending = true;
                 self.sync_due.notify_one();
@@ -409,18 +426,25 @@ impl Worker {
     }
 
     /// Once the transcript takes entries again, say how much output it
-    /// could not keep.
+    /// could not keep, and whose.
     pub fn notice_unstored_output(&mut self) {
         if self.unstored_output == 0 {
             return;
         }
-        let bytes = self.unstored_output;
+        let writers: Vec<&str> = self.unstored_of.iter().map(String::as_str).collect();
+        let text = format!(
+            "{} bytes of the output of {} could not be stored in the transcript (the disk was full); \
+             clients following it then got them",
+            self.unstored_output,
+            writers.join(", ")
+        );
         let stored = self.append(EntryBody::Notice {
-            text: format!("{bytes} bytes of output could not be stored: the disk was full"),
+            text,
             restore: None,
         });
         if stored.is_ok() {
             self.unstored_output = 0;
+            self.unstored_of.clear();
         }
     }
 
@@ -622,10 +646,6 @@ impl Worker {
                 );
             }
         }
-    }
-
-    pub fn end_waiters(&mut self, input: u64, status: i32) {
-        self.last_to_waiters(input, Response::Exit { status });
     }
 
     /// Send the clients waiting for `input` their last answer, after the

@@ -101,9 +101,23 @@ impl Env {
         self.ok(&["log", id])
     }
 
+    /// The state directory the daemon was given.
+    pub fn state_dir(&self) -> PathBuf {
+        let (_, dir) = self
+            .vars
+            .iter()
+            .find(|(n, _)| n == "EUKHE_STATE_DIR")
+            .unwrap();
+        PathBuf::from(dir)
+    }
+
     /// The live kernel of `id`, as it recorded itself.
     pub fn kernel_pid(&self, id: &str) -> Option<u32> {
-        let path = self.dir.join("state/sessions").join(id).join("kernel.json");
+        let path = self
+            .state_dir()
+            .join("sessions")
+            .join(id)
+            .join("kernel.json");
         let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
         let pid = record["identity"]["pid"].as_u64()? as u32;
         alive(pid).then_some(pid)
@@ -111,7 +125,7 @@ impl Env {
 
     /// Every live kernel of this installation, the spare's too.
     pub fn kernel_pids(&self) -> Vec<u32> {
-        let Ok(sessions) = std::fs::read_dir(self.dir.join("state/sessions")) else {
+        let Ok(sessions) = std::fs::read_dir(self.state_dir().join("sessions")) else {
             return Vec::new();
         };
         sessions
