@@ -659,7 +659,10 @@ fn in_attach_ctrl_c_cancels_the_running_run_ctrl_backslash_detaches_and_eof_wait
     let client = attached.child.id();
     // SAFETY: kill(2) on the attach client this test started.
     unsafe { libc::kill(client as i32, libc::SIGINT) };
-    attached.expect("[run 1 cancelled: signal 2]");
+    // SIGINT, or SIGTERM a cancel grace later when SIGINT fell between
+    // bash's fork and its exec of `sleep` (the child drops a signal its
+    // parent's handler took there; seen on a loaded machine).
+    attached.expect("[run 1 cancelled: signal ");
     attached.expect("after the cancel");
     assert!(
         alive(client),
