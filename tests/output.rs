@@ -10,6 +10,7 @@ mod env;
 mod skip;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use env::Env;
@@ -676,4 +677,97 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
     let notice = log.find("bytes of the output of bash 1").unwrap();
     let end = log.find("[bash 1 exited 0]").expect("the end is recorded");
     assert!(notice < end, "{log}");
+}
+
+/// Fill what is left of `disk` with a file of its own.
+fn fill(disk: &SmallDisk) -> PathBuf {
+    use std::io::Write;
+    let path = disk.path.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block = vec![0u8; 1 << 20];
+    while file.write_all(&block).is_ok() {}
+    path
+}
+
+/// A saved session woken on a full state disk: its worker cannot record
+/// itself and exits at once. The supervisor sees the exit (no waiting out
+/// the worker-start wait for a process that is gone) and the client is
+/// told why, from the worker's own last word; once space is freed,
+/// `restart` brings the session back with its state.
+#[test]
+fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
+    if skip::not_root(
+        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
+    ) {
+        return;
+    }
+    let env = Env::new("full-wake").with("EUKHE_IDLE_STOP_MS", "1000");
+    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
+        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+        return;
+    };
+    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "kept=yes"]);
+    env::wait_until(Duration::from_secs(20), "the session saved", || {
+        env.session(&id)["state"] == "saved"
+    });
+    let filler = fill(&disk);
+    let started = Instant::now();
+    let woken = env.run(&["bash", &id, "--", "echo $kept"]);
+    let stderr = String::from_utf8_lossy(&woken.stderr);
+    assert_eq!(woken.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("(the last attempt: its worker exited with status 125; its log ends: ")
+            && stderr.contains("worker.json: No space left on device"),
+        "{stderr}"
+    );
+    assert!(stderr.lines().count() == 1, "{stderr}");
+    // Each failure is seen as the worker exits: the restart budget runs
+    // out within the pauses between attempts (250 ms doubling), well
+    // before six worker-start waits (10 s each).
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    env.ok(&["restart", &id]);
+    assert_eq!(env.ok(&["bash", &id, "--", "echo $kept"]), "yes\n");
+}
+
+/// A command's last output read after its shell reported its end, on a
+/// disk with no room for it: its loss is told with that command's end,
+/// never as output of something it left running.
+#[test]
+fn output_lost_as_a_command_ends_is_told_with_its_end() {
+    if skip::not_root(
+        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
+    ) {
+        return;
+    }
+    let env = Env::new("full-end");
+    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
+        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+        return;
+    };
+    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "true"]);
+    let filler = fill(&disk);
+    for bash in 2..5 {
+        let out = env.run(&["bash", &id, "--", "echo small; echo more"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(
+            stderr.contains("the command exited 0, but 11 bytes of its output could not be kept"),
+            "{stderr}"
+        );
+        let log = env.log(&id);
+        assert!(log.contains(&format!("! 11 bytes of the output of bash {bash} could not be kept: No space left on device")), "{log}");
+        assert!(!log.contains("left running"), "{log}");
+    }
+    std::fs::remove_file(filler).unwrap();
+    assert_eq!(env.ok(&["bash", &id, "--", "echo small"]), "small\n");
 }

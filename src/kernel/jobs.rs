@@ -642,10 +642,31 @@ impl Kernel {
     pub fn output(&mut self, job: &str, stream: Stream, bytes: &[u8]) {
         if let Some(j) = self.jobs.get_mut(job) {
             if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
-                LostOutput::add(&mut j.lost, bytes.len(), &e);
+                let more = LostOutput {
+                    bytes: bytes.len() as u64,
+                    error: e.to_string(),
+                };
+                LostOutput::add(&mut j.lost, more);
             }
             self.bump();
         }
+    }
+
+    /// `job`'s end as it is told, once the output its shell wrote before
+    /// it ended is read: counting the output lost since [`Kernel::ended`]
+    /// (that last output among it). `None` while it runs.
+    pub fn end_to_tell(&mut self, job: &str) -> Option<JobEnd> {
+        let j = self.jobs.get_mut(job)?;
+        let end = j.end.as_mut()?;
+        if let Some(more) = j.lost.take() {
+            LostOutput::add(&mut end.lost_output, more);
+            if keeps_end(job) {
+                if let Err(e) = self.spool.set_end(job, end) {
+                    tracing::warn!("{job}'s end could not be kept again: {e}");
+                }
+            }
+        }
+        Some(end.clone())
     }
 
     /// Whether output of `job` waits in its FIFOs, not yet read into the

@@ -322,9 +322,13 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         let unread = live && ctx.kernel.borrow().unread_output(&job);
         if !end_sent && !unread && (end.is_some() || !live) {
             end_sent = true;
+            let end = match live {
+                true => ctx.kernel.borrow_mut().end_to_tell(&job),
+                false => end.clone(),
+            };
             let message = FromKernel::Ended {
                 job: job.clone(),
-                end: end.clone(),
+                end,
             };
             if tx.send(encode(&message).unwrap_or_default()).await.is_err() {
                 return;

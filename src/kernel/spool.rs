@@ -65,16 +65,11 @@ pub struct LostOutput {
 }
 
 impl LostOutput {
-    /// Count `bytes` more, lost to `error`, in `lost`.
-    pub fn add(lost: &mut Option<LostOutput>, bytes: usize, error: &std::io::Error) {
+    /// Count `more` in `lost` (which keeps the first error).
+    pub fn add(lost: &mut Option<LostOutput>, more: LostOutput) {
         match lost {
-            Some(lost) => lost.bytes += bytes as u64,
-            None => {
-                *lost = Some(LostOutput {
-                    bytes: bytes as u64,
-                    error: error.to_string(),
-                })
-            }
+            Some(lost) => lost.bytes += more.bytes,
+            None => *lost = Some(more),
         }
     }
 }

@@ -141,6 +141,12 @@ pub async fn stop_lone_kernel(supervisor: &Shared, id: &str) {
     host(supervisor).stop_kernel(id, kernel).await;
 }
 
+/// How the worker the host started for `id` exited, if the host saw it
+/// exit at or after `since_ms` (the process backend reaps its children).
+pub fn worker_exit(supervisor: &Shared, id: &str, since_ms: u64) -> Option<String> {
+    host(supervisor).exit_of(id, since_ms)
+}
+
 /// After a worker's control connection ended: why, as far as the host
 /// knows.
 pub async fn why_worker_ended(supervisor: &Shared, id: &str) -> String {

@@ -203,11 +203,17 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         generation,
         why: why.to_string(),
     };
-    let Some((mut stream, hello)) = connect_soon(&supervisor, &id).await else {
-        let why = "its worker never answered on its socket";
-        drive(&supervisor, &id, ended(why)).await;
-        return;
+    let (mut stream, hello) = match connect_soon(&supervisor, &id).await {
+        Ok(connection) => connection,
+        Err(why) => {
+            drive(&supervisor, &id, ended(&why)).await;
+            return;
+        }
     };
+    // The exit of an earlier worker of the session, if the host still
+    // holds it, is not this one's (asked for when this one's connection
+    // ends).
+    let _ = backend::worker_exit(&supervisor, &id, 0);
     let supervise = Request::Supervise {
         build_id: build_id().to_string(),
     };
@@ -255,17 +261,23 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
 
 /// Connect to a worker that is starting: it binds its socket within
 /// milliseconds, so a short retry keeps session start fast, up to the
-/// worker-start wait.
-async fn connect_soon(supervisor: &Shared, id: &str) -> Option<(UnixStream, Hello)> {
+/// worker-start wait, or until the host saw it exit (the failure's why).
+async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
+    let since = crate::clock::mono_ms();
     loop {
-        match connect_worker(supervisor, id).await {
-            Ok(connection) => return Some(connection),
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await
-            }
-            Err(_) => return None,
+        if let Ok(connection) = connect_worker(supervisor, id).await {
+            return Ok(connection);
         }
+        // A worker that exited will never answer (one that cannot write its
+        // record on a full disk exits at once).
+        if let Some(exit) = backend::worker_exit(supervisor, id, since) {
+            return Err(exit);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err("its worker never answered on its socket".into());
+        }
+        tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await;
     }
 }
 
@@ -328,6 +340,9 @@ fn take_report(
 
 /// Tell a worker's failure: the event stream and the log.
 fn tell_failure(supervisor: &Shared, id: &str, why: String, verdict: RestartVerdict) {
+    if let Some(slot) = supervisor.borrow_mut().slots.get_mut(id) {
+        slot.last_failure = Some((crate::clock::mono_ms(), why.clone()));
+    }
     {
         let s = supervisor.borrow();
         if let Some(slot) = s.slots.get(id).filter(|slot| !slot.spare) {

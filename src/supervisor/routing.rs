@@ -344,15 +344,25 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), Su
         tokio::pin!(notified);
         notified.as_mut().enable();
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
+        // A failure while this client waited says why it waited in vain.
+        let failure = || {
+            let since = crate::clock::mono_ms().saturating_sub(TM.worker_start_wait);
+            let s = supervisor.borrow();
+            let (at, why) = s.slots.get(id)?.last_failure.as_ref()?;
+            (*at >= since).then(|| format!(" (the last attempt: {why})"))
+        };
         match state {
             Some(SlotState::Running { .. }) => return Ok(()),
-            Some(SlotState::GivenUp) => return refused(given_up(id)),
+            Some(SlotState::GivenUp) => {
+                return refused(given_up(id, &failure().unwrap_or_default()))
+            }
             Some(SlotState::Damaged { problem }) => return refused(damaged(id, &problem)),
             None => return refused(format!("no session {id}")),
             _ if tokio::time::Instant::now() >= deadline => {
                 return refused(format!(
-                    "session {id}: its worker did not start within {}",
-                    duration_in_words(TM.worker_start_wait)
+                    "session {id}: its worker did not start within {}{}",
+                    duration_in_words(TM.worker_start_wait),
+                    failure().unwrap_or_default()
                 ))
             }
             _ => {
@@ -439,9 +449,11 @@ fn damaged(id: &str, problem: &str) -> String {
     format!("session {id} cannot start: {problem} (mend or move the file; the next request reads it again)")
 }
 
-fn given_up(id: &str) -> String {
+/// Why a request for `id` is refused once it was given up; `because` (may
+/// be empty) says what its last failure was.
+fn given_up(id: &str, because: &str) -> String {
     format!(
-        "session {id} was given up after failing {}; `eukhe restart {id}` starts it afresh",
+        "session {id} was given up after failing {}{because}; `eukhe restart {id}` starts it afresh",
         give_up_in_words()
     )
 }
@@ -559,7 +571,7 @@ async fn running_worker(
     request: &SessionRequest,
 ) -> Result<Reached, SupervisorError> {
     match &state {
-        Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id))),
+        Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id, ""))),
         Some(SlotState::Damaged { problem }) => {
             return Err(SupervisorError::Refused(damaged(id, problem)))
         }

@@ -84,6 +84,9 @@ pub struct Slot {
     /// A spare session no `new` has claimed (`supervisor::spare`): listed,
     /// named, counted and told nowhere.
     pub spare: bool,
+    /// Its worker's last failure: when (monotonic ms) and why. A client
+    /// that waited in vain for a worker is told it.
+    pub last_failure: Option<(u64, String)>,
 }
 
 impl Slot {
@@ -102,6 +105,7 @@ impl Slot {
             requests_in_flight: 0,
             last_active_ms: mono_ms(),
             spare: false,
+            last_failure: None,
         }
     }
 

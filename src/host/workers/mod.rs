@@ -62,6 +62,14 @@ pub trait WorkerHost {
     /// result).
     fn why_ended<'a>(&'a self, id: &'a str) -> HostFuture<'a, String>;
 
+    /// How the worker this host started for `id` exited, in words, if it
+    /// saw it exit at or after `since_ms` (monotonic); told once. By
+    /// default the host does not know (a unit's end is read by
+    /// [`WorkerHost::why_ended`]).
+    fn exit_of(&self, _id: &str, _since_ms: u64) -> Option<String> {
+        None
+    }
+
     /// Where workers record busy evidence and the supervisor reads it.
     fn busy_journal(&self) -> BusyJournal;
 

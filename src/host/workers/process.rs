@@ -3,9 +3,12 @@
 //! by the supervisor itself.
 
 use super::super::HostError;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt as _;
+use std::path::Path;
 use std::process::Stdio;
+use std::rc::Rc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -26,6 +29,9 @@ pub struct ProcessHost {
     paths: Paths,
     /// The lost-exit window handed to each worker (`config::window_text`).
     lost_exit: String,
+    /// How workers this supervisor started exited (when, in monotonic ms,
+    /// and in words), by session, until told.
+    exits: Rc<RefCell<HashMap<String, (u64, String)>>>,
 }
 
 impl ProcessHost {
@@ -35,6 +41,7 @@ impl ProcessHost {
         ProcessHost {
             lost_exit: crate::config::window_text(config.worker_lost_exit_ms),
             paths,
+            exits: Rc::default(),
         }
     }
 
@@ -88,9 +95,15 @@ impl ProcessHost {
             .spawn()
             .map_err(|e| HostError::io(format!("session {id}: cannot start its worker"), e))?;
         // Reap the child whenever it ends; the watcher notices through its
-        // control connection.
+        // control connection, or asks how it exited when it never answered.
+        let exits = self.exits.clone();
+        exits.borrow_mut().remove(id);
+        let (id, log) = (id.to_string(), self.files(id).log());
         tokio::task::spawn_local(async move {
-            let _ = child.wait().await;
+            if let Ok(status) = child.wait().await {
+                let exit = (crate::clock::mono_ms(), exit_in_words(status, &log));
+                exits.borrow_mut().insert(id, exit);
+            }
         });
         Ok(())
     }
@@ -132,8 +145,21 @@ impl WorkerHost for ProcessHost {
         })
     }
 
-    fn why_ended<'a>(&'a self, _id: &'a str) -> HostFuture<'a, String> {
-        Box::pin(async { "its worker ended".to_string() })
+    fn why_ended<'a>(&'a self, id: &'a str) -> HostFuture<'a, String> {
+        // Asked as the worker's connection ends: the watcher dropped any
+        // earlier worker's exit when it connected, so one held is its own.
+        let exit = self.exit_of(id, 0);
+        Box::pin(async { exit.unwrap_or_else(|| "its worker ended".to_string()) })
+    }
+
+    fn exit_of(&self, id: &str, since_ms: u64) -> Option<String> {
+        let mut exits = self.exits.borrow_mut();
+        let (at, _) = exits.get(id)?;
+        // An earlier worker's exit says nothing of the one watched now.
+        if *at < since_ms {
+            return None;
+        }
+        exits.remove(id).map(|(_, words)| words)
     }
 
     fn busy_journal(&self) -> BusyJournal {
@@ -149,4 +175,33 @@ impl WorkerHost for ProcessHost {
     fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {
         Box::pin(kernels::terminate(kernel, TM.stop_grace))
     }
+}
+
+/// How a worker exited, with the last line of its log when it exited on
+/// its own (where a worker that cannot start says why: a full state disk).
+fn exit_in_words(status: std::process::ExitStatus, log: &Path) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    // A signal is its own reason; an exit follows the worker's last word.
+    match (status.code(), status.signal()) {
+        (Some(code), _) => match last_line(log) {
+            Some(line) => format!("its worker exited with status {code}; its log ends: {line}"),
+            None => format!("its worker exited with status {code}"),
+        },
+        (None, Some(signal)) => format!("its worker was ended by signal {signal}"),
+        (None, None) => "its worker ended".to_string(),
+    }
+}
+
+/// The last line of text in the last few KiB of `path`.
+fn last_line(path: &Path) -> Option<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    const TAIL: u64 = 4096;
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(line.chars().take(300).collect())
 }
