@@ -14,6 +14,8 @@ mod events;
 
 #[path = "support/skip.rs"]
 mod skip;
+#[path = "support/small_disk.rs"]
+mod small_disk;
 
 use std::time::{Duration, Instant};
 

@@ -8,12 +8,15 @@
 mod env;
 #[path = "support/skip.rs"]
 mod skip;
+#[path = "support/small_disk.rs"]
+mod small_disk;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use env::Env;
+use small_disk::{fill, SmallDisk};
 
 /// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
 fn random_bytes(len: usize) -> Vec<u8> {
@@ -576,49 +579,6 @@ fn a_checkpoint_that_does_not_match_its_transcript_is_passed_over() {
     assert!(log.contains("reading the whole transcript"), "{log}");
 }
 
-/// A small tmpfs in a mount namespace of its own, held by a sleeping
-/// process this test started: the daemon reaches it as
-/// `/proc/<holder>/root/<path>`, and it goes away with the holder, so
-/// nothing is mounted on the host.
-struct SmallDisk {
-    holder: std::process::Child,
-    path: PathBuf,
-}
-
-impl SmallDisk {
-    fn mount(at: &Path, mib: u32) -> Option<SmallDisk> {
-        use std::io::BufRead;
-        std::fs::create_dir_all(at).unwrap();
-        let script = format!(
-            "mount -t tmpfs -o size={mib}m,mode=700 eukhe-small-disk \"$0\" && echo mounted && exec sleep 3600"
-        );
-        let mut holder = std::process::Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .arg(at)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .ok()?;
-        let mut line = String::new();
-        let stdout = holder.stdout.take().unwrap();
-        std::io::BufReader::new(stdout).read_line(&mut line).ok()?;
-        if line.trim() != "mounted" {
-            let _ = holder.kill();
-            let _ = holder.wait();
-            return None;
-        }
-        let path = PathBuf::from(format!("/proc/{}/root", holder.id()))
-            .join(at.strip_prefix("/").unwrap());
-        Some(SmallDisk { holder, path })
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
-
 /// A state disk that fills while a command writes: what the kernel could
 /// not spool is counted, not told chunk by chunk; the client gets only
 /// whole records of the output (a record cut short is taken back, never
@@ -677,16 +637,6 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
     let notice = log.find("bytes of the output of bash 1").unwrap();
     let end = log.find("[bash 1 exited 0]").expect("the end is recorded");
     assert!(notice < end, "{log}");
-}
-
-/// Fill what is left of `disk` with a file of its own.
-fn fill(disk: &SmallDisk) -> PathBuf {
-    use std::io::Write;
-    let path = disk.path.join("filler");
-    let mut file = std::fs::File::create(&path).unwrap();
-    let block = vec![0u8; 1 << 20];
-    while file.write_all(&block).is_ok() {}
-    path
 }
 
 /// A saved session woken on a full state disk: its worker cannot record
@@ -769,6 +719,14 @@ fn output_lost_as_a_command_ends_is_told_with_its_end() {
         let log = env.log(&id);
         assert!(log.contains(&format!("! 11 bytes of the output of bash {bash} could not be kept: No space left on device")), "{log}");
         assert!(!log.contains("left running"), "{log}");
+        // What the command changed in the shell could not be captured;
+        // the notice says why.
+        assert!(
+            log.contains(
+                "! the shell's state capture is cut short (0 bytes) (the state disk is full)"
+            ),
+            "{log}"
+        );
     }
     std::fs::remove_file(filler).unwrap();
     assert_eq!(env.ok(&["bash", &id, "--", "echo small"]), "small\n");

@@ -285,7 +285,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Check the configuration, directories (private and writable),
+    /// Check the configuration, directories (private and writable), the
+    /// room left on the state disk (at least 64 MiB),
     /// socket paths (each within the 107 bytes a Unix socket path holds),
     /// every session's files, which daemon holds the state directory,
     /// lingering (systemd backend), the shell and the daemon. Exits 1 when

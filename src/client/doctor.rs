@@ -95,6 +95,35 @@ fn writable(dir: &Path) -> Result<String, String> {
     }
 }
 
+/// Below this much room on the state disk, `doctor` warns: a full disk
+/// refuses inputs and loses output (told, never silently).
+const LOW_STATE_DISK_BYTES: u64 = 64 << 20;
+
+/// Room on the file system of `dir` (or its nearest existing parent).
+fn disk_room(dir: &Path) -> Result<String, String> {
+    let at = dir
+        .ancestors()
+        .find(|p| p.is_dir())
+        .unwrap_or(Path::new("/"));
+    let Some((free, size)) = crate::session::store::disk_space(at) else {
+        return Ok(format!("cannot ask how much room {} has", at.display()));
+    };
+    let mib = |bytes: u64| bytes >> 20;
+    let room = format!(
+        "{} MiB free of {} MiB on {}",
+        mib(free),
+        mib(size),
+        at.display()
+    );
+    if free < LOW_STATE_DISK_BYTES {
+        Err(format!(
+            "{room}: a full disk refuses inputs and loses output; free some space"
+        ))
+    } else {
+        Ok(room)
+    }
+}
+
 /// A directory eukhe writes: private to this user, and writable.
 fn directory(path: &Path, what: &str) -> Result<String, String> {
     let private = private(path, what)?;
@@ -206,6 +235,7 @@ pub async fn run() -> Vec<Check> {
                 .map(|_| format!("{} is valid (or absent)", paths.config.display())),
         ),
         check("state directory", directory(&paths.state, "session state")),
+        check("state disk space", disk_room(&paths.state)),
         check(
             "socket directory",
             directory(paths.socket_dir(), "daemon socket"),

@@ -762,7 +762,17 @@ impl Kernel {
                 }
                 (notice, None)
             }
-            Some(Err(e)) => (Some(e.to_string()), None),
+            Some(Err(e)) => {
+                // The job's shell writes its capture on the state disk.
+                let full = crate::session::store::disk_space(&self.files.scratch())
+                    .is_some_and(|(free, _)| free == 0);
+                let why = if full {
+                    " (the state disk is full)"
+                } else {
+                    ""
+                };
+                (Some(format!("{e}{why}")), None)
+            }
             None => end_without_capture(status, j.cancelled),
         };
         let end = JobEnd {

@@ -350,6 +350,17 @@ pub fn list_unreadable(state: &Path) -> Vec<(String, String)> {
     unreadable
 }
 
+/// Room left for this user on the file system holding `path`, and its
+/// size, in bytes; `None` when it cannot be asked.
+pub fn disk_space(path: &Path) -> Option<(u64, u64)> {
+    let stat = nix::sys::statvfs::statvfs(path).ok()?;
+    let block = stat.fragment_size() as u64;
+    Some((
+        stat.blocks_available() as u64 * block,
+        stat.blocks() as u64 * block,
+    ))
+}
+
 /// Open-file options for a private append-only file.
 pub fn private_append(path: &Path) -> Result<std::fs::File, SessionError> {
     std::fs::OpenOptions::new()

@@ -318,6 +318,51 @@ fn doctor_fails_a_read_only_state_directory() {
     assert!(report.contains("writable"), "{report}");
 }
 
+/// `doctor` says how much room the state disk has, and fails when it is
+/// nearly full (a full disk refuses inputs and loses output).
+#[test]
+fn doctor_fails_a_nearly_full_state_disk() {
+    use super::small_disk::{fill, SmallDisk};
+    let env = Env::new("doctor-room");
+    env.ok(&["status"]);
+    let report = env.ok(&["doctor"]);
+    let line = report
+        .lines()
+        .find(|l| l.contains("state disk space"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.starts_with("ok   ") && line.contains("MiB free of"),
+        "{line}"
+    );
+    if super::skip::not_root(
+        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
+    ) {
+        return;
+    }
+    let Some(disk) = SmallDisk::mount(&env.dir.join("small"), 16) else {
+        skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+        return;
+    };
+    let small = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let out = small.run(&["doctor"]);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.contains("state disk space"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.starts_with("FAIL")
+            && line.contains("MiB free of 16 MiB")
+            && line.contains("free some space"),
+        "{line}"
+    );
+    let filler = fill(&disk);
+    let report = String::from_utf8_lossy(&small.run(&["doctor"]).stdout).into_owned();
+    assert!(report.contains("0 MiB free of 16 MiB"), "{report}");
+    std::fs::remove_file(filler).unwrap();
+}
+
 #[test]
 fn a_socket_directory_too_deep_for_the_worker_sockets_is_refused_in_one_line() {
     // The daemon's socket fits in sun_path (108 bytes with its NUL); the
