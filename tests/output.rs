@@ -579,6 +579,16 @@ fn a_checkpoint_that_does_not_match_its_transcript_is_passed_over() {
     assert!(log.contains("reading the whole transcript"), "{log}");
 }
 
+/// A private installation whose state directory is a 16 MiB disk of its
+/// own, or `None` when the test cannot run here. The disk comes first, so
+/// bound as `(disk, env)` it outlives the installation's cleanup.
+fn on_a_small_disk(name: &str) -> Option<(SmallDisk, Env)> {
+    let env = Env::new(name);
+    let disk = small_disk::for_test(&env.dir.join("state"))?;
+    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    Some((disk, env))
+}
+
 /// A state disk that fills while a command writes: what the kernel could
 /// not spool is counted, not told chunk by chunk; the client gets only
 /// whole records of the output (a record cut short is taken back, never
@@ -586,17 +596,9 @@ fn a_checkpoint_that_does_not_match_its_transcript_is_passed_over() {
 /// missing and exits 125; the transcript says it once, before the end.
 #[test]
 fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
-    if skip::not_root(
-        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
-    ) {
-        return;
-    }
-    let env = Env::new("full-disk");
-    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
-        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+    let Some((_disk, env)) = on_a_small_disk("full-disk") else {
         return;
     };
-    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
     let id = env.ok(&["new"]).trim().to_string();
     let out = env.run(&["bash", &id, "--", "head -c 40000000 /dev/zero; echo end"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -646,17 +648,10 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
 /// `restart` brings the session back with its state.
 #[test]
 fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
-    if skip::not_root(
-        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
-    ) {
-        return;
-    }
-    let env = Env::new("full-wake").with("EUKHE_IDLE_STOP_MS", "1000");
-    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
-        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+    let Some((disk, env)) = on_a_small_disk("full-wake") else {
         return;
     };
-    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let env = env.with("EUKHE_IDLE_STOP_MS", "1000");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "kept=yes"]);
     env::wait_until(Duration::from_secs(20), "the session saved", || {
@@ -694,17 +689,9 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
 /// never as output of something it left running.
 #[test]
 fn output_lost_as_a_command_ends_is_told_with_its_end() {
-    if skip::not_root(
-        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
-    ) {
-        return;
-    }
-    let env = Env::new("full-end");
-    let Some(disk) = SmallDisk::mount(&env.dir.join("state"), 16) else {
-        skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+    let Some((disk, env)) = on_a_small_disk("full-end") else {
         return;
     };
-    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "true"]);
     let filler = fill(&disk);

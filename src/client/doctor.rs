@@ -95,7 +95,7 @@ fn writable(dir: &Path) -> Result<String, String> {
     }
 }
 
-/// Below this much room on the state disk, `doctor` warns: a full disk
+/// Below this much room on the state disk, `doctor` fails the check: a full disk
 /// refuses inputs and loses output (told, never silently).
 const LOW_STATE_DISK_BYTES: u64 = 64 << 20;
 

@@ -315,18 +315,13 @@ impl Worker {
     /// Output is written at once and group-committed: fsynced within
     /// `output_sync_ms` (and by its run's end record, which is synced).
     fn store_output(&mut self, body: EntryBody) {
-        let (bytes, writer) = match &body {
+        // Only numbers are kept here: whose output it was is put in words
+        // only when it could not be stored (this runs for every chunk).
+        let (bytes, input, bash) = match &body {
             EntryBody::Output {
                 data, input, bash, ..
-            } => (
-                data.len() as u64,
-                match (bash, input) {
-                    (Some(bash), _) => format!("bash {bash}"),
-                    (None, Some(run)) => format!("run {run}"),
-                    (None, None) => "a command".to_string(),
-                },
-            ),
-            _ => (0, String::new()),
+            } => (data.len() as u64, *input, *bash),
+            _ => (0, None, None),
         };
         let offset = self.transcript.end_offset();
         let stored = if self.output_sync.is_zero() {
@@ -341,7 +336,11 @@ impl Worker {
         match stored {
             Err(_) => {
                 self.unstored_output += bytes;
-                self.unstored_of.insert(writer);
+                self.unstored_of.insert(match (bash, input) {
+                    (Some(bash), _) => format!("bash {bash}"),
+                    (None, Some(run)) => format!("run {run}"),
+                    (None, None) => "a command".to_string(),
+                });
             }
             Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
                 self.sync_pending = true;

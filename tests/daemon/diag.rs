@@ -322,7 +322,7 @@ fn doctor_fails_a_read_only_state_directory() {
 /// nearly full (a full disk refuses inputs and loses output).
 #[test]
 fn doctor_fails_a_nearly_full_state_disk() {
-    use super::small_disk::{fill, SmallDisk};
+    use super::small_disk::{self, fill};
     let env = Env::new("doctor-room");
     env.ok(&["status"]);
     let report = env.ok(&["doctor"]);
@@ -334,13 +334,7 @@ fn doctor_fails_a_nearly_full_state_disk() {
         line.starts_with("ok   ") && line.contains("MiB free of"),
         "{line}"
     );
-    if super::skip::not_root(
-        "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
-    ) {
-        return;
-    }
-    let Some(disk) = SmallDisk::mount(&env.dir.join("small"), 16) else {
-        skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+    let Some(disk) = small_disk::for_test(&env.dir.join("small")) else {
         return;
     };
     let small = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
