@@ -451,9 +451,10 @@ fn a_cut_character_at_the_end_is_not_held_while_a_background_job_keeps_the_outpu
     );
 }
 
-/// Output already durable in the transcript is punched out of the spool,
-/// so a long run holds page cache and disk for its output once, not twice
-/// (`Spool::release` after each group commit).
+/// Output the transcript holds is punched out of the spool, so a long run
+/// holds page cache and disk for its output once, not twice
+/// (`Spool::release` in 8 MiB steps as the worker reads, and after each
+/// group commit).
 #[test]
 fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
     use std::os::unix::fs::MetadataExt;

@@ -283,7 +283,7 @@ impl Spool {
         Ok(chunk)
     }
 
-    /// `job`'s output before `upto` is durable in the transcript: punch it
+    /// `job`'s output before `upto` is written to the transcript: punch it
     /// out, so a long run's spool holds only what is not (see
     /// `session::page_cache`). Nothing reads a spool before the offset its
     /// transcript reached, so the zeros a punched range reads as are never

@@ -6,9 +6,11 @@
 //! machine a fresh page is the expensive kind (the host backs it on first
 //! touch): on the development machine, writing 1 GiB to a new file took
 //! 3.4 s, and 1.0 s when the pages already written were handed back every
-//! 32 MiB, so the next ones were recycled. So once output is durable, the
-//! transcript's clean pages are dropped and the spool's copy of it is
-//! punched out (see `Spool::release`).
+//! 32 MiB, so the next ones were recycled. So the spool's copy of output
+//! is punched out as soon as the transcript holds it (see
+//! `Spool::release`), and once output is durable the transcript's clean
+//! pages are dropped; a flood of output is committed every
+//! `COMMIT_EARLY_BYTES` for that.
 
 use std::fs::File;
 
@@ -17,6 +19,12 @@ use nix::fcntl::{fallocate, posix_fadvise, FallocateFlags, PosixFadviseAdvice};
 /// Output is handed back in steps of at least this much: below it, the
 /// pages are few and a reader may still want them.
 pub const RECYCLE_BYTES: u64 = 8 << 20;
+
+/// A stream of output this large since the last group commit is committed
+/// at once, without waiting out `output_sync_ms`: its pages can be handed
+/// back only once they are on disk, and a flood would otherwise take fresh
+/// ones for a whole sync interval (over 200 MiB at pipe speed).
+pub const COMMIT_EARLY_BYTES: u64 = 4 * RECYCLE_BYTES;
 
 const PAGE: u64 = 4096;
 

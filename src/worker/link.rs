@@ -22,6 +22,7 @@ use crate::paths::Paths;
 use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
 use crate::protocol::kernel::{FromKernel, JobState, ToKernel, KERNEL_PROTOCOL};
+use crate::session::page_cache;
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
 
@@ -240,8 +241,17 @@ async fn read_spooled(
                 w.apply(actions);
             }
             // Only a spool whose every record went into the transcript may
-            // be released behind it.
+            // be released behind it. It is in steps as soon as the
+            // transcript holds it (not synced yet), so its pages are
+            // recycled while the output still flows: the spool is never
+            // synced, so its copy adds nothing against a power cut, and a
+            // crash of any eukhe process leaves the transcript's written
+            // pages. The next group commit releases the rest.
             if stored && w.core.follows(job) && w.unstored_output == unstored {
+                let step = |at: u64| at / page_cache::RECYCLE_BYTES;
+                if step(chunk.next) > step(from) {
+                    spool.release(job, chunk.next);
+                }
                 w.spool_stored.insert(job.to_string(), chunk.next);
             }
         }

@@ -919,15 +919,19 @@ async fn record_evidence(worker: Rc<RefCell<Worker>>) {
 }
 
 /// The group commit: output written since the last fsync is made durable
-/// `output_sync_ms` after the first of it.
+/// `output_sync_ms` after the first of it, or at once in a flood (see
+/// `page_cache::COMMIT_EARLY_BYTES`).
 async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
-    let (due, wait) = {
+    let (signals, wait) = {
         let w = worker.borrow();
-        (w.sync_due.clone(), w.output_sync)
+        (w.commit_signals.clone(), w.output_sync)
     };
     loop {
-        due.notified().await;
-        tokio::time::sleep(wait).await;
+        signals.due.notified().await;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = signals.now.notified() => {}
+        }
         let Some(commit) = worker.borrow_mut().group_commit() else {
             continue;
         };

@@ -28,6 +28,7 @@ use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
+use crate::session::page_cache;
 use crate::session::store::{
     private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
@@ -35,6 +36,16 @@ use crate::session::store::{
 use crate::session::transcript::{
     Damage, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript,
 };
+
+/// What wakes the task that group-commits output (`output_sync_loop`).
+#[derive(Clone, Default)]
+pub struct CommitSignals {
+    /// Output was written: commit within `output_sync_ms`.
+    pub due: std::rc::Rc<tokio::sync::Notify>,
+    /// Commit now: a flood of output (`page_cache::COMMIT_EARLY_BYTES`)
+    /// waits for it.
+    pub now: std::rc::Rc<tokio::sync::Notify>,
+}
 
 pub struct Worker {
     pub meta: SessionMeta,
@@ -75,11 +86,12 @@ pub struct Worker {
     /// How long output may wait for its fsync (`output_sync_ms`).
     pub output_sync: std::time::Duration,
     /// Wakes the task that group-commits output.
-    pub sync_due: std::rc::Rc<tokio::sync::Notify>,
+    pub commit_signals: CommitSignals,
     /// Output was written and its fsync is scheduled.
     pub sync_pending: bool,
-    /// How far each job's spool is stored in the transcript since the last
-    /// group commit, which releases it (`Spool::release`).
+    /// How far each job's spool is in the transcript since the last group
+    /// commit, which releases what the steps of `link::read_spooled` left
+    /// (`Spool::release`).
     pub spool_stored: HashMap<String, u64>,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
@@ -150,7 +162,7 @@ impl Worker {
             transcript: opened.transcript,
             core,
             output_sync: std::time::Duration::from_millis(config.output_sync_ms),
-            sync_due: Default::default(),
+            commit_signals: CommitSignals::default(),
             sync_pending: false,
             spool_stored: HashMap::new(),
             kernel: None,
@@ -344,7 +356,10 @@ impl Worker {
             }
             Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
                 self.sync_pending = true;
-                self.sync_due.notify_one();
+                self.commit_signals.due.notify_one();
+            }
+            Ok(_) if self.transcript.unrecycled() >= page_cache::COMMIT_EARLY_BYTES => {
+                self.commit_signals.now.notify_one();
             }
             Ok(_) => {}
         }

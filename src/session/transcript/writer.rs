@@ -219,6 +219,12 @@ impl Transcript {
         self.next_seq
     }
 
+    /// How much was appended since the page cache was last handed back
+    /// (a group commit that found at least `RECYCLE_BYTES` to hand back).
+    pub fn unrecycled(&self) -> u64 {
+        self.len - self.recycled
+    }
+
     /// Where the next entry's record will start.
     pub fn end_offset(&self) -> u64 {
         self.len
