@@ -685,6 +685,46 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
     assert_eq!(env.ok(&["bash", &id, "--", "echo $kept"]), "yes\n");
 }
 
+/// A client whose worker is lost while its command runs follows the
+/// command in the transcript: output lost to a full disk is told there
+/// too (the end entry carries it), and the client fails the same way.
+#[test]
+fn output_lost_is_told_to_a_client_that_follows_the_transcript() {
+    use std::process::Stdio;
+    let Some((disk, env)) = on_a_small_disk("full-follow") else {
+        return;
+    };
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "true"]);
+    let filler = fill(&disk);
+    let client = env
+        .command(&["send", &id, "--wait", "echo lost; sleep 4; echo kept"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line is written on a full disk; then there is room
+    // again, for the next worker and for what the command writes after.
+    env::wait_until(std::time::Duration::from_secs(10), "the run starts", || {
+        env.session(&id)["state"] == "busy"
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::remove_file(filler).unwrap();
+    kill_worker_and_wait_for_the_next(&env, &id);
+    let out = client.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "kept\n", "{stderr}");
+    assert!(
+        stderr.contains("the command exited 0, but 5 bytes of its output could not be kept"),
+        "{stderr}"
+    );
+    let json = env.ok(&["log", &id, "--json", "--tail", "1"]);
+    let end: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(end[0]["kind"], "run_finished", "{json}");
+    assert_eq!(end[0]["lost_output"]["bytes"], 5, "{json}");
+}
+
 /// A command's last output read after its shell reported its end, on a
 /// disk with no room for it: its loss is told with that command's end,
 /// never as output of something it left running.

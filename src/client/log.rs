@@ -16,7 +16,7 @@ use super::render::{JsonArray, TextLog};
 use super::stdout;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest};
-use crate::session::entry::Stream;
+use crate::session::entry::{LostOutput, Stream};
 use crate::session::log_query::{ends, withdrawn};
 use crate::session::transcript::{Entry, EntryBody};
 
@@ -321,6 +321,30 @@ pub(crate) struct InputEnd {
     pub cut_short: Option<String>,
 }
 
+impl InputEnd {
+    /// The command exited `status`, having written `lost` bytes that could
+    /// not be kept (told live or read from its end in the transcript).
+    fn exited(status: i32, lost: Option<&LostOutput>) -> InputEnd {
+        match lost {
+            None => InputEnd {
+                status,
+                cut_short: None,
+            },
+            // Output the command wrote could not be kept (a full state
+            // disk): eukhe's own failure, so a script never takes what it
+            // got for all of the output.
+            Some(lost) => InputEnd {
+                status: i32::from(super::cli::EUKHE_FAILED),
+                cut_short: Some(format!(
+                    "the command exited {status}, but {} bytes of its output could not be \
+                     kept: {}; the output above is incomplete",
+                    lost.bytes, lost.error
+                )),
+            },
+        }
+    }
+}
+
 /// Follow the input whose request was sent on `client` (numbered `input`
 /// when its `Queued` answer was already read) until it ends, writing its
 /// output to `sink`. If the connection drops, the input goes on in the
@@ -346,25 +370,7 @@ pub(crate) async fn output_until_end<S: OutputSink>(
                 input = Some(queued);
             }
             Response::Output { stream, data } => printed.live(stream, &data)?,
-            Response::Exit { status, lost } => {
-                return Ok(match lost {
-                    None => InputEnd {
-                        status,
-                        cut_short: None,
-                    },
-                    // Output the command wrote could not be kept (a full
-                    // state disk): eukhe's own failure, so a script never
-                    // takes what it got for all of the output.
-                    Some(lost) => InputEnd {
-                        status: i32::from(super::cli::EUKHE_FAILED),
-                        cut_short: Some(format!(
-                            "the command exited {status}, but {} bytes of its output could not \
-                             be kept: {}; the output above is incomplete",
-                            lost.bytes, lost.error
-                        )),
-                    },
-                });
-            }
+            Response::Exit { status, lost } => return Ok(InputEnd::exited(status, lost.as_ref())),
             other => return unexpected(other),
         }
     }
@@ -456,12 +462,16 @@ async fn follow_input<S: OutputSink>(
                     printed.write(*stream, data, *at)?;
                     *at += data.len() as u64;
                 }
-                EntryBody::RunFinished { status, .. } | EntryBody::BashFinished { status, .. } => {
-                    return Ok(InputEnd {
-                        status: *status,
-                        cut_short: None,
-                    })
+                EntryBody::RunFinished {
+                    status,
+                    lost_output,
+                    ..
                 }
+                | EntryBody::BashFinished {
+                    status,
+                    lost_output,
+                    ..
+                } => return Ok(InputEnd::exited(*status, lost_output.as_ref())),
                 EntryBody::RunInterrupted { .. } => {
                     return Ok(cut_short(format!(
                         "run {input} was interrupted (its kernel is gone)"

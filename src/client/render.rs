@@ -359,6 +359,7 @@ fn marked_line(entry: &Entry) -> String {
             status,
             signal,
             cancelled,
+            ..
         } => match (cancelled, signal) {
             (true, Some(signal)) => format!("[run {input} cancelled: signal {signal}]\n"),
             (true, None) => format!("[run {input} cancelled: exited {status}]\n"),
@@ -373,6 +374,7 @@ fn marked_line(entry: &Entry) -> String {
             bash,
             signal,
             cancelled,
+            ..
         } => {
             let bash = number(*bash);
             match (cancelled, signal) {
@@ -458,6 +460,7 @@ mod tests {
                 status: 0,
                 signal: None,
                 cancelled: false,
+                lost_output: None,
             },
         }
     }

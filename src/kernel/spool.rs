@@ -26,6 +26,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::laws::adoption::ProcessIdentity;
+pub use crate::session::entry::LostOutput;
 use crate::session::entry::Stream;
 use crate::session::page_cache;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
@@ -51,27 +52,6 @@ pub struct JobEnd {
     /// client and no transcript has those bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_output: Option<LostOutput>,
-}
-
-/// Output the spool could not keep, counted rather than told chunk by
-/// chunk: a full disk fails every write of a stream in full flow.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LostOutput {
-    /// How many bytes.
-    pub bytes: u64,
-    /// Why the first of them could not be kept.
-    pub error: String,
-}
-
-impl LostOutput {
-    /// Count `more` in `lost` (which keeps the first error).
-    pub fn add(lost: &mut Option<LostOutput>, more: LostOutput) {
-        match lost {
-            Some(lost) => lost.bytes += more.bytes,
-            None => *lost = Some(more),
-        }
-    }
 }
 
 /// A job's output records read from an offset.

@@ -259,6 +259,7 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
             status,
             signal,
             cancelled,
+            ..
         } => EventKind::RunFinished {
             input: *input,
             status: *status,

@@ -77,6 +77,10 @@ pub enum EntryBody {
         /// Whether `eukhe cancel` ended it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancelled: bool,
+        /// Output it wrote that could not be kept: its output here is
+        /// incomplete (a notice just before says so too).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lost_output: Option<LostOutput>,
     },
     /// Run `input` was cut short: the kernel running it is gone. It does
     /// not run again.
@@ -112,6 +116,10 @@ pub enum EntryBody {
         /// Whether a cancel ended it (`eukhe cancel`, Ctrl-C on `eukhe bash`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancelled: bool,
+        /// Output it wrote that could not be kept: its output here is
+        /// incomplete (a notice just before says so too).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lost_output: Option<LostOutput>,
     },
     /// Something the user should know; `restore` numbers a restore notice.
     Notice {
@@ -120,6 +128,29 @@ pub enum EntryBody {
         /// The restore's number, for a restore notice.
         restore: Option<u32>,
     },
+}
+
+/// Output the kernel's spool could not keep (a full state disk), counted
+/// rather than told chunk by chunk: a full disk fails every write of a
+/// stream in full flow. No client and no transcript has those bytes.
+/// Unknown fields are ignored: a later build may say more, and an end
+/// that says it must still read here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostOutput {
+    /// How many bytes.
+    pub bytes: u64,
+    /// Why the first of them could not be kept.
+    pub error: String,
+}
+
+impl LostOutput {
+    /// Count `more` in `lost` (which keeps the first error).
+    pub fn add(lost: &mut Option<LostOutput>, more: LostOutput) {
+        match lost {
+            Some(lost) => lost.bytes += more.bytes,
+            None => *lost = Some(more),
+        }
+    }
 }
 
 /// Output bytes as one JSON field: `text`, `base64`, or the first

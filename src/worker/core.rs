@@ -685,6 +685,7 @@ impl RunCore {
                 bash: Some(number),
                 signal: None,
                 cancelled: false,
+                lost_output: None,
             }));
             actions.push(Action::Store(EntryBody::Notice {
                 text: format!(
@@ -801,6 +802,7 @@ impl RunCore {
                             status: end.status,
                             signal: end.signal,
                             cancelled: end.cancelled,
+                            lost_output: lost.clone(),
                         }));
                         end.status
                     }
@@ -870,6 +872,7 @@ fn bash_ended(number: RunId, client: Option<ClientId>, end: Option<&JobEnd>) -> 
         bash: Some(number),
         signal: end.and_then(|e| e.signal),
         cancelled: end.is_some_and(|e| e.cancelled),
+        lost_output: lost.clone(),
     }));
     if let Some(client) = client {
         actions.push(Action::Client(client, Response::Exit { status, lost }));
@@ -983,7 +986,8 @@ mod tests {
                 input: 1,
                 status: 0,
                 signal: None,
-                cancelled: false
+                cancelled: false,
+                lost_output: None
             }))
         );
         assert!(first.contains(&Action::EndWaiters(
@@ -1222,6 +1226,7 @@ mod tests {
             bash: Some(2),
             signal: None,
             cancelled: false,
+            lost_output: None,
         }));
         assert!(core.work().contains(WorkKind::UserBash));
         let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec().into());
@@ -1234,6 +1239,7 @@ mod tests {
                 bash: Some(1),
                 signal: None,
                 cancelled: false,
+                lost_output: None,
             }]
         );
     }

@@ -25,6 +25,7 @@ fn entries_survive_reopen_in_order() {
         status: 0,
         signal: None,
         cancelled: false,
+        lost_output: None,
     };
     assert_eq!(t.append(4, finished).unwrap().seq, 4);
     assert_eq!(seqs(&read_entries(&path).unwrap()), vec![1, 2, 3, 4]);
