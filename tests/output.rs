@@ -590,6 +590,30 @@ fn on_a_small_disk(name: &str) -> Option<(SmallDisk, Env)> {
     Some((disk, env))
 }
 
+/// Runs of zeros are kept without taking room (`session::zeros`): 40 MB
+/// of zeros on a 16 MiB state disk all arrive and are all in the
+/// transcript byte for byte (stored as bytes, they would not fit: the
+/// client would exit 125, as in the test below).
+#[test]
+fn zeros_a_small_state_disk_could_not_hold_are_kept_whole() {
+    let Some((_disk, env)) = on_a_small_disk("zeros-small-disk") else {
+        return;
+    };
+    let id = env.ok(&["new"]).trim().to_string();
+    let out = env.run(&["bash", &id, "--", "head -c 40000000 /dev/zero; echo end"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let mut expected = vec![0u8; 40_000_000];
+    expected.extend(b"end\n");
+    assert!(out.stdout == expected, "{} bytes arrived", out.stdout.len());
+    let raw = env.run(&["log", &id, "--raw", "1"]);
+    assert!(
+        raw.stdout == expected,
+        "{} bytes in the transcript",
+        raw.stdout.len()
+    );
+}
+
 /// A state disk that fills while a command writes: what the kernel could
 /// not spool is counted, not told chunk by chunk; the client gets only
 /// whole records of the output (a record cut short is taken back, never
@@ -601,7 +625,13 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
         return;
     };
     let id = env.ok(&["new"]).trim().to_string();
-    let out = env.run(&["bash", &id, "--", "head -c 40000000 /dev/zero; echo end"]);
+    // Not zeros: runs of zeros take no room (`session::zeros`).
+    let out = env.run(&[
+        "bash",
+        &id,
+        "--",
+        "head -c 40000000 /dev/zero | tr '\\0' x; echo end",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(
@@ -614,9 +644,9 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
         "{} bytes arrived",
         out.stdout.len()
     );
-    // Zeros, then its last line if that was kept.
-    let zeros = out.stdout.strip_suffix(b"end\n").unwrap_or(&out.stdout);
-    let stray = zeros.iter().position(|&b| b != 0);
+    // Its x's, then its last line if that was kept.
+    let xs = out.stdout.strip_suffix(b"end\n").unwrap_or(&out.stdout);
+    let stray = xs.iter().position(|&b| b != b'x');
     assert!(
         stray.is_none(),
         "a byte the command never wrote at {stray:?}"

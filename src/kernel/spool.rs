@@ -3,7 +3,10 @@
 //! never lost and the end of a job that finished while no worker was there
 //! is known, even to the next kernel.
 //!
-//! - `<job>.out`: the job's output as records `[stream: u8][len: u32 BE][bytes]`.
+//! - `<job>.out`: the job's output as records `[stream: u8][len: u32 BE][bytes]`
+//!   (stream 1 stdout, 2 stderr), or, for a run of at least a block of zero
+//!   bytes, `[stream: u8][len: u32 BE]` alone (3 stdout, 4 stderr: `len`
+//!   zeros, see `session::zeros`).
 //!   Creating it (exclusively) is the kernel accepting the job: a job whose
 //!   file exists is never executed again (`laws::runs::kernel_accepts`).
 //! - `<job>.end`: how the job ended (JSON), written once its status is known
@@ -28,11 +31,13 @@ use serde::{Deserialize, Serialize};
 use crate::laws::adoption::ProcessIdentity;
 pub use crate::session::entry::LostOutput;
 use crate::session::entry::Stream;
-use crate::session::page_cache;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
+use crate::session::{page_cache, zeros};
 
 /// The header of one output record.
 const RECORD_HEADER: usize = 5;
+/// Added to a stream's byte for a record of zeros.
+const ZERO_RUN: u8 = 2;
 
 /// How a job ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +98,20 @@ fn write_record(
     Ok(())
 }
 
+fn stream_byte(stream: Stream) -> u8 {
+    match stream {
+        Stream::Stdout => 1,
+        Stream::Stderr => 2,
+    }
+}
+
+fn record_header_bytes(kind: u8, len: usize) -> [u8; RECORD_HEADER] {
+    let mut header = [0u8; RECORD_HEADER];
+    header[0] = kind;
+    header[1..].copy_from_slice(&(len as u32).to_be_bytes());
+    header
+}
+
 fn valid_job(job: &str) -> bool {
     !job.is_empty()
         && job.len() <= 32
@@ -138,20 +157,27 @@ impl Spool {
         }
     }
 
-    /// Append one output record; returns the offset after it. The header
-    /// and the bytes go in one write, without copying the bytes. A record
-    /// the disk has no room for (or that fails otherwise) is taken back
-    /// whole: the spool stays a run of whole records, and one written later
-    /// follows them where a reader expects it.
+    /// Append `bytes` as output records; returns the offset after them.
+    /// Runs of zeros become records that only say how long they are; the
+    /// rest go with their header in one write, without copying the bytes.
+    /// Output the disk has no room for (or that fails otherwise) is taken
+    /// back whole: the spool stays a run of whole records, and one written
+    /// later follows them where a reader expects it.
     pub fn append(file: &mut File, stream: Stream, bytes: &[u8]) -> std::io::Result<u64> {
-        let mut header = [0u8; RECORD_HEADER];
-        header[0] = match stream {
-            Stream::Stdout => 1,
-            Stream::Stderr => 2,
-        };
-        header[1..].copy_from_slice(&(bytes.len() as u32).to_be_bytes());
         let mut written = 0;
-        if let Err(e) = write_record(file, &header, bytes, &mut written) {
+        let mut from = 0;
+        let mut appended = Ok(());
+        for run in zeros::runs(bytes) {
+            appended = Self::append_bytes(file, stream, &bytes[from..run.start], &mut written)
+                .and_then(|()| Self::append_zeros(file, stream, run.len(), &mut written));
+            from = run.end;
+            if appended.is_err() {
+                break;
+            }
+        }
+        if let Err(e) =
+            appended.and_then(|()| Self::append_bytes(file, stream, &bytes[from..], &mut written))
+        {
             if written > 0 {
                 let end = file.metadata()?.len();
                 file.set_len(end - written as u64)?;
@@ -159,6 +185,40 @@ impl Spool {
             return Err(e);
         }
         file.stream_position()
+    }
+
+    fn append_bytes(
+        file: &mut File,
+        stream: Stream,
+        bytes: &[u8],
+        written: &mut usize,
+    ) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let header = record_header_bytes(stream_byte(stream), bytes.len());
+        let mut done = 0;
+        let wrote = write_record(file, &header, bytes, &mut done);
+        *written += done;
+        wrote
+    }
+
+    fn append_zeros(
+        file: &mut File,
+        stream: Stream,
+        mut len: usize,
+        written: &mut usize,
+    ) -> std::io::Result<()> {
+        while len > 0 {
+            let run = len.min(zeros::RUN_MAX);
+            let header = record_header_bytes(stream_byte(stream) + ZERO_RUN, run);
+            let mut done = 0;
+            let wrote = write_record(file, &header, &[], &mut done);
+            *written += done;
+            wrote?;
+            len -= run;
+        }
+        Ok(())
     }
 
     /// Record how `job` ended.
@@ -237,28 +297,42 @@ impl Spool {
         read_span(&file, offset, available.min(max as u64) as usize, &mut span).map_err(context)?;
         let mut records = Vec::new();
         let mut at = 0;
-        while at < max && offset + (at + RECORD_HEADER) as u64 <= len {
+        // What the records read so far stand for: their bytes in the file,
+        // and the zeros a run record stands for, so a chunk of zero runs is
+        // as bounded as any other.
+        let mut taken = 0;
+        while taken < max && offset + (at + RECORD_HEADER) as u64 <= len {
             read_span(&file, offset, at + RECORD_HEADER, &mut span).map_err(context)?;
-            let Some((stream, size)) = record_header(&span[at.min(span.len())..]).map_err(bad)?
+            let Some((stream, size, run)) =
+                record_header(&span[at.min(span.len())..]).map_err(bad)?
             else {
                 break; // the file was cut since its length was read
             };
             let start = at + RECORD_HEADER;
-            if offset + (start + size) as u64 > len {
+            let stored = if run { 0 } else { size };
+            if offset + (start + stored) as u64 > len {
                 break; // a record still being written, or cut by a crash
             }
-            read_span(&file, offset, start + size, &mut span).map_err(context)?;
-            if span.len() < start + size {
+            read_span(&file, offset, start + stored, &mut span).map_err(context)?;
+            if span.len() < start + stored {
                 break; // cut since its length was read
             }
-            at = start + size;
-            records.push((stream, start..at, offset + at as u64));
+            at = start + stored;
+            taken += RECORD_HEADER + size;
+            let piece = if run { Err(size) } else { Ok(start..at) };
+            records.push((stream, piece, offset + at as u64));
         }
         let span = Bytes::from(span);
         chunk.next = offset + at as u64;
         chunk.records = records
             .into_iter()
-            .map(|(stream, range, next)| (stream, span.slice(range), next))
+            .map(|(stream, piece, next)| {
+                let bytes = match piece {
+                    Ok(range) => span.slice(range),
+                    Err(run) => Bytes::from_static(&zeros::ZEROS[..run]),
+                };
+                (stream, bytes, next)
+            })
             .collect();
         Ok(chunk)
     }
@@ -308,19 +382,24 @@ fn read_span(file: &File, offset: u64, want: usize, span: &mut Vec<u8>) -> std::
     Ok(())
 }
 
-/// The stream and length of the record `bytes` start with, if its header
-/// is there.
-fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize)>, String> {
+/// The stream and length of the record `bytes` start with, and whether it
+/// is a run of zeros (no bytes stored), if its header is there.
+fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize, bool)>, String> {
     let Some(header) = bytes.get(..RECORD_HEADER) else {
         return Ok(None);
     };
-    let stream = match header[0] {
-        1 => Stream::Stdout,
-        2 => Stream::Stderr,
+    let size = u32::from_be_bytes(header[1..].try_into().expect("four bytes")) as usize;
+    let (stream, run) = match header[0] {
+        1 => (Stream::Stdout, false),
+        2 => (Stream::Stderr, false),
+        3 => (Stream::Stdout, true),
+        4 => (Stream::Stderr, true),
         other => return Err(format!("bad record {other}")),
     };
-    let size = u32::from_be_bytes(header[1..].try_into().expect("four bytes")) as usize;
-    Ok(Some((stream, size)))
+    if run && (size == 0 || size > zeros::RUN_MAX) {
+        return Err(format!("bad run of {size} zeros"));
+    }
+    Ok(Some((stream, size, run)))
 }
 
 #[cfg(test)]
@@ -378,6 +457,35 @@ mod tests {
             ]
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn runs_of_zeros_take_a_header_on_disk_and_read_back_as_the_bytes_written() {
+        let dir = std::env::temp_dir().join(format!("eukhe-spool-zeros-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&dir).unwrap();
+        let mut file = spool.accept("z1").unwrap().unwrap();
+        let mixed = [b"head".as_slice(), &vec![0; 3 << 20], b"tail", &[0; 100]].concat();
+        let end = Spool::append(&mut file, Stream::Stdout, &mixed).unwrap();
+        // "head", three runs of at most a MiB, then "tail" and the short
+        // run of zeros as bytes: five headers and 108 bytes.
+        assert_eq!(end, 5 * RECORD_HEADER as u64 + 108);
+        let all = spool.read("z1", 0, u64::MAX, usize::MAX).unwrap();
+        let joined: Vec<u8> = all.records.iter().flat_map(|r| r.1.to_vec()).collect();
+        assert_eq!(joined, mixed);
+        assert_eq!(all.next, end);
+        assert!(all.records.iter().all(|r| r.0 == Stream::Stdout));
+        // Stepping by a small bound still takes a record at a time, and the
+        // zeros a run stands for count towards the bound.
+        let first = spool.read("z1", 0, u64::MAX, 1).unwrap();
+        assert_eq!(first.records.len(), 1);
+        let runs = spool.read("z1", first.next, u64::MAX, 1 << 20).unwrap();
+        assert_eq!(runs.records.len(), 1);
+        assert_eq!(runs.records[0].1.len(), 1 << 20);
+        // A header claiming more zeros than a run can hold is damage.
+        std::fs::write(dir.join("z2.out"), [3, 0, 0x20, 0, 1]).unwrap();
+        assert!(spool.read("z2", 0, u64::MAX, 1 << 20).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::spool::JobEnd;
 
 /// The version of the link and of the spool's layout.
-pub const KERNEL_PROTOCOL: u32 = 4;
+pub const KERNEL_PROTOCOL: u32 = 5;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what

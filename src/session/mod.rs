@@ -16,3 +16,4 @@ pub(crate) mod store;
 
 pub use store::SessionMeta;
 pub mod transcript;
+pub mod zeros;

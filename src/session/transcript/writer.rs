@@ -7,7 +7,7 @@ use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::session::page_cache;
+use crate::session::{page_cache, zeros};
 
 use super::format::{self, Header, Marker, OutputBytes, FILE_HEADER, MAGIC};
 use super::scan::{Event, Scanner};
@@ -243,7 +243,7 @@ impl Transcript {
         };
         let tail = format::encode_parts(&self.marker, &entry, &mut self.record)
             .map_err(|e| e.within(format!("transcript {}", self.path.display())))?;
-        let written = write_parts(&mut self.file, &self.record, tail).and_then(|()| {
+        let written = write_parts(&mut self.file, self.len, &self.record, tail).and_then(|()| {
             if sync {
                 self.file.sync_data()
             } else {
@@ -286,9 +286,24 @@ impl Transcript {
     }
 }
 
-/// Write `head` then `tail` whole, with as few `writev` calls as the file
-/// takes.
-fn write_parts(file: &mut File, head: &[u8], tail: &[u8]) -> io::Result<()> {
+/// Write `head` then `tail` whole at `at` (the file's end), with as few
+/// `writev` calls as the file takes, leaving the whole blocks of zeros in
+/// `tail` as holes (`session::zeros`): the file is grown past them (it is
+/// opened to append, so the next write goes on after the hole).
+fn write_parts(file: &mut File, at: u64, head: &[u8], tail: &[u8]) -> io::Result<()> {
+    let payload_at = at + head.len() as u64;
+    let mut head = head;
+    let mut from = 0;
+    for hole in zeros::holes(payload_at, tail) {
+        write_all_parts(file, head, &tail[from..hole.start])?;
+        file.set_len(payload_at + hole.end as u64)?;
+        head = &[];
+        from = hole.end;
+    }
+    write_all_parts(file, head, &tail[from..])
+}
+
+fn write_all_parts(file: &mut File, head: &[u8], tail: &[u8]) -> io::Result<()> {
     let mut done = 0;
     while done < head.len() + tail.len() {
         let wrote = if done < head.len() {

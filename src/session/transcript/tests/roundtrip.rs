@@ -49,6 +49,36 @@ fn binary_output_round_trips_byte_exactly() {
 }
 
 #[test]
+fn zeros_are_left_as_holes_and_read_back_as_written() {
+    use std::os::unix::fs::MetadataExt;
+    let path = temp("holes");
+    let mut t = open(&path).0.transcript;
+    let zeros = vec![0u8; 4 << 20];
+    let mut mixed = noise(10_000, 3);
+    mixed.extend(vec![0u8; 1 << 20]);
+    mixed.extend(b"end");
+    let a = t.append(1, output(1, b"x")).unwrap();
+    let b = t.append(2, output(1, &zeros)).unwrap();
+    let c = t.append(3, output(1, &mixed)).unwrap();
+    let d = t.append(4, output(1, &zeros[..5000])).unwrap();
+    t.sync().unwrap();
+    drop(t);
+    let meta = std::fs::metadata(&path).unwrap();
+    // 5 MiB of zeros in a file of over 5 MiB, on disk in far less: the
+    // blocks of zeros are holes (the file system allocates none).
+    assert!(meta.len() > 5 << 20);
+    assert!(
+        meta.blocks() * 512 < 1 << 20,
+        "{} bytes allocated",
+        meta.blocks() * 512
+    );
+    let expected = vec![a, b, c, d];
+    same(&open(&path).1, &expected, "open");
+    readers_agree(&path, &expected);
+    cleanup(&path);
+}
+
+#[test]
 fn output_numbers_round_trip_and_output_is_stored_binary() {
     let path = temp("numbers");
     let mut t = open(&path).0.transcript;
