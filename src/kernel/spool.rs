@@ -467,9 +467,9 @@ mod tests {
         let mut file = spool.accept("z1").unwrap().unwrap();
         let mixed = [b"head".as_slice(), &vec![0; 3 << 20], b"tail", &[0; 100]].concat();
         let end = Spool::append(&mut file, Stream::Stdout, &mixed).unwrap();
-        // "head", three runs of at most a MiB, then "tail" and the short
-        // run of zeros as bytes: five headers and 108 bytes.
-        assert_eq!(end, 5 * RECORD_HEADER as u64 + 108);
+        // "head", six runs of at most 512 KiB, then "tail" and the short
+        // run of zeros as bytes: eight headers and 108 bytes.
+        assert_eq!(end, 8 * RECORD_HEADER as u64 + 108);
         let all = spool.read("z1", 0, u64::MAX, usize::MAX).unwrap();
         let joined: Vec<u8> = all.records.iter().flat_map(|r| r.1.to_vec()).collect();
         assert_eq!(joined, mixed);
@@ -479,9 +479,11 @@ mod tests {
         // zeros a run stands for count towards the bound.
         let first = spool.read("z1", 0, u64::MAX, 1).unwrap();
         assert_eq!(first.records.len(), 1);
-        let runs = spool.read("z1", first.next, u64::MAX, 1 << 20).unwrap();
+        let runs = spool
+            .read("z1", first.next, u64::MAX, zeros::RUN_MAX)
+            .unwrap();
         assert_eq!(runs.records.len(), 1);
-        assert_eq!(runs.records[0].1.len(), 1 << 20);
+        assert_eq!(runs.records[0].1.len(), zeros::RUN_MAX);
         // A header claiming more zeros than a run can hold is damage.
         std::fs::write(dir.join("z2.out"), [3, 0, 0x20, 0, 1]).unwrap();
         assert!(spool.read("z2", 0, u64::MAX, 1 << 20).is_err());

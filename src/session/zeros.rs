@@ -16,8 +16,9 @@ use std::ops::Range;
 pub const BLOCK: usize = 4096;
 
 /// The longest run one zero record of the spool stands for, and the zeros
-/// a reader hands out for it without allocating.
-pub const RUN_MAX: usize = 1 << 20;
+/// a reader hands out for it without allocating: the most the kernel reads
+/// into one record, so a run's output entry fits a frame as any other does.
+pub const RUN_MAX: usize = 512 << 10;
 
 /// Zeros to slice a run's bytes from (in `.bss`: no file size, and its
 /// pages are the kernel's shared zero page until written, which nothing
