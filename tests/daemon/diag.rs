@@ -486,6 +486,15 @@ fn ls_lists_by_last_activity_with_the_directory_and_aligns_wide_names() {
         plain.as_str()
     );
 
+    // The worker tells its daemon the run ended just after its client;
+    // on a loaded machine `ls` can come first.
+    wait_until(Duration::from_secs(10), "every session idle", || {
+        env.sessions()
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] == "idle")
+    });
     let table = env.ok(&["ls"]);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 4, "{table}");
