@@ -319,7 +319,10 @@ impl Spool {
             }
             at = start + stored;
             taken += RECORD_HEADER + size;
-            let piece = if run { Err(size) } else { Ok(start..at) };
+            let piece = match run {
+                true => Piece::Zeros(size),
+                false => Piece::Stored(start..at),
+            };
             records.push((stream, piece, offset + at as u64));
         }
         let span = Bytes::from(span);
@@ -328,8 +331,8 @@ impl Spool {
             .into_iter()
             .map(|(stream, piece, next)| {
                 let bytes = match piece {
-                    Ok(range) => span.slice(range),
-                    Err(run) => Bytes::from_static(&zeros::ZEROS[..run]),
+                    Piece::Stored(range) => span.slice(range),
+                    Piece::Zeros(run) => Bytes::from_static(&zeros::ZEROS[..run]),
                 };
                 (stream, bytes, next)
             })
@@ -359,6 +362,13 @@ impl Spool {
             let _ = std::fs::remove_file(self.group_path(job));
         }
     }
+}
+
+/// Where a record's output is: its bytes in the span read, or a run of
+/// zeros of that length.
+enum Piece {
+    Stored(std::ops::Range<usize>),
+    Zeros(usize),
 }
 
 /// Read `file` from `offset` into `span` until `span` holds `want` bytes

@@ -286,17 +286,18 @@ impl Transcript {
     }
 }
 
-/// Write `head` then `tail` whole at `at` (the file's end), with as few
-/// `writev` calls as the file takes, leaving the whole blocks of zeros in
-/// `tail` as holes (`session::zeros`): the file is grown past them (it is
-/// opened to append, so the next write goes on after the hole).
+/// Write `head` then `tail` whole at the file's end (`at`, which places
+/// the file's blocks), with as few `writev` calls as the file takes,
+/// leaving the whole blocks of zeros in `tail` as holes (`session::zeros`):
+/// the file is grown past each from its real end (it is opened to append,
+/// so the next write goes on after the hole).
 fn write_parts(file: &mut File, at: u64, head: &[u8], tail: &[u8]) -> io::Result<()> {
-    let payload_at = at + head.len() as u64;
     let mut head = head;
     let mut from = 0;
-    for hole in zeros::holes(payload_at, tail) {
+    for hole in zeros::holes(at + head.len() as u64, tail) {
         write_all_parts(file, head, &tail[from..hole.start])?;
-        file.set_len(payload_at + hole.end as u64)?;
+        let end = file.metadata()?.len();
+        file.set_len(end + hole.len() as u64)?;
         head = &[];
         from = hole.end;
     }
