@@ -37,7 +37,10 @@ fuzz_target!(|data: &[u8]| {
                     assert!(*next > offset && *next <= len);
                     // A record holds its bytes, or stands for a run of zeros.
                     let stored = *next - offset - 5;
-                    assert!(stored == bytes.len() as u64 || (stored == 0 && bytes.iter().all(|&b| b == 0)));
+                    assert!(
+                        stored == bytes.len() as u64
+                            || (stored == 0 && bytes.iter().all(|&b| b == 0))
+                    );
                     offset = *next;
                 }
                 assert_eq!(chunk.next, offset);
