@@ -294,10 +294,19 @@ pub fn latest_line(data: &[u8]) -> Option<String> {
     // Only the end is looked at: every output chunk passes here, on the
     // output's path, and a line is shown cut anyway.
     const WINDOW: usize = 4096;
-    let text = String::from_utf8_lossy(&data[data.len().saturating_sub(WINDOW)..]);
-    text.lines()
+    data[data.len().saturating_sub(WINDOW)..]
+        .split(|&byte| byte == b'\n')
         .rev()
-        .map(|line| line.replace(|c: char| c.is_control() && c != '\t', ""))
+        // A line of ASCII blanks and control bytes alone (a run of zeros,
+        // say) is passed over on its bytes, without building its text.
+        .filter(|line| {
+            !line
+                .iter()
+                .all(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        })
+        .map(|line| {
+            String::from_utf8_lossy(line).replace(|c: char| c.is_control() && c != '\t', "")
+        })
         .find(|line| !line.trim().is_empty())
         .map(|line| bounded(line.trim()))
 }
@@ -340,6 +349,15 @@ mod tests {
             "control only is blank"
         );
         assert_eq!(latest_line(b"a\x1b[1mb\r\n"), Some("a[1mb".into()));
+        assert_eq!(latest_line(&[0; 8192]), None, "zeros are blank");
+        let mut zeros_after = b"last words\n".to_vec();
+        zeros_after.extend([0; 4000]);
+        assert_eq!(latest_line(&zeros_after), Some("last words".into()));
+        assert_eq!(
+            latest_line(b"caf\xc3\xa9 \xff\n\xe2\x80\x83\n"),
+            Some("caf\u{e9} \u{fffd}".into()),
+            "invalid bytes read with replacement; a line of Unicode spaces is blank"
+        );
         let long = "é".repeat(EVENT_TEXT_MAX_BYTES);
         let line = latest_line(long.as_bytes()).unwrap();
         assert!(line.len() <= EVENT_TEXT_MAX_BYTES + '…'.len_utf8());
