@@ -614,6 +614,77 @@ fn zeros_a_small_state_disk_could_not_hold_are_kept_whole() {
     );
 }
 
+/// What a raw client of `capabilities` receives for `command` in session
+/// `id`: the output's bytes, the zero-run frames among its frames, and
+/// the bytes that crossed the socket.
+fn raw_bash(env: &Env, id: &str, command: &str, capabilities: &str) -> (Vec<u8>, usize, usize) {
+    use std::io::{Read, Write};
+    let frame = |json: String| [&(json.len() as u32).to_be_bytes()[..], json.as_bytes()].concat();
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(env.dir.join("run/eukhe.sock")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let hello = format!(
+        r#"{{"type":"hello","protocol":2,"version":"0","build_id":"raw","role":"interactive","capabilities":[{capabilities}]}}"#
+    );
+    let request = serde_json::json!({
+        "type": "session", "session": id, "request": {"op": "bash", "command": command},
+    });
+    stream.write_all(&frame(hello)).unwrap();
+    stream.write_all(&frame(request.to_string())).unwrap();
+    let (mut output, mut runs, mut wire) = (Vec::new(), 0, 0);
+    loop {
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(header) as usize];
+        stream.read_exact(&mut payload).unwrap();
+        wire += 4 + payload.len();
+        match payload[0] {
+            0x01 => output.extend_from_slice(&payload[2..]),
+            0x03 => {
+                runs += 1;
+                let len = u32::from_be_bytes(payload[2..6].try_into().unwrap());
+                output.resize(output.len() + len as usize, 0);
+            }
+            _ => {
+                let message: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+                match message["type"].as_str() {
+                    Some("exit") => return (output, runs, wire),
+                    Some("error") => panic!("{message}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Runs of zeros cross the socket as their length alone to a client whose
+/// hello says it reads them (`zero_runs`, as every client of this build
+/// says), and as bytes to one that does not: a client of an older build
+/// still gets every byte.
+#[test]
+fn zeros_cross_the_socket_as_runs_only_to_a_client_that_reads_them() {
+    let env = Env::new("zero-runs");
+    let id = env.ok(&["new"]).trim().to_string();
+    let command = "printf start; head -c 8000000 /dev/zero; printf end";
+    let mut expected = b"start".to_vec();
+    expected.resize(expected.len() + 8_000_000, 0);
+    expected.extend(b"end");
+    let (output, runs, wire) = raw_bash(&env, &id, command, r#""zero_runs""#);
+    assert!(output == expected, "{} bytes arrived", output.len());
+    assert!(
+        runs > 0 && wire < 64 << 10,
+        "{runs} runs in {wire} bytes on the wire"
+    );
+    let (output, runs, wire) = raw_bash(&env, &id, command, "");
+    assert!(output == expected, "{} bytes arrived", output.len());
+    assert!(
+        runs == 0 && wire > 8_000_000,
+        "{runs} runs in {wire} bytes on the wire"
+    );
+}
+
 /// A state disk that fills while a command writes: what the kernel could
 /// not spool is counted, not told chunk by chunk; the client gets only
 /// whole records of the output (a record cut short is taken back, never

@@ -58,7 +58,9 @@ fn our_hello(role: Role) -> Hello {
         version: version().to_string(),
         build_id: build_id().to_string(),
         role,
-        capabilities: Vec::new(),
+        // Every response is read by `protocol::output`'s decoder, which
+        // reads zero runs.
+        capabilities: vec![Capability::ZeroRuns.name().to_string()],
         pid: None,
     }
 }

@@ -294,7 +294,12 @@ pub fn latest_line(data: &[u8]) -> Option<String> {
     // Only the end is looked at: every output chunk passes here, on the
     // output's path, and a line is shown cut anyway.
     const WINDOW: usize = 4096;
-    data[data.len().saturating_sub(WINDOW)..]
+    let window = &data[data.len().saturating_sub(WINDOW)..];
+    // Zeros, the commonest blank output, are known at vector speed.
+    if crate::session::zeros::all_zero(window) {
+        return None;
+    }
+    window
         .split(|&byte| byte == b'\n')
         .rev()
         // A line of ASCII blanks and control bytes alone (a run of zeros,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// 2: output travels as binary frames (`protocol::output`).
 pub const PROTOCOL_VERSION: u32 = 2;
 
-/// Capabilities a daemon advertises.
+/// Capabilities a peer advertises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Capability {
     /// Answers `shutdown` with `if_idle` through the quiesce protocol.
@@ -20,6 +20,9 @@ pub enum Capability {
     /// A worker that takes a client's connection from its supervisor
     /// (`Request::Handoff`) and serves it directly.
     Handoff,
+    /// Output as zero-run frames (`protocol::output`): a client that reads
+    /// them, a worker that sends them to such a client.
+    ZeroRuns,
 }
 
 impl Capability {
@@ -30,6 +33,7 @@ impl Capability {
             Capability::Workers => "workers",
             Capability::SocketActivated => "socket_activated",
             Capability::Handoff => "handoff",
+            Capability::ZeroRuns => "zero_runs",
         }
     }
 }

@@ -81,6 +81,10 @@ pub enum Request {
         session: String,
         /// The client's request, which the worker now answers.
         request: SessionRequest,
+        /// The client reads zero-run frames (its hello said
+        /// `zero_runs`); told only to a worker whose hello says so too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        zero_runs: bool,
     },
     /// Supervisor to worker: take this worker under supervision.
     Supervise {

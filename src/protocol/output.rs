@@ -7,7 +7,11 @@
 //! - `0x01` live output: `tag | stream | bytes`;
 //! - `0x02` a stored output entry (`log`, `attach`):
 //!   `tag | stream | seq u64 | at_ms u64 | input u64 | bash u64 | bytes`
-//!   (big-endian; `0` for an absent input or bash number).
+//!   (big-endian; `0` for an absent input or bash number);
+//! - `0x03` live output that is a run of zero bytes: `tag | stream | len
+//!   u32` (big-endian, at most [`zeros::RUN_MAX`]). Sent only to a client
+//!   whose hello has `Capability::ZeroRuns`; it stands for `len` zeros, so
+//!   a run of `head -c 1G /dev/zero` crosses the socket as ten bytes.
 //!
 //! `stream` is 1 for stdout and 2 for stderr.
 
@@ -16,9 +20,11 @@ use bytes::Bytes;
 use super::frame::{decode, FrameError, Message};
 use super::message::Response;
 use crate::session::entry::{Entry, EntryBody, Stream};
+use crate::session::zeros;
 
 const LIVE: u8 = 0x01;
 const ENTRY: u8 = 0x02;
+const ZERO_RUN: u8 = 0x03;
 const ENTRY_HEADER: usize = 2 + 4 * 8;
 
 fn stream_byte(stream: Stream) -> u8 {
@@ -61,6 +67,20 @@ pub fn live_header(stream: Stream, len: usize) -> Result<[u8; 6], FrameError> {
     Ok(header)
 }
 
+/// The whole frame of live output that is `len` zero bytes, for a client
+/// that reads zero runs; `None` when `len` is more than one run holds.
+pub fn zero_run_frame(stream: Stream, len: usize) -> Option<[u8; 10]> {
+    let len = u32::try_from(len)
+        .ok()
+        .filter(|&n| n as usize <= zeros::RUN_MAX)?;
+    let mut frame = [0u8; 10];
+    frame[..4].copy_from_slice(&6u32.to_be_bytes());
+    frame[4] = ZERO_RUN;
+    frame[5] = stream_byte(stream);
+    frame[6..].copy_from_slice(&len.to_be_bytes());
+    Some(frame)
+}
+
 impl Message for Response {
     fn to_payload(&self) -> Result<Vec<u8>, FrameError> {
         match self {
@@ -97,6 +117,7 @@ impl Message for Response {
     fn from_payload(payload: &[u8]) -> Result<Self, FrameError> {
         match payload.first() {
             Some(&LIVE) | Some(&ENTRY) => Self::from_owned_payload(payload.to_vec()),
+            Some(&ZERO_RUN) => zero_run(payload),
             _ => decode(payload),
         }
     }
@@ -132,9 +153,32 @@ impl Message for Response {
             Some(&LIVE) | Some(&ENTRY) => Err(FrameError::Malformed(
                 "output frame shorter than its header".to_string(),
             )),
+            Some(&ZERO_RUN) => zero_run(&payload),
             _ => decode(&payload),
         }
     }
+}
+
+/// A zero-run frame's output: its zeros sliced from the static block, so
+/// the run costs the client no allocation.
+fn zero_run(payload: &[u8]) -> Result<Response, FrameError> {
+    let [ZERO_RUN, stream, a, b, c, d] = *payload else {
+        return Err(FrameError::Malformed(format!(
+            "a zero-run frame has 6 bytes, not {}",
+            payload.len()
+        )));
+    };
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    if len > zeros::RUN_MAX {
+        return Err(FrameError::Malformed(format!(
+            "a zero run of {len} bytes is over the limit of {}",
+            zeros::RUN_MAX
+        )));
+    }
+    Ok(Response::Output {
+        stream: stream_of(stream)?,
+        data: bytes::Bytes::from_static(&zeros::ZEROS[..len]),
+    })
 }
 
 #[cfg(test)]
@@ -225,5 +269,27 @@ mod tests {
         });
         assert!(Response::from_payload(&[ENTRY, 1, 0]).is_err());
         assert!(Response::from_payload(&[LIVE, 9]).is_err());
+    }
+
+    #[test]
+    fn a_zero_run_frame_reads_as_its_zeros_and_a_bad_one_is_malformed() {
+        let frame = zero_run_frame(Stream::Stderr, 300_000).unwrap();
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4);
+        let expected = Response::Output {
+            stream: Stream::Stderr,
+            data: vec![0u8; 300_000].into(),
+        };
+        assert_eq!(Response::from_payload(&frame[4..]).unwrap(), expected);
+        assert_eq!(
+            Response::from_owned_payload(frame[4..].to_vec()).unwrap(),
+            expected
+        );
+        assert_eq!(zero_run_frame(Stream::Stdout, zeros::RUN_MAX + 1), None);
+        let over = (zeros::RUN_MAX as u32 + 1).to_be_bytes();
+        let too_long = [&[ZERO_RUN, 1][..], &over].concat();
+        assert!(Response::from_payload(&too_long).is_err());
+        assert!(Response::from_payload(&[ZERO_RUN, 1, 0, 0, 1]).is_err());
+        assert!(Response::from_payload(&[ZERO_RUN, 3, 0, 0, 0, 1]).is_err());
     }
 }

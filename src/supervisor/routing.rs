@@ -122,7 +122,7 @@ fn hello(socket_activated: bool) -> Hello {
 
 async fn connection(supervisor: Shared, mut stream: UnixStream) {
     let activated = supervisor.borrow().socket_activated;
-    let Some(compatible) = greet(&mut stream, activated).await else {
+    let Some((theirs, compatible)) = greet(&mut stream, activated).await else {
         return;
     };
     let request = match read_frame::<Request, _>(&mut stream).await {
@@ -141,7 +141,8 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
     }
     let response = match request {
         Request::Session { session, request } => {
-            route(&supervisor, stream, &session, request).await;
+            let zero_runs = theirs.has(Capability::ZeroRuns);
+            route(&supervisor, stream, &session, request, zero_runs).await;
             return;
         }
         Request::Events { session } => {
@@ -179,15 +180,17 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
 /// every protocol version shares: a client of another protocol still
 /// learns who runs here (so the replacement law can decide) and may still
 /// ask an idle daemon to go; anything else needs the same protocol. `None`
-/// when the connection is over; else whether the client's protocol is
-/// this one (or why not).
-async fn greet(stream: &mut UnixStream, activated: bool) -> Option<Result<(), SupervisorError>> {
+/// when the connection is over; else the client's hello and whether its
+/// protocol is this one (or why not).
+async fn greet(
+    stream: &mut UnixStream,
+    activated: bool,
+) -> Option<(Hello, Result<(), SupervisorError>)> {
     match read_frame::<Request, _>(stream).await {
         Ok(Request::Hello(theirs)) => {
             let answered = write_frame(stream, &Response::Hello(hello(activated))).await;
-            answered
-                .is_ok()
-                .then(|| check_protocol(theirs.protocol).map_err(SupervisorError::Refused))
+            let compatible = check_protocol(theirs.protocol).map_err(SupervisorError::Refused);
+            answered.is_ok().then_some((theirs, compatible))
         }
         Ok(_) => {
             let _ = write_frame(stream, &error("expected hello first")).await;
@@ -392,6 +395,7 @@ async fn reach_running_worker(
     id: &str,
     client: &UnixStream,
     request: &SessionRequest,
+    zero_runs: bool,
 ) -> Result<Reached, SupervisorError> {
     loop {
         let (running, same_build) = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
@@ -399,7 +403,7 @@ async fn reach_running_worker(
             _ => (None, false),
         };
         let reached = if same_build {
-            hand_over_greeting(supervisor, id, client, request)
+            hand_over_greeting(supervisor, id, client, request, zero_runs)
                 .await
                 .map(|()| Reached::Handed)
         } else {
@@ -458,11 +462,13 @@ fn given_up(id: &str, because: &str) -> String {
     )
 }
 
+/// `zero_runs`: the client reads zero-run frames (its hello said so).
 async fn route(
     supervisor: &Shared,
     mut client: UnixStream,
     reference: &str,
     request: SessionRequest,
+    zero_runs: bool,
 ) {
     let resolved = supervisor.borrow().resolve(reference);
     let id = match resolved {
@@ -513,10 +519,10 @@ async fn route(
         serve_resting_log(supervisor, &id, &mut client, query).await;
         return;
     }
-    match running_worker(supervisor, &id, state, &client, &request).await {
+    match running_worker(supervisor, &id, state, &client, &request, zero_runs).await {
         Ok(Reached::Handed) => {}
         Ok(Reached::Greeted(worker, hello)) => {
-            hand_over(client, worker, &hello, &id, request).await
+            hand_over(client, worker, &hello, &id, request, zero_runs).await
         }
         Err(message) => {
             let _ = write_frame(&mut client, &error(message)).await;
@@ -569,6 +575,7 @@ async fn running_worker(
     state: Option<SlotState>,
     client: &UnixStream,
     request: &SessionRequest,
+    zero_runs: bool,
 ) -> Result<Reached, SupervisorError> {
     match &state {
         Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id, ""))),
@@ -579,7 +586,7 @@ async fn running_worker(
         _ => {}
     }
     wait_running(supervisor, id).await?;
-    reach_running_worker(supervisor, id, client, request).await
+    reach_running_worker(supervisor, id, client, request, zero_runs).await
 }
 
 /// Hand `client` and `request` to a worker of this build without waiting
@@ -595,11 +602,13 @@ async fn hand_over_greeting(
     id: &str,
     client: &UnixStream,
     request: &SessionRequest,
+    zero_runs: bool,
 ) -> Result<(), SupervisorError> {
     let mut worker = greet_worker(supervisor, id).await?;
     let handoff = Request::Handoff {
         session: id.to_string(),
         request: request.clone(),
+        zero_runs,
     };
     write_frame(&mut worker, &handoff)
         .await
@@ -612,18 +621,23 @@ async fn hand_over_greeting(
 
 /// Hand `request` and its `client` to a worker of another build: it
 /// takes the client's connection over if it can (from then on they talk
-/// directly), else the request is forwarded and the two connections
-/// spliced.
+/// directly, in zero-run frames if both read them), else the request is
+/// forwarded and the two connections spliced.
 async fn hand_over(
     mut client: UnixStream,
     mut worker: UnixStream,
     hello: &Hello,
     id: &str,
     request: SessionRequest,
+    zero_runs: bool,
 ) {
     let session = id.to_string();
     if hello.has(Capability::Handoff) {
-        let handoff = Request::Handoff { session, request };
+        let handoff = Request::Handoff {
+            session,
+            request,
+            zero_runs: zero_runs && hello.has(Capability::ZeroRuns),
+        };
         let handed = match write_frame(&mut worker, &handoff).await {
             Ok(()) => handoff::send_fd(&worker, client.as_fd())
                 .await

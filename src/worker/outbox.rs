@@ -15,8 +15,9 @@ use tokio::sync::Notify;
 use crate::laws::timing::CATCH_UP_RETRY_MS;
 use crate::protocol::frame::{write_frame, FrameError};
 use crate::protocol::message::Response;
-use crate::protocol::output::live_header;
-use crate::session::entry::EntryBody;
+use crate::protocol::output::{live_header, zero_run_frame};
+use crate::session::entry::{EntryBody, Stream};
+use crate::session::zeros;
 
 /// What a message costs the outbox besides its output bytes.
 const MESSAGE_COST: usize = 64;
@@ -83,11 +84,12 @@ fn cost(response: &Response) -> usize {
 }
 
 impl Outbox {
-    /// An outbox and the task that writes it to `write` in order.
-    pub fn spawn_writer(write: OwnedWriteHalf) -> Outbox {
+    /// An outbox and the task that writes it to `write` in order;
+    /// `zero_runs`: the peer reads zero-run frames.
+    pub fn spawn_writer(write: OwnedWriteHalf, zero_runs: bool) -> Outbox {
         let (tx, rx) = unbounded_channel();
         let counter = Rc::new(Counter::default());
-        tokio::task::spawn_local(writer(write, rx, counter.clone()));
+        tokio::task::spawn_local(writer(write, rx, counter.clone(), zero_runs));
         Outbox { tx, counter }
     }
 
@@ -258,18 +260,33 @@ async fn write_all(write: &mut OwnedWriteHalf, parts: &[&[u8]]) -> Result<(), Fr
     Ok(())
 }
 
+/// Live output as it is, behind its header (no copy into a frame).
+async fn write_live(
+    write: &mut OwnedWriteHalf,
+    stream: Stream,
+    data: &[u8],
+) -> Result<(), FrameError> {
+    let header = live_header(stream, data.len())?;
+    write_all(write, &[&header, data]).await
+}
+
 async fn writer(
     mut write: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Response>,
     counter: Rc<Counter>,
+    zero_runs: bool,
 ) {
     while let Some(response) = rx.recv().await {
         let written = match &response {
-            // Output goes out as it is, behind its header.
-            Response::Output { stream, data } => match live_header(*stream, data.len()) {
-                Ok(header) => write_all(&mut write, &[&header, data]).await,
-                Err(e) => Err(e),
-            },
+            // A run of zeros the spool handed out goes as its length alone
+            // to a peer that reads that: the socket copies none of it.
+            Response::Output { stream, data } if zero_runs && zeros::handed_out(data) => {
+                match zero_run_frame(*stream, data.len()) {
+                    Some(frame) => write_all(&mut write, &[&frame]).await,
+                    None => write_live(&mut write, *stream, data).await,
+                }
+            }
+            Response::Output { stream, data } => write_live(&mut write, *stream, data).await,
             other => write_frame(&mut write, other).await,
         };
         counter

@@ -122,6 +122,7 @@ async fn handed_client(
     first: SessionRequest,
     signals: Signals,
     _counted: Option<ClientConnection>,
+    zero_runs: bool,
 ) {
     let peer = stream
         .peer_cred()
@@ -129,7 +130,7 @@ async fn handed_client(
         .and_then(|c| c.pid())
         .and_then(|pid| u32::try_from(pid).ok());
     let (mut read, write) = stream.into_split();
-    let tx = Outbox::spawn_writer(write);
+    let tx = Outbox::spawn_writer(write, zero_runs);
     session_request(&worker, first, &tx, &signals, peer).await;
     loop {
         match read_frame::<Request, _>(&mut read).await {
@@ -162,7 +163,7 @@ async fn connection(
     // until its own connection ends); the supervisor's do not.
     let mut counted = Some(counted);
     let (mut read, write) = stream.into_split();
-    let tx = Outbox::spawn_writer(write);
+    let tx = Outbox::spawn_writer(write, false);
     // A peer of another protocol (a supervisor of another build) still gets
     // the hello and may still stop this worker; nothing else.
     let Some(compatible) = answer_hello(&mut read, &tx).await else {
@@ -186,13 +187,16 @@ async fn connection(
             Request::Session { request, .. } => {
                 session_request(&worker, request, &tx, &signals, None).await
             }
-            Request::Handoff { request, .. } => {
+            Request::Handoff {
+                request, zero_runs, ..
+            } => {
                 // The supervisor hands a client over and leaves; the client
                 // is served directly from now on. The hello's answer was
                 // queued first, so it is written before the client's task
                 // runs (one thread, tasks in order): a supervisor that never
                 // saw it knows this worker never served the client.
-                take_handed_client(&worker, &read, request, &signals, counted.take()).await;
+                let counted = counted.take();
+                take_handed_client(&worker, &read, request, &signals, counted, zero_runs).await;
                 return;
             }
             Request::Supervise { build_id } => {
@@ -227,7 +231,10 @@ async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<()
                 version: version().to_string(),
                 build_id: build_id().to_string(),
                 role: Role::Daemon,
-                capabilities: vec![Capability::Handoff.name().to_string()],
+                capabilities: vec![
+                    Capability::Handoff.name().to_string(),
+                    Capability::ZeroRuns.name().to_string(),
+                ],
                 pid: Some(std::process::id()),
             }));
             Some(check_protocol(hello.protocol).map_err(WorkerError::Refused))
@@ -282,6 +289,7 @@ async fn take_handed_client(
     first: SessionRequest,
     signals: &Signals,
     counted: Option<ClientConnection>,
+    zero_runs: bool,
 ) {
     match handoff::recv_fd(read.as_ref())
         .await
@@ -294,6 +302,7 @@ async fn take_handed_client(
                 first,
                 signals.clone(),
                 counted,
+                zero_runs,
             ));
         }
         Ok(client) => refuse(client, "eukhe: connection refused: another user's process").await,
