@@ -16,10 +16,13 @@ mod events;
 mod skip;
 #[path = "support/small_disk.rs"]
 mod small_disk;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::time::{Duration, Instant};
 
 use env::{alive, kill9, wait_until, Env};
+use wire::frame;
 
 #[test]
 fn sessions_run_commands_and_keep_their_namespace() {
@@ -437,12 +440,6 @@ fn raw_exchange(env: &Env, bytes: &[u8]) -> Vec<u8> {
     let mut reply = Vec::new();
     let _ = stream.read_to_end(&mut reply);
     reply
-}
-
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut bytes = (payload.len() as u32).to_be_bytes().to_vec();
-    bytes.extend_from_slice(payload);
-    bytes
 }
 
 /// The message of the first error frame in `reply`.

@@ -10,6 +10,8 @@ mod env;
 mod skip;
 #[path = "support/small_disk.rs"]
 mod small_disk;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use env::Env;
 use small_disk::{fill, SmallDisk};
+use wire::frame;
 
 /// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
 fn random_bytes(len: usize) -> Vec<u8> {
@@ -619,20 +622,22 @@ fn zeros_a_small_state_disk_could_not_hold_are_kept_whole() {
 /// the bytes that crossed the socket.
 fn raw_bash(env: &Env, id: &str, command: &str, capabilities: &str) -> (Vec<u8>, usize, usize) {
     use std::io::{Read, Write};
-    let frame = |json: String| [&(json.len() as u32).to_be_bytes()[..], json.as_bytes()].concat();
     let mut stream =
         std::os::unix::net::UnixStream::connect(env.dir.join("run/eukhe.sock")).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let hello = format!(
-        r#"{{"type":"hello","protocol":2,"version":"0","build_id":"raw","role":"interactive","capabilities":[{capabilities}]}}"#
+        r#"{{"type":"hello","protocol":{},"version":"0","build_id":"raw","role":"interactive","capabilities":[{capabilities}]}}"#,
+        eukhe::protocol::PROTOCOL_VERSION
     );
     let request = serde_json::json!({
         "type": "session", "session": id, "request": {"op": "bash", "command": command},
     });
-    stream.write_all(&frame(hello)).unwrap();
-    stream.write_all(&frame(request.to_string())).unwrap();
+    stream.write_all(&frame(hello.as_bytes())).unwrap();
+    stream
+        .write_all(&frame(request.to_string().as_bytes()))
+        .unwrap();
     let (mut output, mut runs, mut wire) = (Vec::new(), 0, 0);
     loop {
         let mut header = [0u8; 4];
