@@ -8,23 +8,30 @@
 //! 3.4 s, and 1.0 s when the pages already written were handed back every
 //! 32 MiB, so the next ones were recycled. So the spool's copy of output
 //! is punched out as soon as the transcript holds it (see
-//! `Spool::release`), and once output is durable the transcript's clean
-//! pages are dropped; a flood of output is committed every
-//! `COMMIT_EARLY_BYTES` for that.
+//! `Spool::release`), and the transcript's pages are given to the disk
+//! as they are written and handed back a step later (`stream_out`), not
+//! only once a group commit has made them durable: waiting for the commit
+//! kept up to `COMMIT_EARLY_BYTES` of them, and on the development machine
+//! writing and reading 200 MiB through the two files took 0.42 to 0.60 s
+//! of system time that way against 0.15 to 0.22 s in 2 MiB steps.
 
 use std::fs::File;
 
 use nix::fcntl::{fallocate, posix_fadvise, FallocateFlags, PosixFadviseAdvice};
 
 /// Output is handed back in steps of at least this much: below it, the
-/// pages are few and a reader may still want them.
-pub const RECYCLE_BYTES: u64 = 8 << 20;
+/// pages are few and a reader may still want them. Small steps keep the
+/// pages a flood goes through few, so they are reused while the host
+/// still backs them: on the development machine 200 MiB through a file
+/// punched behind its writer every 2 MiB cost the writer about half the
+/// system time of 8 MiB steps.
+pub const RECYCLE_BYTES: u64 = 2 << 20;
 
 /// A stream of output this large since the last group commit is committed
 /// at once, without waiting out `output_sync_ms`: its pages can be handed
 /// back only once they are on disk, and a flood would otherwise take fresh
 /// ones for a whole sync interval (over 200 MiB at pipe speed).
-pub const COMMIT_EARLY_BYTES: u64 = 4 * RECYCLE_BYTES;
+pub const COMMIT_EARLY_BYTES: u64 = 32 << 20;
 
 const PAGE: u64 = 4096;
 
@@ -39,6 +46,26 @@ pub fn drop_synced(file: &File, from: u64, to: u64) {
             (to - from) as i64,
             PosixFadviseAdvice::POSIX_FADV_DONTNEED,
         );
+    }
+}
+
+/// Start writing `from..to` (just written) to disk, and hand back the
+/// pages of `behind..from`, whose writing started a step ago: those on
+/// disk by now go back, the rest stay (the next group commit's
+/// `drop_synced` gets them). Advice only, and no wait: durability is the
+/// group commit's, never this.
+pub fn stream_out(file: &File, behind: u64, from: u64, to: u64) {
+    // `POSIX_FADV_DONTNEED` starts writing back the dirty pages of its
+    // range without waiting for them, and drops the clean ones.
+    for (start, end) in [(from, to), (behind, from)] {
+        if end > start {
+            let _ = posix_fadvise(
+                file,
+                start as i64,
+                (end - start) as i64,
+                PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            );
+        }
     }
 }
 

@@ -26,6 +26,12 @@ pub struct Transcript {
     /// The page cache before this offset was handed back (or predates
     /// this writer): see `session::page_cache`.
     recycled: u64,
+    /// Output before this offset was given to the disk as it was written,
+    /// a step at a time (`page_cache::stream_out`).
+    streamed: u64,
+    /// Where the step before the last one began: its pages are handed
+    /// back once the disk has them.
+    streaming_from: u64,
     /// Reused for every record, so appending allocates nothing.
     record: Vec<u8>,
     /// The last good record, unless an append failed after it and its
@@ -87,6 +93,8 @@ impl Transcript {
                 len: read.end,
                 unsynced: false,
                 recycled: read.end,
+                streamed: read.end,
+                streaming_from: read.end,
                 record: Vec::new(),
                 last: read.last,
             },
@@ -267,6 +275,10 @@ impl Transcript {
         self.len += record_len;
         self.next_seq += 1;
         self.unsynced = !sync;
+        if !sync && self.len - self.streamed >= page_cache::RECYCLE_BYTES {
+            page_cache::stream_out(&self.file, self.streaming_from, self.streamed, self.len);
+            (self.streaming_from, self.streamed) = (self.streamed, self.len);
+        }
         Ok(entry)
     }
 
