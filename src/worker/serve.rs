@@ -915,7 +915,10 @@ pub async fn apply_until_stored(worker: &Rc<RefCell<Worker>>, actions: Vec<Actio
     }
 }
 
-/// Record busy evidence whenever the work changes, as the refresh law says.
+/// Record busy evidence whenever the work changes, as the refresh law says:
+/// one record at a time, in order, each written off this thread (on the
+/// process backend it waits for the disk, which must hold neither the run
+/// that just started nor the end just told).
 async fn record_evidence(worker: Rc<RefCell<Worker>>) {
     let due = worker.borrow().evidence_due.clone();
     loop {
@@ -923,7 +926,13 @@ async fn record_evidence(worker: Rc<RefCell<Worker>>) {
         if worker.borrow().stopping {
             return;
         }
-        worker.borrow_mut().refresh_evidence();
+        let Some((journal, line, state, now)) = worker.borrow().evidence_to_write() else {
+            continue;
+        };
+        let written = tokio::task::spawn_blocking(move || journal.record(&line))
+            .await
+            .unwrap_or_else(|e| Err(HostError::Journal(format!("the busy evidence writer: {e}"))));
+        worker.borrow_mut().evidence_written(written, state, now);
     }
 }
 
@@ -966,7 +975,9 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             match action {
                 TickAction::SignOfLife => worker.borrow().sign_of_life(),
                 TickAction::WatchdogPing => systemd::notify("WATCHDOG=1"),
-                TickAction::Record(state) => worker.borrow_mut().record_evidence(state, mono_ms()),
+                // Written by `record_evidence`, off this thread and in
+                // order with the records the work's changes make.
+                TickAction::Record(_) => worker.borrow().evidence_due.notify_one(),
                 TickAction::ExitResumable => {
                     tracing::warn!(
                         "no supervisor for the lost-exit window: exiting; the kernel keeps its runs"

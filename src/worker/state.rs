@@ -14,7 +14,7 @@ use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::process::own_identity;
-use crate::host::HostKind;
+use crate::host::{HostError, HostKind};
 use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::events::OutputLine;
@@ -501,17 +501,31 @@ impl Worker {
         }
     }
 
-    /// Write the busy evidence the books say is due now, if any.
-    pub fn refresh_evidence(&mut self) {
+    /// The busy evidence the books say is due now, as the journal and the
+    /// line to write (off this thread: on the process backend the write
+    /// waits for the disk), with the state and the time to enter in the
+    /// books once it is written (`evidence_written`).
+    pub fn evidence_to_write(&self) -> Option<(BusyJournal, JournalLine, BusyState, u64)> {
         let now = mono_ms();
-        if let Some(state) = self.books.evidence_due(self.work(), now) {
-            self.record_evidence(state, now);
+        let state = self.books.evidence_due(self.work(), now)?;
+        let (journal, line) = self.evidence_line(state);
+        Some((journal, line, state, now))
+    }
+
+    /// Enter evidence in `state`, written at `now_ms`, in the books.
+    pub fn evidence_written(
+        &mut self,
+        written: Result<(), HostError>,
+        state: BusyState,
+        now_ms: u64,
+    ) {
+        match written {
+            Ok(()) => self.books.recorded(state, now_ms),
+            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
         }
     }
 
-    /// Write busy evidence in `state`, and enter it in the books (at
-    /// `now_ms`) once it is written.
-    pub fn record_evidence(&mut self, state: BusyState, now_ms: u64) {
+    fn evidence_line(&self, state: BusyState) -> (BusyJournal, JournalLine) {
         let line = JournalLine {
             session: self.meta.id.clone(),
             state,
@@ -519,10 +533,7 @@ impl Worker {
             work: self.work(),
             build: build_id().to_string(),
         };
-        match self.journal.record(&line) {
-            Ok(()) => self.books.recorded(state, now_ms),
-            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
-        }
+        (self.journal.clone(), line)
     }
 
     /// Record busy now (an exit that keeps work resumable).
