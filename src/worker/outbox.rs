@@ -37,6 +37,8 @@ struct Counter {
     lag: RefCell<Option<Lag>>,
     /// The client read nothing for a while: its next output falls behind.
     stalled: Cell<bool>,
+    /// The peer reads zero-run frames.
+    zero_runs: bool,
 }
 
 /// A client behind its live output: what the transcript still owes it.
@@ -71,9 +73,14 @@ pub struct Outbox {
 #[derive(Debug)]
 pub struct Gone;
 
-fn cost(response: &Response) -> usize {
+/// What `response` costs the outbox until it is written: a run of zeros
+/// that goes as its length alone (`as_zero_run`) costs no more than any
+/// other message, so a client that reads zeros is never fed from the
+/// transcript (as bytes) for them.
+fn cost(response: &Response, zero_runs: bool) -> usize {
     MESSAGE_COST
         + match response {
+            Response::Output { data, .. } if as_zero_run(data, zero_runs) => 0,
             Response::Output { data, .. } => data.len(),
             Response::Entry(entry) => match &entry.body {
                 EntryBody::Output { data, .. } => data.len(),
@@ -83,18 +90,27 @@ fn cost(response: &Response) -> usize {
         }
 }
 
+/// Whether live output `data` goes as a zero-run frame: a run of zeros the
+/// spool handed out, to a peer that reads those.
+fn as_zero_run(data: &[u8], zero_runs: bool) -> bool {
+    zero_runs && zeros::handed_out(data)
+}
+
 impl Outbox {
     /// An outbox and the task that writes it to `write` in order;
     /// `zero_runs`: the peer reads zero-run frames.
     pub fn spawn_writer(write: OwnedWriteHalf, zero_runs: bool) -> Outbox {
         let (tx, rx) = unbounded_channel();
-        let counter = Rc::new(Counter::default());
-        tokio::task::spawn_local(writer(write, rx, counter.clone(), zero_runs));
+        let counter = Rc::new(Counter {
+            zero_runs,
+            ..Counter::default()
+        });
+        tokio::task::spawn_local(writer(write, rx, counter.clone()));
         Outbox { tx, counter }
     }
 
     pub fn send(&self, response: Response) -> Result<(), Gone> {
-        let cost = cost(&response);
+        let cost = cost(&response, self.counter.zero_runs);
         self.tx.send(response).map_err(|_| Gone)?;
         self.counter.pending.set(self.counter.pending.get() + cost);
         Ok(())
@@ -274,13 +290,12 @@ async fn writer(
     mut write: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Response>,
     counter: Rc<Counter>,
-    zero_runs: bool,
 ) {
     while let Some(response) = rx.recv().await {
         let written = match &response {
             // A run of zeros the spool handed out goes as its length alone
             // to a peer that reads that: the socket copies none of it.
-            Response::Output { stream, data } if zero_runs && zeros::handed_out(data) => {
+            Response::Output { stream, data } if as_zero_run(data, counter.zero_runs) => {
                 match zero_run_frame(*stream, data.len()) {
                     Some(frame) => write_all(&mut write, &[&frame]).await,
                     None => write_live(&mut write, *stream, data).await,
@@ -289,9 +304,12 @@ async fn writer(
             Response::Output { stream, data } => write_live(&mut write, *stream, data).await,
             other => write_frame(&mut write, other).await,
         };
-        counter
-            .pending
-            .set(counter.pending.get().saturating_sub(cost(&response)));
+        counter.pending.set(
+            counter
+                .pending
+                .get()
+                .saturating_sub(cost(&response, counter.zero_runs)),
+        );
         counter.drained.notify_waiters();
         if written.is_err() {
             break;
@@ -299,4 +317,31 @@ async fn writer(
     }
     rx.close();
     counter.drained.notify_waiters();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::entry::Stream;
+
+    fn output(data: bytes::Bytes) -> Response {
+        Response::Output {
+            stream: Stream::Stdout,
+            data,
+        }
+    }
+
+    /// 512 KiB of zeros the spool handed out cost a client that reads zero
+    /// runs one message, not 512 KiB of its `LAG_BYTES`: sixteen of them
+    /// queued would otherwise send it to the transcript for bytes it never
+    /// needed.
+    #[test]
+    fn a_run_of_zeros_costs_its_bytes_only_to_a_client_that_takes_them_as_bytes() {
+        let run = output(bytes::Bytes::from_static(&zeros::ZEROS[..]));
+        assert_eq!(cost(&run, true), MESSAGE_COST);
+        assert_eq!(cost(&run, false), MESSAGE_COST + zeros::RUN_MAX);
+        // Zeros that came as bytes (not handed out) go as bytes.
+        let written = output(bytes::Bytes::from(vec![0u8; 4096]));
+        assert_eq!(cost(&written, true), MESSAGE_COST + 4096);
+    }
 }
