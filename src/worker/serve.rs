@@ -920,9 +920,11 @@ pub async fn apply_until_stored(worker: &Rc<RefCell<Worker>>, actions: Vec<Actio
 /// process backend it waits for the disk, which must hold neither the run
 /// that just started nor the end just told).
 async fn record_evidence(worker: Rc<RefCell<Worker>>) {
-    let due = worker.borrow().evidence_due.clone();
+    let evidence = worker.borrow().evidence.clone();
     loop {
-        due.notified().await;
+        evidence.due.notified().await;
+        let _writing = evidence.writing.lock().await;
+        // `stop` writes the last record (it may have, while this waited).
         if worker.borrow().stopping {
             return;
         }
@@ -977,12 +979,12 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 TickAction::WatchdogPing => systemd::notify("WATCHDOG=1"),
                 // Written by `record_evidence`, off this thread and in
                 // order with the records the work's changes make.
-                TickAction::Record(_) => worker.borrow().evidence_due.notify_one(),
+                TickAction::Record(_) => worker.borrow().evidence.due.notify_one(),
                 TickAction::ExitResumable => {
                     tracing::warn!(
                         "no supervisor for the lost-exit window: exiting; the kernel keeps its runs"
                     );
-                    worker.borrow_mut().record_busy_now();
+                    // `stop` records busy now.
                     stop(&worker, &signals).await;
                     return;
                 }
@@ -1034,6 +1036,10 @@ async fn stop_on_sigterm(worker: Rc<RefCell<Worker>>, signals: Signals) {
 /// and its runs keep running (a worker that leaves aborts nothing); queued
 /// input stays for the next worker.
 async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
+    // Its record of busy comes after any still being written, never
+    // before it.
+    let evidence = worker.borrow().evidence.clone();
+    let _writing = evidence.writing.lock().await;
     {
         let mut w = worker.borrow_mut();
         if w.stopping {

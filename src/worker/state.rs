@@ -47,6 +47,17 @@ pub struct CommitSignals {
     pub now: std::rc::Rc<tokio::sync::Notify>,
 }
 
+/// Busy evidence is written off the worker's thread (on the process
+/// backend each record waits for the disk), one record at a time.
+#[derive(Default)]
+pub struct Evidence {
+    /// Wakes the task that records it.
+    pub due: tokio::sync::Notify,
+    /// Held while a record is written, so records land in the order they
+    /// were made (`serve::stop`'s last one too).
+    pub writing: tokio::sync::Mutex<()>,
+}
+
 pub struct Worker {
     pub meta: SessionMeta,
     pub files: SessionFiles,
@@ -65,8 +76,9 @@ pub struct Worker {
     /// law) even when it replays only the transcript's last entries.
     pub restore_notices: Vec<Entry>,
     next_client: ClientId,
-    /// Wakes the task that records busy evidence.
-    pub evidence_due: std::rc::Rc<tokio::sync::Notify>,
+    /// The task that records busy evidence: its wake-up, and the lock it
+    /// holds while it writes.
+    pub evidence: std::rc::Rc<Evidence>,
     /// Wakes requests waiting for the kernel link (`notify_waiters`).
     pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
     /// The tick's books: signs of life, watchdog pings, busy evidence
@@ -170,7 +182,7 @@ impl Worker {
             last_output: None,
             restore_notices,
             next_client: 1,
-            evidence_due: Default::default(),
+            evidence: Default::default(),
             kernel_connected: Default::default(),
             books: Books::new(
                 mono_ms(),
@@ -494,7 +506,7 @@ impl Worker {
     /// Tell the supervisor, and have busy evidence recorded as the refresh
     /// law says (by the evidence task, so no reply waits on its write).
     pub fn work_changed(&mut self) {
-        self.evidence_due.notify_one();
+        self.evidence.due.notify_one();
         let info = self.info();
         if let Some(supervisor) = &self.supervisor {
             let _ = supervisor.send(Response::Worker(info));

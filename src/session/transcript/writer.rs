@@ -275,7 +275,7 @@ impl Transcript {
         self.len += record_len;
         self.next_seq += 1;
         self.unsynced = !sync;
-        if !sync && self.len - self.streamed >= page_cache::RECYCLE_BYTES {
+        if !sync && self.len.saturating_sub(self.streamed) >= page_cache::RECYCLE_BYTES {
             page_cache::stream_out(&self.file, self.streaming_from, self.streamed, self.len);
             (self.streaming_from, self.streamed) = (self.streamed, self.len);
         }
