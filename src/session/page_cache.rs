@@ -35,8 +35,10 @@ pub const COMMIT_EARLY_BYTES: u64 = 32 << 20;
 
 const PAGE: u64 = 4096;
 
-/// Drop the (clean: already synced) cached pages of `file` in `from..to`.
-/// Advice only: a page in use stays, and the bytes stay on disk.
+/// Drop the clean cached pages of `file` among the whole pages in
+/// `from..to` (after a sync, all of them); `POSIX_FADV_DONTNEED` also
+/// starts writing back the dirty ones, without waiting for them. Advice
+/// only: a page in use stays, and the bytes stay on disk.
 pub fn drop_synced(file: &File, from: u64, to: u64) {
     let (from, to) = (from.next_multiple_of(PAGE), to / PAGE * PAGE);
     if to > from {
@@ -52,21 +54,12 @@ pub fn drop_synced(file: &File, from: u64, to: u64) {
 /// Start writing `from..to` (just written) to disk, and hand back the
 /// pages of `behind..from`, whose writing started a step ago: those on
 /// disk by now go back, the rest stay (the next group commit's
-/// `drop_synced` gets them). Advice only, and no wait: durability is the
-/// group commit's, never this.
+/// `drop_synced` gets them, and a page cut at `to` waits for the next
+/// step). Advice only, and no wait: durability is the group commit's,
+/// never this.
 pub fn stream_out(file: &File, behind: u64, from: u64, to: u64) {
-    // `POSIX_FADV_DONTNEED` starts writing back the dirty pages of its
-    // range without waiting for them, and drops the clean ones.
-    for (start, end) in [(from, to), (behind, from)] {
-        if end > start {
-            let _ = posix_fadvise(
-                file,
-                start as i64,
-                (end - start) as i64,
-                PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-            );
-        }
-    }
+    drop_synced(file, from, to);
+    drop_synced(file, behind, from);
 }
 
 /// Punch out the whole pages of `file` before `to`: its bytes there read
