@@ -102,6 +102,35 @@ pub fn private_dir(path: &Path) -> Result<(), SessionError> {
         .map_err(|e| file_error("cannot create", path, e))
 }
 
+/// Create session directory `dir` (0700, with its parents) and put its
+/// name on disk: a file synced inside it is lost with it otherwise, the
+/// session an acknowledged `new` made among it. The directory that holds
+/// every session is put on disk too when this made it.
+pub fn create_session_dir(dir: &Path) -> Result<(), SessionError> {
+    let sessions = dir.parent().unwrap_or(Path::new("."));
+    let sessions_were_there = sessions.is_dir();
+    private_dir(dir)?;
+    sync_names_in(sessions)?;
+    match sessions.parent() {
+        Some(state) if !sessions_were_there => sync_names_in(state),
+        _ => Ok(()),
+    }
+}
+
+/// Put the names in directory `dir` on disk: a file renamed or created in
+/// it survives a power cut from then on (syncing a file does not sync its
+/// name).
+pub fn sync_names_in(dir: &Path) -> Result<(), SessionError> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| file_error("cannot sync the names in", dir, e))
+}
+
 /// A file call on `path` that failed.
 fn file_error(action: &'static str, path: &Path, source: std::io::Error) -> SessionError {
     SessionError::File {
@@ -123,10 +152,11 @@ pub fn private_subdir(path: &Path) -> Result<(), SessionError> {
     }
 }
 
-/// Write `value` as JSON to `path` atomically, 0600, on disk before it
-/// returns.
+/// Write `value` as JSON to `path` atomically, 0600, on disk (its name
+/// too) before it returns.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), SessionError> {
-    write_json_with(path, value, true)
+    write_json_with(path, value, true)?;
+    sync_names_in(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// Write `value` as JSON to `path` atomically, 0600, without waiting for
@@ -323,8 +353,10 @@ pub fn write_session(
     env: Option<&crate::session::env::SessionEnv>,
     meta: &SessionMeta,
 ) -> Result<(), SessionError> {
+    // One sync of the directory puts both names on disk: the metadata's,
+    // which makes the session, never before the environment's.
     if let Some(env) = env {
-        write_json(&files.env(), env)?;
+        write_json_with(&files.env(), env, true)?;
     }
     write_json(&files.meta(), meta)
 }

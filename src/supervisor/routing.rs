@@ -33,7 +33,7 @@ use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSI
 use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{
-    new_id, private_dir, read_json, validate_name, write_session, SessionMeta,
+    create_session_dir, new_id, read_json, validate_name, write_session, SessionMeta,
 };
 use crate::session::transcript::Entry;
 
@@ -275,7 +275,8 @@ async fn new_session(
         }
     }
     let files = supervisor.borrow().files(&id);
-    let written = private_dir(&files.dir).and_then(|_| write_session(&files, env.as_ref(), &meta));
+    let written =
+        create_session_dir(&files.dir).and_then(|_| write_session(&files, env.as_ref(), &meta));
     if let Err(message) = written {
         return error(message);
     }

@@ -22,7 +22,7 @@ use crate::host::HostKind;
 use crate::laws::timing::SPARE_REMAKE_MS;
 use crate::protocol::message::{Request, Response};
 use crate::session::env::SessionEnv;
-use crate::session::store::{private_dir, write_json, write_session, SessionMeta};
+use crate::session::store::{create_session_dir, write_json, write_session, SessionMeta};
 
 /// Whether this daemon keeps a spare session.
 pub fn wanted(supervisor: &Shared) -> bool {
@@ -66,7 +66,7 @@ fn make(supervisor: &Shared) -> Option<String> {
         created_ms: crate::clock::wall_ms(),
         engine: "shell".into(),
     };
-    if let Err(e) = private_dir(&files.dir).and_then(|_| write_json(&files.spare(), &meta)) {
+    if let Err(e) = create_session_dir(&files.dir).and_then(|_| write_json(&files.spare(), &meta)) {
         tracing::warn!("no spare session: {e}");
         return None;
     }

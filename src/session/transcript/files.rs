@@ -1,6 +1,7 @@
 //! The files around a transcript: its first format's file, new files put
 //! in place whole, copies of damaged bytes.
 
+use crate::session::store::sync_names_in;
 use crate::session::SessionError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -59,14 +60,7 @@ pub fn create(
         .map_err(|e| context("write", e.into_error()))?;
     file.sync_all().map_err(|e| context("sync", e))?;
     std::fs::rename(&tmp, path).map_err(|e| context("rename", e))?;
-    sync_dir(path).map_err(|e| context("sync directory", e))
-}
-
-fn sync_dir(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
-        _ => File::open(".")?.sync_all(),
-    }
+    sync_names_in(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// Copy `[offset, offset + len)` of `file` to a new file `to` (0600).
