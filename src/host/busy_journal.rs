@@ -12,7 +12,6 @@
 
 use super::HostError;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +21,7 @@ use super::journald;
 use super::sd_journal::{newest_first, JournalEntry};
 use crate::laws::revival::{BusyRecord, BusyState};
 use crate::laws::work::WorkSet;
-use crate::session::store::private_append;
+use crate::session::store::append_durably;
 
 /// Marks a journal entry as eukhe busy evidence (journald's MESSAGE_ID).
 pub const BUSY_MESSAGE_ID: &str = "4b9f0c6e1d2a4e8f9a3b5c7d1e2f4a6b";
@@ -68,11 +67,9 @@ impl BusyJournal {
     pub fn record(&self, line: &JournalLine) -> Result<(), HostError> {
         match self {
             BusyJournal::File(path) => {
-                let mut file = private_append(path)?;
                 let mut text = serde_json::to_string(line)?;
                 text.push('\n');
-                file.write_all(text.as_bytes())
-                    .and_then(|_| file.sync_data())
+                append_durably(path, text.as_bytes())
                     .map_err(|e| HostError::io(format!("busy journal {}", path.display()), e))
             }
             BusyJournal::Journald => {

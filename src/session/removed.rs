@@ -13,12 +13,11 @@
 
 use super::SessionError;
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{private_append, private_dir};
+use super::store::{append_durably, private_dir};
 
 /// One removed session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,16 +54,13 @@ impl Removals {
     /// Record a removal, durably, before anything is stopped or deleted.
     pub fn record(&self, record: &RemovalRecord) -> Result<(), SessionError> {
         let path = self.log();
-        let mut file = private_append(&path)?;
         let mut line = serde_json::to_string(record)?;
         line.push('\n');
-        file.write_all(line.as_bytes())
-            .and_then(|_| file.sync_data())
-            .map_err(|source| SessionError::File {
-                action: "removal record",
-                path,
-                source,
-            })
+        append_durably(&path, line.as_bytes()).map_err(|source| SessionError::File {
+            action: "removal record",
+            path,
+            source,
+        })
     }
 
     /// Every removed session's id (unreadable lines, such as a torn last
@@ -126,6 +122,7 @@ fn remove_tree(path: &Path) -> Result<(), SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn records_are_kept_and_directories_deleted_through_removing() {

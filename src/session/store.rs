@@ -121,14 +121,35 @@ pub fn create_session_dir(dir: &Path) -> Result<(), SessionError> {
 /// it survives a power cut from then on (syncing a file does not sync its
 /// name).
 pub fn sync_names_in(dir: &Path) -> Result<(), SessionError> {
+    sync_dir(dir).map_err(|e| file_error("cannot sync the names in", dir, e))
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     };
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| file_error("cannot sync the names in", dir, e))
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Append `bytes` to `path` (created 0600 if missing) and put them on disk
+/// before returning: the file's name too when this append made it (a
+/// record synced into a file whose name is not would be lost with it).
+pub fn append_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?;
+    let made_now = file.metadata()?.len() == 0;
+    file.write_all(bytes)?;
+    file.sync_data()?;
+    if made_now {
+        sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
 }
 
 /// A file call on `path` that failed.
@@ -427,5 +448,21 @@ mod tests {
         let id = new_id();
         assert!(valid_id(&id), "{id}");
         assert!(!valid_id("../etc"));
+    }
+
+    #[test]
+    fn a_durable_append_makes_a_private_file_and_keeps_what_was_there() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("eukhe-append-{}", std::process::id()));
+        private_dir(&dir).unwrap();
+        let path = dir.join("records.log");
+        append_durably(&path, b"one\n").unwrap();
+        append_durably(&path, b"two\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let missing = dir.join("no-such-dir").join("records.log");
+        assert!(append_durably(&missing, b"x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
