@@ -107,7 +107,7 @@ pub fn private_dir(path: &Path) -> Result<(), SessionError> {
 /// session an acknowledged `new` made among it. The directory that holds
 /// every session is put on disk too when this made it.
 pub fn create_session_dir(dir: &Path) -> Result<(), SessionError> {
-    let sessions = dir.parent().unwrap_or(Path::new("."));
+    let sessions = directory_of(dir);
     let sessions_were_there = sessions.is_dir();
     private_dir(dir)?;
     sync_names_in(sessions)?;
@@ -124,6 +124,16 @@ pub fn sync_names_in(dir: &Path) -> Result<(), SessionError> {
     sync_dir(dir).map_err(|e| file_error("cannot sync the names in", dir, e))
 }
 
+/// Put the name of `file` on disk ([`sync_names_in`] its directory).
+pub fn sync_name_of(file: &Path) -> Result<(), SessionError> {
+    sync_names_in(directory_of(file))
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn directory_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -138,16 +148,12 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// record synced into a file whose name is not would be lost with it).
 pub fn append_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut file = open_private_append(path)?;
     let made_now = file.metadata()?.len() == 0;
     file.write_all(bytes)?;
     file.sync_data()?;
     if made_now {
-        sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+        sync_dir(directory_of(path))?;
     }
     Ok(())
 }
@@ -177,7 +183,7 @@ pub fn private_subdir(path: &Path) -> Result<(), SessionError> {
 /// too) before it returns.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), SessionError> {
     write_json_with(path, value, true)?;
-    sync_names_in(path.parent().unwrap_or(Path::new(".")))
+    sync_name_of(path)
 }
 
 /// Write `value` as JSON to `path` atomically, 0600, without waiting for
@@ -414,14 +420,17 @@ pub fn disk_space(path: &Path) -> Option<(u64, u64)> {
     ))
 }
 
-/// Open-file options for a private append-only file.
+/// Open a private append-only file (created 0600 if missing).
 pub fn private_append(path: &Path) -> Result<std::fs::File, SessionError> {
+    open_private_append(path).map_err(|e| file_error("cannot open", path, e))
+}
+
+fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| file_error("cannot open", path, e))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The files around a transcript: its first format's file, new files put
 //! in place whole, copies of damaged bytes.
 
-use crate::session::store::sync_names_in;
+use crate::session::store::sync_name_of;
 use crate::session::SessionError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -60,7 +60,7 @@ pub fn create(
         .map_err(|e| context("write", e.into_error()))?;
     file.sync_all().map_err(|e| context("sync", e))?;
     std::fs::rename(&tmp, path).map_err(|e| context("rename", e))?;
-    sync_names_in(path.parent().unwrap_or(Path::new(".")))
+    sync_name_of(path)
 }
 
 /// Copy `[offset, offset + len)` of `file` to a new file `to` (0600).
