@@ -98,6 +98,19 @@ impl Template {
         self.late
     }
 
+    /// Whether it restored snapshot `version` and its shell is up.
+    fn is_ready(&self, version: u64) -> bool {
+        self.version == version && self.shell.is_some_and(is_alive)
+    }
+
+    /// Hand a job to its waiting job shell (which names the job's FIFOs and
+    /// capture after the job).
+    fn take(&mut self, job: &str, stdin: &str, command: &str) -> std::io::Result<()> {
+        self.armed = false;
+        self.jobs
+            .write_all(&zygote::message(&[job, stdin, command]))
+    }
+
     /// Have a job shell forked, unless one waits already.
     fn arm(&mut self) -> std::io::Result<()> {
         if !self.armed {
@@ -150,6 +163,10 @@ pub struct Kernel {
     /// Bumped each time the snapshot changes.
     version: u64,
     template: Option<Template>,
+    /// A claimed spare's template, over the blank state: its waiting job
+    /// shell restores the whole first snapshot (its `late` script), and
+    /// takes the session's first job only if `template` is not ready yet.
+    claim_template: Option<Template>,
     template_seq: u64,
     spare: Option<SpareOutput>,
     spare_seq: u64,
@@ -189,6 +206,7 @@ impl Kernel {
                 notices: Vec::new(),
                 version: 0,
                 template: None,
+                claim_template: None,
                 template_seq: 0,
                 spare: None,
                 spare_seq: 0,
@@ -204,10 +222,13 @@ impl Kernel {
     /// and environment `new` gave it. Whether it was made now (a kernel
     /// claimed before, or never a spare's, is left as it is).
     ///
-    /// The spare's template, made ahead over the blank state, serves the
-    /// session's first jobs: each restores the whole first snapshot (its
-    /// `late` script becomes the full restore), as a job forked from the
-    /// state-free shell would, and no job waits for a template to start.
+    /// The spare's template, made ahead over the blank state, stays as
+    /// [`Kernel::claim_template`]: its job shell, already forked, would
+    /// restore the whole first snapshot (its `late` script becomes the full
+    /// restore), so the session's first job never waits for a template to
+    /// start. The caller prepares the session's own template at once: the
+    /// client's next request takes milliseconds to come, and a job of a
+    /// template that restored ahead starts sooner.
     pub fn claim(&mut self) -> Result<bool, String> {
         if !self.unclaimed {
             return Ok(false);
@@ -216,10 +237,16 @@ impl Kernel {
         self.unclaimed = false;
         let blank = self.version;
         self.version += 1;
-        if let Some(template) = self.template.as_mut().filter(|t| t.version == blank) {
+        if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
             match write_private(&template.late, &self.snapshot.restore_script()) {
-                Ok(()) => template.version = self.version,
-                Err(e) => tracing::warn!("the spare's template is not used: {e}"),
+                Ok(()) => {
+                    template.version = self.version;
+                    self.claim_template = Some(template);
+                }
+                Err(e) => {
+                    tracing::warn!("the spare's template is not used: {e}");
+                    self.retire(template);
+                }
             }
         }
         Ok(true)
@@ -384,16 +411,22 @@ impl Kernel {
         let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
         let capture = capture.to_string_lossy();
         let stdin = stdin_of.map_or(String::new(), |pid| format!("/proc/{pid}/fd/0"));
-        let handed = match self.ready_template() {
+        let version = self.version;
+        let claim_template = self
+            .claim_template
+            .as_mut()
+            .filter(|t| t.armed && t.is_ready(version));
+        let handed = match self.template.as_mut().filter(|t| t.is_ready(version)) {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
             // Its job shell names the FIFOs and the capture after the job.
-            Some(template) => template.arm().and_then(|()| {
-                template.armed = false;
-                template
-                    .jobs
-                    .write_all(&zygote::message(&[job, &stdin, command]))
-            }),
+            Some(template) => template
+                .arm()
+                .and_then(|()| template.take(job, &stdin, command)),
+            // Its job shell, forked ahead, restores the whole snapshot.
+            None if claim_template.is_some() => {
+                claim_template.map_or(Ok(()), |t| t.take(job, &stdin, command))
+            }
             None => {
                 let restore = self.scratch(job, "restore");
                 write_private(&restore, &self.snapshot.restore_script())
@@ -460,9 +493,8 @@ impl Kernel {
 
     /// The template of the current snapshot, if it is up and alive.
     fn ready_template(&mut self) -> Option<&mut Template> {
-        let template = self.template.as_mut()?;
-        let ready = template.version == self.version && template.shell.is_some_and(is_alive);
-        ready.then_some(template)
+        let version = self.version;
+        self.template.as_mut().filter(|t| t.is_ready(version))
     }
 
     /// Have the shell fork a template over the current snapshot (the old
@@ -541,9 +573,12 @@ impl Kernel {
         if self.unclaimed {
             return;
         }
-        if self.template.is_some() && template_expired(self.job_running(), self.last_job_ms, now_ms)
-        {
-            if let Some(template) = self.template.take() {
+        let held = self.template.is_some() || self.claim_template.is_some();
+        if held && template_expired(self.job_running(), self.last_job_ms, now_ms) {
+            for template in [self.template.take(), self.claim_template.take()]
+                .into_iter()
+                .flatten()
+            {
                 self.retire(template);
             }
         }
@@ -593,10 +628,15 @@ impl Kernel {
     }
 
     /// A template reported that it is ready.
+    /// A claimed spare's template is no longer needed once the session's
+    /// own is ready.
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
         if let Some(template) = &mut self.template {
             if template.fifo.to_string_lossy() == fifo {
                 template.shell = identity_of(pid);
+                if let Some(claim_template) = self.claim_template.take() {
+                    self.retire(claim_template);
+                }
             }
         }
     }

@@ -171,9 +171,9 @@ async fn serve_connection(
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
                 match kernel.claim() {
-                    // Ready ahead of the session's first job: its shell
-                    // (unless the spare's blank one serves) and its output
-                    // pipes.
+                    // Ready ahead of the session's first job: its
+                    // template (the spare's serves until it is up) and its
+                    // output pipes.
                     Ok(true) => {
                         if kernel.needs_template() {
                             kernel.prepare_template();

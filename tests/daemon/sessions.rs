@@ -485,6 +485,19 @@ fn ready_spare(env: &Env) -> Option<(String, u32)> {
         })
 }
 
+/// `new` (with `args`) run in `cwd` with `SPARE_TEST_VAR` set to `value`:
+/// the id it prints.
+fn new_with_var(env: &Env, args: &[&str], cwd: &std::path::Path, value: &str) -> String {
+    let new = env
+        .command(args)
+        .current_dir(cwd)
+        .env("SPARE_TEST_VAR", value)
+        .output()
+        .unwrap();
+    assert!(new.status.success(), "{new:?}");
+    String::from_utf8_lossy(&new.stdout).trim().to_string()
+}
+
 // On the process backend the daemon keeps one session ready, worker and
 // kernel started: `new` claims it, with the client's environment and
 // working directory as any new session has them, and the next spare is
@@ -518,14 +531,7 @@ fn new_claims_the_spare_session_and_a_spare_is_no_session() {
 
     let cwd = env.dir.join("work");
     std::fs::create_dir_all(&cwd).unwrap();
-    let new = env
-        .command(&["new", "--name", "claimed"])
-        .current_dir(&cwd)
-        .env("SPARE_TEST_VAR", "from the client")
-        .output()
-        .unwrap();
-    assert!(new.status.success(), "{new:?}");
-    let id = String::from_utf8_lossy(&new.stdout).trim().to_string();
+    let id = new_with_var(&env, &["new", "--name", "claimed"], &cwd, "from the client");
     assert_eq!(id, spare, "new did not claim the ready spare");
     assert_eq!(
         env.worker_pid(&id),
@@ -558,6 +564,25 @@ fn new_claims_the_spare_session_and_a_spare_is_no_session() {
         "the new daemon did not claim the earlier spare"
     );
     assert_eq!(env.ok(&["bash", &second, "--", "echo up"]), "up\n");
+
+    // A first command that comes once the session's own shell template is
+    // up (the spare's, template-1, is dropped then) starts in the client's
+    // environment and directory too.
+    wait_until(Duration::from_secs(10), "a third spare is ready", || {
+        ready_spare(&env).is_some()
+    });
+    let third = new_with_var(&env, &["new"], &cwd, "third");
+    let scratch = env.dir.join("state/sessions").join(&third).join("scratch");
+    let present = |name: &str| scratch.join(name).exists();
+    wait_until(
+        Duration::from_secs(10),
+        "the session's template replaces the spare's",
+        || present("template-2.fifo") && !present("template-1.fifo"),
+    );
+    assert_eq!(
+        env.ok(&["bash", &third, "--", "echo \"$SPARE_TEST_VAR\"; pwd"]),
+        format!("third\n{}\n", cwd.display())
+    );
 }
 
 // `spare_session = false`: no spare, and `new` makes its session itself.
