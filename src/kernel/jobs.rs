@@ -416,18 +416,17 @@ impl Kernel {
             .claim_template
             .as_mut()
             .filter(|t| t.armed && t.is_ready(version));
-        let handed = match self.template.as_mut().filter(|t| t.is_ready(version)) {
+        let template = self.template.as_mut().filter(|t| t.is_ready(version));
+        let handed = match (template, claim_template) {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
             // Its job shell names the FIFOs and the capture after the job.
-            Some(template) => template
+            (Some(template), _) => template
                 .arm()
                 .and_then(|()| template.take(job, &stdin, command)),
             // Its job shell, forked ahead, restores the whole snapshot.
-            None if claim_template.is_some() => {
-                claim_template.map_or(Ok(()), |t| t.take(job, &stdin, command))
-            }
-            None => {
+            (None, Some(claim_template)) => claim_template.take(job, &stdin, command),
+            (None, None) => {
                 let restore = self.scratch(job, "restore");
                 write_private(&restore, &self.snapshot.restore_script())
                     .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
@@ -627,9 +626,8 @@ impl Kernel {
             .is_none_or(|t| t.version != self.version)
     }
 
-    /// A template reported that it is ready.
-    /// A claimed spare's template is no longer needed once the session's
-    /// own is ready.
+    /// A template reported that it is ready. Once the session's own is, a
+    /// claimed spare's template is no longer needed.
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
         if let Some(template) = &mut self.template {
             if template.fifo.to_string_lossy() == fifo {
