@@ -111,35 +111,33 @@ pub fn create_session_dir(dir: &Path) -> Result<(), SessionError> {
     let sessions_were_there = sessions.is_dir();
     private_dir(dir)?;
     sync_names_in(sessions)?;
-    match sessions.parent() {
-        Some(state) if !sessions_were_there => sync_names_in(state),
-        _ => Ok(()),
+    if !sessions_were_there {
+        sync_names_in(directory_of(sessions))?;
     }
+    Ok(())
 }
 
 /// Put the names in directory `dir` on disk: a file renamed or created in
 /// it survives a power cut from then on (syncing a file does not sync its
 /// name).
-pub fn sync_names_in(dir: &Path) -> Result<(), SessionError> {
+fn sync_names_in(dir: &Path) -> Result<(), SessionError> {
     sync_dir(dir).map_err(|e| file_error("cannot sync the names in", dir, e))
 }
 
-/// Put the name of `file` on disk ([`sync_names_in`] its directory).
+/// Put the name of `file` on disk (its directory synced).
 pub fn sync_name_of(file: &Path) -> Result<(), SessionError> {
     sync_names_in(directory_of(file))
 }
 
 /// The directory `path` is in (`.` for a bare name).
 fn directory_of(path: &Path) -> &Path {
-    path.parent().unwrap_or(Path::new("."))
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
     std::fs::File::open(dir)?.sync_all()
 }
 
