@@ -174,14 +174,23 @@ pub struct Kernel {
     last_job_ms: u64,
     /// A spare's kernel whose session has no first snapshot yet.
     unclaimed: bool,
+    /// What bash gives every shell before a restore, once the kernel's
+    /// shell has said (`Report::Defaults`).
+    shell_defaults: Option<Snapshot>,
+    /// The snapshot is the session's first (made from `new`'s directory and
+    /// environment) and no job's capture has been merged into it yet: bash's
+    /// defaults are still to be added to it.
+    first_unmerged: bool,
 }
 
 impl Kernel {
-    /// A kernel over `snapshot`, or, with none, a spare's: unclaimed until
-    /// [`Kernel::claim`] makes the session's first snapshot.
+    /// A kernel over `snapshot` (`first`: the session's first, just made),
+    /// or, with none, a spare's: unclaimed until [`Kernel::claim`] makes
+    /// the session's first snapshot.
     pub fn new(
         files: SessionFiles,
         snapshot: Option<Snapshot>,
+        first: bool,
         restored: Option<String>,
     ) -> Result<(Kernel, OwnedFd), String> {
         let unclaimed = snapshot.is_none();
@@ -212,6 +221,8 @@ impl Kernel {
                 spare_seq: 0,
                 last_job_ms: crate::clock::mono_ms(),
                 unclaimed,
+                shell_defaults: None,
+                first_unmerged: first && !unclaimed,
             },
             reports,
         ))
@@ -233,8 +244,12 @@ impl Kernel {
         if !self.unclaimed {
             return Ok(false);
         }
-        self.snapshot = Rc::new(super::first_snapshot(&self.files)?);
+        self.snapshot = Rc::new(super::first_snapshot(
+            &self.files,
+            self.shell_defaults.as_ref(),
+        )?);
         self.unclaimed = false;
+        self.first_unmerged = true;
         let blank = self.version;
         self.version += 1;
         if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
@@ -628,6 +643,17 @@ impl Kernel {
 
     /// A template reported that it is ready. Once the session's own is, a
     /// claimed spare's template is no longer needed.
+    /// The kernel's shell said what bash gives every shell: kept for the
+    /// first snapshot a claim makes, and added to a first snapshot no job
+    /// has changed yet. Not a change of the snapshot (no job sees one): a
+    /// template made over it stays.
+    pub fn shell_started(&mut self, defaults: Snapshot) {
+        if self.first_unmerged {
+            Rc::make_mut(&mut self.snapshot).fill_in(&defaults);
+        }
+        self.shell_defaults = Some(defaults);
+    }
+
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
         if let Some(template) = &mut self.template {
             if template.fifo.to_string_lossy() == fifo {
@@ -785,7 +811,8 @@ impl Kernel {
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);
                 let mut notice = None;
-                if !changes.is_empty() {
+                self.first_unmerged = false;
+                if self.snapshot.is_changed_by(&changes) {
                     Rc::make_mut(&mut self.snapshot).apply(&changes);
                     self.version += 1;
                     if let Err(e) = self.snapshot.save(&self.files.snapshot()) {

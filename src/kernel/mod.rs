@@ -182,7 +182,8 @@ fn start_kernel(
         .flatten()
         .filter(|_| written_since_boot(&files.kernel()));
     let config = crate::config::Config::load(&paths.config)?;
-    let (snapshot, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())? {
+    let (snapshot, first, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())?
+    {
         Some(snapshot) => {
             let text = format!(
                 "working directory {}, {} variables, {} functions, {} aliases, options and traps; {NOT_RESTORED}",
@@ -191,16 +192,17 @@ fn start_kernel(
                 count(&snapshot, "func:"),
                 count(&snapshot, "alias:")
             );
-            (Some(snapshot), Some(text))
+            (Some(snapshot), false, Some(text))
         }
         // A spare's kernel: no `new` has given the session its working
         // directory and environment yet; its claim (or first job) does.
-        None if !files.meta().exists() => (None, None),
-        None => (Some(first_snapshot(files)?), None),
+        None if !files.meta().exists() => (None, false, None),
+        // Bash's defaults are added once the kernel's shell has said them.
+        None => (Some(first_snapshot(files, None)?), true, None),
     };
     // No template yet: the first job would compete with it for the CPU (a
     // session's start); one is prepared when a job ends.
-    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, restored)?;
+    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, first, restored)?;
     // Holding the lock, this is the only kernel: whatever the last one
     // left running is a run already cut short.
     for job in kernel.end_jobs_of_a_dead_kernel() {
@@ -257,9 +259,13 @@ fn sweep_scratch(scratch: &Path) {
 }
 
 /// A session's first snapshot, saved: its working directory and its first
-/// environment (the client's, or this process's, the daemon's); from here
-/// on they live in the snapshot.
-pub(crate) fn first_snapshot(files: &SessionFiles) -> Result<Snapshot, String> {
+/// environment (the client's, or this process's, the daemon's), and what
+/// bash gives every shell (`shell_defaults`, when the kernel's shell has
+/// said); from here on they live in the snapshot.
+pub(crate) fn first_snapshot(
+    files: &SessionFiles,
+    shell_defaults: Option<&Snapshot>,
+) -> Result<Snapshot, String> {
     let meta: SessionMeta = read_json(&files.meta())?.ok_or_else(|| {
         format!(
             "kernel: {} has no session yet (a spare no `eukhe new` claimed)",
@@ -271,7 +277,10 @@ pub(crate) fn first_snapshot(files: &SessionFiles) -> Result<Snapshot, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let env = first_environment(chosen.as_ref(), daemon);
-    let snapshot = Snapshot::fresh(&meta.cwd, &env);
+    let mut snapshot = Snapshot::fresh(&meta.cwd, &env);
+    if let Some(defaults) = shell_defaults {
+        snapshot.fill_in(defaults);
+    }
     snapshot.save(&files.snapshot())?;
     Ok(snapshot)
 }

@@ -26,6 +26,7 @@ use crate::laws::timing::{KERNEL_TICK_MS, POLL_MS, TM};
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::frame::{encode, read_frame, FrameError};
 use crate::protocol::kernel::{FromKernel, ToKernel, KERNEL_PROTOCOL};
+use crate::session::snapshot::shell_defaults;
 
 /// Frames waiting for a slow worker: a bound on the kernel's memory (each
 /// frame holds at most one spool record).
@@ -442,6 +443,9 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                     ended = true;
                 }
                 Report::Template { fifo, pid } => k.template_ready(&fifo, pid),
+                Report::Defaults { declared, umask } => {
+                    k.shell_started(shell_defaults(&declared, &umask))
+                }
             }
         }
         // What the job left running came to the kernel (its subreaper)

@@ -18,8 +18,14 @@
 #     restores LATE; after a job is taken, the next job shell is forked
 #     when the kernel writes a byte to the FIFO NEXT (fd 7))
 # fd 4: reports to the kernel, NUL-terminated: `started JOB GROUP`,
-# `finished GROUP STATUS` (a job), `template FIFO PID`.
+# `finished GROUP STATUS` (a job), `template FIFO PID`, and once, as it
+# starts, `defaults DECLARED UMASK`.
 unset __eukhe_zygote
+# What bash gives every shell it starts, which a job's capture lists though
+# no snapshot set it (`HOSTNAME`, `IFS`, `OPTIND`, ..., the umask): the
+# kernel adds it to a session's first snapshot.
+{ builtin printf 'defaults\0'; builtin declare -p; builtin printf '\0'
+  builtin umask -p; builtin printf '\0'; } >&4 2>/dev/null
 __eukhe_templates=
 set -m
 while :; do

@@ -127,13 +127,15 @@ pub fn message(fields: &[&str]) -> Vec<u8> {
 
 /// One report: `started JOB GROUP` and `finished GROUP STATUS` (a job,
 /// whose reporter leads process group GROUP and learns of its job only
-/// through it), or `template FIFO PID` (a template is ready to take jobs
-/// from FIFO).
+/// through it), `template FIFO PID` (a template is ready to take jobs
+/// from FIFO), or `defaults DECLARED UMASK` (the shell's `declare -p` and
+/// `umask -p` as it starts: what bash gives every shell).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
     Started { job: String, group: u32 },
     Finished { group: u32, status: i32 },
     Template { fifo: String, pid: u32 },
+    Defaults { declared: String, umask: String },
 }
 
 /// Reports parsed from the bytes read so far; what is left of an
@@ -150,6 +152,10 @@ pub fn parse_reports(pending: &mut Vec<u8>) -> Vec<Report> {
         let used = fields[0].len() + fields[1].len() + fields[2].len() + 3;
         pending.drain(..used);
         match (kind.as_str(), value.parse::<i64>()) {
+            ("defaults", _) => reports.push(Report::Defaults {
+                declared: first,
+                umask: value,
+            }),
             ("started", Ok(group)) => reports.push(Report::Started {
                 job: first,
                 group: group as u32,
@@ -177,7 +183,8 @@ mod tests {
 
     #[test]
     fn reports_split_anywhere_are_parsed_whole() {
-        let bytes = b"started\x00r1\x00123\x00finished\x00123\x00130\x00star";
+        let bytes = b"started\x00r1\x00123\x00finished\x00123\x00130\x00defaults\x00\
+                      declare -- IFS=$' \\t\\n'\n\x00umask 0022\n\x00star";
         let mut pending = bytes[..9].to_vec();
         assert!(parse_reports(&mut pending).is_empty());
         pending.extend_from_slice(&bytes[9..]);
@@ -191,6 +198,10 @@ mod tests {
                 Report::Finished {
                     group: 123,
                     status: 130
+                },
+                Report::Defaults {
+                    declared: "declare -- IFS=$' \\t\\n'\n".into(),
+                    umask: "umask 0022\n".into()
                 }
             ]
         );

@@ -67,6 +67,27 @@ pub fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// `value` in the words bash's `declare -p` writes it in, where those are
+/// certain: printable ASCII in double quotes, with `\`, `"`, `$` and `` ` ``
+/// escaped. Anything else bash writes as the locale has it (`$'...'`
+/// for what is not printable there), so it is single-quoted: the same
+/// value in other words, which a job's capture then rewrites once.
+fn quote_as_declare(value: &str) -> String {
+    if !value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return quote(value);
+    }
+    let mut quoted = String::with_capacity(value.len() + 2);
+    quoted.push('"');
+    for c in value.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
 fn is_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
@@ -75,7 +96,9 @@ fn is_name(name: &str) -> bool {
 
 impl Snapshot {
     /// A fresh shell: `cwd`, the exported environment `env`, and aliases
-    /// expanded as an interactive shell expands them.
+    /// expanded as an interactive shell expands them. Each variable is
+    /// written as a job's capture writes it (`declare -p`), so a first job
+    /// that leaves it alone does not change the snapshot.
     pub fn fresh<'a>(
         cwd: &str,
         env: impl IntoIterator<Item = (&'a String, &'a String)>,
@@ -86,7 +109,7 @@ impl Snapshot {
             if is_name(name) && !matches!(name.as_str(), "SHLVL" | "PWD" | "OLDPWD" | "_") {
                 items.insert(
                     format!("var:{name}"),
-                    format!("declare -x {name}={}", quote(value)),
+                    format!("declare -x {name}={}", quote_as_declare(value)),
                 );
             }
         }
@@ -95,6 +118,28 @@ impl Snapshot {
             "shopt -s expand_aliases".into(),
         );
         Snapshot { items }
+    }
+
+    /// Add `defaults` (see [`shell_defaults`]) for what the snapshot does
+    /// not set. A restore sets and never unsets, and every job's shell has
+    /// them before it restores (it is forked from the kernel's shell), so
+    /// no job sees a difference; but a job's capture lists them, and a first
+    /// snapshot that lists them too is not changed by a first job that
+    /// changes nothing (its save, and a new template, are spared).
+    pub fn fill_in(&mut self, defaults: &Snapshot) {
+        for (key, text) in &defaults.items {
+            self.items
+                .entry(key.clone())
+                .or_insert_with(|| text.clone());
+        }
+    }
+
+    /// Whether applying `changes` would change the snapshot: not when an
+    /// overlapping job already made the same changes.
+    pub fn is_changed_by(&self, changes: &ChangeSet) -> bool {
+        changes
+            .iter()
+            .any(|(key, text)| self.items.get(key) != text.as_ref())
     }
 
     /// The working directory the snapshot restores.
@@ -280,6 +325,19 @@ pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, S
         }
     }
     Ok(capture)
+}
+
+/// What bash gives every shell it starts, before any restore: the
+/// variables it sets itself (`HOSTNAME`, `IFS`, `OPTIND`, `PS4`, a `PATH`
+/// when none is exported, ...) and the umask, from the `declare -p` and
+/// `umask -p` of the kernel's shell as it starts (`zygote.bash`: its
+/// environment is empty, so nothing in it is the user's). Bash's own
+/// read-only and dynamic variables are left out, as from a capture.
+pub fn shell_defaults(declared: &str, umask: &str) -> Snapshot {
+    let mut items = BTreeMap::new();
+    capture_item(&mut items, "vars", "", declared.trim_end_matches('\n'), &[]);
+    capture_item(&mut items, "umask", "", umask.trim_end_matches('\n'), &[]);
+    Snapshot { items }
 }
 
 /// The POSIX special builtins eukhe's shell code calls: a function of one
@@ -624,6 +682,83 @@ mod tests {
         unset.items.remove("var:A");
         current.apply(&current.changes_to(&unset));
         assert!(!current.items.contains_key("var:A"));
+    }
+
+    #[test]
+    fn changes_an_overlapping_job_already_made_change_nothing() {
+        let start = Snapshot::fresh("/", &BTreeMap::new());
+        let with_a = |value: &str| {
+            let mut after = start.clone();
+            after
+                .items
+                .insert("var:A".into(), format!("declare -- A={value}"));
+            start.changes_to(&after)
+        };
+        let mut current = start.clone();
+        current.apply(&with_a("1"));
+        assert!(!current.is_changed_by(&with_a("1")));
+        assert!(current.is_changed_by(&with_a("2")));
+        let mut moved = start.clone();
+        moved.items.remove("cwd:");
+        assert!(current.is_changed_by(&start.changes_to(&moved)));
+    }
+
+    /// What bash prints for `script`, run with `env` as its whole environment.
+    fn bash_output(script: &str, env: &[(&str, &str)]) -> String {
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", script])
+            .env_clear()
+            .envs(env.iter().copied())
+            .current_dir("/")
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_first_variable_is_written_as_declare_p_writes_it() {
+        let fresh = |value: &str| {
+            let env = BTreeMap::from([("V".to_string(), value.to_string())]);
+            Snapshot::fresh("/", &env).items["var:V"].clone()
+        };
+        for value in [
+            "plain",
+            "",
+            "two  words",
+            "say \"hi\"",
+            "$HOME and `date`",
+            r"back\slash\",
+            "it's",
+            "!x ~ * ? [a] {b,c} ; & | < > # %",
+        ] {
+            let declared = bash_output("declare -p V", &[("V", value)]);
+            assert_eq!(fresh(value), declared.trim_end(), "{value:?}");
+        }
+        // What bash writes as its locale has it: other words, the same value.
+        for value in ["tab\there", "line\nbreak", "caf\u{e9}"] {
+            let restored = bash_output(&format!("{}; printf %s \"$V\"", fresh(value)), &[]);
+            assert_eq!(restored, value);
+        }
+    }
+
+    #[test]
+    fn what_bash_gives_every_shell_fills_in_only_what_a_snapshot_does_not_set() {
+        let printed = bash_output("declare -p; printf '\\0'; umask -p", &[]);
+        let (declared, umask) = printed.split_once('\0').unwrap();
+        let defaults = shell_defaults(declared, umask);
+        assert_eq!(defaults.items["var:IFS"], "declare -- IFS=$' \\t\\n'");
+        assert_eq!(defaults.items["var:OPTIND"], "declare -i OPTIND=\"1\"");
+        assert!(defaults.items["umask:"].starts_with("umask 0"));
+        for own in ["var:BASHPID", "var:PPID", "var:SHLVL", "var:PWD", "var:_"] {
+            assert!(!defaults.items.contains_key(own), "{own} kept");
+        }
+        let env = BTreeMap::from([("PATH".to_string(), "/bin".to_string())]);
+        let mut first = Snapshot::fresh("/tmp", &env);
+        first.fill_in(&defaults);
+        assert_eq!(first.items["var:PATH"], "declare -x PATH=\"/bin\"");
+        assert_eq!(first.items["var:IFS"], defaults.items["var:IFS"]);
+        assert_eq!(first.cwd(), "/tmp");
     }
 
     #[test]

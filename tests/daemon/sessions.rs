@@ -585,6 +585,61 @@ fn new_claims_the_spare_session_and_a_spare_is_no_session() {
     );
 }
 
+// A session's first snapshot is written as a job's capture writes the
+// same state (the client's variables as `declare -p` prints them, and what
+// bash gives every shell): a first command that changes nothing leaves it
+// as it was, and the template made from it at the claim serves the next.
+#[test]
+fn a_first_command_that_changes_nothing_keeps_the_first_snapshot_and_its_template() {
+    let env = Env::new("first-snapshot");
+    env.ok(&["status"]);
+    wait_until(Duration::from_secs(10), "a spare session is ready", || {
+        ready_spare(&env).is_some()
+    });
+    let quoted = r#"say "$HOME" `x` \ it's"#;
+    let new = env
+        .command(&["new"])
+        .env_clear()
+        .envs(env.vars.iter().map(|(name, value)| (name, value)))
+        .env("PATH", "/usr/bin:/bin")
+        .env("QUOTED", quoted)
+        .current_dir(&env.dir)
+        .output()
+        .unwrap();
+    assert!(new.status.success(), "{new:?}");
+    let id = String::from_utf8_lossy(&new.stdout).trim().to_string();
+    let dir = env.dir.join("state/sessions").join(&id);
+    let present = |name: &str| dir.join("scratch").join(name).exists();
+    wait_until(
+        Duration::from_secs(10),
+        "the session's template replaces the spare's",
+        || present("template-2.fifo") && !present("template-1.fifo"),
+    );
+    let first = std::fs::read(dir.join("snapshot.json")).unwrap();
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo \"$QUOTED\"; pwd"]),
+        format!("{quoted}\n{}\n", env.dir.display())
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        std::fs::read(dir.join("snapshot.json")).unwrap() == first,
+        "a first command that changed nothing changed the snapshot"
+    );
+    assert!(
+        present("template-2.fifo") && !present("template-3.fifo"),
+        "the template made at the claim was made again"
+    );
+    // A command that changes the state changes both.
+    env.ok(&["bash", &id, "--", "export CHANGED=1"]);
+    wait_until(
+        Duration::from_secs(10),
+        "a template over the changed state",
+        || present("template-3.fifo"),
+    );
+    assert!(std::fs::read(dir.join("snapshot.json")).unwrap() != first);
+    assert_eq!(env.ok(&["bash", &id, "--", "echo $CHANGED"]), "1\n");
+}
+
 // `spare_session = false`: no spare, and `new` makes its session itself.
 #[test]
 fn no_spare_session_when_the_config_says_so() {
