@@ -641,8 +641,6 @@ impl Kernel {
             .is_none_or(|t| t.version != self.version)
     }
 
-    /// A template reported that it is ready. Once the session's own is, a
-    /// claimed spare's template is no longer needed.
     /// The kernel's shell said what bash gives every shell: kept for the
     /// first snapshot a claim makes, and added to a first snapshot no job
     /// has changed yet. Not a change of the snapshot (no job sees one): a
@@ -654,6 +652,8 @@ impl Kernel {
         self.shell_defaults = Some(defaults);
     }
 
+    /// A template reported that it is ready. Once the session's own is, a
+    /// claimed spare's template is no longer needed.
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
         if let Some(template) = &mut self.template {
             if template.fifo.to_string_lossy() == fifo {
