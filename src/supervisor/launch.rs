@@ -210,10 +210,6 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             return;
         }
     };
-    // The exit of an earlier worker of the session, if the host still
-    // holds it, is not this one's (asked for when this one's connection
-    // ends).
-    let _ = backend::worker_exit(&supervisor, &id, 0);
     let supervise = Request::Supervise {
         build_id: build_id().to_string(),
     };

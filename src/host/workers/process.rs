@@ -29,9 +29,48 @@ pub struct ProcessHost {
     paths: Paths,
     /// The lost-exit window handed to each worker (`config::window_text`).
     lost_exit: String,
-    /// How workers this supervisor started exited (when, in monotonic ms,
-    /// and in words), by session, until told.
-    exits: Rc<RefCell<HashMap<String, (u64, String)>>>,
+    /// How the workers this supervisor started exited, until told.
+    exits: Rc<RefCell<WorkerExits>>,
+}
+
+/// How each session's latest worker exited. An exit is kept only for the
+/// worker it belongs to: an earlier worker reaped after the next one was
+/// started (its stop done, its wait still to run on a busy machine) is
+/// never told as the next one's failure.
+#[derive(Default)]
+struct WorkerExits {
+    /// Workers started so far: each start's number.
+    started: u64,
+    /// By session: the number of its latest worker's start, and that
+    /// worker's exit once it came (when, in monotonic ms, and in words).
+    latest: HashMap<String, (u64, Option<(u64, String)>)>,
+}
+
+impl WorkerExits {
+    /// A worker of `id` was started: its number, for [`WorkerExits::exited`].
+    fn started(&mut self, id: &str) -> u64 {
+        self.started += 1;
+        self.latest.insert(id.to_string(), (self.started, None));
+        self.started
+    }
+
+    /// Worker `start` of `id` exited at `at_ms`: kept if it is the latest.
+    fn exited(&mut self, id: &str, start: u64, at_ms: u64, words: String) {
+        if let Some((latest, exit)) = self.latest.get_mut(id) {
+            if *latest == start {
+                *exit = Some((at_ms, words));
+            }
+        }
+    }
+
+    /// The latest worker's exit, if it came at `since_ms` or later; told once.
+    fn take(&mut self, id: &str, since_ms: u64) -> Option<String> {
+        let (_, exit) = self.latest.get_mut(id)?;
+        if exit.as_ref()?.0 < since_ms {
+            return None;
+        }
+        exit.take().map(|(_, words)| words)
+    }
 }
 
 impl ProcessHost {
@@ -97,12 +136,14 @@ impl ProcessHost {
         // Reap the child whenever it ends; the watcher notices through its
         // control connection, or asks how it exited when it never answered.
         let exits = self.exits.clone();
-        exits.borrow_mut().remove(id);
+        let start = exits.borrow_mut().started(id);
         let (id, log) = (id.to_string(), self.files(id).log());
         tokio::task::spawn_local(async move {
             if let Ok(status) = child.wait().await {
-                let exit = (crate::clock::mono_ms(), exit_in_words(status, &log));
-                exits.borrow_mut().insert(id, exit);
+                let words = exit_in_words(status, &log);
+                exits
+                    .borrow_mut()
+                    .exited(&id, start, crate::clock::mono_ms(), words);
             }
         });
         Ok(())
@@ -146,20 +187,14 @@ impl WorkerHost for ProcessHost {
     }
 
     fn why_ended<'a>(&'a self, id: &'a str) -> HostFuture<'a, String> {
-        // Asked as the worker's connection ends: the watcher dropped any
-        // earlier worker's exit when it connected, so one held is its own.
+        // Asked as the worker's connection ends: only the latest worker's
+        // exit is held, so one held is its own.
         let exit = self.exit_of(id, 0);
         Box::pin(async { exit.unwrap_or_else(|| "its worker ended".to_string()) })
     }
 
     fn exit_of(&self, id: &str, since_ms: u64) -> Option<String> {
-        let mut exits = self.exits.borrow_mut();
-        let (at, _) = exits.get(id)?;
-        // An earlier worker's exit says nothing of the one watched now.
-        if *at < since_ms {
-            return None;
-        }
-        exits.remove(id).map(|(_, words)| words)
+        self.exits.borrow_mut().take(id, since_ms)
     }
 
     fn busy_journal(&self) -> BusyJournal {
@@ -204,4 +239,30 @@ fn last_line(path: &Path) -> Option<String> {
     let text = String::from_utf8_lossy(&tail);
     let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
     Some(line.chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkerExits;
+
+    #[test]
+    fn an_earlier_workers_exit_reaped_after_the_next_start_is_not_the_next_ones() {
+        let mut exits = WorkerExits::default();
+        let earlier = exits.started("s");
+        let next = exits.started("s");
+        // The earlier worker, stopped on purpose, is reaped late.
+        exits.exited("s", earlier, 100, "asked by the supervisor".into());
+        assert_eq!(exits.take("s", 50), None);
+        exits.exited("s", next, 200, "its worker was ended by signal 9".into());
+        assert_eq!(exits.take("s", 250), None, "an exit before `since`");
+        assert_eq!(
+            exits.take("s", 200).as_deref(),
+            Some("its worker was ended by signal 9")
+        );
+        assert_eq!(exits.take("s", 0), None, "told once");
+        let other = exits.started("t");
+        exits.exited("t", other, 300, "t's".into());
+        assert_eq!(exits.take("s", 0), None);
+        assert_eq!(exits.take("t", 0).as_deref(), Some("t's"));
+    }
 }
