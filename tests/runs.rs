@@ -1033,6 +1033,50 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
     assert!(log.contains("[run 3 exited 0]"), "{log}");
 }
 
+// A run ends when its shell has captured the state it leaves and closed
+// its output (sooner than its shell's exit), never at a close of its
+// output alone: a command that closes its own output runs to its end, with
+// its status; and what a run leaves running is counted either way, a
+// disowned job whose output goes elsewhere too.
+#[test]
+fn a_run_that_closes_its_output_still_runs_to_its_end_and_what_it_leaves_is_counted() {
+    let t = Install::new("closed-output");
+    let id = t.new_session();
+    t.kernel(&id);
+    let done = t.dir.join("done");
+    let start = Instant::now();
+    let closed = t.run(&[
+        "bash",
+        &id,
+        "--",
+        &format!(
+            "exec >&- 2>&-; sleep 1; echo done > {}; (exit 3)",
+            done.display()
+        ),
+    ]);
+    assert_eq!(closed.status.code(), Some(3), "{}", text(&closed.stderr));
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(std::fs::read_to_string(&done).unwrap(), "done\n");
+    assert_eq!(t.bash(&id, "echo next"), "next\n");
+
+    let out = t.bash(&id, "sleep 3 >/dev/null 2>&1 & disown; echo started");
+    assert_eq!(out, "started\n");
+    wait_until(
+        Duration::from_millis(300),
+        "`ls` shows the disowned job of the bash that just returned",
+        || t.session(&id)["jobs"].as_u64().unwrap_or(0) >= 1,
+    );
+    assert_eq!(t.session(&id)["state"], "busy");
+    wait_until(Duration::from_secs(10), "the session is idle again", || {
+        let session = t.session(&id);
+        session["state"] == "idle" && session["jobs"] == 0
+    });
+}
+
 // Done when 8: cancel ends the running run within the grace; its end says
 // cancelled with its signal, the next input runs, and nothing of it is left.
 #[test]

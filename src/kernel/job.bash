@@ -6,8 +6,9 @@
 # job's shell reports `started JOB GROUP` on fd 4, restores what is not
 # restored yet (`$__eukhe_restore`), runs the command and captures the
 # shell state it leaves, with builtins only, immune to the user's options,
-# functions, aliases, IFS and PATH; the reporter outlives it and reports
-# `finished GROUP STATUS`. In a template the user's functions are defined:
+# functions, aliases, IFS and PATH, the capture's last words its jobs and
+# its status, then closes its output (the kernel may end the run then);
+# the reporter outlives it and reports `finished GROUP STATUS`. In a template the user's functions are defined:
 # so `builtin printf` (a function named `builtin`, or after a POSIX special
 # builtin, is never kept).
   # The reporter outlives the job's cancel signals; the job's shell does
@@ -96,7 +97,13 @@
         builtin alias -- "$__eukhe_n"
         builtin printf '\0'
       done
+      # Last: the jobs this shell still has, and the status. With no job
+      # left, the kernel ends the run as soon as the output closes
+      # (below), not after this shell's exit and its reporter's word.
+      builtin printf 'jobs\0\0'; builtin jobs -p; builtin printf '\0'
+      builtin printf 'status\0\0%s\0' "$__eukhe_st"
     } >"$__eukhe_state" 2>/dev/null
+    exec >&- 2>&-
     exit "$__eukhe_st"
   )
   builtin printf 'finished\0%s\0%s\0' "$__eukhe_group" "$?" >&4

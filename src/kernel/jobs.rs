@@ -22,8 +22,9 @@ use crate::laws::runs::{kernel_accepts, SpoolRun};
 use crate::laws::timing::TM;
 use crate::protocol::kernel::JobState;
 use crate::session::entry::Stream;
-use crate::session::snapshot::{parse_capture, Snapshot};
+use crate::session::snapshot::{parse_capture, Capture, Snapshot};
 use crate::session::store::SessionFiles;
+use crate::session::SessionError;
 
 /// One job the kernel runs.
 pub struct Job {
@@ -771,6 +772,12 @@ impl Kernel {
         };
         j.fifos[stream as usize] = None;
         j.open_streams = j.open_streams.saturating_sub(1);
+        if j.open_streams == 0 && j.end.is_none() {
+            // Ended settled, or still running (its command closed them).
+            self.end_on_closed_output(job);
+            self.bump();
+            return;
+        }
         if j.open_streams == 0 {
             if let Some(end) = &mut j.end {
                 // Its end told what was lost before it; this is what
@@ -798,6 +805,41 @@ impl Kernel {
     /// state, and record its end.
     pub fn ended(&mut self, job: &str, status: i32) {
         let captured = self.take_state_capture(job);
+        let Some(j) = self.jobs.get(job) else {
+            return;
+        };
+        let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
+        self.ended_with(job, status, parsed);
+    }
+
+    /// Every writer of `job`'s output has closed before its shell's end
+    /// was reported. When its shell closed them itself, after a whole
+    /// capture (whose last word is the status) and with no job of its own
+    /// left, the run is over: it ends now, not after that shell's exit and
+    /// its reporter's word (which then only counts what the run left
+    /// running). Otherwise its command closed them, and the end waits.
+    fn end_on_closed_output(&mut self, job: &str) {
+        let path = self.scratch(job, "state");
+        let (Some(j), Ok(bytes)) = (self.jobs.get(job), std::fs::read(&path)) else {
+            return;
+        };
+        let Ok(capture) = parse_capture(&bytes, &j.started_from) else {
+            return;
+        };
+        if let (Some(status), false) = (capture.status, capture.has_jobs) {
+            let _ = std::fs::remove_file(&path);
+            self.ended_with(job, status, Some(Ok(capture)));
+        }
+    }
+
+    /// Record `job`'s end with `status`, keeping the changes of its
+    /// capture (`None`: its shell left none).
+    fn ended_with(
+        &mut self,
+        job: &str,
+        status: i32,
+        parsed: Option<Result<Capture, SessionError>>,
+    ) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -806,7 +848,6 @@ impl Kernel {
         }
         j.placeholders.clear();
         self.last_job_ms = crate::clock::mono_ms();
-        let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
         let (notice, signal) = match parsed {
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);

@@ -430,9 +430,13 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
             match report {
                 Report::Started { job, group } => k.started(&job, group),
                 Report::Finished { group, status } => {
-                    // A job shell that never took a job (its template was
-                    // dropped) has no job to end.
+                    // No job to end: a job shell that never took one (its
+                    // template was dropped), or a run already ended as its
+                    // output closed (`Kernel::stream_closed`), whose shell
+                    // has now left what the run leaves running to the
+                    // kernel, to be counted below.
                     let Some(job) = k.job_of_group(group) else {
+                        ended = true;
                         continue;
                     };
                     // The transcript keeps every end: a log line per job would

@@ -57,6 +57,11 @@ pub struct Capture {
     /// Functions that could not be kept: their names shadow builtins that
     /// eukhe's own shell code needs.
     pub dropped: Vec<String>,
+    /// The status its shell recorded as the capture's last word, if it
+    /// got that far.
+    pub status: Option<i32>,
+    /// Whether its shell still had jobs (`jobs -p`) when it captured.
+    pub has_jobs: bool,
 }
 
 /// What one job changed: items set (to their new text) or removed (`None`).
@@ -293,6 +298,8 @@ pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, S
                 capture.dropped = text.split_whitespace().map(str::to_string).collect();
             }
             "funcnames" => function_names = declared_functions(text),
+            "jobs" => capture.has_jobs = !text.trim().is_empty(),
+            "status" => capture.status = text.trim().parse().ok(),
             _ => capture_item(
                 &mut capture.snapshot.items,
                 kind,
@@ -655,6 +662,30 @@ mod tests {
                 Some("set +o pipefail".to_string())
             )]
         );
+    }
+
+    #[test]
+    fn a_captures_last_words_are_its_shells_jobs_and_status_not_state() {
+        let started_from = Snapshot::fresh("/", &BTreeMap::new());
+        let parse = |triples: &[(&str, &str, &str)]| {
+            parse_capture(&capture(triples), &started_from).unwrap()
+        };
+        let with_job = parse(&[
+            ("cwd", "", "/tmp"),
+            ("jobs", "", "4242\n"),
+            ("status", "", "7"),
+        ]);
+        assert_eq!(with_job.status, Some(7));
+        assert!(with_job.has_jobs);
+        assert_eq!(
+            with_job.snapshot,
+            parse(&[("cwd", "", "/tmp")]).snapshot,
+            "only the state is state"
+        );
+        let without = parse(&[("cwd", "", "/"), ("jobs", "", ""), ("status", "", "0")]);
+        assert_eq!((without.status, without.has_jobs), (Some(0), false));
+        let cut_before_them = parse(&[("cwd", "", "/")]);
+        assert_eq!(cut_before_them.status, None, "no status: its end waits");
     }
 
     #[test]
