@@ -1033,6 +1033,46 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
     assert!(log.contains("[run 3 exited 0]"), "{log}");
 }
 
+// An idle session lets its shell template go after `template_idle` (an
+// idle session need not hold that shell's memory) and makes none again
+// while it stays idle: the waiting job shell of the dropped template ends,
+// and that is no run's end. The next command still runs.
+#[test]
+fn an_idle_sessions_template_goes_and_is_not_made_again_until_a_command_comes() {
+    let t = Install::new("idle-template");
+    let laws: serde_json::Value = serde_json::from_str(&t.ok(&["laws", "--json"])).unwrap();
+    let idle = Duration::from_millis(laws["timeouts_ms"]["template_idle"].as_u64().unwrap());
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo hi"), "hi\n");
+    let scratch = t.session_dir(&id).join("scratch");
+    let templates = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&scratch)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.starts_with("template-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    wait_until(
+        Duration::from_secs(5),
+        "the session's template is up",
+        || !templates().is_empty(),
+    );
+    wait_until(
+        idle + Duration::from_secs(10),
+        "the idle session's template goes",
+        || templates().is_empty(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(templates(), Vec::<String>::new(), "made again while idle");
+    assert_eq!(t.bash(&id, "echo again"), "again\n");
+}
+
 // A run ends when its shell has captured the state it leaves and closed
 // its output (sooner than its shell's exit), never at a close of its
 // output alone: a command that closes its own output runs to its end, with

@@ -171,6 +171,9 @@ pub struct Kernel {
     template_seq: u64,
     spare: Option<SpareOutput>,
     spare_seq: u64,
+    /// The process groups of runs ended as their output closed, whose
+    /// reporters have not said `finished` yet.
+    ended_before_reporter: Vec<u32>,
     /// When the last job started or ended (monotonic ms).
     last_job_ms: u64,
     /// A spare's kernel whose session has no first snapshot yet.
@@ -220,6 +223,7 @@ impl Kernel {
                 template_seq: 0,
                 spare: None,
                 spare_seq: 0,
+                ended_before_reporter: Vec::new(),
                 last_job_ms: crate::clock::mono_ms(),
                 unclaimed,
                 shell_defaults: None,
@@ -671,6 +675,10 @@ impl Kernel {
         if let Some(j) = self.jobs.get_mut(job) {
             j.group = Some(group);
             j.placeholders.clear();
+            if j.end.is_some() {
+                // Its end came first (`end_on_closed_output`).
+                self.ended_before_reporter.push(group);
+            }
             if let Some(leader) = identity_of(group) {
                 if let Err(e) = self.spool.set_group(job, leader) {
                     tracing::warn!("{job}'s process group is not recorded: {e}");
@@ -827,9 +835,18 @@ impl Kernel {
             return;
         };
         if let (Some(status), false) = (capture.status, capture.has_jobs) {
+            self.ended_before_reporter.extend(j.group);
             let _ = std::fs::remove_file(&path);
             self.ended_with(job, status, Some(Ok(capture)));
         }
+    }
+
+    /// Whether `group`'s reporter comes after its run ended as its output
+    /// closed (not a job shell of a dropped template, which took no job).
+    pub fn reporter_after_end(&mut self, group: u32) -> bool {
+        let before = self.ended_before_reporter.len();
+        self.ended_before_reporter.retain(|&g| g != group);
+        self.ended_before_reporter.len() < before
     }
 
     /// Record `job`'s end with `status`, keeping the changes of its

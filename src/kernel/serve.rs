@@ -430,13 +430,13 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
             match report {
                 Report::Started { job, group } => k.started(&job, group),
                 Report::Finished { group, status } => {
-                    // No job to end: a job shell that never took one (its
-                    // template was dropped), or a run already ended as its
-                    // output closed (`Kernel::stream_closed`), whose shell
-                    // has now left what the run leaves running to the
-                    // kernel, to be counted below.
+                    // No job to end: a run already ended as its output
+                    // closed (`Kernel::stream_closed`), whose shell has now
+                    // left what the run leaves running to the kernel, to be
+                    // counted below; or a job shell that never took a job
+                    // (its template was dropped: no template is armed).
                     let Some(job) = k.job_of_group(group) else {
-                        ended = true;
+                        ended |= k.reporter_after_end(group);
                         continue;
                     };
                     // The transcript keeps every end: a log line per job would
