@@ -8,9 +8,10 @@
 # shell state it leaves, with builtins only, immune to the user's options,
 # functions, aliases, IFS and PATH, the capture's last words its jobs and
 # its status, then closes its output (the kernel may end the run then);
-# the reporter outlives it and reports `finished GROUP STATUS`. In a template the user's functions are defined:
-# so `builtin printf` (a function named `builtin`, or after a POSIX special
-# builtin, is never kept).
+# the reporter outlives it and reports `finished GROUP STATUS`. In a
+# template the user's functions are defined: so `builtin printf` (a
+# function named `builtin`, or after a POSIX special builtin, is never
+# kept).
   # The reporter outlives the job's cancel signals; the job's shell does
   # not (a trapped signal is reset to its default in the subshell).
   __eukhe_group=$BASHPID
