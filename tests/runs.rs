@@ -184,6 +184,18 @@ impl Install {
         self.state_dir().join("sessions").join(id)
     }
 
+    /// The names in session `id`'s scratch directory.
+    fn scratch_names(&self, id: &str) -> BTreeSet<String> {
+        std::fs::read_dir(self.session_dir(id).join("scratch"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn note(&self, pid: u32) {
         if let Some(who) = identity(pid) {
             self.seen.borrow_mut().insert(who);
@@ -1044,19 +1056,11 @@ fn an_idle_sessions_template_goes_and_is_not_made_again_until_a_command_comes() 
     let idle = Duration::from_millis(laws["timeouts_ms"]["template_idle"].as_u64().unwrap());
     let id = t.new_session();
     assert_eq!(t.bash(&id, "echo hi"), "hi\n");
-    let scratch = t.session_dir(&id).join("scratch");
     let templates = || -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&scratch)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|name| name.starts_with("template-"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
+        t.scratch_names(&id)
+            .into_iter()
+            .filter(|name| name.starts_with("template-"))
+            .collect()
     };
     wait_until(
         Duration::from_secs(5),
@@ -1322,14 +1326,7 @@ fn each_job_gets_its_own_output_pipes_made_ahead_and_none_outlives_its_job() {
         assert_eq!(text(&out.stdout), format!("out{n}\n"), "{out:?}");
         assert_eq!(text(&out.stderr), format!("err{n}\n"), "{out:?}");
     }
-    let scratch = t.session_dir(&id).join("scratch");
-    let names = || -> BTreeSet<String> {
-        std::fs::read_dir(&scratch)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
-    };
+    let names = || t.scratch_names(&id);
     wait_until(Duration::from_secs(5), "the jobs' files are gone", || {
         names()
             .iter()
