@@ -799,7 +799,7 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo acknowledged"]);
     env.ok(&["shutdown", "--force"]);
-    let transcript = env.dir.join("state/sessions").join(&id).join("transcript2");
+    let transcript = env.dir.join("state/sessions").join(&id).join("transcript3");
     let good = std::fs::metadata(&transcript).unwrap().len();
     // A record header promising 200 bytes, and only a few of them: what a
     // crash in the middle of an append leaves (the file's sync marker is
@@ -962,7 +962,7 @@ fn state_is_private_and_no_environment_value_reaches_a_log() {
     }
     for file in [
         "meta.json",
-        "transcript2",
+        "transcript3",
         "snapshot.json",
         "worker.json",
         "kernel.json",

@@ -35,14 +35,14 @@ fn random_bytes(len: usize) -> Vec<u8> {
 }
 
 fn transcript_path(env: &Env, id: &str) -> PathBuf {
-    env.dir.join("state/sessions").join(id).join("transcript2")
+    env.dir.join("state/sessions").join(id).join("transcript3")
 }
 
-/// The records of a v2 transcript: (offset, seq, payload offset, payload
+/// The records of a v3 transcript: (offset, seq, payload offset, payload
 /// length, kind).
 fn records(path: &Path) -> Vec<(usize, u64, usize, usize, u8)> {
     let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"EUKHETR2");
+    assert_eq!(&bytes[..8], b"EUKHETR3");
     let mut out = Vec::new();
     let mut at = 16;
     while at + 25 <= bytes.len() {
@@ -262,7 +262,7 @@ fn a_transcript_of_the_first_format_opens_with_all_its_entries() {
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["shutdown", "--force"]);
     let dir = env.dir.join("state/sessions").join(&id);
-    let _ = std::fs::remove_file(dir.join("transcript2"));
+    let _ = std::fs::remove_file(dir.join("transcript3"));
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcript-v1");
     std::fs::copy(&fixture, dir.join("transcript")).unwrap();
     let expected = std::fs::read_to_string(
@@ -279,7 +279,90 @@ fn a_transcript_of_the_first_format_opens_with_all_its_entries() {
         shown.contains("[bash 2] $ echo new\nnew\n[bash 2 exited 0]"),
         "{shown}"
     );
-    assert!(dir.join("transcript2").exists());
+    assert!(dir.join("transcript3").exists());
+}
+
+#[test]
+fn a_transcript_of_the_second_format_opens_with_all_its_entries_and_is_left_for_older_builds() {
+    let env = Env::new("v2");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["shutdown", "--force"]);
+    let dir = env.dir.join("state/sessions").join(&id);
+    std::fs::remove_file(dir.join("transcript3")).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let v2 = std::fs::read(fixtures.join("transcript-v2")).unwrap();
+    std::fs::write(dir.join("transcript2"), &v2).unwrap();
+    let expected = std::fs::read(fixtures.join("transcript-v2.log")).unwrap();
+    let log = || env.run(&["log", &id]).stdout;
+    // Read before any worker opens it, then after the worker copied it.
+    assert!(log() == expected, "{}", String::from_utf8_lossy(&log()));
+    env.ok(&["bash", &id, "--", "echo new"]);
+    let shown = log();
+    assert!(
+        shown.starts_with(&expected),
+        "{}",
+        String::from_utf8_lossy(&shown)
+    );
+    assert!(
+        shown.ends_with(b"[bash 4] $ echo new\nnew\n[bash 4 exited 0]\n"),
+        "{}",
+        String::from_utf8_lossy(&shown)
+    );
+    assert_eq!(
+        &std::fs::read(dir.join("transcript3")).unwrap()[..8],
+        b"EUKHETR3"
+    );
+    assert_eq!(std::fs::read(dir.join("transcript2")).unwrap(), v2);
+}
+
+#[test]
+fn a_flood_is_written_once_and_small_output_leaves_no_spool_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new("once");
+    let id = env.ok(&["new"]).trim().to_string();
+    let size = 20u64 << 20;
+    let flood = format!("yes 'a line of text' | head -c {size}");
+    let live = env.run(&["send", &id, "--wait", "--", &flood]);
+    assert!(live.status.success());
+    assert_eq!(live.stdout.len() as u64, size);
+    assert!(live.stdout.starts_with(b"a line of text\n"));
+    assert_eq!(
+        env.ok(&["send", &id, "--wait", "--", "echo small"]),
+        "small\n"
+    );
+    let dir = env.dir.join("state/sessions").join(&id);
+    let transcript = std::fs::metadata(dir.join("transcript3")).unwrap().len();
+    assert!(
+        transcript < 1 << 20,
+        "the flood's bytes are not in the transcript: {transcript} bytes"
+    );
+    let number = "1";
+    let raw = env.run(&["log", &id, "--raw", number]);
+    assert!(raw.status.success());
+    assert!(
+        raw.stdout == live.stdout,
+        "log --raw differs ({} bytes)",
+        raw.stdout.len()
+    );
+    // Once the runs are forgotten, the flood's spool file is kept whole,
+    // private, and the small one is gone.
+    let kept = dir.join("output/r1.out");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !kept.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let meta = std::fs::metadata(&kept).expect("the flood's output kept in output/");
+    assert!(meta.len() > size, "{} bytes", meta.len());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let output_dir = std::fs::metadata(dir.join("output")).unwrap();
+    assert_eq!(output_dir.permissions().mode() & 0o777, 0o700);
+    assert!(!dir.join("output/r2.out").exists());
+    assert!(!dir.join("spool/r2.out").exists());
+    // Read again after a restart, from the kept file.
+    env.ok(&["shutdown", "--force"]);
+    let again = env.run(&["log", &id, "--raw", number]);
+    assert_eq!(again.stdout, raw.stdout);
+    assert_eq!(env.ok(&["log", &id, "--tail", "1"]).lines().count(), 1);
 }
 
 /// A process's resident memory, in KiB.
@@ -454,15 +537,14 @@ fn a_cut_character_at_the_end_is_not_held_while_a_background_job_keeps_the_outpu
     );
 }
 
-/// Output the transcript holds is punched out of the spool, so a long run
-/// holds page cache and disk for its output once, not twice
-/// (`Spool::release` in 8 MiB steps as the worker reads, and after each
-/// group commit).
+/// A long run's output is written once: the spool holds it, and the
+/// transcript's records only point into it, so disk holds it once while
+/// the run goes on.
 #[test]
-fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
+fn a_long_runs_output_is_on_disk_once_in_its_spool_while_it_runs() {
     use std::os::unix::fs::MetadataExt;
-    let env = Env::new("spool-release");
-    let id = env.ok(&["new", "--name", "release"]).trim().to_string();
+    let env = Env::new("spool-once");
+    let id = env.ok(&["new", "--name", "once"]).trim().to_string();
     let data = random_bytes(40 << 20);
     let file = env.dir.join("random.bin");
     std::fs::write(&file, &data).unwrap();
@@ -472,28 +554,31 @@ fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
         .strip_prefix("queued as run ")
         .unwrap_or_else(|| panic!("send said {queued:?}"))
         .to_string();
-    let spool = env
-        .dir
-        .join("state/sessions")
-        .join(&id)
-        .join(format!("spool/r{input}.out"));
-    // The output is written within a second; a group commit follows it
-    // within `output_sync_ms` (200 ms).
+    let session = env.dir.join("state/sessions").join(&id);
+    let spool = session.join(format!("spool/r{input}.out"));
+    // The output is written within a second; the worker stores it as it
+    // is read, a record per spool record.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    let (size, held) = loop {
+    loop {
         // Until the run starts, there is no spool file.
-        let (len, held) = std::fs::metadata(&spool).map_or((0, 0), |m| (m.len(), m.blocks() * 512));
-        if len >= data.len() as u64 && held < 1 << 20 {
-            break (len, held);
+        let len = std::fs::metadata(&spool).map_or(0, |m| m.len());
+        let stored = log_raw_len(&env, &id, &input);
+        if len >= data.len() as u64 && stored == data.len() {
+            break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the spool still holds {held} of its {len} bytes"
+            "the spool has {len} bytes, the transcript {stored} of its output"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert!(size > data.len() as u64, "records and their headers");
-    assert!(held < 1 << 20);
+    }
+    let on_disk = |path: &Path| std::fs::metadata(path).unwrap().blocks() * 512;
+    let transcript = on_disk(&session.join("transcript3"));
+    assert!(
+        transcript < 1 << 20,
+        "the transcript holds {transcript} bytes: the output is not written twice"
+    );
+    assert!(on_disk(&spool) >= data.len() as u64);
     let waited = env.run(&["send", &id, "true", "--wait"]);
     assert!(waited.status.success());
     let raw = env.run(&["log", &id, "--raw", &input]);
@@ -502,6 +587,11 @@ fn a_long_runs_spool_keeps_only_what_the_transcript_has_not_made_durable() {
         "log --raw {input} differs ({} bytes)",
         raw.stdout.len()
     );
+}
+
+/// How many bytes of output run `input` has in the transcript now.
+fn log_raw_len(env: &Env, id: &str, input: &str) -> usize {
+    env.run(&["log", id, "--raw", input]).stdout.len()
 }
 
 fn worker_log(env: &Env, id: &str) -> String {

@@ -18,6 +18,13 @@
 //! A worker follows a job by byte offset into `<job>.out`; the transcript
 //! keeps the offset each stored output entry reaches, so a worker that
 //! reconnects resumes exactly where the transcript stops.
+//!
+//! The spool is also where a flood of output is kept for good: a
+//! transcript record of a large output entry points to the spool record
+//! that holds its bytes (`session::transcript`, written once). So nothing
+//! is ever punched out of `<job>.out`, and when a job is forgotten its file
+//! moves to `output/<job>.out` if it has such a record (else it is
+//! removed). A job whose file is there is never accepted again.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -32,6 +39,7 @@ use crate::laws::adoption::ProcessIdentity;
 pub use crate::session::entry::LostOutput;
 use crate::session::entry::Stream;
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
+use crate::session::transcript::STORED_FROM_BYTES;
 use crate::session::{page_cache, zeros};
 
 /// The header of one output record.
@@ -144,6 +152,10 @@ impl Spool {
     pub fn accept(&self, job: &str) -> Result<Option<File>, String> {
         if !valid_job(job) {
             return Err(format!("kernel: {job:?} is not a job name"));
+        }
+        // A forgotten job's output is kept there: it ran.
+        if self.output_dir().join(format!("{job}.out")).exists() {
+            return Ok(None);
         }
         match OpenOptions::new()
             .append(true)
@@ -340,27 +352,94 @@ impl Spool {
         Ok(chunk)
     }
 
-    /// `job`'s output before `upto` is written to the transcript: punch it
-    /// out, so a long run's spool holds only what is not (see
-    /// `session::page_cache`). Nothing reads a spool before the offset its
-    /// transcript reached, so the zeros a punched range reads as are never
-    /// taken for records.
+    /// `job`'s output before `upto` is in the transcript (written, or
+    /// pointed to): hand its pages back, as `session::page_cache` says (the
+    /// first call for a range starts writing the kernel's dirty pages, a
+    /// later one drops them once clean). Never punched: the transcript's
+    /// stored output records point into it.
     pub fn release(&self, job: &str, upto: u64) {
         if upto < page_cache::RECYCLE_BYTES || !valid_job(job) {
             return;
         }
-        if let Ok(file) = OpenOptions::new().write(true).open(self.out_path(job)) {
-            page_cache::punch_before(&file, upto);
+        if let Ok(file) = File::open(self.out_path(job)) {
+            page_cache::drop_synced(&file, 0, upto);
         }
     }
 
-    /// Forget `job` (its end is in the transcript).
+    /// Forget `job` (its end is in the transcript). Its output file is kept,
+    /// moved to `output/<job>.out`, when the transcript may point into it
+    /// (a record of `STORED_FROM_BYTES` or more: see
+    /// `session::transcript`), else removed.
     pub fn forget(&self, job: &str) {
-        if valid_job(job) {
-            let _ = std::fs::remove_file(self.out_path(job));
-            let _ = std::fs::remove_file(self.end_path(job));
-            let _ = std::fs::remove_file(self.group_path(job));
+        if !valid_job(job) {
+            return;
         }
+        let out = self.out_path(job);
+        let kept = match holds_stored_output(&out) {
+            Ok(false) => {
+                let _ = std::fs::remove_file(&out);
+                Ok(())
+            }
+            Ok(true) => self.keep_output(job),
+            Err(e) => Err(e),
+        };
+        // Left in the spool: the next forget (a reconnecting worker forgets
+        // it again) tries again.
+        if let Err(e) = kept {
+            tracing::warn!("spool {}: cannot keep it: {e}", out.display());
+        }
+        let _ = std::fs::remove_file(self.end_path(job));
+        let _ = std::fs::remove_file(self.group_path(job));
+    }
+
+    /// Where forgotten jobs' output files are kept.
+    fn output_dir(&self) -> PathBuf {
+        self.dir.with_file_name("output")
+    }
+
+    /// Move `job`'s output file to `output/`, never over one there.
+    fn keep_output(&self, job: &str) -> std::io::Result<()> {
+        let dir = self.output_dir();
+        private_subdir(&dir).map_err(std::io::Error::other)?;
+        nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            &self.out_path(job),
+            nix::fcntl::AT_FDCWD,
+            &dir.join(format!("{job}.out")),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )?;
+        Ok(())
+    }
+}
+
+/// Whether the spool file at `path` has a record the transcript may point
+/// to: its headers are read, skipped by their lengths. A header that makes
+/// no sense (damage) says yes: what cannot be told is kept.
+fn holds_stored_output(path: &Path) -> std::io::Result<bool> {
+    use std::io::{BufReader, Read};
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut records = BufReader::with_capacity(64 << 10, file);
+    let mut header = [0u8; RECORD_HEADER];
+    loop {
+        match records.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        let Ok(Some((_, size, run))) = record_header(&header) else {
+            return Ok(true);
+        };
+        if run {
+            continue;
+        }
+        if size >= STORED_FROM_BYTES {
+            return Ok(true);
+        }
+        records.seek_relative(size as i64)?;
     }
 }
 
@@ -549,39 +628,45 @@ mod tests {
     }
 
     #[test]
-    fn released_output_holds_no_disk_and_what_follows_it_still_reads() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = std::env::temp_dir().join(format!("eukhe-spool-release-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    fn released_output_keeps_its_bytes_and_a_forgotten_flood_is_kept_once_in_output() {
+        let session =
+            std::env::temp_dir().join(format!("eukhe-spool-release-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&session);
+        std::fs::create_dir_all(&session).unwrap();
+        let dir = session.join("spool");
         let spool = Spool::open(&dir).unwrap();
         let mut file = spool.accept("r1").unwrap().unwrap();
         let block = vec![7u8; 1 << 20];
-        let mut stored = 0;
         for _ in 0..12 {
-            stored = Spool::append(&mut file, Stream::Stdout, &block).unwrap();
+            Spool::append(&mut file, Stream::Stdout, &block).unwrap();
         }
         let last = Spool::append(&mut file, Stream::Stderr, b"tail").unwrap();
         file.sync_all().unwrap();
-        let before = std::fs::metadata(dir.join("r1.out")).unwrap().blocks() * 512;
-        // Too little to release: nothing happens.
-        spool.release("r1", 4096);
+        spool.release("r1", last);
+        // The transcript points into it: every record still reads.
+        let all = spool.read("r1", 0, u64::MAX, 64 << 20).unwrap();
+        assert_eq!(all.records.len(), 13);
+        assert!(all.records[..12]
+            .iter()
+            .all(|(_, bytes, _)| bytes[..] == block[..]));
+        assert_eq!(all.next, last);
+        // Forgotten: a flood is kept (moved, the same file), small output
+        // goes, and a kept job is never accepted again.
+        let mut small = spool.accept("r2").unwrap().unwrap();
+        Spool::append(&mut small, Stream::Stdout, b"hi\n").unwrap();
+        spool.forget("r1");
+        spool.forget("r2");
+        assert!(!dir.join("r1.out").exists());
         assert_eq!(
-            std::fs::metadata(dir.join("r1.out")).unwrap().blocks() * 512,
-            before
+            std::fs::metadata(session.join("output/r1.out"))
+                .unwrap()
+                .len(),
+            last
         );
-        spool.release("r1", stored);
-        let meta = std::fs::metadata(dir.join("r1.out")).unwrap();
-        assert_eq!(meta.len(), last, "the size stays");
-        assert!(
-            meta.blocks() * 512 < before - (11 << 20),
-            "{} of {before} bytes still held",
-            meta.blocks() * 512
-        );
-        let rest = spool.read("r1", stored, u64::MAX, 1 << 20).unwrap();
-        assert_eq!(
-            rest.records,
-            vec![(Stream::Stderr, b"tail".to_vec().into(), last)]
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!dir.join("r2.out").exists());
+        assert!(!session.join("output/r2.out").exists());
+        assert!(spool.accept("r1").unwrap().is_none(), "r1 ran already");
+        assert!(!dir.join("r1.out").exists());
+        std::fs::remove_dir_all(&session).unwrap();
     }
 }

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::spool::JobEnd;
 
-/// The version of the link and of the spool's layout.
-pub const KERNEL_PROTOCOL: u32 = 5;
+/// The version of the link and of the spool's layout (6: a forgotten job's
+/// output file is kept in `output/` when the transcript may point into it,
+/// never punched out).
+pub const KERNEL_PROTOCOL: u32 = 6;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what

@@ -1,19 +1,20 @@
 //! Giving back the page cache that output already on disk holds.
 //!
-//! A run's output passes through two files: the kernel's spool, then the
+//! A run's output is written to the kernel's spool; a flood of it stays
+//! there (the transcript points to it), smaller output is copied into the
 //! transcript. Left alone, every byte of it keeps a page cache page, so a
 //! long stream of output allocates fresh pages all the way. On a virtual
 //! machine a fresh page is the expensive kind (the host backs it on first
 //! touch): on the development machine, writing 1 GiB to a new file took
 //! 3.4 s, and 1.0 s when the pages already written were handed back every
-//! 32 MiB, so the next ones were recycled. So the spool's copy of output
-//! is punched out as soon as the transcript holds it (see
-//! `Spool::release`), and the transcript's pages are given to the disk
-//! as they are written and handed back a step later (`stream_out`), not
-//! only once a group commit has made them durable: waiting for the commit
-//! kept up to `COMMIT_EARLY_BYTES` of them, and on the development machine
-//! writing and reading 200 MiB through the two files took 0.36 to 0.59 s
-//! of system time that way against 0.15 to 0.22 s in 2 MiB steps.
+//! 32 MiB, so the next ones were recycled. So the spool's pages are given
+//! to the disk and handed back in steps as the worker reads them (see
+//! `Spool::release`), and the transcript's as they are written, a step
+//! later (`stream_out`), not only once a group commit has made them
+//! durable: waiting for the commit kept up to `COMMIT_EARLY_BYTES` of
+//! them, and on the development machine writing and reading 200 MiB
+//! through two files took 0.36 to 0.59 s of system time that way against
+//! 0.15 to 0.22 s in 2 MiB steps.
 
 use std::fs::File;
 

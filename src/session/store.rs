@@ -245,7 +245,7 @@ impl SessionFiles {
     /// The transcript (the second format; the first, `transcript`, is
     /// read once and copied into it).
     pub fn transcript(&self) -> PathBuf {
-        self.dir.join("transcript2")
+        self.dir.join("transcript3")
     }
     /// How the session's first environment is made (`session::env`).
     pub fn env(&self) -> PathBuf {

@@ -310,6 +310,18 @@ impl RunCore {
         self.connected
     }
 
+    /// The followed job whose output is run `input`'s or user bash
+    /// `bash`'s: where its stored output's bytes are.
+    pub fn job_of_output(&self, input: Option<RunId>, bash: Option<RunId>) -> Option<&str> {
+        self.jobs.iter().find_map(|(job, followed)| {
+            let matches = match followed.kind {
+                JobKind::Run { input: run, .. } => bash.is_none() && input == Some(run),
+                JobKind::Bash { number, .. } => bash == Some(number),
+            };
+            matches.then_some(job.as_str())
+        })
+    }
+
     pub fn kernel_pid(&self) -> Option<u32> {
         self.kernel_pid
     }

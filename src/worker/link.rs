@@ -240,13 +240,13 @@ async fn read_spooled(
                 let actions = w.core.output(job, stream, record_end, bytes);
                 w.apply(actions);
             }
-            // Only a spool whose every record went into the transcript may
-            // be released behind it. It is in steps as soon as the
-            // transcript holds it (not synced yet), so its pages are
-            // recycled while the output still flows: the spool is never
-            // synced, so its copy adds nothing against a power cut, and a
-            // crash of any eukhe process leaves the transcript's written
-            // pages. The next group commit releases the rest.
+            // The spool's pages are handed back behind what the transcript
+            // holds (copied or pointed to), in steps as the output flows,
+            // so a flood recycles its pages: the first release of a step
+            // starts writing it to disk, a later one drops it once clean
+            // (advice only: the bytes stay, and the transcript's stored
+            // records point to them). The next group commit, which syncs
+            // them, releases the rest.
             if stored && w.core.follows(job) && w.unstored_output == unstored {
                 let step = |at: u64| at / page_cache::RECYCLE_BYTES;
                 if step(chunk.next) > step(from) {

@@ -28,14 +28,14 @@ use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
-use crate::session::page_cache;
 use crate::session::store::{
     private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
 use crate::session::transcript::{
-    Damage, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript,
+    Damage, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript, STORED_FROM_BYTES,
 };
+use crate::session::{page_cache, zeros};
 
 /// What wakes the task that group-commits output (`output_sync_loop`).
 #[derive(Clone, Default)]
@@ -329,6 +329,10 @@ impl Worker {
     /// append makes it durable too), then show it to attached clients.
     pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append_unsynced(wall_ms(), body)?;
+        self.appended_unacknowledged(entry)
+    }
+
+    fn appended_unacknowledged(&mut self, entry: Entry) -> Result<Entry, WorkerError> {
         self.shadow.see(&entry);
         self.report(&entry);
         self.subscribers
@@ -348,10 +352,19 @@ impl Worker {
             _ => (0, None, None),
         };
         let offset = self.transcript.end_offset();
-        let stored = if self.output_sync.is_zero() {
-            self.append(body)
-        } else {
-            self.append_unacknowledged(body)
+        let stored = match self.stored_in(&body) {
+            // Written once: the record says where in the spool its bytes
+            // are.
+            Some(job) => {
+                let sync = self.output_sync.is_zero();
+                match self.transcript.append_stored(wall_ms(), body, &job, sync) {
+                    Ok(entry) if sync => self.appended(entry),
+                    Ok(entry) => self.appended_unacknowledged(entry),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            None if self.output_sync.is_zero() => self.append(body),
+            None => self.append_unacknowledged(body),
         };
         self.last_output = stored.as_ref().ok().map(|entry| Stored {
             seq: entry.seq,
@@ -375,6 +388,26 @@ impl Worker {
             }
             Ok(_) => {}
         }
+    }
+
+    /// The job whose spool record holds `body`'s bytes, when they are left
+    /// there (`transcript::STORED_FROM_BYTES` or more, not a run of zeros
+    /// the spool keeps as its length: the transcript keeps those as holes).
+    fn stored_in(&self, body: &EntryBody) -> Option<String> {
+        let EntryBody::Output {
+            input,
+            bash,
+            data,
+            spool_end: Some(_),
+            ..
+        } = body
+        else {
+            return None;
+        };
+        if data.len() < STORED_FROM_BYTES || zeros::handed_out(data) {
+            return None;
+        }
+        self.core.job_of_output(*input, *bash).map(str::to_string)
     }
 
     /// The group commit: what makes every entry written so far durable,
@@ -439,6 +472,10 @@ impl Worker {
     /// Store an entry durably, then show it to every attached client.
     pub fn append(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
         let entry = self.transcript.append(wall_ms(), body)?;
+        self.appended(entry)
+    }
+
+    fn appended(&mut self, entry: Entry) -> Result<Entry, WorkerError> {
         self.shadow.see(&entry);
         if is_restore_notice(&entry) {
             self.restore_notices.push(entry.clone());

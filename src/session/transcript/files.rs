@@ -10,9 +10,15 @@ use std::path::{Path, PathBuf};
 
 use super::format::{self, Marker};
 
-/// The first format's file, beside the v2 one.
+/// The first format's file, beside the current one.
 pub fn v1_path(path: &Path) -> PathBuf {
     path.with_file_name("transcript")
+}
+
+/// The v2 file, beside the current one: read while there is no v3 file,
+/// copied into one by the worker.
+pub fn v2_path(path: &Path) -> PathBuf {
+    path.with_file_name("transcript2")
 }
 
 /// Where damaged bytes at `offset` are kept.
@@ -61,6 +67,38 @@ pub fn create(
     file.sync_all().map_err(|e| context("sync", e))?;
     std::fs::rename(&tmp, path).map_err(|e| context("rename", e))?;
     sync_name_of(path)
+}
+
+/// Copy the v2 file `from` to `to` as a v3 file: the same bytes (records,
+/// offsets, sync marker), the v3 magic. Through a temporary file renamed
+/// into place, and copied by the kernel (`copy_file_range`): the file is
+/// left as it is, for older builds.
+pub fn copy_v2(from: &Path, to: &Path) -> Result<(), SessionError> {
+    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
+        path: to.to_path_buf(),
+        step,
+        source,
+    };
+    let mut name = to.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = to.with_file_name(name);
+    let mut source = File::open(from).map_err(|source| SessionError::Transcript {
+        path: from.to_path_buf(),
+        source,
+    })?;
+    let mut copy = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| context("create", e))?;
+    io::copy(&mut source, &mut copy).map_err(|e| context("copy the v2 file", e))?;
+    copy.write_all_at(&format::MAGIC, 0)
+        .and_then(|()| copy.sync_all())
+        .map_err(|e| context("write", e))?;
+    std::fs::rename(&tmp, to).map_err(|e| context("rename", e))?;
+    sync_name_of(to)
 }
 
 /// Copy `[offset, offset + len)` of `file` to a new file `to` (0600).

@@ -1,4 +1,4 @@
-//! One v2 record: its layout, how it is encoded, and how it is checked.
+//! One record: its layout, how it is encoded, and how it is checked.
 
 use crate::session::SessionError;
 use bytes::Bytes;
@@ -7,8 +7,11 @@ use std::io;
 use super::{Entry, EntryBody};
 use crate::session::entry::Stream;
 
-/// The first 8 bytes of every v2 transcript.
-pub const MAGIC: [u8; 8] = *b"EUKHETR2";
+/// The first 8 bytes of every transcript this build writes (v3: output
+/// may be stored in the spool, kind 3).
+pub const MAGIC: [u8; 8] = *b"EUKHETR3";
+/// The first 8 bytes of a v2 transcript: the same records, never kind 3.
+pub const MAGIC_V2: [u8; 8] = *b"EUKHETR2";
 /// The magic and the file's sync marker.
 pub const FILE_HEADER: u64 = 16;
 /// marker (8) | seq (8) | kind (1) | len (4) | crc (4).
@@ -20,8 +23,44 @@ pub const SPAN: u64 = (HEADER + MAX_PAYLOAD) as u64;
 
 const KIND_JSON: u8 = 1;
 const KIND_OUTPUT: u8 = 2;
+const KIND_STORED: u8 = 3;
 /// at_ms, input, bash, spool_end (u64 each) and the stream byte.
 const OUTPUT_PREFIX: usize = 33;
+/// A stored output record's prefix: an output record's, then the bytes'
+/// length (u32) and CRC32 (u32); the job's name follows.
+const STORED_PREFIX: usize = OUTPUT_PREFIX + 8;
+/// The longest job name a stored output record carries (the spool's own
+/// limit).
+const JOB_MAX: usize = 32;
+
+/// Whether `head` (a file's first 8 bytes) is a transcript's magic.
+pub fn is_magic(head: &[u8]) -> bool {
+    head == MAGIC || head == MAGIC_V2
+}
+
+/// Where an output entry's bytes are when its record does not hold them:
+/// the kernel's spool record of job `job` that ends at the entry's
+/// `spool_end` (`spool/<job>.out`, then `output/<job>.out` once the job is
+/// forgotten), `len` bytes whose CRC32 is `crc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredOutput {
+    /// The job whose spool file holds the bytes.
+    pub job: String,
+    /// How many bytes.
+    pub len: u32,
+    /// Their CRC32.
+    pub crc: u32,
+}
+
+/// A good record's entry, and where its output bytes are when the record
+/// does not hold them (the entry's `data` is then empty).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// The entry.
+    pub entry: Entry,
+    /// For a stored output record: where its bytes are.
+    pub stored: Option<StoredOutput>,
+}
 
 /// The 8 random bytes that start every record of one file.
 pub type Marker = [u8; 8];
@@ -86,7 +125,7 @@ impl Header {
 
 /// The entry a complete record (`record`: header then payload) holds, if
 /// its checksum and payload are good.
-pub fn decode(header: &Header, record: &[u8]) -> Option<Entry> {
+pub fn decode(header: &Header, record: &[u8]) -> Option<Decoded> {
     decode_keeping(header, record, OutputBytes::Kept)
 }
 
@@ -102,7 +141,7 @@ pub enum OutputBytes {
 }
 
 /// [`decode`], with output bytes kept or left out.
-pub fn decode_keeping(header: &Header, record: &[u8], output: OutputBytes) -> Option<Entry> {
+pub fn decode_keeping(header: &Header, record: &[u8], output: OutputBytes) -> Option<Decoded> {
     let payload = &record[HEADER..];
     // Hashed in two parts rather than copied together: a payload may be
     // 16 MiB.
@@ -112,13 +151,54 @@ pub fn decode_keeping(header: &Header, record: &[u8], output: OutputBytes) -> Op
     if crc.finalize() != header.crc {
         return None;
     }
+    let whole = |entry: Entry| Decoded {
+        entry,
+        stored: None,
+    };
     match header.kind {
         KIND_JSON => serde_json::from_slice::<Entry>(payload)
             .ok()
-            .filter(|entry| entry.seq == header.seq),
-        KIND_OUTPUT => decode_output(header.seq, payload, output),
+            .filter(|entry| entry.seq == header.seq)
+            .map(whole),
+        KIND_OUTPUT => decode_output(header.seq, payload, output).map(whole),
+        KIND_STORED => decode_stored(header.seq, payload),
         _ => None,
     }
+}
+
+/// A stored output record: its entry (no bytes) and where they are.
+fn decode_stored(seq: u64, payload: &[u8]) -> Option<Decoded> {
+    if payload.len() <= STORED_PREFIX || payload.len() > STORED_PREFIX + JOB_MAX {
+        return None;
+    }
+    let word = |i: usize| u32::from_be_bytes(payload[i..i + 4].try_into().unwrap());
+    let job = std::str::from_utf8(&payload[STORED_PREFIX..]).ok()?;
+    if !job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return None;
+    }
+    let len = word(OUTPUT_PREFIX);
+    // No spool record is larger than a record of the transcript may be.
+    if len as usize > MAX_PAYLOAD {
+        return None;
+    }
+    let entry = decode_output(seq, &payload[..OUTPUT_PREFIX], OutputBytes::Left)?;
+    if !matches!(
+        entry.body,
+        EntryBody::Output {
+            spool_end: Some(_),
+            ..
+        }
+    ) {
+        return None;
+    }
+    Some(Decoded {
+        entry,
+        stored: Some(StoredOutput {
+            job: job.to_string(),
+            len,
+            crc: word(OUTPUT_PREFIX + 4),
+        }),
+    })
 }
 
 fn decode_output(seq: u64, payload: &[u8], output: OutputBytes) -> Option<Entry> {
@@ -150,7 +230,7 @@ fn decode_output(seq: u64, payload: &[u8], output: OutputBytes) -> Option<Entry>
 /// Encode `entry` as one record into `out` (cleared first), or say why it
 /// cannot be stored.
 pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), SessionError> {
-    let tail = encode_parts(marker, entry, out)?;
+    let tail = encode_parts(marker, entry, None, out)?;
     out.extend_from_slice(tail);
     Ok(())
 }
@@ -158,10 +238,14 @@ pub fn encode(marker: &Marker, entry: &Entry, out: &mut Vec<u8>) -> Result<(), S
 /// `entry`'s record in two parts: all but an output entry's bytes in
 /// `head` (cleared first), then those bytes, returned as they are (empty
 /// for any other entry). A writer sends both with one `writev`, so output
-/// is not copied again on its way to the file.
+/// is not copied again on its way to the file. With `stored_in` (a job's
+/// name), an output entry's bytes are left in that job's spool record,
+/// which ends at its `spool_end`: the record holds their length and CRC32
+/// instead (kind 3), and the tail is empty.
 pub fn encode_parts<'e>(
     marker: &Marker,
     entry: &'e Entry,
+    stored_in: Option<&str>,
     head: &mut Vec<u8>,
 ) -> Result<&'e [u8], SessionError> {
     head.clear();
@@ -193,7 +277,13 @@ pub fn encode_parts<'e>(
                 Stream::Stdout => 1,
                 Stream::Stderr => 2,
             });
-            (KIND_OUTPUT, data)
+            match stored_in {
+                Some(job) => {
+                    push_stored(job, data, spool_end.is_some(), head)?;
+                    (KIND_STORED, &[][..])
+                }
+                None => (KIND_OUTPUT, &data[..]),
+            }
         }
         _ => {
             serde_json::to_writer(&mut *head, entry)?;
@@ -217,6 +307,31 @@ pub fn encode_parts<'e>(
     Ok(tail)
 }
 
+/// A stored output record's own fields: the length and CRC32 of `data`,
+/// which stay in job `job`'s spool record (one that has an offset).
+fn push_stored(
+    job: &str,
+    data: &[u8],
+    has_offset: bool,
+    head: &mut Vec<u8>,
+) -> Result<(), SessionError> {
+    let fits = !job.is_empty()
+        && job.len() <= JOB_MAX
+        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let len = u32::try_from(data.len())
+        .ok()
+        .filter(|&len| fits && has_offset && len as usize <= MAX_PAYLOAD);
+    let Some(len) = len else {
+        return Err(SessionError::Refused(format!(
+            "output of job {job:?} cannot be stored in its spool"
+        )));
+    };
+    head.extend_from_slice(&len.to_be_bytes());
+    head.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
+    head.extend_from_slice(job.as_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,7 +352,7 @@ mod tests {
             },
         };
         let mut head = Vec::new();
-        let tail = encode_parts(&marker, &entry, &mut head).unwrap();
+        let tail = encode_parts(&marker, &entry, None, &mut head).unwrap();
         let EntryBody::Output { data: own, .. } = &entry.body else {
             unreachable!()
         };
@@ -248,7 +363,7 @@ mod tests {
         assert_eq!(whole, [head.as_slice(), tail].concat());
         let header = Header::read(&whole, &marker).unwrap();
         assert_eq!(header.len, OUTPUT_PREFIX + data.len());
-        assert_eq!(decode(&header, &whole), Some(entry));
+        assert_eq!(decode(&header, &whole).map(|d| d.entry), Some(entry));
     }
 
     #[test]
@@ -268,7 +383,9 @@ mod tests {
         let mut record = Vec::new();
         encode(&marker, &entry, &mut record).unwrap();
         let header = Header::read(&record, &marker).unwrap();
-        let booked = decode_keeping(&header, &record, OutputBytes::Left).unwrap();
+        let booked = decode_keeping(&header, &record, OutputBytes::Left)
+            .unwrap()
+            .entry;
         let EntryBody::Output { data, .. } = &booked.body else {
             panic!("not output: {booked:?}")
         };
@@ -289,5 +406,49 @@ mod tests {
         let last = record.len() - 1;
         record[last] ^= 1;
         assert_eq!(decode_keeping(&header, &record, OutputBytes::Left), None);
+    }
+
+    #[test]
+    fn a_stored_output_record_holds_where_its_bytes_are_not_the_bytes() {
+        let marker = *b"mArKeR!!";
+        let data: Vec<u8> = (0..=255u8).cycle().take(40_000).collect();
+        let entry = Entry {
+            seq: 5,
+            at_ms: 77,
+            body: EntryBody::Output {
+                input: Some(9),
+                stream: Stream::Stdout,
+                data: data.clone().into(),
+                spool_end: Some(123_456),
+                bash: None,
+            },
+        };
+        let mut head = Vec::new();
+        let tail = encode_parts(&marker, &entry, Some("r9"), &mut head).unwrap();
+        assert!(tail.is_empty(), "the bytes stay in the spool");
+        assert_eq!(head.len(), HEADER + STORED_PREFIX + 2);
+        let header = Header::read(&head, &marker).unwrap();
+        assert_eq!(header.kind, KIND_STORED);
+        let decoded = decode(&header, &head).unwrap();
+        assert_eq!(
+            decoded.stored,
+            Some(StoredOutput {
+                job: "r9".into(),
+                len: 40_000,
+                crc: crc32fast::hash(&data),
+            })
+        );
+        let EntryBody::Output { data: left, .. } = &decoded.entry.body else {
+            panic!("not output: {decoded:?}")
+        };
+        assert!(left.is_empty());
+        // A job name the spool would refuse, or no spool offset, is refused
+        // here too.
+        assert!(encode_parts(&marker, &entry, Some("../x"), &mut head).is_err());
+        let mut no_offset = entry.clone();
+        if let EntryBody::Output { spool_end, .. } = &mut no_offset.body {
+            *spool_end = None;
+        }
+        assert!(encode_parts(&marker, &no_offset, Some("r9"), &mut head).is_err());
     }
 }

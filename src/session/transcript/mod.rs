@@ -1,8 +1,8 @@
 //! The transcript: a session's memory, an append-only file of entries.
 //!
-//! # Format (v2, `sessions/<id>/transcript2`)
+//! # Format (v3, `sessions/<id>/transcript3`)
 //!
-//! A 16-byte file header, the magic `EUKHETR2` and 8 random bytes: the
+//! A 16-byte file header, the magic `EUKHETR3` and 8 random bytes: the
 //! file's sync marker, different in every file. Then records:
 //!
 //! ```text
@@ -13,11 +13,21 @@
 //! Kind 1 is one JSON [`Entry`] whose `seq` is the header's. Kind 2 is
 //! output, binary: `at_ms u64 | input u64 (0: none) | bash u64 (0: none) |
 //! spool_end u64 (u64::MAX: none) | stream u8 (1 stdout, 2 stderr) |
-//! bytes`. Payloads are at most 16 MiB. Numbers rise by one per entry; an
-//! append that fails is cut back and takes no number.
+//! bytes`. Kind 3 is output written once: kind 2's fields without the
+//! bytes, then `len u32 | crc32 u32 | job`: the bytes are the kernel's
+//! spool record of `job` that ends at `spool_end` (`spool/<job>.out`, and
+//! `output/<job>.out` once the job is forgotten), read back by
+//! [`OutputStore`]; bytes that are not there whole and good read as a
+//! notice in the entry's place. Output entries of [`STORED_FROM_BYTES`]
+//! or more are kind 3, smaller ones kind 2. Payloads are at most 16 MiB.
+//! Numbers rise by one per entry; an append that fails is cut back and
+//! takes no number.
 //!
 //! An entry is on disk (fdatasync) before [`Transcript::append`] returns,
-//! so anything acknowledged survives a crash.
+//! so anything acknowledged survives a crash; the spool files that stored
+//! output points into are synced first, at every sync of the transcript
+//! (a group commit too), so a record on disk never points at bytes a power
+//! cut took.
 //!
 //! # Damage
 //!
@@ -35,17 +45,24 @@
 //! [`read_tail`] reads backward from the end without reading the whole
 //! file, and returns what reading forward would.
 //!
-//! # The first format
+//! # Earlier formats
 //!
-//! `sessions/<id>/transcript`: `[len u32][crc32 u32][JSON entry]` records,
-//! read up to the first bad one. [`Transcript::open`] migrates it into a
-//! new v2 file (the old one is left as it is, for older builds); readers
-//! read it while there is no v2 file yet.
+//! v2, `sessions/<id>/transcript2`: the same records, magic `EUKHETR2`,
+//! never kind 3. [`Transcript::open`] copies it into a new v3 file (the
+//! same bytes but the magic; the v2 file is left as it is, for older
+//! builds); readers read it while there is no v3 file yet.
+//!
+//! The first format, `sessions/<id>/transcript`: `[len u32][crc32
+//! u32][JSON entry]` records, read up to the first bad one.
+//! [`Transcript::open`] migrates it into a new v3 file when there is no v2
+//! file either (the old one is left as it is); readers read it while there
+//! is neither.
 
 mod files;
 mod format;
 mod read;
 mod scan;
+mod stored;
 mod tail;
 mod v1;
 mod window;
@@ -57,10 +74,20 @@ mod tests;
 use std::path::PathBuf;
 
 pub use super::entry::{Entry, EntryBody};
-pub use format::OutputBytes;
+pub use format::{OutputBytes, StoredOutput};
 pub use read::{read_entries, stream, stream_at, stream_from, Entries};
+pub use stored::OutputStore;
 pub use tail::read_tail;
 pub use writer::{SyncHandle, Transcript};
+
+/// Output entries of at least this many bytes are written once: left in
+/// the kernel's spool record that holds them, which the transcript's
+/// record points to (kind 3), and the spool file is kept (`output/`).
+/// Smaller ones (output that comes a little at a time, not a flood: the
+/// kernel gathers a stream in full flow into records of up to 512 KiB)
+/// are copied into their record, so their run's end needs no sync of its
+/// spool file and the spool file goes when the job is forgotten.
+pub const STORED_FROM_BYTES: usize = 16 * 1024;
 
 /// An unfinished last record found (and cut off) when opening a
 /// transcript.
@@ -132,15 +159,15 @@ pub struct Parsed {
     pub end: u64,
 }
 
-/// Read a whole v2 file image as a reader would (for the fuzzer and
-/// tests).
+/// Read a whole file image (v2 or v3) as a reader would (for the fuzzer
+/// and tests; stored output entries come without their bytes).
 pub fn parse(bytes: &[u8]) -> Parsed {
     let mut parsed = Parsed::default();
     if bytes.len() < format::FILE_HEADER as usize {
         parsed.torn_at = (!bytes.is_empty()).then_some(0);
         return parsed;
     }
-    if bytes[..8] != format::MAGIC {
+    if !format::is_magic(&bytes[..8]) {
         parsed.damage.push((0, bytes.len() as u64));
         return parsed;
     }

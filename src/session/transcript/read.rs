@@ -6,17 +6,20 @@ use crate::session::SessionError;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::format::{Marker, FILE_HEADER, MAGIC};
+use super::format::{is_magic, Marker, FILE_HEADER};
 use super::scan::{Event, Scanner};
+use super::stored::OutputStore;
 use super::v1::V1Entries;
 use super::{files, Entry};
 
 /// What a reader finds at a transcript's path.
 pub enum Found {
-    /// A v2 file, its length when opened, and its marker.
-    V2(File, u64, Marker),
+    /// A v3 file (or, while there is none, the v2 file beside it: the same
+    /// records), its length when opened, its marker, and where its stored
+    /// output is read.
+    V2(File, u64, Marker, PathBuf),
     /// No v2 file yet, but the first-format file beside it: the worker
     /// migrates it when it next starts.
     V1(File),
@@ -24,23 +27,34 @@ pub enum Found {
     Nothing,
 }
 
-/// Open the transcript at `path` for reading.
+/// Open the transcript at `path` for reading: the v3 file, else the v2
+/// file beside it, else the first-format one.
 pub fn locate(path: &Path) -> Result<Found, SessionError> {
+    let v2 = files::v2_path(path);
+    let (path, file) = match File::open(path) {
+        Ok(file) => (path, file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match File::open(&v2) {
+            Ok(file) => (v2.as_path(), file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let old = files::v1_path(path);
+                return match File::open(&old) {
+                    Ok(file) => Ok(Found::V1(file)),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Nothing),
+                    Err(source) => Err(SessionError::Transcript { path: old, source }),
+                };
+            }
+            Err(source) => return Err(SessionError::Transcript { path: v2, source }),
+        },
+        Err(source) => {
+            return Err(SessionError::Transcript {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
     let context = |source: io::Error| SessionError::Transcript {
         path: path.to_path_buf(),
         source,
-    };
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let old = files::v1_path(path);
-            return match File::open(&old) {
-                Ok(file) => Ok(Found::V1(file)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Nothing),
-                Err(source) => Err(SessionError::Transcript { path: old, source }),
-            };
-        }
-        Err(e) => return Err(context(e)),
     };
     let len = file.metadata().map_err(context)?.len();
     if len < FILE_HEADER {
@@ -48,12 +62,17 @@ pub fn locate(path: &Path) -> Result<Found, SessionError> {
     }
     let mut head = [0u8; FILE_HEADER as usize];
     file.read_exact_at(&mut head, 0).map_err(context)?;
-    if head[..8] != MAGIC {
+    if !is_magic(&head[..8]) {
         return Err(SessionError::NotATranscript {
             path: path.to_path_buf(),
         });
     }
-    Ok(Found::V2(file, len, head[8..].try_into().unwrap()))
+    Ok(Found::V2(
+        file,
+        len,
+        head[8..].try_into().unwrap(),
+        path.to_path_buf(),
+    ))
 }
 
 /// Good entries in order, one record in memory at a time.
@@ -64,7 +83,7 @@ pub struct Entries {
 }
 
 enum Inner {
-    V2(Scanner<File>),
+    V2(Box<Scanner<File>>),
     V1(V1Entries<BufReader<File>>),
     Nothing,
 }
@@ -72,7 +91,9 @@ enum Inner {
 impl Entries {
     pub(super) fn new(found: Found, from: u64) -> Self {
         let inner = match found {
-            Found::V2(file, len, marker) => Inner::V2(Scanner::new(file, len, marker, FILE_HEADER)),
+            Found::V2(file, len, marker, path) => Inner::V2(Box::new(
+                Scanner::new(file, len, marker, FILE_HEADER).with_store(OutputStore::beside(&path)),
+            )),
             Found::V1(file) => Inner::V1(V1Entries::new(BufReader::new(file))),
             Found::Nothing => Inner::Nothing,
         };
@@ -155,9 +176,10 @@ pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, SessionError> {
 pub fn stream_at(path: &Path, offset: u64, seq: u64) -> Result<Entries, SessionError> {
     let found = locate(path)?;
     let inner = match found {
-        Found::V2(file, len, marker) => {
-            Inner::V2(Scanner::new(file, len, marker, offset.max(FILE_HEADER)))
-        }
+        Found::V2(file, len, marker, path) => Inner::V2(Box::new(
+            Scanner::new(file, len, marker, offset.max(FILE_HEADER))
+                .with_store(OutputStore::beside(&path)),
+        )),
         other => return Ok(Entries::new(other, seq)),
     };
     Ok(Entries { inner, from: seq })

@@ -10,7 +10,8 @@
 
 use std::io;
 
-use super::format::{self, Header, Marker, OutputBytes, HEADER};
+use super::format::{self, Decoded, Header, Marker, OutputBytes, HEADER};
+use super::stored::OutputStore;
 use super::window::{Source, Window};
 use super::Entry;
 
@@ -28,7 +29,7 @@ pub enum Event {
 }
 
 enum Record {
-    Good(Entry, u64),
+    Good(Decoded, u64),
     Bad,
     Incomplete,
 }
@@ -41,8 +42,11 @@ pub struct Scanner<S> {
     last_seq: u64,
     /// The good record resynchronisation found (and where it starts),
     /// returned next.
-    found: Option<(Entry, u64, u64)>,
+    found: Option<(Decoded, u64, u64)>,
     output: OutputBytes,
+    /// Where stored output's bytes are read (none: such entries come
+    /// without their bytes).
+    store: Option<OutputStore>,
 }
 
 impl<S: Source> Scanner<S> {
@@ -55,7 +59,15 @@ impl<S: Source> Scanner<S> {
             last_seq: 0,
             found: None,
             output: OutputBytes::Kept,
+            store: None,
         }
+    }
+
+    /// Stored output entries come with their bytes, read from `store`
+    /// (when output bytes are kept).
+    pub fn with_store(mut self, store: OutputStore) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Records numbered `seq` or below are not this reader's: it starts
@@ -101,9 +113,13 @@ impl<S: Source> Scanner<S> {
         }))
     }
 
-    fn accept(&mut self, entry: Entry, start: u64, end: u64) -> Event {
+    fn accept(&mut self, decoded: Decoded, start: u64, end: u64) -> Event {
         self.pos = end;
-        self.last_seq = entry.seq;
+        self.last_seq = decoded.entry.seq;
+        let entry = match (&decoded.stored, &mut self.store, self.output) {
+            (Some(stored), Some(store), OutputBytes::Kept) => store.fill(decoded.entry, stored),
+            _ => decoded.entry,
+        };
         Event::Entry { entry, start, end }
     }
 

@@ -21,8 +21,9 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::format::{self, Header, Marker, FILE_HEADER, HEADER, SPAN};
+use super::format::{self, Decoded, Header, Marker, FILE_HEADER, HEADER, SPAN};
 use super::read::{locate, Entries, Found};
+use super::stored::OutputStore;
 use super::window::{memmem, Window, CHUNK};
 use super::Entry;
 
@@ -57,11 +58,12 @@ pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, SessionError> {
 /// to go through with small files what large ones go through).
 pub(super) fn backward(found: &Found, n: usize, span: u64) -> io::Result<Option<Vec<Entry>>> {
     match found {
-        Found::V2(file, eof, marker) => Records {
+        Found::V2(file, eof, marker, path) => Records {
             file,
             eof: *eof,
             marker: *marker,
             span,
+            path,
         }
         .tail(n),
         _ => Ok(None),
@@ -70,7 +72,7 @@ pub(super) fn backward(found: &Found, n: usize, span: u64) -> io::Result<Option<
 
 /// A good record and where it lies.
 struct Record {
-    entry: Entry,
+    decoded: Decoded,
     start: u64,
     end: u64,
 }
@@ -81,6 +83,8 @@ struct Records<'a> {
     marker: Marker,
     /// The most a record spans.
     span: u64,
+    /// The transcript's path, beside which its stored output is.
+    path: &'a Path,
 }
 
 impl Records<'_> {
@@ -104,7 +108,7 @@ impl Records<'_> {
         let Some(last) = self.record(last)? else {
             return Ok(None);
         };
-        if self.newer_after(last.end, last.entry.seq)? {
+        if self.newer_after(last.end, last.decoded.entry.seq)? {
             return Ok(None);
         }
         let mut chain = vec![last];
@@ -113,16 +117,26 @@ impl Records<'_> {
             if current.start == FILE_HEADER {
                 break;
             }
-            if current.entry.seq <= 1 {
+            if current.decoded.entry.seq <= 1 {
                 // Something before the first number: read forward.
                 return Ok(None);
             }
-            match self.previous(current.start, current.entry.seq - 1)? {
+            match self.previous(current.start, current.decoded.entry.seq - 1)? {
                 Some(record) => chain.push(record),
                 None => return Ok(None),
             }
         }
-        Ok(Some(chain.into_iter().rev().map(|r| r.entry).collect()))
+        let mut store = OutputStore::beside(self.path);
+        Ok(Some(
+            chain
+                .into_iter()
+                .rev()
+                .map(|r| match &r.decoded.stored {
+                    Some(stored) => store.fill(r.decoded.entry, stored),
+                    None => r.decoded.entry,
+                })
+                .collect(),
+        ))
     }
 
     /// The start of the last complete record at or after `from` that ends
@@ -239,6 +253,10 @@ impl Records<'_> {
         };
         let mut record = vec![0u8; (end - start) as usize];
         self.file.read_exact_at(&mut record, start)?;
-        Ok(format::decode(&header, &record).map(|entry| Record { entry, start, end }))
+        Ok(format::decode(&header, &record).map(|decoded| Record {
+            decoded,
+            start,
+            end,
+        }))
     }
 }

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::session::{page_cache, zeros};
 
-use super::format::{self, Header, Marker, OutputBytes, FILE_HEADER, MAGIC};
+use super::format::{self, is_magic, Header, Marker, OutputBytes, FILE_HEADER};
 use super::scan::{Event, Scanner};
+use super::stored::{self, OutputStore};
 use super::{files, v1, Damage, Entry, EntryBody, Opened, Resume, TornTail};
 
 /// An open transcript, positioned for appending.
@@ -37,6 +38,12 @@ pub struct Transcript {
     /// The last good record, unless an append failed after it and its
     /// bytes could not be cut back.
     last: Option<Resume>,
+    /// The spool files that stored output records point into since the
+    /// last sync made here (by job): synced before the transcript, so a
+    /// durable record never points at bytes a power cut took. A group
+    /// commit syncs them too, on its own copies, without clearing them:
+    /// an end synced here before that commit is done must not pass them.
+    stores: Vec<(String, File)>,
 }
 
 impl Transcript {
@@ -97,6 +104,7 @@ impl Transcript {
                 streaming_from: read.end,
                 record: Vec::new(),
                 last: read.last,
+                stores: Vec::new(),
             },
             torn: read.torn.or(torn),
             damage: read.damage,
@@ -122,7 +130,7 @@ impl Transcript {
         let mut head = [0u8; FILE_HEADER as usize];
         let mut bytes = vec![0u8; size as usize];
         if file.read_exact_at(&mut head, 0).is_err()
-            || head[..8] != MAGIC
+            || !is_magic(&head[..8])
             || file.read_exact_at(&mut bytes, record.start).is_err()
         {
             return false;
@@ -145,6 +153,7 @@ impl Transcript {
     /// fdatasync whatever was written, by this writer or an earlier one
     /// (a worker that died before its group commit).
     pub fn sync_written(&mut self) -> Result<(), SessionError> {
+        self.sync_stores()?;
         self.file
             .sync_data()
             .map_err(|source| SessionError::Transcript {
@@ -157,7 +166,7 @@ impl Transcript {
 
     /// Store an entry durably (written and fdatasync'd) and return it.
     pub fn append(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, SessionError> {
-        self.append_with(at_ms, body, true)
+        self.append_with(at_ms, body, true, None)
     }
 
     /// Store an entry that nobody is told about yet, without waiting for
@@ -165,13 +174,59 @@ impl Transcript {
     /// (a crash of this process keeps it in the page cache; a machine
     /// crash loses only what was never acknowledged).
     pub fn append_unsynced(&mut self, at_ms: u64, body: EntryBody) -> Result<Entry, SessionError> {
-        self.append_with(at_ms, body, false)
+        self.append_with(at_ms, body, false, None)
+    }
+
+    /// Store an output entry whose bytes are job `job`'s spool record
+    /// ending at its `spool_end`, leaving them there: the record holds
+    /// where they are, their length and CRC32 (output is written once).
+    /// The spool file is synced before the transcript from now on. When
+    /// the spool file cannot be opened the bytes are stored in the record,
+    /// as [`Transcript::append_unsynced`] does; `sync` as for
+    /// [`Transcript::append`].
+    pub fn append_stored(
+        &mut self,
+        at_ms: u64,
+        body: EntryBody,
+        job: &str,
+        sync: bool,
+    ) -> Result<Entry, SessionError> {
+        if !self.stores.iter().any(|(known, _)| known == job) {
+            let session = self.path.parent().unwrap_or(Path::new("."));
+            match stored::open_job(session, job) {
+                Ok(file) => self.stores.push((job.to_string(), file)),
+                Err(why) => {
+                    tracing::warn!(
+                        "transcript {}: {why}; output kept in the transcript",
+                        self.path.display()
+                    );
+                    return self.append_with(at_ms, body, sync, None);
+                }
+            }
+        }
+        self.append_with(at_ms, body, sync, Some(job))
+    }
+
+    /// fdatasync the spool files stored output points into, then forget
+    /// them (the caller syncs the transcript next).
+    fn sync_stores(&mut self) -> Result<(), SessionError> {
+        for (job, file) in &self.stores {
+            file.sync_data()
+                .map_err(|source| SessionError::TranscriptStep {
+                    path: self.path.with_file_name(format!("spool/{job}.out")),
+                    step: "sync the output it stores",
+                    source,
+                })?;
+        }
+        self.stores.clear();
+        Ok(())
     }
 
     /// Wait for the disk if an unsynced append happened since the last
     /// sync.
     pub fn sync(&mut self) -> Result<(), SessionError> {
         if self.unsynced {
+            self.sync_stores()?;
             self.file
                 .sync_data()
                 .map_err(|source| SessionError::TranscriptStep {
@@ -199,6 +254,16 @@ impl Transcript {
                 step: "sync",
                 source,
             })?;
+        let stores = self
+            .stores
+            .iter()
+            .map(|(_, file)| file.try_clone())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| SessionError::TranscriptStep {
+                path: self.path.clone(),
+                step: "sync",
+                source,
+            })?;
         self.unsynced = false;
         let recycle = (self.len - self.recycled >= page_cache::RECYCLE_BYTES).then(|| {
             let range = (self.recycled, self.len);
@@ -209,6 +274,7 @@ impl Transcript {
             file,
             path: self.path.clone(),
             recycle,
+            stores,
         }))
     }
 
@@ -243,14 +309,18 @@ impl Transcript {
         at_ms: u64,
         body: EntryBody,
         sync: bool,
+        stored_in: Option<&str>,
     ) -> Result<Entry, SessionError> {
         let entry = Entry {
             seq: self.next_seq,
             at_ms,
             body,
         };
-        let tail = format::encode_parts(&self.marker, &entry, &mut self.record)
+        let tail = format::encode_parts(&self.marker, &entry, stored_in, &mut self.record)
             .map_err(|e| e.within(format!("transcript {}", self.path.display())))?;
+        if sync {
+            self.sync_stores()?;
+        }
         let written = write_parts(&mut self.file, self.len, &self.record, tail).and_then(|()| {
             if sync {
                 self.file.sync_data()
@@ -341,12 +411,24 @@ pub struct SyncHandle {
     path: PathBuf,
     /// The range whose pages go back to the page cache once synced.
     recycle: Option<(u64, u64)>,
+    /// The spool files stored output points into: synced first.
+    stores: Vec<File>,
 }
 
 impl SyncHandle {
-    /// fdatasync, then hand back the pages of a long stretch of output now
-    /// on disk (blocking: run it off the worker's thread).
+    /// fdatasync (the spool files stored output points into, then the
+    /// transcript), then hand back the pages of a long stretch of output
+    /// now on disk (blocking: run it off the worker's thread).
     pub fn commit(self) -> Result<(), SessionError> {
+        for store in &self.stores {
+            store
+                .sync_data()
+                .map_err(|source| SessionError::TranscriptStep {
+                    path: self.path.clone(),
+                    step: "group commit of the output it stores",
+                    source,
+                })?;
+        }
         self.file
             .sync_data()
             .map_err(|source| SessionError::TranscriptStep {
@@ -361,9 +443,10 @@ impl SyncHandle {
     }
 }
 
-/// Make sure there is a v2 file at `path`: migrated from the
-/// first-format file beside it if there is one (how many entries it
-/// held), else created empty. None: no migration.
+/// Make sure there is a v3 file at `path`: copied from the v2 file beside
+/// it if there is one, else migrated from the first-format file if there
+/// is one (how many entries it held), else created empty. None: no
+/// migration from the first format.
 fn create_or_migrate(path: &Path) -> Result<Option<u64>, SessionError> {
     let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
         path: path.to_path_buf(),
@@ -371,6 +454,16 @@ fn create_or_migrate(path: &Path) -> Result<Option<u64>, SessionError> {
         source,
     };
     if files::exists(path).map_err(|e| context("stat", e))? {
+        return Ok(None);
+    }
+    let v2 = files::v2_path(path);
+    if files::exists(&v2).map_err(|e| context("stat", e))? {
+        files::copy_v2(&v2, path)?;
+        tracing::info!(
+            "transcript {}: copied from {} (left as it is, for older builds)",
+            path.display(),
+            v2.display()
+        );
         return Ok(None);
     }
     let old = files::v1_path(path);
@@ -416,7 +509,8 @@ fn read_records(
     let start = after.map_or(FILE_HEADER, |record| record.end);
     let mut scanner = Scanner::new(file, len, marker, start)
         .after_seq(after.map_or(0, |record| record.seq))
-        .with_output_bytes(output);
+        .with_output_bytes(output)
+        .with_store(OutputStore::beside(path));
     let mut records = Records {
         next_seq: after.map_or(1, |record| record.seq + 1),
         entries: 0,
@@ -488,7 +582,7 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), Sessio
     let mut head = [0u8; FILE_HEADER as usize];
     file.read_exact_at(&mut head, 0)
         .map_err(|e| context("read header", e))?;
-    if head[..8] != MAGIC {
+    if !is_magic(&head[..8]) {
         return Err(SessionError::NotATranscript {
             path: path.to_path_buf(),
         });

@@ -1,5 +1,7 @@
 //! The first format's file, `tests/fixtures/transcript-v1`, written by
-//! the build before v2 (its text rendering is `transcript-v1.log`).
+//! the build before v2 (its text rendering is `transcript-v1.log`), and a
+//! v2 file, `tests/fixtures/transcript-v2`, written by the build before v3
+//! (`transcript-v2.log`).
 
 use super::*;
 
@@ -101,7 +103,7 @@ fn the_first_format_is_migrated_once_and_left_as_it_is() {
         std::fs::read(path.with_file_name("transcript")).unwrap(),
         v1
     );
-    assert!(!path.with_file_name("transcript2.tmp").exists());
+    assert!(!path.with_file_name("transcript3.tmp").exists());
     let mut t = opened.transcript;
     assert_eq!(t.append(5, input(2)).unwrap().seq, 10);
     drop(t);
@@ -156,5 +158,38 @@ fn no_transcript_reads_as_empty() {
     assert_eq!(stream(&path).unwrap().count(), 0);
     assert!(read_tail(&path, 10).unwrap().is_empty());
     assert!(!path.exists());
+    cleanup(&path);
+}
+
+const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/transcript-v2");
+
+#[test]
+fn a_v2_file_is_read_as_it_is_then_copied_once_with_its_records_and_marker() {
+    let path = temp("v2");
+    let v2 = std::fs::read(FIXTURE_V2).unwrap();
+    assert_eq!(&v2[..8], b"EUKHETR2");
+    std::fs::write(path.with_file_name("transcript2"), &v2).unwrap();
+    let before = read_entries(&path).unwrap();
+    assert_eq!(before.len(), 14, "{before:#?}");
+    assert!(before.iter().any(|e| matches!(
+        &e.body,
+        EntryBody::Output { data, .. } if data.len() > 40_000
+    )));
+    let (opened, visited) = open(&path);
+    assert_eq!(visited, before);
+    assert!(opened.torn.is_none() && opened.damage.is_empty());
+    let v3 = std::fs::read(&path).unwrap();
+    assert_eq!(&v3[..8], b"EUKHETR3");
+    assert_eq!(v3[8..], v2[8..], "the same marker and records");
+    let mut t = opened.transcript;
+    assert_eq!(t.append(5, input(9)).unwrap().seq, 15);
+    drop(t);
+    assert_eq!(
+        std::fs::read(path.with_file_name("transcript2")).unwrap(),
+        v2,
+        "left as it is, for older builds"
+    );
+    let (_, after) = open(&path);
+    assert_eq!(after.len(), 15, "copied once");
     cleanup(&path);
 }

@@ -5,6 +5,7 @@ mod embedded;
 mod migrate;
 mod resume;
 mod roundtrip;
+mod stored;
 mod tail;
 
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ fn temp(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join("transcript2")
+    dir.join("transcript3")
 }
 
 fn cleanup(path: &Path) {

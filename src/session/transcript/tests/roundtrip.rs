@@ -210,7 +210,7 @@ fn files_are_private_and_markers_differ_between_files() {
     drop(open(&a));
     drop(open(&b));
     let (a_bytes, b_bytes) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
-    assert_eq!(&a_bytes[..8], b"EUKHETR2");
+    assert_eq!(&a_bytes[..8], b"EUKHETR3");
     assert_eq!(a_bytes.len(), 16);
     assert_ne!(a_bytes[8..16], b_bytes[8..16]);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -267,15 +267,15 @@ fn stream_at_reads_on_from_where_an_entry_ended_or_the_writer_stood() {
 }
 
 #[test]
-fn a_file_that_is_not_v2_is_refused() {
-    let path = temp("not-v2");
+fn a_file_that_is_not_a_transcript_is_refused() {
+    let path = temp("not-a-transcript");
     std::fs::write(&path, b"something else entirely").unwrap();
     let error = Transcript::open(&path, &mut |_| {})
         .err()
         .unwrap()
         .to_string();
     assert!(
-        error.contains("transcript2") && error.contains("magic"),
+        error.contains("transcript3") && error.contains("magic"),
         "{error}"
     );
     assert!(read_entries(&path).is_err());

@@ -1,0 +1,223 @@
+//! Output kept once: the bytes of a stored output record (kind 3) are the
+//! kernel's spool record the record points to, read back here.
+//!
+//! A job's spool file is `spool/<job>.out` while the kernel follows the
+//! job, and `output/<job>.out` once it is forgotten (the kernel renames it;
+//! the inode, so an open file, stays the same). Its records are
+//! `[stream][len u32 BE][bytes]`: the one a stored record names ends at the
+//! entry's `spool_end`, so it starts `5 + len` bytes before.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::format::StoredOutput;
+use super::{Entry, EntryBody};
+use crate::session::entry::Stream;
+
+/// A spool record's header: stream byte and length.
+const SPOOL_RECORD_HEADER: u64 = 5;
+
+/// Reads stored output's bytes for the transcript beside it.
+pub struct OutputStore {
+    session: PathBuf,
+    /// The job file read last: a run's records follow each other.
+    open: Option<(String, File)>,
+}
+
+impl OutputStore {
+    /// The store of the transcript at `transcript` (its session's
+    /// directory).
+    pub fn beside(transcript: &Path) -> OutputStore {
+        OutputStore {
+            session: transcript.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            open: None,
+        }
+    }
+
+    /// `entry` with its output bytes read from the store, or, when they
+    /// cannot be read whole and good, a notice in its place saying so
+    /// (same number and time): the rest of the history reads on.
+    pub fn fill(&mut self, mut entry: Entry, stored: &StoredOutput) -> Entry {
+        let EntryBody::Output {
+            input,
+            bash,
+            stream,
+            spool_end: Some(end),
+            data,
+        } = &mut entry.body
+        else {
+            return entry;
+        };
+        match self.read(&stored.job, *stream, *end, stored) {
+            Ok(bytes) => {
+                *data = bytes;
+                entry
+            }
+            Err(why) => {
+                let whose = match (input, bash) {
+                    (Some(run), _) => format!("run {run}"),
+                    (None, Some(bash)) => format!("bash {bash}"),
+                    (None, None) => "a command".to_string(),
+                };
+                let stream = match stream {
+                    Stream::Stdout => "stdout",
+                    Stream::Stderr => "stderr",
+                };
+                Entry {
+                    body: EntryBody::Notice {
+                        text: format!("{} bytes of {whose}'s {stream} are lost: {why}", stored.len),
+                        restore: None,
+                    },
+                    ..entry
+                }
+            }
+        }
+    }
+
+    fn read(
+        &mut self,
+        job: &str,
+        stream: Stream,
+        end: u64,
+        stored: &StoredOutput,
+    ) -> Result<Bytes, String> {
+        let size = SPOOL_RECORD_HEADER + u64::from(stored.len);
+        let start = end
+            .checked_sub(size)
+            .ok_or_else(|| format!("its record in {job}.out would start before the file"))?;
+        let file = self.file(job)?;
+        let mut record = vec![0u8; size as usize];
+        file.read_exact_at(&mut record, start)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => format!("{job}.out ends before byte {end}"),
+                _ => format!("{job}.out: {e}"),
+            })?;
+        let stream_byte = match stream {
+            Stream::Stdout => 1,
+            Stream::Stderr => 2,
+        };
+        let bytes = record.split_off(SPOOL_RECORD_HEADER as usize);
+        if record[0] != stream_byte
+            || record[1..5] != stored.len.to_be_bytes()
+            || crc32fast::hash(&bytes) != stored.crc
+        {
+            return Err(format!(
+                "bytes {start} to {end} of {job}.out are not what was stored (damaged)"
+            ));
+        }
+        Ok(bytes.into())
+    }
+
+    fn file(&mut self, job: &str) -> Result<&File, String> {
+        if self.open.as_ref().is_none_or(|(open, _)| open != job) {
+            self.open = None;
+            let file = open_job(&self.session, job)?;
+            self.open = Some((job.to_string(), file));
+        }
+        Ok(&self.open.as_ref().unwrap().1)
+    }
+}
+
+/// `job`'s spool file in the session directory `session`, read-only
+/// (enough to read it and to fdatasync it).
+pub fn open_job(session: &Path, job: &str) -> Result<File, String> {
+    let name = format!("{job}.out");
+    // Forgotten jobs are in `output/`, followed ones in `spool/`; a job
+    // forgotten between the two looks is in `output/` again.
+    for place in ["output", "spool", "output"] {
+        match File::open(session.join(place).join(&name)) {
+            Ok(file) => return Ok(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{place}/{name}: {e}")),
+        }
+    }
+    Err(format!("{name} is in neither output/ nor spool/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spool_record(stream: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut record = vec![stream];
+        record.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        record.extend_from_slice(bytes);
+        record
+    }
+
+    fn output_entry(end: u64) -> Entry {
+        Entry {
+            seq: 3,
+            at_ms: 1,
+            body: EntryBody::Output {
+                input: Some(2),
+                stream: Stream::Stderr,
+                data: Bytes::new(),
+                spool_end: Some(end),
+                bash: None,
+            },
+        }
+    }
+
+    #[test]
+    fn stored_bytes_are_read_from_the_spool_then_from_output_and_damage_becomes_a_notice() {
+        let dir = std::env::temp_dir().join(format!("eukhe-stored-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("spool")).unwrap();
+        std::fs::create_dir_all(dir.join("output")).unwrap();
+        let first = spool_record(1, b"first\n");
+        let second = spool_record(2, b"\xff\x00 second");
+        let file = [first.clone(), second.clone()].concat();
+        std::fs::write(dir.join("spool/r2.out"), &file).unwrap();
+        let stored = StoredOutput {
+            job: "r2".into(),
+            len: 9,
+            crc: crc32fast::hash(b"\xff\x00 second"),
+        };
+        let end = file.len() as u64;
+        let mut store = OutputStore::beside(&dir.join("transcript3"));
+        let filled = store.fill(output_entry(end), &stored);
+        let EntryBody::Output { data, .. } = &filled.body else {
+            panic!("{filled:?}")
+        };
+        assert_eq!(&data[..], b"\xff\x00 second");
+        // Forgotten: renamed into output/, read from there.
+        std::fs::rename(dir.join("spool/r2.out"), dir.join("output/r2.out")).unwrap();
+        let mut store = OutputStore::beside(&dir.join("transcript3"));
+        assert_eq!(store.fill(output_entry(end), &stored), {
+            let mut e = output_entry(end);
+            if let EntryBody::Output { data, .. } = &mut e.body {
+                *data = Bytes::from_static(b"\xff\x00 second");
+            }
+            e
+        });
+        // A flipped byte: a notice with the same number, nothing else lost.
+        let mut damaged = file.clone();
+        damaged[first.len() + 7] ^= 1;
+        std::fs::write(dir.join("output/r2.out"), &damaged).unwrap();
+        let mut store = OutputStore::beside(&dir.join("transcript3"));
+        let notice = store.fill(output_entry(end), &stored);
+        assert_eq!(notice.seq, 3);
+        let EntryBody::Notice { text, .. } = &notice.body else {
+            panic!("{notice:?}")
+        };
+        assert!(
+            text.contains("9 bytes of run 2's stderr are lost"),
+            "{text}"
+        );
+        assert!(text.contains("damaged"), "{text}");
+        // Gone: a notice naming the file.
+        std::fs::remove_file(dir.join("output/r2.out")).unwrap();
+        let mut store = OutputStore::beside(&dir.join("transcript3"));
+        let gone = store.fill(output_entry(end), &stored);
+        assert!(
+            format!("{gone:?}").contains("r2.out is in neither"),
+            "{gone:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
