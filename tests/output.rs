@@ -445,8 +445,8 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     assert_eq!(at, SIZE, "every byte arrived");
     assert!(client.wait().unwrap().success());
 
-    // `log` of the whole 1 GiB transcript streams: neither the client nor
-    // the worker holds it.
+    // `log` of the whole 1 GiB of output (the spool records the transcript
+    // points to) streams: neither the client nor the worker holds it.
     let mut log = env
         .command(&["log", &id])
         .stdout(Stdio::null())
@@ -468,7 +468,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     };
     let _ = log.try_wait();
     println!(
-        "log of a 1 GiB transcript: client peak {client_peak} KiB, worker peak {worker_peak} KiB"
+        "log of 1 GiB of output: client peak {client_peak} KiB, worker peak {worker_peak} KiB"
     );
     assert!(client_peak < 64 * 1024, "log grew to {client_peak} KiB");
     assert!(
@@ -476,15 +476,15 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
         "the worker grew to {worker_peak} KiB serving log"
     );
 
-    // The 1 GiB transcript: its tail and an attach's first line come from
-    // its end, without reading the rest.
+    // The 1 GiB history: its tail and an attach's first line come from its
+    // end, without reading the rest.
     let limit = if cfg!(debug_assertions) { 1000 } else { 200 };
     let start = std::time::Instant::now();
     let tail = env.run(&["log", &id, "--tail", "100"]);
     let took = start.elapsed();
     assert!(tail.status.success());
     assert!(String::from_utf8_lossy(&tail.stdout).ends_with("[bash 1 exited 0]\n"));
-    println!("log --tail 100 of a 1 GiB transcript: {took:?}");
+    println!("log --tail 100 of 1 GiB of output: {took:?}");
     assert!(took.as_millis() < limit, "log --tail 100 took {took:?}");
     let start = std::time::Instant::now();
     let mut attached = env
@@ -504,7 +504,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     let took = start.elapsed();
     let _ = attached.kill();
     let _ = attached.wait();
-    println!("attach's first byte on a 1 GiB transcript: {took:?}");
+    println!("attach's first byte on 1 GiB of output: {took:?}");
     assert!(
         took.as_millis() < limit,
         "attach showed its first line after {took:?}"
