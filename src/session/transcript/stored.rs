@@ -122,6 +122,28 @@ impl OutputStore {
     }
 }
 
+/// The spool files of the jobs the kernel still follows (`spool/*.out`),
+/// read-only, by job. A writer that opens a transcript syncs them with its
+/// first sync: an earlier writer (a worker that died) may have written
+/// records pointing into them and never synced these files, and this
+/// writer's sync makes those records durable. Forgotten jobs' files
+/// (`output/`) need not be: a job is forgotten only after its end was
+/// stored, by a writer that synced its files or took them over this way.
+pub fn followed_jobs(session: &Path) -> Vec<(String, File)> {
+    let Ok(entries) = std::fs::read_dir(session.join("spool")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let job = name.strip_suffix(".out")?.to_string();
+            let file = File::open(entry.path()).ok()?;
+            Some((job, file))
+        })
+        .collect()
+}
+
 /// `job`'s spool file in the session directory `session`, read-only
 /// (enough to read it and to fdatasync it).
 pub fn open_job(session: &Path, job: &str) -> Result<File, String> {

@@ -39,10 +39,12 @@ pub struct Transcript {
     /// bytes could not be cut back.
     last: Option<Resume>,
     /// The spool files that stored output records point into since the
-    /// last sync made here (by job): synced before the transcript, so a
-    /// durable record never points at bytes a power cut took. A group
-    /// commit syncs them too, on its own copies, without clearing them:
-    /// an end synced here before that commit is done must not pass them.
+    /// last sync made here (by job), and at open those of every job the
+    /// kernel still follows (`stored::followed_jobs`): synced before the
+    /// transcript, so a durable record never points at bytes a power cut
+    /// took. A group commit syncs them too, on its own copies, without
+    /// clearing them: an end synced here before that commit is done must
+    /// not pass them.
     stores: Vec<(String, File)>,
 }
 
@@ -104,7 +106,7 @@ impl Transcript {
                 streaming_from: read.end,
                 record: Vec::new(),
                 last: read.last,
-                stores: Vec::new(),
+                stores: stored::followed_jobs(path.parent().unwrap_or(Path::new("."))),
             },
             torn: read.torn.or(torn),
             damage: read.damage,
@@ -143,6 +145,12 @@ impl Transcript {
                 && header.end(record.start) == Some(record.end)
                 && format::decode_keeping(&header, &bytes, OutputBytes::Left).is_some()
         })
+    }
+
+    /// The jobs whose spool files the next sync syncs first.
+    #[cfg(test)]
+    pub(super) fn store_jobs(&self) -> Vec<&str> {
+        self.stores.iter().map(|(job, _)| job.as_str()).collect()
     }
 
     /// The last good record: where a later open may resume.

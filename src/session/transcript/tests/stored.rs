@@ -128,3 +128,35 @@ fn the_spool_file_is_synced_with_the_transcript_and_a_missing_one_keeps_the_byte
     }
     cleanup(&path);
 }
+
+#[test]
+fn a_writer_takes_over_the_spool_files_an_earlier_one_may_not_have_synced() {
+    let path = temp("stored-takeover");
+    let bytes = flood(STORED_FROM_BYTES);
+    let end = spool_with(&path, "r1", &bytes);
+    let (opened, _) = open(&path);
+    let mut t = opened.transcript;
+    // A worker that dies before its group commit: a record written, no sync.
+    t.append_stored(1, stored(1, &bytes, end), "r1", false)
+        .unwrap();
+    drop(t);
+    let (opened, visited) = open(&path);
+    assert_eq!(visited.len(), 1);
+    assert_eq!(opened.transcript.store_jobs(), vec!["r1"]);
+    let mut t = opened.transcript;
+    t.append(2, input(2)).unwrap();
+    assert!(
+        t.store_jobs().is_empty(),
+        "synced with the first synced append"
+    );
+    // A forgotten job's file is not the kernel's any more: not taken over.
+    std::fs::create_dir_all(path.with_file_name("output")).unwrap();
+    std::fs::rename(
+        path.with_file_name("spool").join("r1.out"),
+        path.with_file_name("output").join("r1.out"),
+    )
+    .unwrap();
+    let (opened, _) = open(&path);
+    assert!(opened.transcript.store_jobs().is_empty());
+    cleanup(&path);
+}
