@@ -29,6 +29,19 @@ fn stored(input: u64, data: &[u8], end: u64) -> EntryBody {
     }
 }
 
+/// A fresh transcript beside a spool file for run 1 holding `bytes` as
+/// one record, that run's output stored (pointing there, synced or not)
+/// as entry 1: the path, the transcript, and the spool offset after it.
+fn one_stored(name: &str, bytes: &[u8], sync: bool) -> (PathBuf, Transcript, u64) {
+    let path = temp(name);
+    let end = spool_with(&path, "r1", bytes);
+    let (opened, _) = open(&path);
+    let mut t = opened.transcript;
+    t.append_stored(1, stored(1, bytes, end), "r1", sync)
+        .unwrap();
+    (path, t, end)
+}
+
 #[test]
 fn stored_output_is_read_back_whole_from_the_spool_and_later_from_output() {
     let path = temp("stored");
@@ -68,13 +81,8 @@ fn stored_output_is_read_back_whole_from_the_spool_and_later_from_output() {
 
 #[test]
 fn damaged_or_missing_stored_output_is_one_notice_and_the_history_reads_on() {
-    let path = temp("stored-damage");
     let bytes = flood(STORED_FROM_BYTES);
-    let end = spool_with(&path, "r1", &bytes);
-    let (opened, _) = open(&path);
-    let mut t = opened.transcript;
-    t.append_stored(1, stored(1, &bytes, end), "r1", true)
-        .unwrap();
+    let (path, mut t, _) = one_stored("stored-damage", &bytes, true);
     t.append(2, input(2)).unwrap();
     drop(t);
     let store = path.with_file_name("spool").join("r1.out");
@@ -102,13 +110,8 @@ fn damaged_or_missing_stored_output_is_one_notice_and_the_history_reads_on() {
 
 #[test]
 fn the_spool_file_is_synced_with_the_transcript_and_a_missing_one_keeps_the_bytes_inline() {
-    let path = temp("stored-sync");
     let bytes = flood(STORED_FROM_BYTES);
-    let end = spool_with(&path, "r1", &bytes);
-    let (opened, _) = open(&path);
-    let mut t = opened.transcript;
-    t.append_stored(1, stored(1, &bytes, end), "r1", false)
-        .unwrap();
+    let (path, mut t, end) = one_stored("stored-sync", &bytes, false);
     let handle = t.take_sync_handle().unwrap().expect("a commit is due");
     handle.commit().unwrap();
     t.sync().unwrap();
@@ -131,14 +134,9 @@ fn the_spool_file_is_synced_with_the_transcript_and_a_missing_one_keeps_the_byte
 
 #[test]
 fn a_writer_takes_over_the_spool_files_an_earlier_one_may_not_have_synced() {
-    let path = temp("stored-takeover");
     let bytes = flood(STORED_FROM_BYTES);
-    let end = spool_with(&path, "r1", &bytes);
-    let (opened, _) = open(&path);
-    let mut t = opened.transcript;
     // A worker that dies before its group commit: a record written, no sync.
-    t.append_stored(1, stored(1, &bytes, end), "r1", false)
-        .unwrap();
+    let (path, t, _) = one_stored("stored-takeover", &bytes, false);
     drop(t);
     let (opened, visited) = open(&path);
     assert_eq!(visited.len(), 1);
