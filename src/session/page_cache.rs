@@ -18,7 +18,7 @@
 
 use std::fs::File;
 
-use nix::fcntl::{fallocate, posix_fadvise, FallocateFlags, PosixFadviseAdvice};
+use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
 
 /// Output is handed back in steps of at least this much: below it, the
 /// pages are few and a reader may still want them. Small steps keep the
@@ -61,19 +61,4 @@ pub fn drop_synced(file: &File, from: u64, to: u64) {
 pub fn stream_out(file: &File, behind: u64, from: u64, to: u64) {
     drop_synced(file, from, to);
     drop_synced(file, behind, from);
-}
-
-/// Punch out the whole pages of `file` before `to`: its bytes there read
-/// as zeros from now on and hold neither page cache nor disk. A file
-/// system that cannot punch keeps them (nothing is lost either way).
-pub fn punch_before(file: &File, to: u64) {
-    let to = to / PAGE * PAGE;
-    if to > 0 {
-        let _ = fallocate(
-            file,
-            FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
-            0,
-            to as i64,
-        );
-    }
 }

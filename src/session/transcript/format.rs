@@ -173,7 +173,7 @@ fn decode_stored(seq: u64, payload: &[u8]) -> Option<Decoded> {
     }
     let word = |i: usize| u32::from_be_bytes(payload[i..i + 4].try_into().unwrap());
     let job = std::str::from_utf8(&payload[STORED_PREFIX..]).ok()?;
-    if !job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+    if !is_job_name(job) {
         return None;
     }
     let len = word(OUTPUT_PREFIX);
@@ -307,6 +307,13 @@ pub fn encode_parts<'e>(
     Ok(tail)
 }
 
+/// Whether `job` is a name the spool gives a file (`kernel::spool`'s rule).
+fn is_job_name(job: &str) -> bool {
+    !job.is_empty()
+        && job.len() <= JOB_MAX
+        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// A stored output record's own fields: the length and CRC32 of `data`,
 /// which stay in job `job`'s spool record (one that has an offset).
 fn push_stored(
@@ -315,12 +322,9 @@ fn push_stored(
     has_offset: bool,
     head: &mut Vec<u8>,
 ) -> Result<(), SessionError> {
-    let fits = !job.is_empty()
-        && job.len() <= JOB_MAX
-        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
     let len = u32::try_from(data.len())
         .ok()
-        .filter(|&len| fits && has_offset && len as usize <= MAX_PAYLOAD);
+        .filter(|&len| is_job_name(job) && has_offset && len as usize <= MAX_PAYLOAD);
     let Some(len) = len else {
         return Err(SessionError::Refused(format!(
             "output of job {job:?} cannot be stored in its spool"

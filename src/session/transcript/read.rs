@@ -19,8 +19,8 @@ pub enum Found {
     /// A v3 file (or, while there is none, the v2 file beside it: the same
     /// records), its length when opened, its marker, and where its stored
     /// output is read.
-    V2(File, u64, Marker, PathBuf),
-    /// No v2 file yet, but the first-format file beside it: the worker
+    Records(File, u64, Marker, PathBuf),
+    /// Neither a v3 nor a v2 file, but the first-format file beside it: the worker
     /// migrates it when it next starts.
     V1(File),
     /// No transcript at all, or one too short to hold an entry.
@@ -67,7 +67,7 @@ pub fn locate(path: &Path) -> Result<Found, SessionError> {
             path: path.to_path_buf(),
         });
     }
-    Ok(Found::V2(
+    Ok(Found::Records(
         file,
         len,
         head[8..].try_into().unwrap(),
@@ -83,7 +83,7 @@ pub struct Entries {
 }
 
 enum Inner {
-    V2(Box<Scanner<File>>),
+    Records(Box<Scanner<File>>),
     V1(V1Entries<BufReader<File>>),
     Nothing,
 }
@@ -91,7 +91,7 @@ enum Inner {
 impl Entries {
     pub(super) fn new(found: Found, from: u64) -> Self {
         let inner = match found {
-            Found::V2(file, len, marker, path) => Inner::V2(Box::new(
+            Found::Records(file, len, marker, path) => Inner::Records(Box::new(
                 Scanner::new(file, len, marker, FILE_HEADER).with_store(OutputStore::beside(&path)),
             )),
             Found::V1(file) => Inner::V1(V1Entries::new(BufReader::new(file))),
@@ -110,7 +110,7 @@ impl Entries {
     pub fn next_with_end(&mut self) -> io::Result<Option<(Entry, u64)>> {
         loop {
             let next = match &mut self.inner {
-                Inner::V2(scanner) => match scanner.next_event()? {
+                Inner::Records(scanner) => match scanner.next_event()? {
                     Some(Event::Entry { entry, end, .. }) => Some((entry, end)),
                     Some(_) => continue,
                     None => None,
@@ -176,7 +176,7 @@ pub fn stream_from(path: &Path, seq: u64) -> Result<Entries, SessionError> {
 pub fn stream_at(path: &Path, offset: u64, seq: u64) -> Result<Entries, SessionError> {
     let found = locate(path)?;
     let inner = match found {
-        Found::V2(file, len, marker, path) => Inner::V2(Box::new(
+        Found::Records(file, len, marker, path) => Inner::Records(Box::new(
             Scanner::new(file, len, marker, offset.max(FILE_HEADER))
                 .with_store(OutputStore::beside(&path)),
         )),

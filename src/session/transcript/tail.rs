@@ -58,7 +58,7 @@ pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, SessionError> {
 /// to go through with small files what large ones go through).
 pub(super) fn backward(found: &Found, n: usize, span: u64) -> io::Result<Option<Vec<Entry>>> {
     match found {
-        Found::V2(file, eof, marker, path) => Records {
+        Found::Records(file, eof, marker, path) => Records {
             file,
             eof: *eof,
             marker: *marker,
