@@ -34,71 +34,68 @@ pub fn exists(path: &Path) -> io::Result<bool> {
     }
 }
 
-/// Create `path` with a fresh header and whatever `fill` writes after it,
-/// through a temporary file renamed into place: the file is never seen
-/// without its header, nor half migrated.
+/// Create `path` with a fresh header and whatever `fill` writes after it:
+/// the file is never seen without its header, nor half migrated.
 pub fn create(
     path: &Path,
     fill: impl FnOnce(&Marker, &mut BufWriter<File>) -> Result<(), SessionError>,
 ) -> Result<(), SessionError> {
-    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
-        path: path.to_path_buf(),
-        step,
+    let marker = format::new_marker().map_err(step_error(path, "random marker"))?;
+    write_beside(path, |file| {
+        let mut out = BufWriter::new(file);
+        out.write_all(&format::file_header(&marker))
+            .map_err(step_error(path, "write"))?;
+        fill(&marker, &mut out)?;
+        out.into_inner()
+            .map_err(|e| step_error(path, "write")(e.into_error()))
+    })
+}
+
+/// Copy the v2 file `from` to `to` as a v3 file: the same bytes (records,
+/// offsets, sync marker), the v3 magic. Copied by the kernel
+/// (`copy_file_range`); the v2 file is left as it is, for older builds.
+pub fn copy_v2(from: &Path, to: &Path) -> Result<(), SessionError> {
+    let mut source = File::open(from).map_err(|source| SessionError::Transcript {
+        path: from.to_path_buf(),
         source,
-    };
+    })?;
+    write_beside(to, |mut copy| {
+        io::copy(&mut source, &mut copy).map_err(step_error(to, "copy the v2 file"))?;
+        copy.write_all_at(&format::MAGIC, 0)
+            .map_err(step_error(to, "write"))?;
+        Ok(copy)
+    })
+}
+
+/// Put `path` in place whole: `write` fills a temporary file beside it
+/// (`<name>.tmp`, 0600), which is synced, renamed over `path` and its name
+/// synced, so a reader or a crash finds the old file or the whole new one.
+fn write_beside(
+    path: &Path,
+    write: impl FnOnce(File) -> Result<File, SessionError>,
+) -> Result<(), SessionError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);
-    let marker = format::new_marker().map_err(|e| context("random marker", e))?;
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(&tmp)
-        .map_err(|e| context("create", e))?;
-    let mut out = BufWriter::new(file);
-    out.write_all(&format::file_header(&marker))
-        .map_err(|e| context("write", e))?;
-    fill(&marker, &mut out)?;
-    let file = out
-        .into_inner()
-        .map_err(|e| context("write", e.into_error()))?;
-    file.sync_all().map_err(|e| context("sync", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| context("rename", e))?;
+        .map_err(step_error(path, "create"))?;
+    write(file)?.sync_all().map_err(step_error(path, "sync"))?;
+    std::fs::rename(&tmp, path).map_err(step_error(path, "rename"))?;
     sync_name_of(path)
 }
 
-/// Copy the v2 file `from` to `to` as a v3 file: the same bytes (records,
-/// offsets, sync marker), the v3 magic. Through a temporary file renamed
-/// into place, and copied by the kernel (`copy_file_range`): the file is
-/// left as it is, for older builds.
-pub fn copy_v2(from: &Path, to: &Path) -> Result<(), SessionError> {
-    let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
-        path: to.to_path_buf(),
+/// What failed, at which step of writing `path`.
+fn step_error<'a>(path: &'a Path, step: &'static str) -> impl Fn(io::Error) -> SessionError + 'a {
+    move |source| SessionError::TranscriptStep {
+        path: path.to_path_buf(),
         step,
         source,
-    };
-    let mut name = to.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = to.with_file_name(name);
-    let mut source = File::open(from).map_err(|source| SessionError::Transcript {
-        path: from.to_path_buf(),
-        source,
-    })?;
-    let mut copy = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| context("create", e))?;
-    io::copy(&mut source, &mut copy).map_err(|e| context("copy the v2 file", e))?;
-    copy.write_all_at(&format::MAGIC, 0)
-        .and_then(|()| copy.sync_all())
-        .map_err(|e| context("write", e))?;
-    std::fs::rename(&tmp, to).map_err(|e| context("rename", e))?;
-    sync_name_of(to)
+    }
 }
 
 /// Copy `[offset, offset + len)` of `file` to a new file `to` (0600).
