@@ -948,12 +948,16 @@ fn bench_systemd_session_start() {
     let script = format!(
         r#"now() {{ date +%s%6N; }}
 for i in $(seq 1 {rounds}); do
-  a=$(now); eukhe new >/dev/null; b=$(now)
-  systemd-run --user --wait --quiet true; c=$(now)
+  a=$(now); eukhe new >/dev/null || exit 1; b=$(now)
+  systemd-run --user --wait --quiet true || exit 1; c=$(now)
   echo "$((b - a)) $((c - b))"
 done"#
     );
+    // A start that failed would be timed as a fast one: each must succeed,
+    // and each made its session.
     let out = eukhe.user_ok(&script);
+    let made = eukhe.sessions().as_array().map_or(0, Vec::len);
+    assert_eq!(made, rounds as usize, "sessions made by {rounds} starts");
     let (mut ours, mut floor) = (Vec::new(), Vec::new());
     for line in out.lines() {
         let mut times = line.split_whitespace().map(|t| t.parse::<u64>().unwrap());
