@@ -1312,6 +1312,70 @@ fn a_run_the_kernel_cannot_start_ends_with_the_reason_not_interrupted() {
     });
 }
 
+// A session made from the spare (worker and kernel started ahead): as soon
+// as `new` claims it, the spare template's waiting job shell restores the
+// session's first snapshot, before any command comes; the first command
+// runs in it (the client's environment and `--env`, the directory), and
+// what it sets is there for the next.
+#[test]
+fn a_claimed_spares_first_command_finds_its_shell_restored_ahead() {
+    let mut t = Install::new("claimed");
+    t.set_var("FROM_THE_CLIENT", "client value");
+    t.ok(&["status"]);
+    let sessions = t.state_dir().join("sessions");
+    let mut spare = String::new();
+    wait_until(Duration::from_secs(10), "a spare session", || {
+        spare = std::fs::read_dir(&sessions)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|d| d.path().join("spare.json").exists() && !d.path().join("meta.json").exists())
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        !spare.is_empty()
+    });
+    let cwd = t.dir.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let cwd = cwd.canonicalize().unwrap();
+    let id = t
+        .ok(&[
+            "new",
+            "--cwd",
+            &cwd.to_string_lossy(),
+            "--env",
+            "BY_ENV=set",
+        ])
+        .trim()
+        .to_string();
+    assert_eq!(id, spare, "new claimed the spare");
+    let kernel = t.kernel(&id);
+    wait_until(
+        Duration::from_secs(5),
+        "a shell of the kernel in the session's directory before any command",
+        || {
+            descendants(kernel.pid)
+                .iter()
+                .any(|p| std::fs::read_link(format!("/proc/{p}/cwd")).ok().as_ref() == Some(&cwd))
+        },
+    );
+    let first = t
+        .command(&[
+            "bash",
+            &id,
+            "--",
+            r#"echo "$FROM_THE_CLIENT|$BY_ENV|$PWD"; FIRST=1"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stderr), "", "the restore says nothing");
+    assert_eq!(
+        text(&first.stdout),
+        format!("client value|set|{}\n", cwd.display())
+    );
+    assert_eq!(t.bash(&id, "echo $FIRST"), "1\n");
+}
+
 // A job's output pipes are made while the job before it runs (a pair kept
 // spare, moved to the job's names when it starts): every job still gets its
 // own pair, its stdout and stderr apart, and once jobs end the scratch

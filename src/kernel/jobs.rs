@@ -112,6 +112,13 @@ impl Template {
             .write_all(&zygote::message(&[job, stdin, command]))
     }
 
+    /// Have its waiting job shell restore the `late` script now, ahead of
+    /// the job it will take.
+    fn restore_ahead(&mut self) -> std::io::Result<()> {
+        self.jobs
+            .write_all(&zygote::message(&[zygote::RESTORE_AHEAD]))
+    }
+
     /// Have a job shell forked, unless one waits already.
     fn arm(&mut self) -> std::io::Result<()> {
         if !self.armed {
@@ -239,12 +246,14 @@ impl Kernel {
     /// claimed before, or never a spare's, is left as it is).
     ///
     /// The spare's template, made ahead over the blank state, stays as
-    /// [`Kernel::claim_template`]: its job shell, already forked, would
-    /// restore the whole first snapshot (its `late` script becomes the full
-    /// restore), so the session's first job never waits for a template to
-    /// start. The caller prepares the session's own template at once: the
-    /// client's next request takes milliseconds to come, and a job of a
-    /// template that restored ahead starts sooner.
+    /// [`Kernel::claim_template`]: its `late` script becomes the whole first
+    /// snapshot's restore, which its waiting job shell, already forked,
+    /// runs at once (`Template::restore_ahead`), in the milliseconds before
+    /// the client's first request comes; so the session's first job waits
+    /// for neither a template nor a restore. The session's own template is
+    /// made once that job's end is on its way ([`Kernel::arm_template`]), as
+    /// after any job: made at the claim, its shell would share the two cores
+    /// with that restore and with the client's start.
     pub fn claim(&mut self) -> Result<bool, String> {
         if !self.unclaimed {
             return Ok(false);
@@ -258,7 +267,9 @@ impl Kernel {
         let blank = self.version;
         self.version += 1;
         if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
-            match write_private(&template.late, &self.snapshot.restore_script()) {
+            let written = write_private(&template.late, &self.snapshot.restore_script())
+                .and_then(|()| template.restore_ahead());
+            match written {
                 Ok(()) => {
                     template.version = self.version;
                     self.claim_template = Some(template);

@@ -172,15 +172,10 @@ async fn serve_connection(
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
                 match kernel.claim() {
-                    // Ready ahead of the session's first job: its
-                    // template (the spare's serves until it is up) and its
-                    // output pipes.
-                    Ok(true) => {
-                        if kernel.needs_template() {
-                            kernel.prepare_template();
-                        }
-                        kernel.prepare_spare();
-                    }
+                    // Ready ahead of the session's first job: its output
+                    // pipes (the spare's template, restoring the first
+                    // snapshot now, takes the job itself).
+                    Ok(true) => kernel.prepare_spare(),
                     Ok(false) => {}
                     Err(e) => tracing::warn!("{e}"),
                 }

@@ -11,8 +11,15 @@ use nix::fcntl::OFlag;
 /// How a template's job shell takes its job: `JOB STDIN COMMAND` from the
 /// template's FIFO (fd 5), said taken on fd 6; its files are named after
 /// the job in the scratch directory, and it restores the template's `late`
-/// script (traps and `set -o`).
-const TAKE_FROM_TEMPLATE: &str = r#"    IFS= builtin read -r -d '' __eukhe_job <&5 &&
+/// script (traps and `set -o`). [`RESTORE_AHEAD`] in place of a job has
+/// it restore `late` at once and wait on: a claimed spare's first snapshot,
+/// off the way of the session's first job.
+const TAKE_FROM_TEMPLATE: &str = r#"    while IFS= builtin read -r -d '' __eukhe_job <&5 &&
+      [[ $__eukhe_job == . ]]; do
+      . "$__eukhe_late"
+      __eukhe_late=/dev/null
+    done
+    [[ -n $__eukhe_job ]] &&
     IFS= builtin read -r -d '' __eukhe_in <&5 &&
     IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
       { builtin printf e >&6; builtin exit 0; }
@@ -31,6 +38,11 @@ pub fn script() -> String {
         .replace("@TEMPLATE_JOB@", &job.replace("@TAKE@", TAKE_FROM_TEMPLATE))
         .replace("@JOB@", &job.replace("@TAKE@\n", ""))
 }
+
+/// Written to a template's FIFO in place of a job's fields: its waiting
+/// job shell restores the template's `late` script now (never a job's
+/// name, `format::is_job_name`).
+pub const RESTORE_AHEAD: &str = ".";
 
 /// The pipes between the kernel and its shell (they outlive any one shell).
 pub struct Pipes {

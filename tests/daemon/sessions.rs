@@ -565,30 +565,31 @@ fn new_claims_the_spare_session_and_a_spare_is_no_session() {
     );
     assert_eq!(env.ok(&["bash", &second, "--", "echo up"]), "up\n");
 
-    // A first command that comes once the session's own shell template is
-    // up (the spare's, template-1, is dropped then) starts in the client's
-    // environment and directory too.
+    // The spare's template serves the first command; the session's own,
+    // made as that command ends (the spare's, template-1, is dropped then),
+    // serves the next, in the client's environment and directory too.
     wait_until(Duration::from_secs(10), "a third spare is ready", || {
         ready_spare(&env).is_some()
     });
     let third = new_with_var(&env, &["new"], &cwd, "third");
     let scratch = env.dir.join("state/sessions").join(&third).join("scratch");
     let present = |name: &str| scratch.join(name).exists();
+    let shown = format!("third\n{}\n", cwd.display());
+    let show = "echo \"$SPARE_TEST_VAR\"; pwd";
+    assert_eq!(env.ok(&["bash", &third, "--", show]), shown);
     wait_until(
         Duration::from_secs(10),
         "the session's template replaces the spare's",
         || present("template-2.fifo") && !present("template-1.fifo"),
     );
-    assert_eq!(
-        env.ok(&["bash", &third, "--", "echo \"$SPARE_TEST_VAR\"; pwd"]),
-        format!("third\n{}\n", cwd.display())
-    );
+    assert_eq!(env.ok(&["bash", &third, "--", show]), shown);
 }
 
 // A session's first snapshot is written as a job's capture writes the
 // same state (the client's variables as `declare -p` prints them, and what
 // bash gives every shell): a first command that changes nothing leaves it
-// as it was, and the template made from it at the claim serves the next.
+// as it was, and the template made from it as that command ended serves
+// the next.
 #[test]
 fn a_first_command_that_changes_nothing_keeps_the_first_snapshot_and_its_template() {
     let env = Env::new("first-snapshot");
@@ -610,24 +611,33 @@ fn a_first_command_that_changes_nothing_keeps_the_first_snapshot_and_its_templat
     let id = String::from_utf8_lossy(&new.stdout).trim().to_string();
     let dir = env.dir.join("state/sessions").join(&id);
     let present = |name: &str| dir.join("scratch").join(name).exists();
+    let mut first = Vec::new();
+    wait_until(Duration::from_secs(10), "the first snapshot", || {
+        first = std::fs::read(dir.join("snapshot.json")).unwrap_or_default();
+        !first.is_empty()
+    });
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo \"$QUOTED\"; pwd"]),
+        format!("{quoted}\n{}\n", env.dir.display())
+    );
     wait_until(
         Duration::from_secs(10),
         "the session's template replaces the spare's",
         || present("template-2.fifo") && !present("template-1.fifo"),
-    );
-    let first = std::fs::read(dir.join("snapshot.json")).unwrap();
-    assert_eq!(
-        env.ok(&["bash", &id, "--", "echo \"$QUOTED\"; pwd"]),
-        format!("{quoted}\n{}\n", env.dir.display())
     );
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         std::fs::read(dir.join("snapshot.json")).unwrap() == first,
         "a first command that changed nothing changed the snapshot"
     );
+    assert_eq!(
+        env.ok(&["bash", &id, "--", "echo \"$QUOTED\""]),
+        format!("{quoted}\n")
+    );
+    std::thread::sleep(Duration::from_millis(300));
     assert!(
         present("template-2.fifo") && !present("template-3.fifo"),
-        "the template made at the claim was made again"
+        "the template made after the first command was made again"
     );
     // A command that changes the state changes both.
     env.ok(&["bash", &id, "--", "export CHANGED=1"]);
