@@ -1350,7 +1350,7 @@ fn a_claimed_spares_first_command_finds_its_shell_restored_ahead() {
     assert_eq!(id, spare, "new claimed the spare");
     let kernel = t.kernel(&id);
     wait_until(
-        Duration::from_secs(5),
+        Duration::from_secs(15),
         "a shell of the kernel in the session's directory before any command",
         || {
             descendants(kernel.pid)

@@ -53,6 +53,9 @@ pub async fn run(
     {
         let mut w = worker.borrow_mut();
         w.kernel = Some(tx);
+        if std::mem::take(&mut w.link_owes.claim) {
+            w.send_kernel(ToKernel::Claim);
+        }
         greet(&mut w, hello)?;
         w.work_changed();
         w.kernel_connected.notify_waiters();
@@ -62,7 +65,7 @@ pub async fn run(
     let mut w = worker.borrow_mut();
     w.kernel = None;
     w.core.kernel_lost();
-    if w.stopping || w.kernel_stop_asked {
+    if w.stopping || w.link_owes.stop_asked {
         Ok(())
     } else {
         let gone = WorkerError::KernelGone(ended);

@@ -1058,7 +1058,7 @@ async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
 async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
     let kernel = {
         let mut w = worker.borrow_mut();
-        w.kernel_stop_asked = true;
+        w.link_owes.stop_asked = true;
         w.send_kernel(ToKernel::Stop);
         read_json::<KernelRecord>(&w.files.kernel())
             .ok()

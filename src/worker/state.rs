@@ -58,6 +58,16 @@ pub struct Evidence {
     pub writing: tokio::sync::Mutex<()>,
 }
 
+/// What the kernel link owes the worker's state.
+#[derive(Default)]
+pub struct LinkOwes {
+    /// The worker asked its kernel to stop: the link's end is expected.
+    pub stop_asked: bool,
+    /// `eukhe new` claimed this spare before the kernel link was up: the
+    /// link tells the kernel first thing (`link::run`).
+    pub claim: bool,
+}
+
 pub struct Worker {
     pub meta: SessionMeta,
     pub files: SessionFiles,
@@ -89,8 +99,8 @@ pub struct Worker {
     waiters: HashMap<u64, Vec<Outbox>>,
     supervisor: Option<Outbox>,
     pub stopping: bool,
-    /// The worker asked its kernel to stop: the link's end is expected.
-    pub kernel_stop_asked: bool,
+    /// What the kernel link must still do or expect.
+    pub link_owes: LinkOwes,
     /// Output bytes shown but not stored (the disk was full).
     pub unstored_output: u64,
     /// What wrote them ("run 3", "bash 2").
@@ -195,7 +205,7 @@ impl Worker {
             waiters: HashMap::new(),
             supervisor: None,
             stopping: false,
-            kernel_stop_asked: false,
+            link_owes: LinkOwes::default(),
             unstored_output: 0,
             unstored_of: Default::default(),
             identity: own_identity(),
@@ -315,6 +325,10 @@ impl Worker {
     pub fn claim(&mut self) -> Result<(), WorkerError> {
         self.meta = read_json(&self.files.meta())?
             .ok_or_else(|| WorkerError::NoSession(self.meta.id.clone()))?;
+        // A claim that comes while the kernel link is still coming up
+        // (a spare just made) is told once it is, so the kernel still gets
+        // ready ahead of the first job.
+        self.link_owes.claim = self.kernel.is_none();
         self.send_kernel(ToKernel::Claim);
         Ok(())
     }
