@@ -1323,13 +1323,20 @@ fn a_claimed_spares_first_command_finds_its_shell_restored_ahead() {
     t.set_var("FROM_THE_CLIENT", "client value");
     t.ok(&["status"]);
     let sessions = t.state_dir().join("sessions");
+    // A spare whose worker and kernel are up: `new` claims only such a one.
+    let ready = |dir: &std::path::Path| {
+        dir.join("spare.json").exists()
+            && !dir.join("meta.json").exists()
+            && recorded(&dir.join("worker.json")).is_some_and(still)
+            && recorded(&dir.join("kernel.json")).is_some_and(still)
+    };
     let mut spare = String::new();
     wait_until(Duration::from_secs(10), "a spare session", || {
         spare = std::fs::read_dir(&sessions)
             .into_iter()
             .flatten()
             .flatten()
-            .find(|d| d.path().join("spare.json").exists() && !d.path().join("meta.json").exists())
+            .find(|d| ready(&d.path()))
             .map(|d| d.file_name().to_string_lossy().into_owned())
             .unwrap_or_default();
         !spare.is_empty()
