@@ -12,6 +12,9 @@ mod diag;
 #[path = "daemon/events.rs"]
 mod events;
 
+#[path = "daemon/stuck.rs"]
+mod stuck;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]

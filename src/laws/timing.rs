@@ -194,6 +194,11 @@ pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
 /// unreachable, a failure under the restart budget when it is found at
 /// start, and nothing else waits for it.
 pub const WORKER_ANSWER_MS: u64 = 5_000;
+/// How long a worker waits for its kernel to answer a start (a healthy one
+/// answers within milliseconds) before it says, once, that the kernel is
+/// stopped or wedged and what waits for it. The worker goes on waiting:
+/// the kernel holds the session's runs, and only its death ends them.
+pub const KERNEL_ANSWER_MS: u64 = 5_000;
 /// `idle_stop_ms` by default: a session left alone for an hour gives back
 /// its worker and kernel (its shell state waits in the snapshot). Not a
 /// law's timeout: nothing waits for it.
