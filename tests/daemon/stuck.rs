@@ -236,3 +236,50 @@ fn a_stopped_kernel_under_a_busy_run_leaves_ls_log_and_cancel_answering_and_says
         env.session(&id)["state"] == "idle"
     });
 }
+
+#[test]
+fn a_full_state_disk_during_adoption_freezes_nothing_and_a_session_comes_back_with_room() {
+    let env = Env::new("stuck-full-disk");
+    let Some(disk) = super::small_disk::for_test(&env.dir.join("state")) else {
+        return;
+    };
+    let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
+    let busy = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let other = env.ok(&["new", "--name", "b"]).trim().to_string();
+    env.ok(&["send", &busy, "--", "sleep 3; echo run done"]);
+    let worker = env.worker_pid(&busy).expect("a's worker");
+    kill_daemon(&env);
+    kill9(worker);
+    let filler = super::small_disk::fill(&disk);
+
+    let started = Instant::now();
+    let listed = env.run(&["ls"]);
+    let ls = started.elapsed();
+    let started = Instant::now();
+    let asked = env.run(&["bash", &other, "--", "echo b answers"]);
+    let bash = started.elapsed();
+    eprintln!("full state disk at daemon start: ls {ls:?}, bash on another session {bash:?}");
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(ls < ANSWERS_WITHIN, "ls took {ls:?}");
+    assert!(bash < ANSWERS_WITHIN, "bash took {bash:?}");
+    // The kernel has no room for the command's scratch files: it ends
+    // at once, 126, and the transcript says why.
+    match asked.status.code() {
+        Some(0) => assert_eq!(String::from_utf8_lossy(&asked.stdout), "b answers\n"),
+        Some(126) => assert!(
+            env.log(&other).contains("bash 1 did not start: "),
+            "{asked:?}"
+        ),
+        _ => panic!("{asked:?}"),
+    }
+
+    std::fs::remove_file(filler).unwrap();
+    let (_, served) = timed(&env, &["bash", &busy, "--", "true"]);
+    eprintln!("the session came back {served:?} after the disk had room");
+    assert!(served < SERVED_AGAIN_WITHIN, "took {served:?}");
+    wait_until(
+        Duration::from_secs(20),
+        "the run's end is stored once",
+        || env.log(&busy).matches("run done\n").count() == 1,
+    );
+}
