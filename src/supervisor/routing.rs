@@ -278,6 +278,8 @@ async fn new_session(
     let written =
         create_session_dir(&files.dir).and_then(|_| write_session(&files, env.as_ref(), &meta));
     if let Err(message) = written {
+        // No session was made: nothing of it stays (its id is fresh).
+        let _ = std::fs::remove_dir_all(&files.dir);
         return error(message);
     }
     let created = EventKind::Created {
