@@ -33,7 +33,8 @@ use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSI
 use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{
-    create_session_dir, new_id, read_json, validate_name, write_session, SessionMeta,
+    create_session_dir, new_id, normalize_name, read_json, validate_name, write_session,
+    SessionMeta,
 };
 use crate::session::transcript::Entry;
 
@@ -242,7 +243,7 @@ async fn new_session(
     env: Option<SessionEnv>,
 ) -> Response {
     let id = fresh_id(supervisor);
-    let name = name.unwrap_or_else(|| id.clone());
+    let name = name.map_or_else(|| id.clone(), |name| normalize_name(&name));
     if let Err(message) = name_free(supervisor, &name) {
         return error(message);
     }
