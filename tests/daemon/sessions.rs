@@ -706,6 +706,12 @@ fn session_names_that_would_mislead_are_refused_with_their_rule() {
     assert_eq!(env.session(&id)["name"], composed, "kept as NFC");
     let again = env.run(&["new", "--name", composed]);
     assert_eq!(again.status.code(), Some(125), "{again:?}");
-    assert_eq!(env.ok(&["bash", decomposed, "--", "echo reached"]), "reached\n");
-    assert_eq!(env.ok(&["bash", composed, "--", "echo reached"]), "reached\n");
+    assert_eq!(
+        env.ok(&["bash", decomposed, "--", "echo reached"]),
+        "reached\n"
+    );
+    assert_eq!(
+        env.ok(&["bash", composed, "--", "echo reached"]),
+        "reached\n"
+    );
 }
