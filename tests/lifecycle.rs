@@ -385,3 +385,22 @@ fn a_command_line_over_the_request_limit_says_what_to_do_in_one_line() {
     args[0] = "bash";
     assert_eq!(env.ok(&args).len(), 9 * 110_001);
 }
+
+#[test]
+fn ls_help_names_every_state_ls_shows() {
+    let env = Env::new("ls-help");
+    let help = env.ok(&["ls", "--help"]);
+    for state in [
+        "idle",
+        "busy",
+        "running",
+        "restarting",
+        "saved",
+        "given-up",
+        "damaged",
+        "stopping",
+        "removing",
+    ] {
+        assert!(help.contains(state), "ls --help omits {state}: {help}");
+    }
+}

@@ -121,8 +121,9 @@ pub enum Command {
     },
     /// List sessions, the one active most recently last.
     ///
-    /// Columns: id, name, state (idle, busy, running, restarting, saved,
-    /// given-up, damaged), the worker's and the kernel's pid, background
+    /// Columns: id, name, state (idle, busy, running: launched and not yet
+    /// reporting, restarting, saved, given-up, damaged, stopping: an idle
+    /// stop under way, removing), the worker's and the kernel's pid, background
     /// jobs, failures in the restart window, last activity (the last
     /// input, output or end in its transcript) and the working directory of its shell. A
     /// damaged session (a file of it cannot be read) is named with the
