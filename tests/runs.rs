@@ -1446,9 +1446,10 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         &["bash", "{id}", "--", COMMAND][..],
         &["send", "--wait", "{id}", COMMAND],
         &["log", "{id}", "--follow"],
+        &["attach", "{id}"],
     ] {
         let id = t.new_session();
-        if words[0] == "log" {
+        if words[0] == "log" || words[0] == "attach" {
             t.send(&id, COMMAND);
         }
         let words: Vec<String> = words.iter().map(|w| w.replace("{id}", &id)).collect();
@@ -1459,6 +1460,12 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         let shown = t.dir.join(format!("shown-{}", words[0]));
         let mut command = t.command(&words);
         command.stdout(std::fs::File::create(&shown).unwrap());
+        // An attach stays while its input is open: one end of a socket
+        // pair the test holds until the client is done.
+        let (input, _held) = std::os::unix::net::UnixStream::pair().unwrap();
+        if words[0] == "attach" {
+            command.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(input)));
+        }
         let client = command.output_in_thread();
         wait_until(
             Duration::from_secs(10),

@@ -83,6 +83,9 @@ struct Attached {
     view: View,
     runs: RunsSeen,
     text: TextLog,
+    /// The session answered once (its replay): a refusal after it means it
+    /// was removed since.
+    replayed: bool,
 }
 
 impl Attached {
@@ -93,6 +96,7 @@ impl Attached {
             view: View::default(),
             runs: RunsSeen::default(),
             text: TextLog::new(false),
+            replayed: false,
         }
     }
 
@@ -108,7 +112,11 @@ impl Attached {
                 self.runs.unanswered = self.runs.unanswered.saturating_sub(1);
                 self.runs.sent.push(input);
             }
-            Ok(Response::Replayed) => {}
+            Ok(Response::Replayed) => self.replayed = true,
+            // Worded as `bash` and `send --wait` word it.
+            Ok(Response::Error { message }) if self.replayed => {
+                return Err(super::log::refusal(&self.session, message).await)
+            }
             Ok(Response::Cancelled { run: None, .. }) => {
                 eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
             }

@@ -159,7 +159,7 @@ async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Respo
 /// The daemon's refusal `message` while `session` is followed: final
 /// (`Gone`) when the daemon no longer lists the session (it was removed;
 /// retrying would only wait out the minute), else one to try again.
-async fn refusal(session: &str, message: String) -> ClientError {
+pub(super) async fn refusal(session: &str, message: String) -> ClientError {
     let listed = match connect(ClientStart::Reattach).await {
         Ok(mut client) => match client.ask(Request::List).await {
             Ok(Response::Sessions { sessions }) => sessions
