@@ -66,6 +66,9 @@ fn our_hello(role: Role) -> Hello {
 }
 
 async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientError> {
+    // A socket directory too deep for any socket of eukhe's is said as
+    // `eukhe doctor` says it, not as the system call's error.
+    paths.sockets_fit().map_err(ClientError::Refused)?;
     let mut stream = match UnixStream::connect(&paths.socket).await {
         Ok(stream) => stream,
         Err(e)
