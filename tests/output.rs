@@ -980,3 +980,50 @@ fn output_lost_as_a_command_ends_is_told_with_its_end() {
     std::fs::remove_file(filler).unwrap();
     assert_eq!(env.ok(&["bash", &id, "--", "echo small"]), "small\n");
 }
+
+/// `log --raw N` of output whose kept bytes were damaged writes what it
+/// can and fails, saying in one line which bytes are missing (plain `log`
+/// shows the same notice in their place).
+#[test]
+fn log_raw_of_damaged_output_fails_saying_what_is_missing() {
+    use std::io::{Seek, SeekFrom, Write};
+    let env = Env::new("raw-damaged");
+    let id = env.ok(&["new"]).trim().to_string();
+    let size = 4u64 << 20;
+    let flood = format!("yes 'a line of text' | head -c {size}");
+    assert!(env
+        .run(&["send", &id, "--wait", "--", &flood])
+        .status
+        .success());
+    let kept = env
+        .dir
+        .join("state/sessions")
+        .join(&id)
+        .join("output/r1.out");
+    env::wait_until(Duration::from_secs(10), "the output is kept", || {
+        kept.exists()
+    });
+    env.ok(&["shutdown", "--force"]);
+    let mut file = std::fs::OpenOptions::new().write(true).open(&kept).unwrap();
+    file.seek(SeekFrom::Start(size / 2)).unwrap();
+    file.write_all(b"XXXX").unwrap();
+    drop(file);
+
+    let raw = env.run(&["log", &id, "--raw", "1"]);
+    let said = String::from_utf8_lossy(&raw.stderr);
+    assert_eq!(raw.status.code(), Some(125), "{said}");
+    assert!(
+        (raw.stdout.len() as u64) < size,
+        "{} bytes",
+        raw.stdout.len()
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("eukhe: the output of input 1 written above is incomplete: ")
+            && said.contains("bytes of run 1's stdout are lost"),
+        "{said}"
+    );
+    assert!(env
+        .ok(&["log", &id])
+        .contains("bytes of run 1's stdout are lost"));
+}
