@@ -117,10 +117,7 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
         let incomplete = args.raw.and_then(|input| sink.incomplete(input));
         sink.finish(&mut out).map_err(stdout::failed)?;
         out.flush().map_err(stdout::failed)?;
-        return match incomplete {
-            Some(incomplete) => Err(incomplete),
-            None => Ok(ExitCode::SUCCESS),
-        };
+        return complete_or(incomplete);
     }
     // Following: flushed entry by entry; a dropped connection is made
     // again, asking for what came after the last entry written.
@@ -137,10 +134,7 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
                 sink.write(&mut out, &entry).map_err(stdout::failed)?;
                 out.flush().map_err(stdout::failed)?;
                 if let Some(input) = args.raw.filter(|&input| ends(&entry, input)) {
-                    return match sink.incomplete(input) {
-                        Some(incomplete) => Err(incomplete),
-                        None => Ok(ExitCode::SUCCESS),
-                    };
+                    return complete_or(sink.incomplete(input));
                 }
             }
             Ok(Response::Replayed) => {}
@@ -157,6 +151,14 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
                 pending = Some(first);
             }
         }
+    }
+}
+
+/// Success, unless what was written is `incomplete`.
+fn complete_or(incomplete: Option<ClientError>) -> Result<ExitCode, ClientError> {
+    match incomplete {
+        Some(incomplete) => Err(incomplete),
+        None => Ok(ExitCode::SUCCESS),
     }
 }
 
