@@ -375,13 +375,16 @@ fn replacement_rules_hold_through_socket_activation() {
     );
     let served = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
     assert_eq!(String::from_utf8_lossy(&served.stdout), "still served\n");
-    // Only `eukhe attach` asks the older daemon to shut down if idle.
-    let kept = eukhe.user(&format!("eukhe attach {id} </dev/null"));
+    // Only `eukhe attach` on a terminal (script(1) gives it one) asks the
+    // older daemon to shut down if idle.
+    let kept = eukhe.user(&format!(
+        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
+    ));
+    // The terminal carries the client's standard error too.
+    let said = String::from_utf8_lossy(&kept.stdout);
     assert!(
-        String::from_utf8_lossy(&kept.stderr)
-            .contains("is busy: it keeps serving until it is idle"),
-        "a busy older daemon is kept, and the client says so: {}",
-        String::from_utf8_lossy(&kept.stderr)
+        said.contains("is busy: it keeps serving until it is idle"),
+        "a busy older daemon is kept, and the client says so: {said}"
     );
     assert_eq!(eukhe.main_pid("eukhe.service"), old_daemon);
     eukhe.user_ok("touch ~/release");
@@ -390,7 +393,9 @@ fn replacement_rules_hold_through_socket_activation() {
             .user_ok(&format!("{as_old} log {id}"))
             .contains("[run 1 exited 0]")
     });
-    eukhe.user_ok(&format!("eukhe attach {id} </dev/null"));
+    eukhe.user_ok(&format!(
+        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
+    ));
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
         "on the new build\n"

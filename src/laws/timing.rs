@@ -199,6 +199,11 @@ pub const WORKER_ANSWER_MS: u64 = 5_000;
 /// stopped or wedged and what waits for it. The worker goes on waiting:
 /// the kernel holds the session's runs, and only its death ends them.
 pub const KERNEL_ANSWER_MS: u64 = 5_000;
+/// How long a starting daemon's `ls` and `status` wait for the sessions it
+/// adopts, resumes or revives to be under supervision, so the first `ls`
+/// shows adopted workers with their pids; a worker that does not answer
+/// delays them no longer. Not a law's timeout: nothing gives up after it.
+pub const STARTS_SETTLE_MS: u64 = 500;
 /// `idle_stop_ms` by default: a session left alone for an hour gives back
 /// its worker and kernel (its shell state waits in the snapshot). Not a
 /// law's timeout: nothing waits for it.

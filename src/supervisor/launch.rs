@@ -18,7 +18,9 @@ use crate::laws::adoption::{adoption_verdict, AdoptionVerdict, LiveWorker, Proce
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
-use crate::laws::timing::{duration_in_words, TM, WORKER_ANSWER_MS, WORKER_CONNECT_RETRY_MS};
+use crate::laws::timing::{
+    duration_in_words, STARTS_SETTLE_MS, TM, WORKER_ANSWER_MS, WORKER_CONNECT_RETRY_MS,
+};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
 use crate::protocol::message::WorkerInfo;
@@ -448,7 +450,12 @@ enum AtStart {
 /// the work itself runs beside serving, each session on its own, so a
 /// worker that never answers delays no other session and no `ls`.
 pub async fn adopt_and_revive(supervisor: &Shared) {
-    for (id, step) in plan_start(supervisor).await {
+    let plan = plan_start(supervisor).await;
+    if !plan.is_empty() {
+        let by = tokio::time::Instant::now() + Duration::from_millis(STARTS_SETTLE_MS);
+        supervisor.borrow_mut().starts_settle_by = Some(by);
+    }
+    for (id, step) in plan {
         {
             let mut s = supervisor.borrow_mut();
             let Some(slot) = s.slots.get_mut(&id) else {
@@ -475,6 +482,31 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
                 }
             }
         });
+    }
+}
+
+/// Wait until the sessions a starting daemon adopts, resumes or revives
+/// are no longer starting, or until their settle time: a first `ls`
+/// shows adopted workers with their pids, and a stuck one delays it no
+/// longer than that.
+pub async fn starts_settled(supervisor: &Shared) {
+    let Some(by) = supervisor.borrow().starts_settle_by else {
+        return;
+    };
+    let changed = supervisor.borrow().changed.clone();
+    loop {
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let starting = supervisor
+            .borrow()
+            .slots
+            .values()
+            .any(|slot| slot.state == SlotState::Starting);
+        if !starting || tokio::time::timeout_at(by, notified).await.is_err() {
+            supervisor.borrow_mut().starts_settle_by = None;
+            return;
+        }
     }
 }
 

@@ -151,10 +151,16 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             return;
         }
         Request::New { name, cwd, env } => new_session(&supervisor, name, cwd, env).await,
-        Request::List => Response::Sessions {
-            sessions: supervisor.borrow().info(mono_ms()),
-        },
-        Request::Status => status(&supervisor),
+        Request::List => {
+            super::launch::starts_settled(&supervisor).await;
+            Response::Sessions {
+                sessions: supervisor.borrow().info(mono_ms()),
+            }
+        }
+        Request::Status => {
+            super::launch::starts_settled(&supervisor).await;
+            status(&supervisor)
+        }
         Request::Restart { session } => restart(&supervisor, &session).await,
         Request::Remove { session, force } => remove(&supervisor, &session, force).await,
         Request::Rename { session, name } => rename(&supervisor, &session, &name),

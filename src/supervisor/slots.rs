@@ -176,6 +176,9 @@ pub struct Supervisor {
     pub removed: HashSet<String>,
     /// The event stream's subscribers (`eukhe events`, `eukhe top`).
     pub events: super::events::EventHub,
+    /// Until when `ls` and `status` wait for the adoptions, resumptions and
+    /// revivals a starting daemon began (none: they do not wait).
+    pub starts_settle_by: Option<tokio::time::Instant>,
 }
 
 impl Supervisor {
@@ -238,6 +241,7 @@ impl Supervisor {
             changed: Default::default(),
             removed,
             events: Default::default(),
+            starts_settle_by: None,
         }
     }
 

@@ -262,14 +262,21 @@ fn a_full_state_disk_during_adoption_freezes_nothing_and_a_session_comes_back_wi
     assert!(listed.status.success(), "{listed:?}");
     assert!(ls < ANSWERS_WITHIN, "ls took {ls:?}");
     assert!(bash < ANSWERS_WITHIN, "bash took {bash:?}");
-    // The kernel has no room for the command's scratch files: it ends
-    // at once, 126, and the transcript says why.
+    // On a full disk the command runs, or cannot start (126: no room for
+    // its scratch files, and the transcript says why), or runs and its
+    // output finds no room (125, said in one line).
     match asked.status.code() {
         Some(0) => assert_eq!(String::from_utf8_lossy(&asked.stdout), "b answers\n"),
         Some(126) => assert!(
             env.log(&other).contains("bash 1 did not start: "),
             "{asked:?}"
         ),
+        // It ran, and its output found no room: said in one line.
+        Some(125) => {
+            let said = String::from_utf8_lossy(&asked.stderr);
+            assert_eq!(said.lines().count(), 1, "{said}");
+            assert!(said.contains("No space left on device"), "{said}");
+        }
         _ => panic!("{asked:?}"),
     }
 
