@@ -151,12 +151,7 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             return;
         }
         Request::New { name, cwd, env } => new_session(&supervisor, name, cwd, env).await,
-        Request::List => {
-            super::launch::starts_settled(&supervisor).await;
-            Response::Sessions {
-                sessions: supervisor.borrow().info(mono_ms()),
-            }
-        }
+        Request::List => list(&supervisor).await,
         Request::Status => {
             super::launch::starts_settled(&supervisor).await;
             status(&supervisor)
@@ -180,6 +175,14 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
     let _ = write_frame(&mut stream, &response).await;
     if stopped {
         supervisor.borrow_mut().answered_shutdown = true;
+    }
+}
+
+/// `ls`: every session, once a starting daemon's adoptions settled.
+async fn list(supervisor: &Shared) -> Response {
+    super::launch::starts_settled(supervisor).await;
+    Response::Sessions {
+        sessions: supervisor.borrow().info(mono_ms()),
     }
 }
 
