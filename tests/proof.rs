@@ -18,6 +18,7 @@ const LAWS: &[&str] = &[
     "restart_wire_round_trips",
     "restart_wire_rejects_malformed",
     "revive_after_refresh",
+    "withdrawn_input_is_not_work",
     "orphan_never_aborts_resumable",
     "orphan_idle_exit_due",
     "orphan_work_exit_due",
@@ -46,6 +47,7 @@ const LAWS: &[&str] = &[
     "orphan_exit_keeps_runs",
     "withdrawn_input_never_runs",
     "runs_one_at_a_time_in_order",
+    "orphan_records_busy_and_resumes",
 ];
 
 /// How long the whole of `PROOF.bend` may take: it runs in about two
@@ -345,5 +347,50 @@ fn a_changed_specification_constant_in_any_model_fails_a_law() {
     assert!(
         survived.is_empty(),
         "constants changed in a model with every law still holding: {survived:#?}"
+    );
+}
+
+/// The repository stands alone: no tracked file points outside it to the
+/// specification's first home (the project states it in `docs/laws.md`).
+#[test]
+fn no_tracked_file_points_outside_the_repository() {
+    let repo = harness::repo();
+    let outside = ["..", "/shared"].concat();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&repo)
+        .output()
+        .expect("cannot run git ls-files");
+    assert!(listed.status.success(), "git ls-files failed");
+    let files: Vec<&[u8]> = listed
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .collect();
+    assert!(
+        files.len() > 100,
+        "git ls-files listed only {} files",
+        files.len()
+    );
+    let mut pointing = Vec::new();
+    for file in files {
+        let path = repo.join(String::from_utf8_lossy(file).as_ref());
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if bytes
+            .windows(outside.len())
+            .any(|w| w == outside.as_bytes())
+        {
+            pointing.push(path.display().to_string());
+        }
+    }
+    assert!(
+        pointing.is_empty(),
+        "tracked files point outside the repository ({outside}): {pointing:#?}"
+    );
+    assert!(
+        repo.join("docs/laws.md").is_file(),
+        "docs/laws.md, the specification in the project's words, is missing"
     );
 }
