@@ -235,12 +235,7 @@ impl Config {
 
 /// A lost-exit window from text: milliseconds or `never`.
 pub fn parse_window(text: &str) -> Result<LostExitWindow, String> {
-    if text == "never" {
-        return Ok(LostExitWindow::Never);
-    }
-    text.parse::<u64>()
-        .map(LostExitWindow::from_ms)
-        .map_err(|_| format!("{text:?} is not a number of milliseconds or \"never\""))
+    LostExitWindow::parse_text(text)
 }
 
 /// The idle-stop setting from text: milliseconds (at least 1) or `never`.
@@ -259,10 +254,7 @@ pub fn parse_idle_stop(text: &str) -> Result<IdleStop, String> {
 
 /// The window as the environment variable carries it to a worker.
 pub fn window_text(window: LostExitWindow) -> String {
-    match window {
-        LostExitWindow::After(ms) => ms.to_string(),
-        LostExitWindow::Never => "never".into(),
-    }
+    window.to_text()
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ const LAWS: &[&str] = &[
     "restart_wire_round_trips",
     "restart_wire_rejects_malformed",
     "revive_after_refresh",
+    "withdrawn_input_is_not_work",
     "orphan_never_aborts_resumable",
     "orphan_idle_exit_due",
     "orphan_work_exit_due",
@@ -46,6 +47,7 @@ const LAWS: &[&str] = &[
     "orphan_exit_keeps_runs",
     "withdrawn_input_never_runs",
     "runs_one_at_a_time_in_order",
+    "orphan_records_busy_and_resumes",
 ];
 
 /// How long the whole of `PROOF.bend` may take: it runs in about two
@@ -345,5 +347,352 @@ fn a_changed_specification_constant_in_any_model_fails_a_law() {
     assert!(
         survived.is_empty(),
         "constants changed in a model with every law still holding: {survived:#?}"
+    );
+}
+
+/// The repository stands alone: no tracked file points outside it to the
+/// specification's first home (the project states it in `docs/laws.md`).
+#[test]
+fn no_tracked_file_points_outside_the_repository() {
+    let repo = harness::repo();
+    let outside = ["..", "/shared"].concat();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&repo)
+        .output()
+        .expect("cannot run git ls-files");
+    assert!(listed.status.success(), "git ls-files failed");
+    let files: Vec<&[u8]> = listed
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .collect();
+    assert!(
+        files.len() > 100,
+        "git ls-files listed only {} files",
+        files.len()
+    );
+    let mut pointing = Vec::new();
+    for file in files {
+        let path = repo.join(String::from_utf8_lossy(file).as_ref());
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if bytes
+            .windows(outside.len())
+            .any(|w| w == outside.as_bytes())
+        {
+            pointing.push(path.display().to_string());
+        }
+    }
+    assert!(
+        pointing.is_empty(),
+        "tracked files point outside the repository ({outside}): {pointing:#?}"
+    );
+    assert!(
+        repo.join("docs/laws.md").is_file(),
+        "docs/laws.md, the specification in the project's words, is missing"
+    );
+}
+
+/// A model changed on purpose, and the law that must then fail: the
+/// model's file, the function whose body is changed, the text there and
+/// what it becomes, and the sections of `PROOF.bend` that check the law.
+struct Mutation {
+    what: &'static str,
+    law: &'static str,
+    model: &'static str,
+    function: &'static str,
+    from: &'static str,
+    to: &'static str,
+    proof: &'static str,
+}
+
+const ADOPT: &str = "[launcher_proof_adopt_line()]";
+const NOTICE: &str =
+    "[notice_proof_line(\"notice_shown_once\", 0), notice_proof_line(\"notice_per_restore\", 1)]";
+const RELATION: &str =
+    "[replace_proof_line(\"replace_relation_exact\", replace_proof_relations())]";
+const WITHDRAWN: &str = "[proof_withdrawn_line()]";
+const RUNS: &str = "proof_runs()";
+const WIRE: &str = "orphan_wire_proof_lines()";
+
+/// Each law stated from the specification's sentences (its expected values
+/// never computed with the model's own functions) fails on a model broken
+/// in a way the sentence forbids.
+const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        what: "a live worker of another build is adopted",
+        law: "adopt_same_build",
+        model: "launcher",
+        function: "launcher_adoption",
+        from: "(own_build == live_build) & (reachable != 0)",
+        to: "(reachable != 0)",
+        proof: ADOPT,
+    },
+    Mutation {
+        what: "a live worker that does not answer is adopted",
+        law: "adopt_same_build",
+        model: "launcher",
+        function: "launcher_adoption",
+        from: "(own_build == live_build) & (reachable != 0)",
+        to: "(own_build == live_build)",
+        proof: ADOPT,
+    },
+    Mutation {
+        what: "a process holding the earlier one's pid is taken for it (pid alone)",
+        law: "adopt_same_build",
+        model: "launcher",
+        function: "launcher_same_proc",
+        from: "return wide_eq(a.pid, b.pid) & wide_eq(a.start, b.start)",
+        to: "return wide_eq(a.pid, b.pid)",
+        proof: ADOPT,
+    },
+    Mutation {
+        what: "a survivor of its stop is launched beside",
+        law: "adopt_same_build",
+        model: "launcher",
+        function: "launcher_survivor",
+        from: "return LauncherLaunch/CountFailure",
+        to: "return LauncherLaunch/Launch",
+        proof: ADOPT,
+    },
+    Mutation {
+        what: "a notice delivered again is shown again",
+        law: "notice_shown_once",
+        model: "notice",
+        function: "notice_deliver",
+        from: "if notice_shows_id(view, m.id):",
+        to: "if 0:",
+        proof: NOTICE,
+    },
+    Mutation {
+        what: "an attach adds the rebuilt view to the old one",
+        law: "notice_per_restore",
+        model: "notice",
+        function: "notice_step",
+        from: "NoticeSession/S(s.stored, s.restores, s.next_id, notice_attach(s.stored))",
+        to: "NoticeSession/S(s.stored, s.restores, s.next_id, List/concat(s.view, notice_attach(s.stored)))",
+        proof: NOTICE,
+    },
+    Mutation {
+        what: "restore notices numbered from 0",
+        law: "notice_per_restore",
+        model: "notice",
+        function: "restore_notice",
+        from: "restores_so_far + 1",
+        to: "restores_so_far",
+        proof: NOTICE,
+    },
+    Mutation {
+        what: "a fresh kernel start stores a restore notice",
+        law: "notice_shown_once",
+        model: "notice",
+        function: "restore_notice",
+        from: "return Maybe/None",
+        to: "return Maybe/Some(NoticeKind/Restore(restores_so_far + 1))",
+        proof: NOTICE,
+    },
+    Mutation {
+        what: "a pre-release ranks equal to its series' release",
+        law: "replace_relation_exact",
+        model: "replace",
+        function: "replace_rank_cmp",
+        from: "return (a.release > b.release) * 2",
+        to: "return 1",
+        proof: RELATION,
+    },
+    Mutation {
+        what: "another build of the same version taken for the same build",
+        law: "replace_relation_exact",
+        model: "replace",
+        function: "replace_relation_of",
+        from: "elif same_id:",
+        to: "elif 1:",
+        proof: RELATION,
+    },
+    Mutation {
+        what: "minor versions ordered backwards",
+        law: "replace_relation_exact",
+        model: "replace",
+        function: "replace_rank_cmp",
+        from: "return (a.minor > b.minor) * 2",
+        to: "return (a.minor < b.minor) * 2",
+        proof: RELATION,
+    },
+    Mutation {
+        what: "withdrawn input counted as queued input",
+        law: "withdrawn_input_is_not_work",
+        model: "revive",
+        function: "session_work_of",
+        from: "    case _:\n      return 0",
+        to: "    case _:\n      return work_queued_input()",
+        proof: WITHDRAWN,
+    },
+    Mutation {
+        what: "the refresh tick records busy without work",
+        law: "withdrawn_input_is_not_work",
+        model: "revive",
+        function: "busy_refresh",
+        from: "if session_work_any(work):",
+        to: "if 1:",
+        proof: WITHDRAWN,
+    },
+    Mutation {
+        what: "an orphan exit records no busy evidence",
+        law: "orphan_records_busy_and_resumes",
+        model: "runs",
+        function: "runs_world_step",
+        from: "0, [], runs_has_work(w.book))",
+        to: "0, [], w.busy)",
+        proof: RUNS,
+    },
+    Mutation {
+        what: "a later supervisor resumes only a session whose kernel lives",
+        law: "orphan_records_busy_and_resumes",
+        model: "runs",
+        function: "runs_world_supervisor_start",
+        from: "(w.alive | w.busy)",
+        to: "w.alive",
+        proof: RUNS,
+    },
+    Mutation {
+        what: "an orphan exit takes the kernel and its run down",
+        law: "orphan_records_busy_and_resumes",
+        model: "runs",
+        function: "runs_world_step",
+        from: "w.alive, w.gen, w.spool, w.executing, w.channel, w.execs, w.live, 0, [], runs_has_work(w.book))",
+        to: "0, w.gen, w.spool, 0, [], w.execs, [], 0, [], runs_has_work(w.book))",
+        proof: RUNS,
+    },
+    Mutation {
+        what: "a window past the wire's range refused instead of never",
+        law: "orphan_wire_rejects_malformed",
+        model: "orphan",
+        function: "orphan_window_parse",
+        from: "              return Maybe/Some(Maybe/None)",
+        to: "              return Maybe/None",
+        proof: WIRE,
+    },
+    Mutation {
+        what: "never written as \"Never\"",
+        law: "orphan_wire_round_trips",
+        model: "orphan",
+        function: "orphan_window_text",
+        from: "return \"never\"",
+        to: "return \"Never\"",
+        proof: WIRE,
+    },
+    Mutation {
+        what: "a sign before the digits accepted",
+        law: "orphan_wire_rejects_malformed",
+        model: "orphan",
+        function: "orphan_window_digits",
+        from: "      if (c < 48) | (c > 57):",
+        to: "      if c == 43:\n        return orphan_window_digits(text.tail, acc)\n      elif (c < 48) | (c > 57):",
+        proof: WIRE,
+    },
+];
+
+/// The runs world explored to 4 events in the mutation runs: each of its
+/// mutations breaks a history of at most two (an orphan exit; a kernel
+/// death, then an orphan exit) and the supervisor's start the law looks
+/// past.
+const MUTATION_RUNS_DEPTH: &str = "def runs_proof_depth() -> u24:\n  return 4\n";
+
+/// Every mutation makes its law fail, and the unchanged models hold on the
+/// same partial proofs: run on a copy of the models, laws and proof.
+#[test]
+fn each_law_from_the_sentences_fails_on_a_mutated_model() {
+    let repo = harness::repo();
+    let proof = std::fs::read_to_string(repo.join("PROOF.bend")).unwrap();
+    let proof = proof.replacen(
+        "def runs_proof_depth() -> u24:\n  return 7\n",
+        MUTATION_RUNS_DEPTH,
+        1,
+    );
+    assert!(
+        proof.contains(MUTATION_RUNS_DEPTH),
+        "PROOF.bend's runs_proof_depth changed"
+    );
+    let main_at = proof
+        .find("def main() -> Tree(String):")
+        .expect("PROOF.bend has a main");
+    let copy = repo.join("target/tmp/proof-mutations");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(copy.join("bend/lib")).unwrap();
+    let mut tree = vec!["LAWS.bend".to_string()];
+    for dir in ["bend", "bend/lib"] {
+        for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "bend") {
+                tree.push(format!(
+                    "{dir}/{}",
+                    path.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+    }
+    let restore = |sections: &str| {
+        for file in &tree {
+            std::fs::copy(repo.join(file), copy.join(file)).unwrap();
+        }
+        let main = format!(
+            "{}def main() -> Tree(String):\n  return lines_tree(List/flatten([{sections}]))\n",
+            &proof[..main_at]
+        );
+        std::fs::write(copy.join("PROOF.bend"), main).unwrap();
+    };
+    let run = |label: &str| -> Vec<String> {
+        let output = Command::new(harness::bend())
+            .arg("run-c")
+            .arg("PROOF.bend")
+            .current_dir(&copy)
+            .output()
+            .expect("cannot run bend");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let lines = harness::result_strings(&stdout);
+        assert!(
+            output.status.success() && !lines.is_empty(),
+            "{label}: bend run-c failed: {}\n{}",
+            stdout.chars().take(2000).collect::<String>(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        lines
+    };
+    let mut sections: Vec<&str> = MUTATIONS.iter().map(|m| m.proof).collect();
+    sections.dedup();
+    restore(&sections.join(", "));
+    let unchanged = run("the models as they are");
+    for law in MUTATIONS.iter().map(|m| m.law) {
+        let line = unchanged
+            .iter()
+            .find(|l| l.split(' ').next() == Some(law))
+            .unwrap_or_else(|| panic!("the partial proof does not check {law}"));
+        assert!(line.contains(" holds "), "unchanged models: {line}");
+    }
+    let mut survived = Vec::new();
+    for mutation in MUTATIONS {
+        restore(mutation.proof);
+        let path = copy.join(format!("bend/{}.bend", mutation.model));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            change_in_function(&text, mutation.function, mutation.from, mutation.to),
+        )
+        .unwrap();
+        let lines = run(mutation.what);
+        let line = lines
+            .iter()
+            .find(|l| l.split(' ').next() == Some(mutation.law))
+            .unwrap_or_else(|| panic!("{}: {} not reported", mutation.what, mutation.law));
+        eprintln!("{}: {line}", mutation.what);
+        if !line.contains(" FAILS ") {
+            survived.push(format!("{} ({})", mutation.what, mutation.law));
+        }
+    }
+    assert!(
+        survived.is_empty(),
+        "mutated models with their law still holding: {survived:#?}"
     );
 }

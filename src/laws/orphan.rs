@@ -2,7 +2,9 @@
 //!
 //! Model: `bend/orphan.bend`. Laws: `orphan_never_aborts_resumable`,
 //! `orphan_idle_exit_due`, `orphan_work_exit_due`,
-//! `orphan_capped_window_never_expires`, `orphan_exit_by_work`.
+//! `orphan_capped_window_never_expires`, `orphan_exit_by_work`,
+//! `orphan_wire_round_trips`, `orphan_wire_rejects_malformed` (the window's
+//! text, [`LostExitWindow::to_text`] and [`LostExitWindow::parse_text`]).
 //!
 //! With `elapsed = now - lost_since` (saturating) and the lost-exit window `w`:
 //! - `w` past the wire's range ([`WIRE_MS_MAX`], about 3170 years): wait forever;
@@ -131,6 +133,35 @@ impl TryFrom<LostExitWire> for LostExitWindow {
     }
 }
 
+impl LostExitWindow {
+    /// The window as the text a worker's environment carries
+    /// (`EUKHE_WORKER_LOST_EXIT_MS`): decimal milliseconds or `never`. This
+    /// text is the form the window crosses processes in (laws
+    /// `orphan_wire_round_trips`, `orphan_wire_rejects_malformed`).
+    pub fn to_text(self) -> String {
+        match self {
+            LostExitWindow::After(ms) => ms.to_string(),
+            LostExitWindow::Never => "never".into(),
+        }
+    }
+
+    /// The window read from that text: ASCII digits (at least one, at most
+    /// `u64::MAX`; past the wire's range the window never expires) or
+    /// exactly `never`. A sign, a space or a unit is refused.
+    pub fn parse_text(text: &str) -> Result<Self, String> {
+        if text == "never" {
+            return Ok(LostExitWindow::Never);
+        }
+        let refused = || format!("{text:?} is not a number of milliseconds or \"never\"");
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(refused());
+        }
+        text.parse::<u64>()
+            .map(LostExitWindow::from_ms)
+            .map_err(|_| refused())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +242,24 @@ mod tests {
         assert!(serde_json::from_str::<LostExitWindow>(r#""soon""#).is_err());
         assert!(serde_json::from_str::<LostExitWindow>("-5").is_err());
         assert!(serde_json::from_str::<OrphanVerdict>(r#""abort""#).is_err());
+    }
+
+    #[test]
+    fn the_window_crosses_to_a_worker_as_its_text() {
+        for window in [
+            LostExitWindow::After(0),
+            LostExitWindow::After(300_000),
+            LostExitWindow::After(WIRE_MS_MAX),
+            LostExitWindow::Never,
+        ] {
+            assert_eq!(LostExitWindow::parse_text(&window.to_text()), Ok(window));
+        }
+        assert_eq!(LostExitWindow::After(300_000).to_text(), "300000");
+        assert_eq!(LostExitWindow::Never.to_text(), "never");
+        let past = (WIRE_MS_MAX + 1).to_string();
+        assert_eq!(LostExitWindow::parse_text(&past), Ok(LostExitWindow::Never));
+        for refused in ["", "+5", "-5", " 5", "5ms", "Never", "18446744073709551616"] {
+            assert!(LostExitWindow::parse_text(refused).is_err(), "{refused:?}");
+        }
     }
 }

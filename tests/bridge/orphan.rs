@@ -176,97 +176,99 @@ fn orphan_bridge() {
     harness::check("orphan", &scenarios(&cases));
 }
 
-// ------------------------------------------------------------ wire forms
+// ------------------------------------------------------------ wire form
 
-fn decoded<T>(result: Result<T, serde_json::Error>, show: impl Fn(T) -> String) -> String {
-    match result {
-        Ok(value) => format!("ok {}", show(value)),
-        Err(_) => "rejected".into(),
-    }
-}
-
-/// The serde forms of `OrphanVerdict` and `LostExitWindow` against the
-/// model's wire decoders and encoder: the same JSON strings and numbers
-/// are accepted or refused alike, and decode to the same values.
+/// The form the lost-exit window crosses processes in: the text of
+/// `EUKHE_WORKER_LOST_EXIT_MS`, written by the supervisor
+/// (`LostExitWindow::to_text`) and read by a worker
+/// (`LostExitWindow::parse_text`), against the model's
+/// `orphan_window_text` and `orphan_window_parse`: the same texts are read
+/// alike or refused alike, and every window is written the same.
 #[test]
 fn orphan_wire_bridge() {
-    let words = [
-        "wait",
-        "exit_resumable",
-        "close_session",
-        "Wait",
-        "exit-resumable",
-        "closeSession",
-        "close_session ",
-        "",
-        "never",
-        "waiting",
-        "ExitResumable",
-        "close",
-        "Never",
-        "forever",
-    ];
-    let mut scenarios = Vec::new();
-    for word in words {
-        let json = serde_json::to_string(word).unwrap();
-        let mut s = Scenario::new(format!("(0, {word:?}, (0, 0, 0))"));
-        s.step(
-            format!("verdict {json}"),
-            decoded(serde_json::from_str::<OrphanVerdict>(&json), |v| {
-                verdict_text(v).to_string()
-            }),
-        );
-        scenarios.push(s);
-        let mut s = Scenario::new(format!("(2, {word:?}, (0, 0, 0))"));
-        s.step(
-            format!("window {json}"),
-            decoded(serde_json::from_str::<LostExitWindow>(&json), |w| match w {
-                LostExitWindow::Never => "never".into(),
-                LostExitWindow::After(ms) => format!("{ms}"),
-            }),
-        );
-        scenarios.push(s);
-    }
     let limb_words =
         |ms: u64| format!("{} {} {}", ms >> 48, (ms >> 24) & 0xFF_FFFF, ms & 0xFF_FFFF);
-    for ms in [
+    let read = |text: &str| match LostExitWindow::parse_text(text) {
+        Ok(LostExitWindow::Never) => "ok never".to_string(),
+        Ok(LostExitWindow::After(ms)) => format!("ok {}", limb_words(ms)),
+        Err(_) => "rejected".to_string(),
+    };
+    let mut texts: Vec<String> = [
+        "never",
+        "Never",
+        "NEVER",
+        "forever",
+        "never ",
+        " never",
+        "",
+        " ",
+        "0",
+        "00",
+        "007",
+        "+5",
+        "-5",
+        "+0",
+        "5 ",
+        " 5",
+        "5ms",
+        "3e5",
+        "0x10",
+        "3.5",
+        "1_000",
+        "5 minutes",
+    ]
+    .iter()
+    .map(|t| t.to_string())
+    .collect();
+    let edges = [
         0,
         1,
+        9,
+        10,
         300_000,
+        (1 << 24) - 1,
+        1 << 24,
+        (1 << 48) - 1,
+        1 << 48,
         WIRE_MS_MAX - 1,
         WIRE_MS_MAX,
         WIRE_MS_MAX + 1,
-        1 << 48,
+        u64::MAX / 10,
+        u64::MAX - 1,
         u64::MAX,
-    ] {
+    ];
+    for ms in edges {
+        texts.push(ms.to_string());
+        texts.push(format!("0{ms}"));
+    }
+    // Past u64::MAX: refused, as a number no u64 holds.
+    texts.push("18446744073709551616".into());
+    texts.push("99999999999999999999".into());
+    texts.push("100000000000000000000000".into());
+    let mut rng = Rng::new(0x0e0a_7e47);
+    for _ in 0..200 {
+        texts.push(rng.next().to_string());
+        texts.push((rng.next() % (WIRE_MS_MAX * 2)).to_string());
+    }
+    let mut scenarios = Vec::new();
+    for text in &texts {
+        let mut s = Scenario::new(format!("(0, {text:?}, (0, 0, 0))"));
+        s.step(format!("read {text:?}"), read(text));
+        scenarios.push(s);
+    }
+    for ms in edges.into_iter().filter(|&ms| ms <= WIRE_MS_MAX) {
         let mut s = Scenario::new(format!("(1, \"\", {})", limbs(ms)));
         s.step(
-            format!("window {ms}"),
-            decoded(
-                serde_json::from_str::<LostExitWindow>(&ms.to_string()),
-                |w| match w {
-                    LostExitWindow::Never => "never".into(),
-                    LostExitWindow::After(ms) => limb_words(ms),
-                },
-            ),
+            format!("text of {ms}"),
+            format!("text {}", LostExitWindow::After(ms).to_text()),
         );
         scenarios.push(s);
     }
-    for verdict in [
-        OrphanVerdict::Wait,
-        OrphanVerdict::ExitResumable,
-        OrphanVerdict::CloseSession,
-    ] {
-        let name = verdict_text(verdict);
-        let mut s = Scenario::new(format!("(3, {name:?}, (0, 0, 0))"));
-        s.step(
-            format!("encode {name}"),
-            format!(
-                "encoded {}",
-                serde_json::to_string(&verdict).unwrap().trim_matches('"')
-            ),
-        );
-        scenarios.push(s);
-    }
+    let mut s = Scenario::new("(2, \"\", (0, 0, 0))".to_string());
+    s.step(
+        "text of never",
+        format!("text {}", LostExitWindow::Never.to_text()),
+    );
+    scenarios.push(s);
     harness::check("orphan_wire", &scenarios);
 }
