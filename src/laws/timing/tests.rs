@@ -210,7 +210,9 @@ fn shell_sources() -> Vec<(String, String)> {
                 continue; // a test module in its own file
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let code = match text.find("#[cfg(test)]") {
+                // Up to the test module: a test-only item before it (a
+                // constructor for tests) hides none of the code after it.
+                let code = match text.find("#[cfg(test)]\nmod ") {
                     Some(at) => text[..at].to_string(),
                     None => text,
                 };
