@@ -881,6 +881,31 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
     assert_eq!(env.ok(&["bash", &id, "--", "echo $kept"]), "yes\n");
 }
 
+/// `new` on a full state disk fails in one line and leaves nothing
+/// behind: no session directory, no temporary file.
+#[test]
+fn a_new_session_refused_by_a_full_disk_leaves_nothing_behind() {
+    let Some((disk, env)) = on_a_small_disk("full-new") else {
+        return;
+    };
+    let env = env.with_config("spare_session = false\n");
+    env.ok(&["status"]);
+    let sessions = disk.path.join("sessions");
+    let before: Vec<_> = std::fs::read_dir(&sessions)
+        .map_or(Vec::new(), |d| d.flatten().map(|e| e.file_name()).collect());
+    let filler = fill(&disk);
+    let refused = env.run(&["new", "--env", &format!("BIG={}", "x".repeat(64 * 1024))]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let after: Vec<_> = std::fs::read_dir(&sessions)
+        .map_or(Vec::new(), |d| d.flatten().map(|e| e.file_name()).collect());
+    assert_eq!(after, before, "nothing of the refused session stays");
+    std::fs::remove_file(filler).unwrap();
+    env.ok(&["new"]);
+}
+
 /// A client whose worker is lost while its command runs follows the
 /// command in the transcript: output lost to a full disk is told there
 /// too (the end entry carries it), and the client fails the same way.

@@ -24,7 +24,14 @@ use crate::session::transcript::{Entry, EntryBody};
 pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let client = open_attach(&session, ClientStart::Attach, None, tail).await?;
+    // A person drives an attach only from a terminal: only then may its
+    // start replace an older daemon.
+    let start = if interactive && std::io::stdout().is_terminal() {
+        ClientStart::Attach
+    } else {
+        ClientStart::AttachWithoutTerminal
+    };
+    let client = open_attach(&session, start, None, tail).await?;
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.

@@ -196,21 +196,25 @@ fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(
     let tmp = path.with_extension("tmp");
     let context = |e: std::io::Error| file_error("cannot write", path, e);
     let bytes = serde_json::to_vec_pretty(value)?;
-    {
+    let written = (|| {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(context)?;
-        file.write_all(&bytes).map_err(context)?;
+            .open(&tmp)?;
+        file.write_all(&bytes)?;
         if sync {
-            file.sync_all().map_err(context)?;
+            file.sync_all()?;
         }
-    }
-    std::fs::rename(&tmp, path).map_err(context)
+        std::fs::rename(&tmp, path)
+    })();
+    // A write that failed (a full disk) leaves nothing behind.
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        context(e)
+    })
 }
 
 /// Read JSON from `path`; `None` when the file does not exist.

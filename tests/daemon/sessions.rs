@@ -664,3 +664,21 @@ fn no_spare_session_when_the_config_says_so() {
         .collect();
     assert_eq!(dirs, [id], "a spare was made against the config");
 }
+
+#[test]
+fn ls_escapes_control_characters_so_each_session_stays_one_row() {
+    let env = Env::new("ls-escapes");
+    let odd = env.dir.join("two\nlines\u{1b}[31m");
+    std::fs::create_dir_all(&odd).unwrap();
+    let id = env
+        .ok(&["new", "--cwd", &odd.display().to_string()])
+        .trim()
+        .to_string();
+    let table = env.ok(&["ls"]);
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table:?}");
+    let row = table.lines().nth(1).unwrap();
+    assert!(row.starts_with(&id), "{row:?}");
+    assert!(row.ends_with("two\\nlines\\u{1b}[31m"), "{row:?}");
+    // Scripts read the directory as it is.
+    assert_eq!(env.session(&id)["cwd"], odd.display().to_string());
+}
