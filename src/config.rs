@@ -31,8 +31,8 @@
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A
-//! lost-exit window is at least 67000 ms (a client's relaunch of a lost
-//! daemon, 1 minute, plus a launcher's wait, 7 s); a number past the wire's
+//! lost-exit window is at least 69000 ms (a client's relaunch of a lost
+//! daemon, 1 minute, plus a launcher's wait, 9 s); a number past the wire's
 //! range (10^14 ms, about 3170 years) means "never", in the file and in the
 //! environment alike. Tests that need short windows set
 //! `EUKHE_TEST_SHORT_WINDOWS=1` (logged).
@@ -80,12 +80,12 @@ fn default_spare_session() -> bool {
     true
 }
 
-/// The process backend's worker watchdog, as the units' `WatchdogSec=30s`.
-pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = 30_000;
+/// The process backend's worker watchdog, as the units' `WatchdogSec`.
+pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = TM.worker_watchdog;
 
 /// Workers show a sign of life every second; a shorter watchdog would kill
 /// healthy ones.
-pub const WORKER_WATCHDOG_MIN_MS: u64 = 2 * TM.sign_of_life;
+pub use crate::laws::timing::WORKER_WATCHDOG_MIN_MS;
 
 fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS
@@ -317,7 +317,7 @@ mod tests {
     fn a_lost_exit_window_below_the_minimum_is_refused_and_past_the_cap_is_never() {
         let err = Config::parse("worker_lost_exit_ms = 500").unwrap_err();
         assert!(
-            err.starts_with("worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+            err.starts_with("worker_lost_exit_ms = 500 is shorter than the minimum 69000"),
             "{err}"
         );
         assert!(!err.contains('\n'), "{err}");

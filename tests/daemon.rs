@@ -12,6 +12,9 @@ mod diag;
 #[path = "daemon/events.rs"]
 mod events;
 
+#[path = "daemon/stop.rs"]
+mod stop;
+
 #[path = "daemon/stuck.rs"]
 mod stuck;
 
@@ -802,7 +805,7 @@ fn a_lost_exit_window_below_the_minimum_is_refused_in_one_line_and_past_the_cap_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        stderr.contains("worker_lost_exit_ms = 500 is shorter than the minimum 69000"),
         "{stderr}"
     );
     // The same from the environment.
@@ -812,7 +815,7 @@ fn a_lost_exit_window_below_the_minimum_is_refused_in_one_line_and_past_the_cap_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("EUKHE_WORKER_LOST_EXIT_MS: worker_lost_exit_ms = 500 is shorter than the minimum 67000"),
+        stderr.contains("EUKHE_WORKER_LOST_EXIT_MS: worker_lost_exit_ms = 500 is shorter than the minimum 69000"),
         "{stderr}"
     );
     // Past the wire's range (10^14 ms) a window never expires, from the

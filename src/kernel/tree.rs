@@ -104,9 +104,10 @@ pub fn signal_group(group: u32, signal: Signal) {
     let _ = killpg(Pid::from_raw(group as i32), signal);
 }
 
-/// End every descendant of this process except `keep`: SIGTERM, then
-/// SIGKILL to what is left after `grace`. Returns how many were killed.
-pub fn end_descendants(grace: Duration) -> usize {
+/// End every descendant of this process: SIGTERM, then SIGKILL to what is
+/// left after `grace`, then up to `drain` for the killed to be reaped.
+/// Returns how many were killed.
+pub fn end_descendants(grace: Duration, drain: Duration) -> usize {
     let me = std::process::id();
     for pid in descendants(me) {
         signal(pid, Signal::SIGTERM);
@@ -125,9 +126,17 @@ pub fn end_descendants(grace: Duration) -> usize {
     for &pid in &left {
         signal(pid, Signal::SIGKILL);
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && !descendants(me).is_empty() {
+    let deadline = Instant::now() + drain;
+    loop {
         reap();
+        let still = descendants(me);
+        if still.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        // One forked while the kill went out is killed too.
+        for pid in still {
+            signal(pid, Signal::SIGKILL);
+        }
         std::thread::sleep(Duration::from_millis(POLL_MS));
     }
     reap();

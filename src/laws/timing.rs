@@ -40,10 +40,19 @@ pub const TIMEOUT_NAMES: [&str; TIMEOUT_COUNT] = [
     "worker_unit_stop",
     "kernel_unit_stop",
     "sign_of_life",
+    "scheduling_slack",
+    "run_term_grace",
+    "kernel_term_wait",
+    "worker_stop_wait",
+    "state_lock_handover",
+    "session_settle",
+    "worker_watchdog",
+    "supervisor_watchdog",
+    "supervisor_unit_stop",
 ];
 
 /// How many timeouts [`Tm`] holds.
-pub const TIMEOUT_COUNT: usize = 27;
+pub const TIMEOUT_COUNT: usize = 36;
 
 /// Every timeout constant of the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,15 +121,44 @@ pub struct Tm {
     /// A worker shows its supervisor a sign of life this often (the process
     /// backend's watchdog hears it).
     pub sign_of_life: u64,
+    /// The stated slack for scheduling delay: a waiter whose sum is tight
+    /// waits this much longer than the sum, so a loaded machine's late
+    /// wake-up never makes it give up on a peer still within its time.
+    pub scheduling_slack: u64,
+    /// A stopping kernel gives the session's processes this long after
+    /// SIGTERM before it kills what is left.
+    pub run_term_grace: u64,
+    /// A parent ending a kernel process (SIGTERM) waits this long for it
+    /// to go before SIGKILL: the kernel's whole teardown.
+    pub kernel_term_wait: u64,
+    /// How long a worker unit may take to go down once its worker hung up:
+    /// its unit's stop timeout, then the manager's kill and the reaping.
+    pub worker_stop_wait: u64,
+    /// A daemon starting on the socket of a daemon that is ending (a
+    /// replacement: the old one removed its socket and drains) waits this
+    /// long for it to release the state directory's lock.
+    pub state_lock_handover: u64,
+    /// A request naming a session waits this long for that session's idle
+    /// stop or removal to finish before it is answered.
+    pub session_settle: u64,
+    /// A worker that shows no sign of life this long is hung: `WatchdogSec`
+    /// of `eukhe@.service`, and the process backend's default.
+    pub worker_watchdog: u64,
+    /// `WatchdogSec` of `eukhe.service`: a supervisor that pings nothing
+    /// this long is killed by the manager.
+    pub supervisor_watchdog: u64,
+    /// `TimeoutStopSec` of `eukhe.service`: the manager kills a supervisor
+    /// this long after asking it to stop.
+    pub supervisor_unit_stop: u64,
 }
 
 /// The daemon's timeouts.
 pub const TM: Tm = Tm {
-    stop_grace: 3_000,
-    kernel_teardown: 2_000,
+    stop_grace: 4_000,
+    kernel_teardown: 2_500,
     harness_close: 1_000,
-    launcher_wait: 7_000,
-    supervisor_drain: 5_000,
+    launcher_wait: 9_000,
+    supervisor_drain: 6_500,
     kill_route: 1_000,
     child_drain: 1_000,
     client_relaunch_within: 60_000,
@@ -143,6 +181,15 @@ pub const TM: Tm = Tm {
     worker_unit_stop: 5_000,
     kernel_unit_stop: 6_000,
     sign_of_life: 1_000,
+    scheduling_slack: 500,
+    run_term_grace: 1_000,
+    kernel_term_wait: 3_000,
+    worker_stop_wait: 8_000,
+    state_lock_handover: 7_500,
+    session_settle: 30_000,
+    worker_watchdog: 30_000,
+    supervisor_watchdog: 30_000,
+    supervisor_unit_stop: 10_000,
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
@@ -183,11 +230,6 @@ pub const UTF8_HOLD_MS: u64 = 50;
 pub const OUTPUT_GATHER_MS: u64 = 1;
 /// How long a catch-up that found nothing new waits before reading again.
 pub const CATCH_UP_RETRY_MS: u64 = 50;
-/// How long a daemon starting on the socket of a daemon that is ending
-/// (a replacement: the old one removed its socket and is stopping) waits
-/// for it to release the state directory's lock. Not a law's timeout: a
-/// daemon on another socket is refused at once.
-pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
 /// How long the supervisor waits for a worker to answer a connect, a hello
 /// or a request (a healthy one answers within milliseconds): a worker that
 /// does not (stopped, wedged, accepting and never replying) is
@@ -223,13 +265,6 @@ pub const IDLE_STOP_TICK_MS: u64 = 250;
 /// MCP clients commonly use (60 s), so the agent hears back before its
 /// client gives up on the call.
 pub const MCP_BASH_TIMEOUT_DEFAULT_MS: u64 = 30_000;
-/// How long a request naming a session waits for that session's idle stop
-/// or removal to finish before it is answered: the quiesce answer, the
-/// worker's stop (asked, then forced, each within the stop grace, then the
-/// kill route and the child drain) and up to 20 s more for a kernel unit
-/// to go down under systemd (its `TimeoutStopSec`, 6 s, then SIGKILL).
-pub const SESSION_SETTLE_MS: u64 =
-    TM.quiesce_answer + 2 * TM.stop_grace + TM.kill_route + TM.child_drain + 20_000;
 
 /// The latest output line of a session goes out on the event stream at
 /// most this often (`eukhe events`, `eukhe top`): a flood of output never
@@ -284,7 +319,11 @@ pub const TOP_PAUSE_POLL_MS: u64 = 5;
 // twice inside the shortest watchdog (checked when the crate compiles).
 const _: () = assert!(WORKER_TICK_MS <= TM.busy_tick);
 const _: () = assert!(KERNEL_TICK_MS <= TM.busy_tick);
-const _: () = assert!(TM.sign_of_life * 2 <= crate::config::WORKER_WATCHDOG_MIN_MS);
+const _: () = assert!(TM.sign_of_life * 2 <= WORKER_WATCHDOG_MIN_MS);
+
+/// The shortest worker watchdog a configuration may set: two signs of
+/// life, so a healthy worker is never killed.
+pub const WORKER_WATCHDOG_MIN_MS: u64 = TM.sign_of_life * 2;
 
 /// The shortest lost-exit window a configuration may set: an attached
 /// client's relaunch of a lost supervisor, then a launcher's whole wait
@@ -345,29 +384,59 @@ const QUIESCE_HOLD: usize = 15;
 const RESTART_WINDOW: usize = 16;
 const RESTART_PAUSE_MAX: usize = 17;
 const CANCEL_GRACE: usize = 18;
+const DAEMON_START_WAIT: usize = 20;
+const WORKER_START_WAIT: usize = 21;
+const KERNEL_START_WAIT: usize = 22;
 const KERNEL_STOP_WAIT: usize = 23;
+const WORKER_UNIT_STOP: usize = 24;
 const KERNEL_UNIT_STOP: usize = 25;
+const SIGN_OF_LIFE: usize = 26;
+const SCHEDULING_SLACK: usize = 27;
+const RUN_TERM_GRACE: usize = 28;
+const KERNEL_TERM_WAIT: usize = 29;
+const WORKER_STOP_WAIT: usize = 30;
+const STATE_LOCK_HANDOVER: usize = 31;
+const SESSION_SETTLE: usize = 32;
+const WORKER_WATCHDOG: usize = 33;
+const SUPERVISOR_WATCHDOG: usize = 34;
+const SUPERVISOR_UNIT_STOP: usize = 35;
 
-/// The ordering relations, in the order the model checks them.
-pub const ORDERING: [Relation; 9] = [
+/// The specification's seven sentences, each relation of [`ORDERING`]
+/// instantiates one of them (its `why` starts with it).
+pub const SENTENCES: [&str; 7] = [
+    "stop grace covers kernel teardown and harness close",
+    "launcher waits for the whole supervisor drain",
+    "a parent's kill of a child covers kill route and child drain",
+    "a lost worker sees a relaunched supervisor before exit",
+    "busy evidence outlives one refresh",
+    "a quiesced gate stays closed after the answer phase",
+    "the restart window holds the give-up count of crash-loop steps",
+];
+
+/// The ordering relations, in the order the model checks them. Each is a
+/// wait the code performs (the waiter) over the waits it covers; where
+/// the sum is tight, `scheduling_slack` is one of them.
+pub const ORDERING: [Relation; 23] = [
     Relation {
+        // The worker's orderly stop: its kernel's teardown, then closing
+        // the transcript.
         waiter: STOP_GRACE,
-        waits_for: &[KERNEL_TEARDOWN, HARNESS_CLOSE],
+        waits_for: &[KERNEL_TEARDOWN, HARNESS_CLOSE, SCHEDULING_SLACK],
         why: "stop grace covers kernel teardown and harness close",
     },
     Relation {
         waiter: STOP_GRACE,
         waits_for: &[CANCEL_GRACE, KILL_ROUTE],
-        why: "a stop outlasts a cancel's first grace plus the delivery of its kill",
+        why: "stop grace covers kernel teardown and harness close: a cancelled run's first grace and its kill's delivery",
     },
     Relation {
         waiter: SUPERVISOR_DRAIN,
-        waits_for: &[STOP_GRACE, KILL_ROUTE, CHILD_DRAIN],
-        why: "a parent's kill of a child covers kill route and child drain",
+        waits_for: &[STOP_GRACE, KILL_ROUTE, CHILD_DRAIN, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: the supervisor's drain of its workers",
     },
     Relation {
         waiter: LAUNCHER_WAIT,
-        waits_for: &[QUIESCE_ANSWER, SUPERVISOR_DRAIN],
+        waits_for: &[QUIESCE_ANSWER, SUPERVISOR_DRAIN, SCHEDULING_SLACK],
         why: "launcher waits for the whole supervisor drain",
     },
     Relation {
@@ -409,7 +478,86 @@ pub const ORDERING: [Relation; 9] = [
     Relation {
         waiter: KERNEL_STOP_WAIT,
         waits_for: &[KERNEL_UNIT_STOP, KILL_ROUTE, CHILD_DRAIN],
-        why: "a parent's kill of a child covers kill route and child drain (a kernel unit)",
+        why: "a parent's kill of a child covers kill route and child drain: a kernel unit's stop",
+    },
+    Relation {
+        // The kernel's own teardown: SIGTERM to its processes, their
+        // grace, SIGKILL to what is left and its reaping.
+        waiter: KERNEL_TEARDOWN,
+        waits_for: &[RUN_TERM_GRACE, CHILD_DRAIN, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: a kernel ending its processes",
+    },
+    Relation {
+        waiter: KERNEL_TERM_WAIT,
+        waits_for: &[KERNEL_TEARDOWN, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: SIGTERM to a kernel process waits out its teardown",
+    },
+    Relation {
+        waiter: KERNEL_UNIT_STOP,
+        waits_for: &[KERNEL_TEARDOWN, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: the manager's stop of a kernel unit waits out its teardown",
+    },
+    Relation {
+        waiter: KERNEL_STOP_WAIT,
+        waits_for: &[KERNEL_TERM_WAIT, KILL_ROUTE, CHILD_DRAIN],
+        why: "a parent's kill of a child covers kill route and child drain: a kernel process's stop",
+    },
+    Relation {
+        waiter: WORKER_UNIT_STOP,
+        waits_for: &[STOP_GRACE, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: the manager's stop of a worker unit waits out its stop grace",
+    },
+    Relation {
+        waiter: WORKER_STOP_WAIT,
+        waits_for: &[WORKER_UNIT_STOP, KILL_ROUTE, CHILD_DRAIN],
+        why: "a parent's kill of a child covers kill route and child drain: a worker unit's stop",
+    },
+    Relation {
+        waiter: WORKER_START_WAIT,
+        waits_for: &[WORKER_STOP_WAIT, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: a worker started again after a stop",
+    },
+    Relation {
+        waiter: KERNEL_START_WAIT,
+        waits_for: &[KERNEL_STOP_WAIT, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: a kernel started again after a stop",
+    },
+    Relation {
+        waiter: STATE_LOCK_HANDOVER,
+        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
+        why: "launcher waits for the whole supervisor drain: the next daemon waits for the old one's lock",
+    },
+    Relation {
+        waiter: DAEMON_START_WAIT,
+        waits_for: &[STATE_LOCK_HANDOVER, SCHEDULING_SLACK],
+        why: "launcher waits for the whole supervisor drain: a client waits for the daemon it started",
+    },
+    Relation {
+        waiter: SESSION_SETTLE,
+        waits_for: &[
+            QUIESCE_ANSWER,
+            STOP_GRACE,
+            KILL_ROUTE,
+            CHILD_DRAIN,
+            KERNEL_STOP_WAIT,
+            SCHEDULING_SLACK,
+        ],
+        why: "a parent's kill of a child covers kill route and child drain: a request waits out its session's whole stop",
+    },
+    Relation {
+        waiter: WORKER_WATCHDOG,
+        waits_for: &[SIGN_OF_LIFE, SIGN_OF_LIFE, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: a watchdog hears two signs of life before it kills",
+    },
+    Relation {
+        waiter: SUPERVISOR_WATCHDOG,
+        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
+        why: "launcher waits for the whole supervisor drain: the manager's watchdog outlasts it",
+    },
+    Relation {
+        waiter: SUPERVISOR_UNIT_STOP,
+        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
+        why: "launcher waits for the whole supervisor drain: the manager's stop of the supervisor",
     },
 ];
 
@@ -444,6 +592,15 @@ impl Tm {
             self.worker_unit_stop,
             self.kernel_unit_stop,
             self.sign_of_life,
+            self.scheduling_slack,
+            self.run_term_grace,
+            self.kernel_term_wait,
+            self.worker_stop_wait,
+            self.state_lock_handover,
+            self.session_settle,
+            self.worker_watchdog,
+            self.supervisor_watchdog,
+            self.supervisor_unit_stop,
         ]
     }
 
@@ -478,6 +635,15 @@ impl Tm {
             worker_unit_stop: v[24],
             kernel_unit_stop: v[25],
             sign_of_life: v[26],
+            scheduling_slack: v[27],
+            run_term_grace: v[28],
+            kernel_term_wait: v[29],
+            worker_stop_wait: v[30],
+            state_lock_handover: v[31],
+            session_settle: v[32],
+            worker_watchdog: v[33],
+            supervisor_watchdog: v[34],
+            supervisor_unit_stop: v[35],
         }
     }
 }
@@ -501,260 +667,4 @@ pub fn timeouts_ordered(tm: &Tm) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_request_waits_out_a_whole_stop_of_its_session() {
-        // The quiesce answer (2 s), the worker's stop asked and then
-        // forced (a 3 s stop grace each), the kill route (1 s), the child
-        // drain (1 s) and 20 s for a kernel unit to go down (its 6 s
-        // TimeoutStopSec, then SIGKILL of its cgroup).
-        assert_eq!(
-            SESSION_SETTLE_MS,
-            2_000 + 2 * 3_000 + 1_000 + 1_000 + 20_000
-        );
-        let stop = TM.quiesce_answer + 2 * TM.stop_grace + TM.kill_route + TM.child_drain;
-        assert!(SESSION_SETTLE_MS >= stop + TM.kernel_unit_stop);
-    }
-
-    #[test]
-    fn durations_are_words_only_when_whole() {
-        assert_eq!(duration_in_words(0), "0 ms");
-        assert_eq!(duration_in_words(999), "999 ms");
-        assert_eq!(duration_in_words(60_000), "1 minute");
-        assert_eq!(duration_in_words(900_000), "15 minutes");
-        assert_eq!(duration_in_words(90_000), "90 s");
-        assert_eq!(duration_in_words(120_500), "120500 ms");
-        assert_eq!(give_up_in_words(), "6 times in 15 minutes");
-    }
-
-    #[test]
-    fn the_daemon_timeouts_are_ordered() {
-        assert!(timeouts_ordered(&TM), "{:?}", relations_hold(&TM));
-    }
-
-    #[test]
-    fn shortening_any_waiter_below_its_sum_breaks_the_order() {
-        for (index, relation) in ORDERING.iter().enumerate() {
-            let mut values = TM.values();
-            let needed: u64 = relation.waits_for.iter().map(|&i| values[i]).sum();
-            values[relation.waiter] = needed - 1;
-            let tm = Tm::from_values(values);
-            assert!(!relations_hold(&tm)[index], "{}", relation.why);
-        }
-    }
-
-    #[test]
-    fn the_specification_constants() {
-        assert_eq!(CLIENT_RELAUNCH_WITHIN_MS, 60_000);
-        assert_eq!(WORKER_LOST_EXIT_DEFAULT_MS, 300_000);
-        assert_eq!(BUSY_REFRESH_MS, 300_000);
-        assert_eq!(REVIVAL_WINDOW_MS, 1_500_000);
-        assert_eq!(RESTART_WINDOW_MS, 900_000);
-    }
-
-    #[test]
-    fn a_stop_outlasts_a_cancel_first_grace_and_its_kill() {
-        let stop_relation = ORDERING
-            .iter()
-            .position(|r| r.waiter == STOP_GRACE && r.waits_for.contains(&CANCEL_GRACE))
-            .expect("the cancel grace is ordered against the stop grace");
-        let mut tm = TM;
-        tm.cancel_grace = tm.stop_grace - tm.kill_route;
-        assert!(relations_hold(&tm)[stop_relation]);
-        tm.cancel_grace += 1;
-        assert!(!relations_hold(&tm)[stop_relation]);
-        assert!(!timeouts_ordered(&tm));
-    }
-
-    #[test]
-    fn tm_wire_rejects_unknown_fields() {
-        let json = serde_json::to_value(TM).unwrap();
-        let back: Tm = serde_json::from_value(json.clone()).unwrap();
-        assert_eq!(back, TM);
-        let mut extra = json;
-        extra["surprise"] = 1.into();
-        assert!(serde_json::from_value::<Tm>(extra).is_err());
-    }
-
-    /// Every Rust source file of the daemon under `src/`, with its text
-    /// up to its test module (tests may wait as they like).
-    fn shell_sources() -> Vec<(String, String)> {
-        fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    if path.file_name().is_some_and(|n| n == "tests") {
-                        continue;
-                    }
-                    walk(&path, out);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    let code = match text.find("#[cfg(test)]") {
-                        Some(at) => text[..at].to_string(),
-                        None => text,
-                    };
-                    out.push((path.display().to_string(), code));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-            &mut out,
-        );
-        assert!(out.len() > 20, "found only {} source files", out.len());
-        out
-    }
-
-    fn is_timing_home(path: &str) -> bool {
-        path.ends_with("src/laws/timing.rs") || path.ends_with("src/config.rs")
-    }
-
-    /// No shell writes a duration as a number: every wait is a `TM` field
-    /// or a named interval of this module (or a configuration default).
-    #[test]
-    fn no_duration_literal_outside_timing_and_config() {
-        let mut literals = Vec::new();
-        for (path, code) in shell_sources() {
-            if is_timing_home(&path) {
-                continue;
-            }
-            for (n, line) in code.lines().enumerate() {
-                for call in [
-                    "from_millis(",
-                    "from_secs(",
-                    "from_micros(",
-                    "from_nanos(",
-                    "Duration::new(",
-                ] {
-                    let mut rest = line;
-                    while let Some(at) = rest.find(call) {
-                        rest = &rest[at + call.len()..];
-                        if rest.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
-                            literals.push(format!("{path}:{}: {}", n + 1, line.trim()));
-                        }
-                    }
-                }
-            }
-        }
-        assert!(
-            literals.is_empty(),
-            "duration literals outside laws::timing and config:\n{}",
-            literals.join("\n")
-        );
-    }
-
-    /// The timeouts the code waits: every `Tm` field is read by some code
-    /// outside this module (the shells, or a law module through its
-    /// specification name), so none is a number the laws are proved over
-    /// that the daemon does not obey. The list printed is every timeout
-    /// the shells use.
-    #[test]
-    fn every_timeout_is_used_and_every_use_is_a_tm_field() {
-        let aliases = [
-            ("CLIENT_RELAUNCH_WITHIN_MS", "client_relaunch_within"),
-            ("WORKER_LOST_EXIT_DEFAULT_MS", "worker_lost_exit"),
-            ("QUIESCE_ANSWER_MS", "quiesce_answer"),
-            ("QUIESCE_HOLD_MS", "quiesce_hold"),
-            ("REVIVAL_CLOCK_SKEW_MS", "revival_clock_skew"),
-            ("BUSY_REFRESH_MS", "busy_refresh"),
-            ("REVIVAL_WINDOW_MS", "revival_window"),
-            ("RESTART_WINDOW_MS", "restart_window"),
-            ("CANCEL_GRACE_MS", "cancel_grace"),
-            ("RESTART_PAUSE_MAX_MS", "restart_pause_max"),
-            ("WORKER_LOST_EXIT_MIN_MS", "worker_lost_exit"),
-        ];
-        let mut used: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        for (path, code) in shell_sources() {
-            if path.ends_with("src/laws/timing.rs") {
-                continue;
-            }
-            let short = path.rsplit("src/").next().unwrap_or(&path).to_string();
-            for prefix in ["TM.", "tm."] {
-                let mut rest = code.as_str();
-                while let Some(at) = rest.find(prefix) {
-                    let before = &code[..code.len() - rest.len() + at];
-                    rest = &rest[at + prefix.len()..];
-                    if before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
-                        continue;
-                    }
-                    let field: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    if prefix == "tm." && !TIMEOUT_NAMES.contains(&field.as_str()) {
-                        continue; // another value called `tm`
-                    }
-                    // A method (`TM.values()`) is no field read.
-                    let is_method = rest[field.len()..].starts_with('(');
-                    if is_method {
-                        continue;
-                    }
-                    assert!(
-                        TIMEOUT_NAMES.contains(&field.as_str()),
-                        "{path} reads TM.{field}, which is no Tm field"
-                    );
-                    used.entry(field).or_default().push(short.clone());
-                }
-            }
-            for (alias, field) in aliases {
-                if code.contains(alias) {
-                    used.entry(field.to_string())
-                        .or_default()
-                        .push(short.clone());
-                }
-            }
-        }
-        for (field, users) in &used {
-            let mut users = users.clone();
-            users.dedup();
-            eprintln!("{field}: {}", users.join(", "));
-        }
-        // A timeout that only a used waiter waits for is obeyed through it
-        // (the revival window and the tick through busy_evidence_ttl, the
-        // harness close through the stop grace, a unit's stop timeout
-        // through the wait for its unit).
-        let mut covered: std::collections::BTreeSet<&str> = used
-            .keys()
-            .map(|k| TIMEOUT_NAMES[TIMEOUT_NAMES.iter().position(|n| n == k).unwrap()])
-            .collect();
-        for relation in &ORDERING {
-            if covered.contains(TIMEOUT_NAMES[relation.waiter]) {
-                covered.extend(relation.waits_for.iter().map(|&i| TIMEOUT_NAMES[i]));
-            }
-        }
-        let unused: Vec<&str> = TIMEOUT_NAMES
-            .iter()
-            .copied()
-            .filter(|name| !covered.contains(name))
-            .collect();
-        assert!(unused.is_empty(), "Tm fields no code waits: {unused:?}");
-    }
-
-    /// The units' stop timeouts are the ones `Tm` is ordered over.
-    #[test]
-    fn unit_stop_timeouts_are_tm_fields() {
-        let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("units");
-        for (unit, ms) in [
-            ("eukhe@.service", TM.worker_unit_stop),
-            ("eukhe-kernel@.service", TM.kernel_unit_stop),
-        ] {
-            let text = std::fs::read_to_string(units.join(unit)).unwrap();
-            let expected = format!("TimeoutStopSec={}s", ms / 1000);
-            assert!(
-                text.lines().any(|l| l.trim() == expected),
-                "{unit} should say {expected}, as TM does"
-            );
-        }
-    }
-
-    #[test]
-    fn messages_say_the_restart_budget_from_the_constants() {
-        assert_eq!(give_up_in_words(), "6 times in 15 minutes");
-        assert_eq!(duration_in_words(TM.launcher_wait), "7 s");
-        assert_eq!(duration_in_words(60_000), "1 minute");
-        assert_eq!(duration_in_words(1_500), "1500 ms");
-    }
-}
+mod tests;

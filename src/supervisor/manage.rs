@@ -15,7 +15,7 @@ use crate::laws::idle_shutdown::{
 };
 use crate::laws::idle_stop::idle_stop_due;
 use crate::laws::removal::{removal_verdict, RemovalVerdict};
-use crate::laws::timing::{IDLE_STOP_TICK_MS, QUIESCE_ANSWER_MS, SESSION_SETTLE_MS};
+use crate::laws::timing::{duration_in_words, IDLE_STOP_TICK_MS, QUIESCE_ANSWER_MS, TM};
 use crate::laws::work::WorkSet;
 use crate::protocol::message::{Request, Response};
 use crate::session::removed::{RemovalRecord, Removals};
@@ -63,7 +63,7 @@ impl Drop for InFlight {
 /// a request that arrives meanwhile is answered once that is over (an idle
 /// stop's then wakes the session; a removal's finds no session).
 pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(SESSION_SETTLE_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
     let changed = supervisor.borrow().changed.clone();
     let mut waited = false;
     loop {
@@ -88,8 +88,8 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
                 }
                 if tokio::time::Instant::now() >= deadline {
                     return Err(SupervisorError::Refused(format!(
-                        "session {id}: its stop did not finish within {} s",
-                        SESSION_SETTLE_MS / 1000
+                        "session {id}: its stop did not finish within {}",
+                        duration_in_words(TM.session_settle)
                     )));
                 }
                 let _ = tokio::time::timeout_at(deadline, notified).await;
@@ -101,9 +101,9 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
 
 /// Wait until every request naming `id` that the supervisor took before
 /// the session began to stop has been handed to its worker (the worker
-/// then counts it in its work or its clients), within `SESSION_SETTLE_MS`.
+/// then counts it in its work or its clients), within `session_settle`.
 async fn wait_handed(supervisor: &Shared, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(SESSION_SETTLE_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
     let changed = supervisor.borrow().changed.clone();
     loop {
         let notified = changed.notified();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::laws::timing::{POLL_MS, STATE_LOCK_HANDOVER_MS};
+use crate::laws::timing::{POLL_MS, TM};
 use crate::paths::Paths;
 use crate::session::store::{private_dir, read_json, write_json};
 
@@ -92,7 +92,7 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, SupervisorError
             )
         })?;
     let our_socket = paths.socket.display().to_string();
-    let deadline = Instant::now() + Duration::from_millis(STATE_LOCK_HANDOVER_MS);
+    let deadline = Instant::now() + Duration::from_millis(TM.state_lock_handover);
     loop {
         // The lock lives as long as the open file, which `StateLock` keeps.
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

@@ -26,7 +26,7 @@ use crate::host::process::is_alive;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
-use crate::laws::timing::{POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
+use crate::laws::timing::{duration_in_words, POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
 use crate::paths::Paths;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::kernel::ToKernel;
@@ -96,6 +96,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Worke
         }
     }
     let _ = std::fs::remove_file(&socket);
+    close_transcript(&worker).await;
     let failed = failure.borrow_mut().take();
     match failed {
         Some(e) => Err(e),
@@ -1056,6 +1057,25 @@ async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
     signals.exit.notify_one();
 }
 
+/// The harness close: what the transcript holds is made durable before the
+/// worker exits, within `harness_close` (the stop grace covers it after the
+/// kernel's teardown); a commit still running then ends with the process.
+async fn close_transcript(worker: &Rc<RefCell<Worker>>) {
+    let Some(commit) = worker.borrow_mut().group_commit() else {
+        return;
+    };
+    let within = Duration::from_millis(TM.harness_close);
+    if tokio::time::timeout(within, tokio::task::spawn_blocking(commit))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the transcript's last output was not stored within {}",
+            duration_in_words(TM.harness_close)
+        );
+    }
+}
+
 /// Stop the session's kernel (every process of the session ends), then the
 /// worker: `shutdown --force`.
 async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
@@ -1068,8 +1088,9 @@ async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
             .flatten()
             .map(|k| k.identity)
     };
-    // Until the kernel process is gone, so nobody finds it alive after.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown * 2);
+    // Until the kernel process is gone, so nobody finds it alive after:
+    // its teardown, once, inside the stop grace with the transcript's close.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown);
     while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }

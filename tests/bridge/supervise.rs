@@ -5,7 +5,7 @@
 //! Scenario terms are `(tag, numbers, times)` (see bend/bridge/supervise.bend),
 //! times as Wide limbs:
 //! tag 0 a worker's failure times, tag 1 failure counts for the pause, tag 2 a
-//! Tm's 27 values, tag 3 a Tm compared with the model's own constants.
+//! Tm's 36 values, tag 3 a Tm compared with the model's own constants.
 
 use eukhe::laws::restart::{restart_decide, restart_pause_ms, RestartVerdict};
 use eukhe::laws::timing::{
@@ -85,6 +85,28 @@ fn same_as_daemon(v: [u64; TIMEOUT_COUNT]) -> Scenario {
 
 fn needed(v: &[u64; TIMEOUT_COUNT], relation: usize) -> u64 {
     ORDERING[relation].waits_for.iter().map(|&i| v[i]).sum()
+}
+
+/// The relations of `ORDERING` in an order where a relation comes after
+/// every relation whose waiter it waits for.
+fn waited_for_first() -> Vec<usize> {
+    let mut order: Vec<usize> = Vec::new();
+    while order.len() < ORDERING.len() {
+        let before = order.len();
+        for (r, relation) in ORDERING.iter().enumerate() {
+            let ready = !order.contains(&r)
+                && relation.waits_for.iter().all(|&i| {
+                    (0..ORDERING.len())
+                        .filter(|&q| ORDERING[q].waiter == i)
+                        .all(|q| order.contains(&q))
+                });
+            if ready {
+                order.push(r);
+            }
+        }
+        assert!(order.len() > before, "ORDERING has a cycle");
+    }
+    order
 }
 
 /// Gaps between consecutive failures that sit on the window's boundaries.
@@ -209,8 +231,9 @@ fn timing_scenarios() -> Vec<Scenario> {
         }
     }
     // Seeded random Tms: free values below 2^16, each waiter set near its
-    // sum (relations in ORDERING order: every waited-for value is set first),
-    // so every value stays below 2^21.
+    // sum (relations in an order where every waited-for value is set
+    // first), so every value stays below 2^21.
+    let order = waited_for_first();
     let mut rng = Rng::new(0x5EED_0002);
     for _ in 0..400 {
         let mut v = [0u64; TIMEOUT_COUNT];
@@ -218,7 +241,7 @@ fn timing_scenarios() -> Vec<Scenario> {
             *x = rng.below(1 << 16);
         }
         if rng.chance(90) {
-            for r in 0..ORDERING.len() {
+            for &r in &order {
                 let need = needed(&v, r);
                 let w = match rng.below(5) {
                     0 => need.saturating_sub(1),

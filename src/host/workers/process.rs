@@ -206,9 +206,9 @@ impl WorkerHost for ProcessHost {
     }
 
     /// SIGTERM (its handler ends its descendants), SIGKILL if it outlives
-    /// the stop grace.
+    /// its teardown.
     fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {
-        Box::pin(kernels::terminate(kernel, TM.stop_grace))
+        Box::pin(kernels::terminate(kernel, TM.kernel_term_wait))
     }
 }
 

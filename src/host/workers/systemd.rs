@@ -120,7 +120,7 @@ impl WorkerHost for SystemdHost {
     fn why_ended<'a>(&'a self, id: &'a str) -> HostFuture<'a, String> {
         Box::pin(async move {
             let unit = worker_unit(id);
-            let within = Duration::from_millis(TM.stop_grace + TM.worker_unit_stop);
+            let within = Duration::from_millis(TM.worker_stop_wait);
             match self.units.wait_for(&unit, within, UnitState::is_down).await {
                 Ok(state) if state.is_down() => state.why_down(),
                 Ok(state) => format!("its worker hung up while {unit} stayed {}", state.active),
