@@ -246,6 +246,26 @@ const CHANGED_CONSTANTS: &[ChangedConstant] = &[
     },
 ];
 
+/// The result lines of `PROOF.bend` run (compiled) in `dir`, a copy of
+/// the models; `label` names the run in a failure.
+fn run_proof_in(dir: &std::path::Path, label: &str) -> Vec<String> {
+    let output = Command::new(harness::bend())
+        .arg("run-c")
+        .arg("PROOF.bend")
+        .current_dir(dir)
+        .output()
+        .expect("cannot run bend");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines = harness::result_strings(&stdout);
+    assert!(
+        output.status.success() && !lines.is_empty(),
+        "{label}: bend run-c failed: {}\n{}",
+        stdout.chars().take(2000).collect::<String>(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
+
 /// `text` with `from` replaced by `to` inside the body of `def function`.
 fn change_in_function(text: &str, function: &str, from: &str, to: &str) -> String {
     let head = format!("def {function}(");
@@ -298,23 +318,7 @@ fn a_changed_specification_constant_in_any_model_fails_a_law() {
             }
         }
     }
-    let run = |label: &str| -> Vec<String> {
-        let output = Command::new(harness::bend())
-            .arg("run-c")
-            .arg("PROOF.bend")
-            .current_dir(&copy)
-            .output()
-            .expect("cannot run bend");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let lines = harness::result_strings(&stdout);
-        assert!(
-            output.status.success() && !lines.is_empty(),
-            "{label}: bend run-c failed: {}\n{}",
-            stdout.chars().take(2000).collect::<String>(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        lines
-    };
+    let run = |label: &str| run_proof_in(&copy, label);
     let restore = || {
         for file in &copy_tree {
             std::fs::copy(repo.join(file), copy.join(file)).unwrap();
@@ -643,23 +647,7 @@ fn each_law_from_the_sentences_fails_on_a_mutated_model() {
         );
         std::fs::write(copy.join("PROOF.bend"), main).unwrap();
     };
-    let run = |label: &str| -> Vec<String> {
-        let output = Command::new(harness::bend())
-            .arg("run-c")
-            .arg("PROOF.bend")
-            .current_dir(&copy)
-            .output()
-            .expect("cannot run bend");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let lines = harness::result_strings(&stdout);
-        assert!(
-            output.status.success() && !lines.is_empty(),
-            "{label}: bend run-c failed: {}\n{}",
-            stdout.chars().take(2000).collect::<String>(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        lines
-    };
+    let run = |label: &str| run_proof_in(&copy, label);
     let mut sections: Vec<&str> = MUTATIONS.iter().map(|m| m.proof).collect();
     sections.dedup();
     restore(&sections.join(", "));
