@@ -1709,3 +1709,29 @@ fn assert_fails_saying(out: &Output, line: &str, what: &str) {
     assert_eq!(out.status.code(), Some(125), "{what}");
     assert_eq!(text(&out.stderr), format!("eukhe: {line}\n"), "{what}");
 }
+
+// A cancel escalates on the documented times: SIGINT, SIGTERM one cancel
+// grace later, SIGKILL one more grace later, and a command that ignores
+// the first two ends then, not a grace after.
+#[test]
+fn a_cancel_kills_a_command_that_ignores_it_two_graces_after_asking() {
+    let t = Install::new("cancel-times");
+    let id = t.new_session();
+    t.send(&id, "trap '' INT TERM; echo trapped; sleep 30");
+    wait_until(Duration::from_secs(10), "the run traps", || {
+        t.ok(&["log", &id]).contains("trapped\n")
+    });
+    let asked = Instant::now();
+    t.ok(&["cancel", &id]);
+    wait_until(Duration::from_secs(10), "the run ends", || {
+        t.ok(&["log", &id]).contains("[run 1 cancelled: signal 9]")
+    });
+    let took = asked.elapsed();
+    let grace = Duration::from_millis(eukhe::laws::timing::CANCEL_GRACE_MS);
+    eprintln!("a trapping command ended {took:?} after its cancel");
+    assert!(took >= 2 * grace, "killed early: {took:?}");
+    assert!(
+        took < 2 * grace + Duration::from_millis(900),
+        "killed late: {took:?}"
+    );
+}

@@ -376,6 +376,11 @@ async fn cancel(ctx: Rc<Context>, job: String) {
             if ended() {
                 return;
             }
+            // Killed whole, the group cannot report its end (its reporter
+            // went with it): recorded as soon as it is gone.
+            if signal == nix::sys::signal::Signal::SIGKILL && !tree::group_alive(group) {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
     }

@@ -104,6 +104,12 @@ pub fn signal_group(group: u32, signal: Signal) {
     let _ = killpg(Pid::from_raw(group as i32), signal);
 }
 
+/// Whether any process of `group` is left (a zombie not yet reaped still
+/// counts: it is gone once this kernel reaps it).
+pub fn group_alive(group: u32) -> bool {
+    killpg(Pid::from_raw(group as i32), None).is_ok()
+}
+
 /// End every descendant of this process: SIGTERM, then SIGKILL to what is
 /// left after `grace`, then up to `drain` for the killed to be reaped.
 /// Returns how many were killed.
