@@ -1735,3 +1735,25 @@ fn a_cancel_kills_a_command_that_ignores_it_two_graces_after_asking() {
         "killed late: {took:?}"
     );
 }
+
+// A user bash whose kernel dies under it exits 255 saying why, as `send
+// --wait` does for a run (it used to exit 255 with nothing said).
+#[test]
+fn a_bash_whose_kernel_dies_exits_255_saying_why() {
+    let t = Install::new("bash-kernel-lost");
+    let id = t.new_session();
+    let shown = t.dir.join("shown");
+    let mut command = t.command(&["bash", &id, "--", "echo started; sleep 30"]);
+    command.stdout(std::fs::File::create(&shown).unwrap());
+    let client = command.output_in_thread();
+    wait_until(Duration::from_secs(10), "the bash has started", || {
+        std::fs::read_to_string(&shown).is_ok_and(|s| s.contains("started\n"))
+    });
+    kill9(t.kernel(&id).pid);
+    let out = client.join().unwrap();
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "eukhe: bash 1 was cut short: the kernel running it is gone, or it never reached one; it does not run again\n"
+    );
+}

@@ -466,6 +466,8 @@ async fn follow_input<S: OutputSink>(
         let (mut client, first) = reopen(session, request.clone()).await?;
         // Each connection replays the input's entries from its start.
         let (mut stdout_at, mut stderr_at) = (0u64, 0u64);
+        // Why eukhe ended it, when the transcript says so before its end.
+        let mut said = None;
         let mut pending = Some(first);
         loop {
             let response = match pending.take() {
@@ -480,10 +482,6 @@ async fn follow_input<S: OutputSink>(
                 Response::Replayed => continue,
                 other => return unexpected(other),
             };
-            let cut_short = |why: String| InputEnd {
-                status: 255,
-                cut_short: Some(why),
-            };
             match &entry.body {
                 EntryBody::Output { stream, data, .. } => {
                     let at = match stream {
@@ -493,27 +491,53 @@ async fn follow_input<S: OutputSink>(
                     printed.write(*stream, data, *at)?;
                     *at += data.len() as u64;
                 }
-                EntryBody::RunFinished {
-                    status,
-                    lost_output,
-                    ..
+                body => {
+                    if let Some(end) = end_of_input(body, input, &mut said) {
+                        return end;
+                    }
                 }
-                | EntryBody::BashFinished {
-                    status,
-                    lost_output,
-                    ..
-                } => return Ok(InputEnd::exited(*status, lost_output.as_ref())),
-                EntryBody::RunInterrupted { .. } => {
-                    return Ok(cut_short(format!(
-                        "run {input} was interrupted (its kernel is gone)"
-                    )));
-                }
-                EntryBody::Withdrawn { .. } => {
-                    return Err(ClientError::Refused(withdrawn(input)));
-                }
-                _ => {}
             }
         }
+    }
+}
+
+/// What `body`, an entry of input `input` other than its output, means to
+/// a client following it: its end, if it is one. `said` keeps a notice of
+/// the input (why eukhe ended it) for the end that follows.
+fn end_of_input(
+    body: &EntryBody,
+    input: u64,
+    said: &mut Option<String>,
+) -> Option<Result<InputEnd, ClientError>> {
+    let cut_short = |why: String| {
+        Some(Ok(InputEnd {
+            status: 255,
+            cut_short: Some(why),
+        }))
+    };
+    match body {
+        EntryBody::Notice { text, .. } => {
+            *said = Some(text.clone());
+            None
+        }
+        EntryBody::BashFinished { status: 255, .. } if said.is_some() => {
+            cut_short(said.take().unwrap_or_default())
+        }
+        EntryBody::RunFinished {
+            status,
+            lost_output,
+            ..
+        }
+        | EntryBody::BashFinished {
+            status,
+            lost_output,
+            ..
+        } => Some(Ok(InputEnd::exited(*status, lost_output.as_ref()))),
+        EntryBody::RunInterrupted { .. } => {
+            cut_short(format!("run {input} was interrupted (its kernel is gone)"))
+        }
+        EntryBody::Withdrawn { .. } => Some(Err(ClientError::Refused(withdrawn(input)))),
+        _ => None,
     }
 }
 

@@ -75,8 +75,12 @@ pub fn belongs_to(entry: &Entry, input: u64) -> bool {
             input: run, bash, ..
         } => *run == Some(input) || *bash == Some(input),
         EntryBody::Bash { bash, .. } | EntryBody::BashFinished { bash, .. } => *bash == Some(input),
-        // Bytes of its output read as lost (damaged, or their file gone).
-        EntryBody::Notice { text, .. } => transcript::input_of_lost_notice(text) == Some(input),
+        // Bytes of its output read as lost (damaged, or their file gone),
+        // or why its user bash was cut short.
+        EntryBody::Notice { text, .. } => {
+            transcript::input_of_lost_notice(text) == Some(input)
+                || super::notices::bash_of_cut_short(text) == Some(input)
+        }
     }
 }
 

@@ -30,6 +30,7 @@ use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::kernel::{JobState, ToKernel};
 use crate::protocol::message::{QueuedInput, Response};
 use crate::session::entry::Stream;
+use crate::session::notices;
 use crate::session::transcript::{Entry, EntryBody};
 
 /// A client waiting for user bash, as the shell numbers it.
@@ -692,19 +693,13 @@ impl RunCore {
         let mut actions = Vec::new();
         for number in cut_short {
             self.open_bash.remove(&number);
+            actions.push(Action::Store(notices::bash_cut_short(number)));
             actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
                 status: 255,
                 bash: Some(number),
                 signal: None,
                 cancelled: false,
                 lost_output: None,
-            }));
-            actions.push(Action::Store(EntryBody::Notice {
-                text: format!(
-                    "bash {number} was cut short: the kernel running it is gone, or it never \
-                     reached one; it does not run again"
-                ),
-                restore: None,
             }));
         }
         actions
