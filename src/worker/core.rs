@@ -705,6 +705,7 @@ impl RunCore {
                      reached one; it does not run again"
                 ),
                 restore: None,
+                restore_id: None,
             }));
         }
         actions
@@ -827,6 +828,7 @@ impl RunCore {
                                 "run {input} was cut short: the kernel running it is gone; it does not run again"
                             ),
                             restore: None,
+                            restore_id: None,
                         }));
                         255
                     }
@@ -844,6 +846,7 @@ impl RunCore {
             actions.push(Action::Store(EntryBody::Notice {
                 text,
                 restore: None,
+                restore_id: None,
             }));
         }
         actions
@@ -866,6 +869,7 @@ impl RunCore {
             vec![Action::Store(EntryBody::Notice {
                 text: "the last background job ended".into(),
                 restore: None,
+                restore_id: None,
             })]
         } else {
             Vec::new()
@@ -908,6 +912,7 @@ fn lost_output(
             lost.bytes, lost.error
         ),
         restore: None,
+        restore_id: None,
     }));
     Some(lost)
 }

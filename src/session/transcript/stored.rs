@@ -71,6 +71,7 @@ impl OutputStore {
                     body: EntryBody::Notice {
                         text: format!("{} bytes of {whose}'s {stream} are lost: {why}", stored.len),
                         restore: None,
+                        restore_id: None,
                     },
                     ..entry
                 }
