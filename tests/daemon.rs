@@ -15,6 +15,9 @@ mod events;
 #[path = "daemon/quiesce.rs"]
 mod quiesce;
 
+#[path = "daemon/restore.rs"]
+mod restore;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]
