@@ -81,19 +81,30 @@ pub(super) async fn shutdown_if_idle(supervisor: &Shared, stop_serving: fn(&Shar
     match idle_shutdown_commits(asked_at, &replies) {
         ShutdownCommit::StopWorkers => {
             stop_serving(supervisor);
+            let drained = tokio::time::Instant::now() + Duration::from_millis(TM.supervisor_drain);
+            // Kernels no worker drives stop beside the workers.
+            let lone: Vec<String> = asked
+                .iter()
+                .filter(|(_, answerer)| *answerer == Answerer::Kernel)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let mut kernel_stops = stop_kernels(supervisor, &lone);
             let stopped = stop_all(supervisor, &workers, Request::IdleStop).await;
             // A worker not known gone (it refused the stop, or was still
-            // starting) keeps its kernel.
-            let left: Vec<String> = workers
+            // starting) keeps its kernel. One that stopped ended its own
+            // (one of an earlier build may not have: it is ended here).
+            let (gone, left): (Vec<String>, Vec<String>) = workers
                 .iter()
-                .filter(|id| !stopped.iter().any(|(done, gone)| done == *id && *gone))
                 .cloned()
-                .collect();
-            // A worker that stopped leaves no kernel (it ends its own; one of
-            // an earlier build may not): so does a session no worker drove.
-            for (id, _) in asked.iter().filter(|(id, _)| !left.contains(id)) {
-                backend::stop_lone_kernel(supervisor, id).await;
-            }
+                .partition(|id| stopped.iter().any(|(done, gone)| done == id && *gone));
+            kernel_stops.extend(stop_kernels(supervisor, &gone));
+            // Within the same drain as the workers' stops.
+            let _ = tokio::time::timeout_at(drained, async {
+                for stop in kernel_stops {
+                    let _ = stop.await;
+                }
+            })
+            .await;
             Response::Shutdown {
                 stopped: true,
                 message: stopped_words(supervisor, &left),
@@ -107,6 +118,19 @@ pub(super) async fn shutdown_if_idle(supervisor: &Shared, stop_serving: fn(&Shar
             }
         }
     }
+}
+
+/// Stop the kernels of `ids` that live, all at once (every process of
+/// each session ends).
+fn stop_kernels(supervisor: &Shared, ids: &[String]) -> Vec<tokio::task::JoinHandle<()>> {
+    ids.iter()
+        .map(|id| {
+            let (supervisor, id) = (supervisor.clone(), id.clone());
+            tokio::task::spawn_local(
+                async move { backend::stop_lone_kernel(&supervisor, &id).await },
+            )
+        })
+        .collect()
 }
 
 /// Ask each session's answerer at once, within `QUIESCE_ANSWER_MS`; in the
