@@ -195,3 +195,34 @@ fn a_given_up_session_whose_kernel_has_a_background_job_keeps_the_daemon_serving
         || !alive(daemon) && !alive(kernel),
     );
 }
+
+#[test]
+fn a_session_in_its_restart_pause_whose_kernel_has_a_background_job_answers_busy() {
+    let env = Env::new("ifidle-pause");
+    let id = env.ok(&["new"]).trim().to_string();
+    env.ok(&["bash", &id, "--", "sleep 300 >/dev/null 2>&1 &"]);
+    let kernel = env.kernel_pid(&id).expect("its kernel lives");
+    // Four failures, then a fifth: its pause is 4 s, the shutdown's
+    // question takes milliseconds.
+    for _ in 1..=4 {
+        let pid = env.worker_pid(&id).unwrap();
+        kill9(pid);
+        wait_until(Duration::from_secs(15), "the worker restarts", || {
+            env.worker_pid(&id).is_some_and(|p| p != pid)
+        });
+    }
+    kill9(env.worker_pid(&id).unwrap());
+    wait_until(Duration::from_secs(5), "the restart pause begins", || {
+        env.session(&id)["state"] == "restarting"
+    });
+    let daemon = env.daemon_pid();
+    let refused = env.run(&["shutdown", "--if-idle"]);
+    let said = String::from_utf8_lossy(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("busy") && said.contains(&id), "{said}");
+    assert_eq!(env.daemon_pid(), daemon, "the daemon keeps serving");
+    assert!(alive(kernel));
+    wait_until(Duration::from_secs(15), "the worker is back", || {
+        env.session(&id)["state"] == "busy"
+    });
+}
