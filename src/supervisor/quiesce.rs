@@ -53,7 +53,7 @@ fn answerers(supervisor: &Shared) -> Vec<(String, Answerer)> {
         .into_iter()
         .map(|(id, standing)| {
             let kernel_lives = backend::kernel_lives(supervisor, &id);
-            (id.clone(), answerer(standing, kernel_lives))
+            (id, answerer(standing, kernel_lives))
         })
         .collect()
 }
