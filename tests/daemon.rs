@@ -18,6 +18,12 @@ mod stop;
 #[path = "daemon/stuck.rs"]
 mod stuck;
 
+#[path = "daemon/quiesce.rs"]
+mod quiesce;
+
+#[path = "daemon/restore.rs"]
+mod restore;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]

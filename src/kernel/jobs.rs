@@ -145,6 +145,17 @@ impl SpareOutput {
     }
 }
 
+/// A start over the snapshot: what it brought back, and the id the
+/// restore goes by, so its notice is stored once however many workers
+/// are told of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restore {
+    /// Random, drawn as the kernel starts.
+    pub id: u64,
+    /// What was restored and what could not be.
+    pub text: String,
+}
+
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
@@ -155,9 +166,9 @@ pub struct Kernel {
     pub jobs: HashMap<String, Job>,
     pub pipes: Pipes,
     pub shell_pid: u32,
-    /// The restore notice for the first worker, if this kernel started
-    /// over a snapshot.
-    pub restored: Option<String>,
+    /// What the restore brought back, if this kernel started over a
+    /// snapshot: offered to each worker in its hello.
+    pub restored: Option<Restore>,
     /// Processes that runs left behind (children of the kernel other than
     /// its shell).
     pub background: u32,
@@ -202,7 +213,7 @@ impl Kernel {
         files: SessionFiles,
         snapshot: Option<Snapshot>,
         first: bool,
-        restored: Option<String>,
+        restored: Option<Restore>,
     ) -> Result<(Kernel, OwnedFd), String> {
         let unclaimed = snapshot.is_none();
         let snapshot = snapshot.unwrap_or_else(|| Snapshot::fresh("/", std::iter::empty()));

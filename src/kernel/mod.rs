@@ -192,7 +192,11 @@ fn start_kernel(
                 count(&snapshot, "func:"),
                 count(&snapshot, "alias:")
             );
-            (Some(snapshot), false, Some(text))
+            let restore = jobs::Restore {
+                id: restore_id(),
+                text,
+            };
+            (Some(snapshot), false, Some(restore))
         }
         // A spare's kernel: no `new` has given the session its working
         // directory and environment yet; its claim (or first job) does.
@@ -343,4 +347,16 @@ fn redirect_stdio(log: &std::path::Path) {
     }
     let _ = nix::unistd::dup2_stdout(&file);
     let _ = nix::unistd::dup2_stderr(&file);
+}
+
+/// A fresh id for a restore: random, so no later restore of the session
+/// (after a reboot, pids and start times repeat) goes by the same one.
+fn restore_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Without a random source: the time and the pid, unique enough.
+        let now = crate::clock::wall_ms();
+        return now.rotate_left(20) ^ u64::from(std::process::id());
+    }
+    u64::from_le_bytes(bytes)
 }

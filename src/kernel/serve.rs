@@ -214,19 +214,22 @@ async fn greet(
     true
 }
 
-/// The hello to a worker of `protocol`; only one of this protocol takes the restore notice.
+/// The hello to a worker of `protocol`; one of this protocol is offered the restore.
 fn hello(ctx: &Context, protocol: u32) -> FromKernel {
-    let mut k = ctx.kernel.borrow_mut();
+    let k = ctx.kernel.borrow();
     let identity = own_identity();
     FromKernel::Hello {
         protocol: KERNEL_PROTOCOL,
         build_id: build_id().to_string(),
         pid: identity.pid,
         start_time: identity.start_time,
-        restored: if protocol == KERNEL_PROTOCOL {
-            k.restored.take()
-        } else {
-            None
+        restored: match (&k.restored, protocol == KERNEL_PROTOCOL) {
+            (Some(restore), true) => Some(restore.text.clone()),
+            _ => None,
+        },
+        restore_id: match (&k.restored, protocol == KERNEL_PROTOCOL) {
+            (Some(restore), true) => Some(restore.id),
+            _ => None,
         },
         jobs: k.job_states(),
         background: k.background,

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::timing::{QUIESCE_ANSWER_MS, QUIESCE_HOLD_MS};
-use super::work::WorkSet;
+use super::work::{session_work, Activity, WorkKind, WorkSet};
 
 /// A worker's run gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,10 +176,61 @@ pub fn idle_shutdown_commits(asked_at_ms: u64, replies: &[QuiesceReply]) -> Shut
     }
 }
 
+/// Where a session's worker stands when the idle shutdown asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerStanding {
+    /// Running or starting: it can be asked.
+    Up,
+    /// Being stopped for idleness or removed right now.
+    Stopping,
+    /// None: the session rests, waits out a restart pause or was given up.
+    Gone,
+}
+
+/// Who answers the idle shutdown's question for one session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answerer {
+    /// Its worker, whose gate closes if it is idle.
+    Worker,
+    /// Its live kernel, by the kernel's own work: no worker can be asked,
+    /// and none drives the kernel, so no run starts there before the stop.
+    Kernel,
+    /// No process of the session lives: nothing to ask, nothing to stop.
+    Nobody,
+    /// A stop of its own is under way: busy until it is over.
+    Busy,
+}
+
+/// Who answers for a session whose worker stands as `worker`.
+pub fn answerer(worker: WorkerStanding, kernel_lives: bool) -> Answerer {
+    match (worker, kernel_lives) {
+        (WorkerStanding::Up, _) => Answerer::Worker,
+        (WorkerStanding::Stopping, _) => Answerer::Busy,
+        (WorkerStanding::Gone, true) => Answerer::Kernel,
+        (WorkerStanding::Gone, false) => Answerer::Nobody,
+    }
+}
+
+/// A live kernel's answer for its session: busy while a job of it runs or
+/// a run left a process running, quiesced otherwise.
+pub fn kernel_answer(running_jobs: usize, background: u32) -> QuiesceAnswer {
+    let mut activities = Vec::new();
+    if running_jobs > 0 {
+        activities.push(Activity::Work(WorkKind::Run));
+    }
+    if background > 0 {
+        activities.push(Activity::Work(WorkKind::BackgroundJob));
+    }
+    if session_work(&activities).is_empty() {
+        QuiesceAnswer::Quiesced
+    } else {
+        QuiesceAnswer::Busy
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::laws::work::WorkKind;
 
     #[test]
     fn idle_closes_busy_answers_busy() {
@@ -274,5 +325,39 @@ mod tests {
         )
         .is_err());
         assert!(serde_json::from_str::<ShutdownCommit>(r#""stop_some""#).is_err());
+    }
+
+    #[test]
+    fn a_session_without_a_worker_is_asked_through_its_live_kernel() {
+        assert_eq!(answerer(WorkerStanding::Up, false), Answerer::Worker);
+        assert_eq!(answerer(WorkerStanding::Up, true), Answerer::Worker);
+        assert_eq!(answerer(WorkerStanding::Gone, true), Answerer::Kernel);
+        assert_eq!(answerer(WorkerStanding::Gone, false), Answerer::Nobody);
+        assert_eq!(answerer(WorkerStanding::Stopping, false), Answerer::Busy);
+        assert_eq!(answerer(WorkerStanding::Stopping, true), Answerer::Busy);
+    }
+
+    #[test]
+    fn a_kernel_with_a_running_job_or_a_background_job_answers_busy() {
+        assert_eq!(kernel_answer(0, 0), QuiesceAnswer::Quiesced);
+        assert_eq!(kernel_answer(1, 0), QuiesceAnswer::Busy);
+        assert_eq!(kernel_answer(0, 1), QuiesceAnswer::Busy);
+        assert_eq!(kernel_answer(2, 3), QuiesceAnswer::Busy);
+    }
+
+    #[test]
+    fn a_kernel_that_answers_busy_keeps_the_daemon_serving() {
+        let idle_worker = QuiesceReply::Answered {
+            answer: QuiesceAnswer::Quiesced,
+            at_ms: 5,
+        };
+        let busy_kernel = QuiesceReply::Answered {
+            answer: kernel_answer(0, 1),
+            at_ms: 5,
+        };
+        assert_eq!(
+            idle_shutdown_commits(0, &[idle_worker, busy_kernel]),
+            ShutdownCommit::ReopenAndAnswerBusy
+        );
     }
 }

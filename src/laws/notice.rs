@@ -56,6 +56,24 @@ pub fn restore_notice(start: KernelStart, restores_so_far: u32) -> Option<Messag
     }
 }
 
+/// The notice to store for the restore a kernel offers in its hello
+/// (`offered`: the id it gives the restore; none from a kernel that offers
+/// its restore only once), given the ids of the restore notices stored
+/// (`held`) and how many there are. A kernel offers its restore to every
+/// worker until it ends, so a worker that dies before storing the notice
+/// loses nothing, and the stored id keeps the next one from storing it
+/// again.
+pub fn offered_restore_notice(
+    offered: Option<u64>,
+    held: &[u64],
+    restores_so_far: u32,
+) -> Option<MessageKind> {
+    match offered {
+        Some(id) if held.contains(&id) => None,
+        _ => restore_notice(KernelStart::OverSnapshot, restores_so_far),
+    }
+}
+
 /// What one client shows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct View {
@@ -167,6 +185,24 @@ mod tests {
         );
         assert!(
             serde_json::from_str::<StoredMessage>(r#"{"id":-1,"kind":{"kind":"entry"}}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn an_offered_restore_is_stored_once_by_its_id() {
+        let first = Some(MessageKind::RestoreNotice { restore: 1 });
+        assert_eq!(offered_restore_notice(Some(7), &[], 0), first);
+        // The worker that stored it died; the kernel offers it again.
+        assert_eq!(offered_restore_notice(Some(7), &[7], 1), None);
+        // A later kernel's restore is a new one.
+        assert_eq!(
+            offered_restore_notice(Some(9), &[7], 1),
+            Some(MessageKind::RestoreNotice { restore: 2 })
+        );
+        // A kernel without ids offers its restore once: it is stored.
+        assert_eq!(
+            offered_restore_notice(None, &[7], 1),
+            Some(MessageKind::RestoreNotice { restore: 2 })
         );
     }
 }

@@ -271,6 +271,7 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
         EntryBody::Notice {
             text,
             restore: Some(restore),
+            ..
         } => EventKind::Restored {
             restore: *restore,
             text: bounded(text),
@@ -278,6 +279,7 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
         EntryBody::Notice {
             text,
             restore: None,
+            ..
         } => EventKind::Notice {
             text: bounded(text),
         },

@@ -104,9 +104,16 @@ pub enum FromKernel {
         pid: u32,
         /// Its start time (clock ticks since boot).
         start_time: u64,
-        /// Set once, for the first worker of a kernel started over a
-        /// snapshot: what the restore brought back and what it could not.
+        /// For a kernel started over a snapshot: what the restore brought
+        /// back and what it could not. Offered to every worker for the
+        /// kernel's life, so a worker that dies before storing its notice
+        /// loses nothing.
         restored: Option<String>,
+        /// The id that restore goes by: a notice stored with it is stored
+        /// already (none: a kernel of an earlier build, which offers its
+        /// restore once).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restore_id: Option<u64>,
         /// Every job its spool knows, by tag.
         jobs: BTreeMap<String, JobState>,
         /// Processes that runs left running.

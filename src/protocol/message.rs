@@ -103,7 +103,8 @@ pub enum Request {
     Stop,
     /// Supervisor to worker: the idle shutdown's stop. Taken only while the
     /// worker's gate is still quiesced (answered `Ok`, then the worker
-    /// stops as for `Stop`); a worker whose gate reopened answers
+    /// stops as for `StopWithKernel`: it is idle, so its kernel has nothing
+    /// to keep; the snapshot stays); a worker whose gate reopened answers
     /// `Quiesce { answer: busy }` and keeps serving.
     IdleStop,
     /// Supervisor to worker: stop the session's kernel (every process of

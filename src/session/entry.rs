@@ -127,6 +127,11 @@ pub enum EntryBody {
         text: String,
         /// The restore's number, for a restore notice.
         restore: Option<u32>,
+        /// The id the kernel gave that restore (absent in older
+        /// transcripts): a kernel offers its restore to every worker, and
+        /// one whose id a notice holds is not stored again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restore_id: Option<u64>,
     },
 }
 

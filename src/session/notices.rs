@@ -7,6 +7,7 @@ fn notice(text: String) -> EntryBody {
     EntryBody::Notice {
         text,
         restore: None,
+        restore_id: None,
     }
 }
 

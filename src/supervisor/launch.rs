@@ -426,6 +426,7 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
                     duration_in_words(TM.restart_window)
                 ),
                 restore: None,
+                restore_id: None,
             },
         );
     }

@@ -10,6 +10,7 @@ mod events;
 mod launch;
 pub mod lifecycle;
 mod manage;
+mod quiesce;
 mod routing;
 mod slots;
 mod spare;

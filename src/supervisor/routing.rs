@@ -12,8 +12,9 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::backend;
 use super::events;
-use super::launch::{ask_worker, connect_worker, greet_worker, launch, worker_hello, Shared};
+use super::launch::{connect_worker, greet_worker, launch, worker_hello, Shared};
 use super::manage::{self, settle, InFlight};
+use super::quiesce;
 use super::slots::{Slot, SlotState};
 use super::spare;
 use crate::build_id::{build_id, version};
@@ -21,11 +22,8 @@ use crate::clock::{mono_ms, wall_ms};
 use crate::host::handoff;
 use crate::host::process::is_alive;
 use crate::host::systemd;
-use crate::laws::idle_shutdown::{idle_shutdown_commits, QuiesceReply, ShutdownCommit};
 use crate::laws::restart::RestartBudget;
-use crate::laws::timing::{
-    duration_in_words, give_up_in_words, ACCEPT_WAKE_MS, POLL_MS, QUIESCE_ANSWER_MS, TM,
-};
+use crate::laws::timing::{duration_in_words, give_up_in_words, ACCEPT_WAKE_MS, POLL_MS, TM};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode, StatusInfo};
@@ -768,16 +766,6 @@ async fn restart(supervisor: &Shared, reference: &str) -> Response {
     }
 }
 
-fn running_ids(supervisor: &Shared) -> Vec<String> {
-    supervisor
-        .borrow()
-        .slots
-        .iter()
-        .filter(|(_, slot)| matches!(slot.state, SlotState::Running { .. } | SlotState::Starting))
-        .map(|(id, _)| id.clone())
-        .collect()
-}
-
 /// Stop accepting connections: the socket goes first, so no client
 /// connects to a daemon that is going away.
 fn stop_serving(supervisor: &Shared) {
@@ -802,9 +790,9 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
         }
         ShutdownMode::Force => {
             stop_serving(supervisor);
-            stop_all(
+            quiesce::stop_all(
                 supervisor,
-                &running_ids(supervisor),
+                &quiesce::running_ids(supervisor),
                 Request::StopWithKernel,
             )
             .await;
@@ -817,100 +805,6 @@ async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Response {
                 message: "the daemon, every worker and every kernel stopped".into(),
             }
         }
-        ShutdownMode::IfIdle => {
-            let ids = running_ids(supervisor);
-            let asked_at = mono_ms();
-            // Ask every worker at once; each answer is timed when it comes.
-            let replies: Vec<QuiesceReply> =
-                ask_each(supervisor, &ids, Request::Quiesce, QUIESCE_ANSWER_MS)
-                    .await
-                    .into_iter()
-                    .map(|reply| match reply {
-                        Some((Response::Quiesce { answer }, at_ms)) => {
-                            QuiesceReply::Answered { answer, at_ms }
-                        }
-                        _ => QuiesceReply::Silent,
-                    })
-                    .collect();
-            match idle_shutdown_commits(asked_at, &replies) {
-                ShutdownCommit::StopWorkers => {
-                    stop_serving(supervisor);
-                    stop_all(supervisor, &ids, Request::IdleStop).await;
-                    Response::Shutdown {
-                        stopped: true,
-                        message: "the daemon was idle and stopped".into(),
-                    }
-                }
-                ShutdownCommit::ReopenAndAnswerBusy => {
-                    ask_each(supervisor, &ids, Request::Release, QUIESCE_ANSWER_MS).await;
-                    Response::Shutdown {
-                        stopped: false,
-                        message: "the daemon is busy: it keeps serving".into(),
-                    }
-                }
-            }
-        }
+        ShutdownMode::IfIdle => quiesce::shutdown_if_idle(supervisor, stop_serving).await,
     }
-}
-
-/// Send `request` to each worker at once, each on its own connection; a
-/// reply is kept with the monotonic time it arrived, if it came within
-/// `within_ms`.
-async fn ask_each(
-    supervisor: &Shared,
-    ids: &[String],
-    request: Request,
-    within_ms: u64,
-) -> Vec<Option<(Response, u64)>> {
-    let asks: Vec<_> = ids
-        .iter()
-        .map(|id| {
-            let (supervisor, id, request) = (supervisor.clone(), id.clone(), request.clone());
-            tokio::task::spawn_local(async move {
-                let reply = tokio::time::timeout(
-                    Duration::from_millis(within_ms),
-                    ask_worker(&supervisor, &id, request),
-                )
-                .await;
-                match reply {
-                    Ok(Ok(response)) => Some((response, mono_ms())),
-                    _ => None,
-                }
-            })
-        })
-        .collect();
-    let mut replies = Vec::with_capacity(asks.len());
-    for ask in asks {
-        replies.push(ask.await.unwrap_or(None));
-    }
-    replies
-}
-
-/// Stop workers, all at once: each is asked to stop and ended by force
-/// (by identity, or through its unit) if it outlives the stop grace.
-async fn stop_all(supervisor: &Shared, ids: &[String], request: Request) {
-    let stops: Vec<_> = ids
-        .iter()
-        .filter_map(
-            |id| match supervisor.borrow().slots.get(id).map(|s| s.state.clone()) {
-                Some(SlotState::Running { identity, .. }) => Some((id.clone(), identity)),
-                _ => None,
-            },
-        )
-        .map(|(id, identity)| {
-            let (supervisor, request) = (supervisor.clone(), request.clone());
-            tokio::task::spawn_local(async move {
-                backend::stop_worker(&supervisor, &id, identity, request).await
-            })
-        })
-        .collect();
-    // Each stop's escalation fits in the supervisor drain
-    // (`timeouts_ordered`); the drain bounds them all, so a hung host call
-    // cannot hold the shutdown's answer past the launcher's wait.
-    let _ = tokio::time::timeout(Duration::from_millis(TM.supervisor_drain), async {
-        for stop in stops {
-            let _ = stop.await;
-        }
-    })
-    .await;
 }

@@ -822,6 +822,7 @@ impl RunCore {
                                 "run {input} was cut short: the kernel running it is gone; it does not run again"
                             ),
                             restore: None,
+                            restore_id: None,
                         }));
                         255
                     }
@@ -839,6 +840,7 @@ impl RunCore {
             actions.push(Action::Store(EntryBody::Notice {
                 text,
                 restore: None,
+                restore_id: None,
             }));
         }
         actions
@@ -861,6 +863,7 @@ impl RunCore {
             vec![Action::Store(EntryBody::Notice {
                 text: "the last background job ended".into(),
                 restore: None,
+                restore_id: None,
             })]
         } else {
             Vec::new()
@@ -903,6 +906,7 @@ fn lost_output(
             lost.bytes, lost.error
         ),
         restore: None,
+        restore_id: None,
     }));
     Some(lost)
 }

@@ -16,7 +16,7 @@ use super::state::Worker;
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::process::is_alive;
-use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
+use crate::laws::notice::{offered_restore_notice, MessageKind};
 use crate::laws::timing::{FOLLOWER_PATIENCE_MS, KERNEL_RETRY_MS, KERNEL_RUNS_POLL_MS};
 use crate::paths::Paths;
 use crate::protocol::event::EventKind;
@@ -174,6 +174,7 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
     let FromKernel::Hello {
         pid,
         restored,
+        restore_id,
         jobs,
         background,
         ..
@@ -182,13 +183,14 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
         return Ok(());
     };
     if let Some(text) = restored {
-        let restores = w.restores();
+        let held = w.restore_ids();
         if let Some(MessageKind::RestoreNotice { restore }) =
-            restore_notice(KernelStart::OverSnapshot, restores)
+            offered_restore_notice(restore_id, &held, w.restores())
         {
             w.append(EntryBody::Notice {
                 text: format!("kernel restored from its snapshot (restore {restore}): {text}"),
                 restore: Some(restore),
+                restore_id,
             })?;
         }
     }
@@ -318,6 +320,7 @@ async fn serve(
                 let _ = worker.borrow_mut().append(EntryBody::Notice {
                     text,
                     restore: None,
+                    restore_id: None,
                 });
             }
             FromKernel::Error { message } => {
@@ -325,6 +328,7 @@ async fn serve(
                 let _ = worker.borrow_mut().append(EntryBody::Notice {
                     text: format!("the kernel: {message}"),
                     restore: None,
+                    restore_id: None,
                 });
             }
             FromKernel::Started { .. } | FromKernel::Hello { .. } => {}

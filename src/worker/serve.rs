@@ -377,8 +377,9 @@ async fn idle_stop(
         });
         return ControlFlow::Continue(());
     }
-    tracing::info!("stopping: the idle shutdown committed (the kernel keeps its runs)");
-    stop(worker, signals).await;
+    // Idle: the kernel has no run and no background job to keep.
+    tracing::info!("stopping with the kernel: the idle shutdown committed");
+    stop_with_kernel(worker, signals).await;
     let _ = tx.send(Response::Ok);
     ControlFlow::Break(())
 }
@@ -997,6 +998,7 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                     let _ = worker.borrow_mut().append(EntryBody::Notice {
                         text: "no supervisor and no work: the worker closed the session".into(),
                         restore: None,
+                        restore_id: None,
                     });
                     // Nothing runs: the idle kernel goes too (the snapshot
                     // keeps its state for the next one).

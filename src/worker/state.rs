@@ -261,6 +261,17 @@ impl Worker {
         self.restore_notices.len() as u32
     }
 
+    /// The ids of the restores whose notices the transcript holds.
+    pub fn restore_ids(&self) -> Vec<u64> {
+        self.restore_notices
+            .iter()
+            .filter_map(|entry| match entry.body {
+                EntryBody::Notice { restore_id, .. } => restore_id,
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Carry out the core's actions. When an end that must be stored
     /// cannot be yet (a full disk), it and every action after it are
     /// returned, not carried out: nobody hears of an end before it is on
@@ -349,6 +360,7 @@ impl Worker {
         if let Err(e) = self.append(EntryBody::Notice {
             text,
             restore: None,
+            restore_id: None,
         }) {
             tracing::error!("the notice could not be stored: {e}");
         }
@@ -539,6 +551,7 @@ impl Worker {
         let stored = self.append(EntryBody::Notice {
             text,
             restore: None,
+            restore_id: None,
         });
         if stored.is_ok() {
             self.unstored_output = 0;

@@ -71,6 +71,7 @@ impl OutputStore {
                     body: EntryBody::Notice {
                         text: lost_notice(stored.len, &whose, stream, &why),
                         restore: None,
+                        restore_id: None,
                     },
                     ..entry
                 }

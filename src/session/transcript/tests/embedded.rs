@@ -13,6 +13,7 @@ fn other_transcript(n: u64) -> Vec<u8> {
             EntryBody::Notice {
                 text: format!("other {i}"),
                 restore: None,
+                restore_id: None,
             },
         )
         .unwrap();

@@ -172,6 +172,7 @@ fn a_failed_append_is_cut_back_and_later_entries_stay_readable() {
     let big = EntryBody::Notice {
         text: "x".repeat(4096),
         restore: None,
+        restore_id: None,
     };
     let failed = transcript.append(2, big);
     setrlimit(Resource::RLIMIT_FSIZE, soft, hard).unwrap();
