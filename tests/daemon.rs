@@ -12,6 +12,9 @@ mod diag;
 #[path = "daemon/events.rs"]
 mod events;
 
+#[path = "daemon/revival.rs"]
+mod revival;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]
