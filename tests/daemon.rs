@@ -15,6 +15,9 @@ mod events;
 #[path = "daemon/revival.rs"]
 mod revival;
 
+#[path = "daemon/stuck.rs"]
+mod stuck;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]
@@ -347,9 +350,17 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
         vars: older.vars.clone(),
     }
     .with("EUKHE_VERSION", "2.0.0");
-    // `eukhe attach` is the interactive start: it replaces the idle older
-    // daemon (its input is empty, so it detaches at once).
+    // An attach without a terminal (from cron, or fed by a pipe) is a
+    // background start: it keeps the older daemon.
     newer.ok(&["attach", &id]);
+    assert_eq!(
+        newer.daemon_pid(),
+        old_daemon,
+        "kept by an attach from a pipe"
+    );
+    // `eukhe attach` on a terminal is the interactive start: it replaces
+    // the idle older daemon (its input is empty, so it detaches at once).
+    on_a_terminal(&newer, &["attach", &id]);
     let status: serde_json::Value = serde_json::from_str(&newer.ok(&["status", "--json"])).unwrap();
     assert_eq!(status["version"], "2.0.0");
     assert_eq!(newer.ok(&["bash", &id, "--", "echo $KEPT"]), "1\n");
@@ -358,6 +369,27 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
         !alive(old_daemon)
     });
     std::mem::forget(older);
+}
+
+/// Run eukhe with a pseudo-terminal on its standard input and output
+/// (util-linux `script`), its input ending at once.
+fn on_a_terminal(env: &Env, args: &[&str]) {
+    let mut line = env!("CARGO_BIN_EXE_eukhe").to_string();
+    for arg in args {
+        line.push_str(&format!(" '{arg}'"));
+    }
+    let mut command = std::process::Command::new("script");
+    command.args(["-qec", &line, "/dev/null"]);
+    command.stdin(std::process::Stdio::null());
+    command.env_remove("EUKHE_BUILD_ID");
+    for (name, value) in &env.vars {
+        command.env(name, value);
+    }
+    let out = command.output().expect("run script(1)");
+    assert!(
+        out.status.success(),
+        "eukhe {args:?} on a terminal: {out:?}"
+    );
 }
 
 #[test]

@@ -361,3 +361,46 @@ fn a_tail_shows_one_line_per_earlier_restore_whether_the_session_runs_or_rests()
         "no worker started to read it"
     );
 }
+
+#[test]
+fn a_command_line_over_the_request_limit_says_what_to_do_in_one_line() {
+    let env = Env::new("huge-command");
+    let id = session(&env);
+    // Each word stays under the kernel's limit for one argument.
+    let word = "x".repeat(110_000);
+    let mut args = vec!["bash", id.as_str(), "--", "echo"];
+    args.extend(std::iter::repeat_n(word.as_str(), 10));
+    let refused = env.run(&args);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(125), "{said}");
+    assert_eq!(
+        said,
+        "eukhe: the command line is 1100014 bytes, over the 1020 KiB a request carries: put it in a script file and run that\n"
+    );
+    args[0] = "send";
+    let refused = env.run(&args);
+    assert_eq!(refused.status.code(), Some(125));
+    // Just under the limit, it runs.
+    args.truncate(4 + 9);
+    args[0] = "bash";
+    assert_eq!(env.ok(&args).len(), 9 * 110_001);
+}
+
+#[test]
+fn ls_help_names_every_state_ls_shows() {
+    let env = Env::new("ls-help");
+    let help = env.ok(&["ls", "--help"]);
+    for state in [
+        "idle",
+        "busy",
+        "running",
+        "restarting",
+        "saved",
+        "given-up",
+        "damaged",
+        "stopping",
+        "removing",
+    ] {
+        assert!(help.contains(state), "ls --help omits {state}: {help}");
+    }
+}

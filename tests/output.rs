@@ -881,6 +881,31 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
     assert_eq!(env.ok(&["bash", &id, "--", "echo $kept"]), "yes\n");
 }
 
+/// `new` on a full state disk fails in one line and leaves nothing
+/// behind: no session directory, no temporary file.
+#[test]
+fn a_new_session_refused_by_a_full_disk_leaves_nothing_behind() {
+    let Some((disk, env)) = on_a_small_disk("full-new") else {
+        return;
+    };
+    let env = env.with_config("spare_session = false\n");
+    env.ok(&["status"]);
+    let sessions = disk.path.join("sessions");
+    let before: Vec<_> = std::fs::read_dir(&sessions)
+        .map_or(Vec::new(), |d| d.flatten().map(|e| e.file_name()).collect());
+    let filler = fill(&disk);
+    let refused = env.run(&["new", "--env", &format!("BIG={}", "x".repeat(64 * 1024))]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let after: Vec<_> = std::fs::read_dir(&sessions)
+        .map_or(Vec::new(), |d| d.flatten().map(|e| e.file_name()).collect());
+    assert_eq!(after, before, "nothing of the refused session stays");
+    std::fs::remove_file(filler).unwrap();
+    env.ok(&["new"]);
+}
+
 /// A client whose worker is lost while its command runs follows the
 /// command in the transcript: output lost to a full disk is told there
 /// too (the end entry carries it), and the client fails the same way.
@@ -954,4 +979,51 @@ fn output_lost_as_a_command_ends_is_told_with_its_end() {
     }
     std::fs::remove_file(filler).unwrap();
     assert_eq!(env.ok(&["bash", &id, "--", "echo small"]), "small\n");
+}
+
+/// `log --raw N` of output whose kept bytes were damaged writes what it
+/// can and fails, saying in one line which bytes are missing (plain `log`
+/// shows the same notice in their place).
+#[test]
+fn log_raw_of_damaged_output_fails_saying_what_is_missing() {
+    use std::io::{Seek, SeekFrom, Write};
+    let env = Env::new("raw-damaged");
+    let id = env.ok(&["new"]).trim().to_string();
+    let size = 4u64 << 20;
+    let flood = format!("yes 'a line of text' | head -c {size}");
+    assert!(env
+        .run(&["send", &id, "--wait", "--", &flood])
+        .status
+        .success());
+    let kept = env
+        .dir
+        .join("state/sessions")
+        .join(&id)
+        .join("output/r1.out");
+    env::wait_until(Duration::from_secs(10), "the output is kept", || {
+        kept.exists()
+    });
+    env.ok(&["shutdown", "--force"]);
+    let mut file = std::fs::OpenOptions::new().write(true).open(&kept).unwrap();
+    file.seek(SeekFrom::Start(size / 2)).unwrap();
+    file.write_all(b"XXXX").unwrap();
+    drop(file);
+
+    let raw = env.run(&["log", &id, "--raw", "1"]);
+    let said = String::from_utf8_lossy(&raw.stderr);
+    assert_eq!(raw.status.code(), Some(125), "{said}");
+    assert!(
+        (raw.stdout.len() as u64) < size,
+        "{} bytes",
+        raw.stdout.len()
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("eukhe: the output of input 1 written above is incomplete: ")
+            && said.contains("bytes of run 1's stdout are lost"),
+        "{said}"
+    );
+    assert!(env
+        .ok(&["log", &id])
+        .contains("bytes of run 1's stdout are lost"));
 }

@@ -1446,9 +1446,10 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         &["bash", "{id}", "--", COMMAND][..],
         &["send", "--wait", "{id}", COMMAND],
         &["log", "{id}", "--follow"],
+        &["attach", "{id}"],
     ] {
         let id = t.new_session();
-        if words[0] == "log" {
+        if words[0] == "log" || words[0] == "attach" {
             t.send(&id, COMMAND);
         }
         let words: Vec<String> = words.iter().map(|w| w.replace("{id}", &id)).collect();
@@ -1459,6 +1460,12 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         let shown = t.dir.join(format!("shown-{}", words[0]));
         let mut command = t.command(&words);
         command.stdout(std::fs::File::create(&shown).unwrap());
+        // An attach stays while its input is open: one end of a socket
+        // pair the test holds until the client is done.
+        let (input, _held) = std::os::unix::net::UnixStream::pair().unwrap();
+        if words[0] == "attach" {
+            command.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(input)));
+        }
         let client = command.output_in_thread();
         wait_until(
             Duration::from_secs(10),
@@ -1633,6 +1640,67 @@ fn a_daemon_whose_executable_was_removed_still_starts_workers_and_kernels() {
     });
     assert_eq!(t.bash(&id, "echo again"), "again\n");
     assert_eq!(t.session(&id)["failures_in_window"], 1);
+}
+
+// An upgrade replaces the executable under an attached client, then its
+// daemon is lost: the client relaunches a daemon of its own build (its
+// `/proc/self/exe`), not whatever the path it started from leads to now.
+#[test]
+fn an_attached_client_relaunches_a_daemon_of_its_own_build_after_an_upgrade() {
+    let t = Install::new("relaunch-own-build");
+    let copy = t.dir.join("bin/eukhe");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_eukhe"), &copy).unwrap();
+    let id = t.new_session();
+    assert_eq!(t.bash(&id, "echo before"), "before\n");
+    let old_daemon = t.daemon_pid();
+    let screen = t.dir.join("attach.out");
+    let mut attach = std::process::Command::new(&copy);
+    attach
+        .args(["attach", &id])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::fs::File::create(&screen).unwrap())
+        .stderr(std::process::Stdio::null());
+    for (name, value) in &t.vars {
+        attach.env(name, value);
+    }
+    let mut attached = attach.spawn().unwrap();
+    wait_until(Duration::from_secs(10), "the client is attached", || {
+        std::fs::read_to_string(&screen).is_ok_and(|s| s.contains("before"))
+    });
+    // The upgrade: another program renamed over the path.
+    let marker = t.dir.join("the-new-build-ran");
+    let upgrade = t.dir.join("bin/eukhe.new");
+    let script = format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 3\n", marker.display());
+    std::fs::write(&upgrade, script).unwrap();
+    std::fs::set_permissions(
+        &upgrade,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::rename(&upgrade, &copy).unwrap();
+    kill9(old_daemon);
+    wait_until(Duration::from_secs(5), "the daemon is gone", || {
+        !alive(old_daemon)
+    });
+    wait_until(Duration::from_secs(20), "a daemon is relaunched", || {
+        let socket = t.dir.join("run/eukhe.sock");
+        std::os::unix::net::UnixStream::connect(socket).is_ok()
+    });
+    let status: serde_json::Value = serde_json::from_str(&t.ok(&["status", "--json"])).unwrap();
+    assert_ne!(status["pid"].as_u64(), Some(u64::from(old_daemon)));
+    // The relaunched daemon runs the client's own executable: the file
+    // the upgrade renamed over, which lives on only as the client's.
+    let pid = status["pid"].as_u64().unwrap();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, PathBuf::from(format!("{} (deleted)", copy.display())));
+    assert!(
+        !marker.exists(),
+        "the client ran the upgraded file: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    drop(attached.stdin.take());
+    let _ = attached.wait();
 }
 
 /// `out` is eukhe's own failure (status 125) with `line` as its one line

@@ -24,7 +24,14 @@ use crate::session::transcript::{Entry, EntryBody};
 pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     let interactive = std::io::stdin().is_terminal();
-    let client = open_attach(&session, ClientStart::Attach, None, tail).await?;
+    // A person drives an attach only from a terminal: only then may its
+    // start replace an older daemon.
+    let start = if interactive && std::io::stdout().is_terminal() {
+        ClientStart::Attach
+    } else {
+        ClientStart::AttachWithoutTerminal
+    };
+    let client = open_attach(&session, start, None, tail).await?;
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.
@@ -76,6 +83,9 @@ struct Attached {
     view: View,
     runs: RunsSeen,
     text: TextLog,
+    /// The session answered once (its replay): a refusal after it means it
+    /// was removed since.
+    replayed: bool,
 }
 
 impl Attached {
@@ -86,6 +96,7 @@ impl Attached {
             view: View::default(),
             runs: RunsSeen::default(),
             text: TextLog::new(false),
+            replayed: false,
         }
     }
 
@@ -101,7 +112,11 @@ impl Attached {
                 self.runs.unanswered = self.runs.unanswered.saturating_sub(1);
                 self.runs.sent.push(input);
             }
-            Ok(Response::Replayed) => {}
+            Ok(Response::Replayed) => self.replayed = true,
+            // Worded as `bash` and `send --wait` word it.
+            Ok(Response::Error { message }) if self.replayed => {
+                return Err(super::log::refusal(&self.session, message).await)
+            }
             Ok(Response::Cancelled { run: None, .. }) => {
                 eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
             }

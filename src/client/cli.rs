@@ -121,8 +121,9 @@ pub enum Command {
     },
     /// List sessions, the one active most recently last.
     ///
-    /// Columns: id, name, state (idle, busy, running, restarting, saved,
-    /// given-up, damaged), the worker's and the kernel's pid, background
+    /// Columns: id, name, state (idle, busy, running: launched and not yet
+    /// reporting, restarting, saved, given-up, damaged, stopping: an idle
+    /// stop under way, removing), the worker's and the kernel's pid, background
     /// jobs, failures in the restart window, last activity (the last
     /// input, output or end in its transcript) and the working directory of its shell. A
     /// damaged session (a file of it cannot be read) is named with the
@@ -599,7 +600,7 @@ fn shutdown_mode(if_idle: bool, force: bool) -> ShutdownMode {
 /// `send`: queue a run; with `wait`, stream its output and exit with its
 /// status.
 async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, ClientError> {
-    let text = command_line(text);
+    let text = fitting(command_line(text))?;
     let request = SessionRequest::Send { text, wait };
     let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
     super::log::stream_until_exit(&mut client, &session, wait).await
@@ -611,7 +612,7 @@ async fn bash(
     no_stdin: bool,
     command: &[String],
 ) -> Result<ExitCode, ClientError> {
-    let command = command_line(command);
+    let command = fitting(command_line(command))?;
     let stdin = if no_stdin {
         None
     } else {
@@ -756,6 +757,24 @@ fn command_line(words: &[String]) -> String {
         }
     };
     words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// What a request holds besides its command line, at most: the session's
+/// reference, the request's own words, the standard input's pid.
+const REQUEST_OVERHEAD_BYTES: usize = 4 * 1024;
+
+/// `line`, if a request can carry it (one frame, as JSON); else why not,
+/// and what to do instead.
+fn fitting(line: String) -> Result<String, ClientError> {
+    let encoded = serde_json::to_string(&line).map_or(usize::MAX, |json| json.len());
+    if encoded.saturating_add(REQUEST_OVERHEAD_BYTES) <= crate::protocol::MAX_FRAME_BYTES {
+        return Ok(line);
+    }
+    Err(ClientError::Refused(format!(
+        "the command line is {} bytes, over the {} KiB a request carries: put it in a script file and run that",
+        line.len(),
+        (crate::protocol::MAX_FRAME_BYTES - REQUEST_OVERHEAD_BYTES) / 1024
+    )))
 }
 
 /// `--stream` of `log --raw`.

@@ -66,6 +66,9 @@ fn our_hello(role: Role) -> Hello {
 }
 
 async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientError> {
+    // A socket directory too deep for any socket of eukhe's is said as
+    // `eukhe doctor` says it, not as the system call's error.
+    paths.sockets_fit().map_err(ClientError::Refused)?;
     let mut stream = match UnixStream::connect(&paths.socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -85,7 +88,21 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
     // no daemon, not an error. A daemon refusing us may have answered
     // (and closed) before our hello was written: its answer still counts.
     let _ = write_frame(&mut stream, &Request::Hello(our_hello(role))).await;
-    match read_frame::<Response, _>(&mut stream).await {
+    // A daemon that accepts and never answers (stopped, wedged) is waited
+    // for as long as a starting one, and no longer.
+    let answer = tokio::time::timeout(
+        Duration::from_millis(TM.daemon_start_wait),
+        read_frame::<Response, _>(&mut stream),
+    )
+    .await
+    .map_err(|_| {
+        ClientError::NoDaemon(format!(
+            "the daemon on {} accepted but did not answer within {}: it is stopped or wedged; `eukhe doctor` names its process",
+            paths.socket.display(),
+            duration_in_words(TM.daemon_start_wait)
+        ))
+    })?;
+    match answer {
         Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
         Ok(Response::Error { message }) => Err(ClientError::Refused(message)),
         Ok(other) => Err(ClientError::NoDaemon(format!(
@@ -233,10 +250,12 @@ async fn start_daemon(paths: &Paths) -> Result<std::process::Child, ClientError>
     let log2 = log
         .try_clone()
         .map_err(ClientError::system("cannot open the daemon's log"))?;
-    let exe =
-        std::env::current_exe().map_err(ClientError::system("cannot find the eukhe executable"))?;
+    // This very build, even after an upgrade replaced the file it started
+    // from: a client relaunches a daemon of its own build.
+    let (exe, arg0) = crate::build_id::own_executable();
     let mut command = std::process::Command::new(exe);
     command
+        .arg0(arg0)
         .arg("daemon")
         .env("EUKHE_SOCKET", &paths.socket)
         .env("EUKHE_STATE_DIR", &paths.state)

@@ -37,8 +37,9 @@ enum Sink {
     Text(TextLog),
     /// `--json`: one array; with `--follow`, one entry per line.
     Json(Option<JsonArray>),
-    /// `--raw N`: input N's output bytes, nothing else.
-    Raw(Option<Stream>),
+    /// `--raw N`: input N's output bytes, nothing else; what its notices
+    /// said is missing from them.
+    Raw(Option<Stream>, Vec<String>),
 }
 
 impl Sink {
@@ -50,13 +51,34 @@ impl Sink {
                 serde_json::to_writer(&mut *out, entry).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")
             }
-            Sink::Raw(only) => match &entry.body {
+            Sink::Raw(only, missing) => match &entry.body {
                 EntryBody::Output { stream, data, .. } if only.is_none_or(|s| s == *stream) => {
                     out.write_all(data)
+                }
+                // Among an input's own entries a notice says its output
+                // is incomplete: bytes lost to damage or a full disk.
+                EntryBody::Notice { text, .. } => {
+                    missing.push(text.clone());
+                    Ok(())
                 }
                 _ => Ok(()),
             },
         }
+    }
+
+    /// Why the bytes written are not the whole output, in one line.
+    fn incomplete(&self, input: u64) -> Option<ClientError> {
+        let Sink::Raw(_, missing) = self else {
+            return None;
+        };
+        let first = missing.first()?;
+        let more = match missing.len() {
+            1 => String::new(),
+            n => format!(" (and {} more losses: `eukhe log` shows each)", n - 1),
+        };
+        Some(ClientError::Refused(format!(
+            "the output of input {input} written above is incomplete: {first}{more}"
+        )))
     }
 
     fn finish(self, out: &mut impl Write) -> std::io::Result<()> {
@@ -79,7 +101,7 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
     let mut client = open(&args.session, ClientStart::Log, request).await?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut sink = match (args.raw, args.json) {
-        (Some(_), _) => Sink::Raw(args.stream),
+        (Some(_), _) => Sink::Raw(args.stream, Vec::new()),
         (None, true) if args.follow => Sink::Json(None),
         (None, true) => Sink::Json(Some(JsonArray::start(&mut out).map_err(stdout::failed)?)),
         (None, false) => Sink::Text(TextLog::new(args.timestamps)),
@@ -92,9 +114,10 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
                 other => return unexpected(other),
             }
         }
+        let incomplete = args.raw.and_then(|input| sink.incomplete(input));
         sink.finish(&mut out).map_err(stdout::failed)?;
         out.flush().map_err(stdout::failed)?;
-        return Ok(ExitCode::SUCCESS);
+        return complete_or(incomplete);
     }
     // Following: flushed entry by entry; a dropped connection is made
     // again, asking for what came after the last entry written.
@@ -110,8 +133,8 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
                 last = Some(entry.seq);
                 sink.write(&mut out, &entry).map_err(stdout::failed)?;
                 out.flush().map_err(stdout::failed)?;
-                if args.raw.is_some_and(|input| ends(&entry, input)) {
-                    return Ok(ExitCode::SUCCESS);
+                if let Some(input) = args.raw.filter(|&input| ends(&entry, input)) {
+                    return complete_or(sink.incomplete(input));
                 }
             }
             Ok(Response::Replayed) => {}
@@ -128,6 +151,14 @@ pub async fn log(args: LogArgs) -> Result<ExitCode, ClientError> {
                 pending = Some(first);
             }
         }
+    }
+}
+
+/// Success, unless what was written is `incomplete`.
+fn complete_or(incomplete: Option<ClientError>) -> Result<ExitCode, ClientError> {
+    match incomplete {
+        Some(incomplete) => Err(incomplete),
+        None => Ok(ExitCode::SUCCESS),
     }
 }
 
@@ -159,7 +190,7 @@ async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Respo
 /// The daemon's refusal `message` while `session` is followed: final
 /// (`Gone`) when the daemon no longer lists the session (it was removed;
 /// retrying would only wait out the minute), else one to try again.
-async fn refusal(session: &str, message: String) -> ClientError {
+pub(super) async fn refusal(session: &str, message: String) -> ClientError {
     let listed = match connect(ClientStart::Reattach).await {
         Ok(mut client) => match client.ask(Request::List).await {
             Ok(Response::Sessions { sessions }) => sessions

@@ -32,9 +32,9 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
     let mut rows = vec![header];
     for s in sessions {
         rows.push(vec![
-            s.id.clone(),
-            s.name.clone(),
-            s.state.clone(),
+            escape_controls(&s.id),
+            escape_controls(&s.name),
+            escape_controls(&s.state),
             pid(s.pid),
             pid(s.kernel_pid),
             s.jobs.to_string(),
@@ -43,13 +43,28 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
             if s.cwd.is_empty() {
                 "-".into()
             } else {
-                s.cwd.clone()
+                escape_controls(&s.cwd)
             },
         ]);
     }
     // Numbers align right, text left; the last column is not padded.
     let right = [false, false, false, true, true, true, true, true, false];
     table(&rows, &right)
+}
+
+/// `text` with each control character written as an escape (`\n`,
+/// `\u{1b}`): a directory named with a newline or an escape sequence
+/// never breaks a table's rows or drives the terminal.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Rows as aligned columns, two spaces apart, sized by display width.

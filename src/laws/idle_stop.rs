@@ -38,7 +38,12 @@ pub enum IdleStop {
 #[serde(untagged)]
 enum IdleStopWire {
     Ms(u64),
+    #[serde(skip_serializing)]
+    Negative(i64),
     Word(String),
+    /// Anything else (a fraction, a boolean, a table): refused by name.
+    #[serde(skip_serializing)]
+    Other(serde::de::IgnoredAny),
 }
 
 impl From<IdleStop> for IdleStopWire {
@@ -65,6 +70,12 @@ impl TryFrom<IdleStopWire> for IdleStop {
             IdleStopWire::Word(word) => Err(format!(
                 "idle_stop_ms {word:?}: expected milliseconds or \"never\""
             )),
+            IdleStopWire::Negative(ms) => Err(format!(
+                "idle_stop_ms = {ms}: expected milliseconds (a whole number above 0) or \"never\""
+            )),
+            IdleStopWire::Other(_) => Err(
+                "idle_stop_ms: expected milliseconds (a whole number above 0) or \"never\"".to_string(),
+            ),
         }
     }
 }
@@ -215,7 +226,13 @@ mod tests {
             .to_string()
             .contains("idle_stop_ms = 0"));
         assert!(parse("\"soon\"").unwrap_err().to_string().contains("soon"));
-        assert!(parse("-1").is_err());
+        for refused in ["-1", "1.5", "true"] {
+            let said = parse(refused).unwrap_err().to_string();
+            assert!(
+                said.contains("expected milliseconds (a whole number above 0) or \"never\""),
+                "{refused}: {said}"
+            );
+        }
         let json = serde_json::to_string(&IdleStop::Never).unwrap();
         assert_eq!(json, "\"never\"");
     }

@@ -129,8 +129,12 @@ pub enum ClientStart {
     Top,
     /// `eukhe mcp`, an agent's gateway.
     Mcp,
-    /// `eukhe attach`: a person's screen on a session.
+    /// `eukhe attach` with a terminal on its standard input and output: a
+    /// person's screen on a session.
     Attach,
+    /// `eukhe attach` without a terminal (from cron, or fed by a pipe):
+    /// no person drives it.
+    AttachWithoutTerminal,
     /// An attached client's own connection that watches the supervisor.
     AttachWatch,
     /// A client (attach, `log --follow`, `send --wait`, `bash`) connecting
@@ -142,7 +146,7 @@ pub enum ClientStart {
 
 impl ClientStart {
     /// Every start, in the order the model's table lists them.
-    pub const ALL: [ClientStart; 19] = [
+    pub const ALL: [ClientStart; 20] = [
         ClientStart::New,
         ClientStart::Send,
         ClientStart::Bash,
@@ -159,6 +163,7 @@ impl ClientStart {
         ClientStart::Top,
         ClientStart::Mcp,
         ClientStart::Attach,
+        ClientStart::AttachWithoutTerminal,
         ClientStart::AttachWatch,
         ClientStart::Reattach,
         ClientStart::Relaunch,
@@ -183,6 +188,7 @@ impl ClientStart {
             ClientStart::Top => "top",
             ClientStart::Mcp => "mcp",
             ClientStart::Attach => "attach",
+            ClientStart::AttachWithoutTerminal => "attach-without-terminal",
             ClientStart::AttachWatch => "attach-watch",
             ClientStart::Reattach => "reattach",
             ClientStart::Relaunch => "relaunch",
@@ -190,9 +196,9 @@ impl ClientStart {
     }
 }
 
-/// Who a start is. Only `eukhe attach` is an interactive start (the
-/// specification's "TUI, eukhe chat": a person's screen on a session);
-/// every other command, and an attached client's own reconnects and
+/// Who a start is. Only `eukhe attach` with a terminal is an interactive
+/// start (the specification's "TUI, eukhe chat": a person's screen on a
+/// session); the same command without one, every other command, and an attached client's own reconnects and
 /// relaunches, is a background start and never replaces a daemon.
 pub fn start_kind(start: ClientStart) -> ClientKind {
     match start {
@@ -212,6 +218,7 @@ pub fn start_kind(start: ClientStart) -> ClientKind {
         | ClientStart::Events
         | ClientStart::Top
         | ClientStart::Mcp
+        | ClientStart::AttachWithoutTerminal
         | ClientStart::AttachWatch
         | ClientStart::Reattach
         | ClientStart::Relaunch => ClientKind::Background,

@@ -188,6 +188,17 @@ pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// for it to release the state directory's lock. Not a law's timeout: a
 /// daemon on another socket is refused at once.
 pub const STATE_LOCK_HANDOVER_MS: u64 = 10_000;
+/// How long the supervisor waits for a worker to answer a connect, a hello
+/// or a request (a healthy one answers within milliseconds): a worker that
+/// does not (stopped, wedged, accepting and never replying) is
+/// unreachable, a failure under the restart budget when it is found at
+/// start, and nothing else waits for it.
+pub const WORKER_ANSWER_MS: u64 = 5_000;
+/// How long a worker waits for its kernel to answer a start (a healthy one
+/// answers within milliseconds) before it says, once, that the kernel is
+/// stopped or wedged and what waits for it. The worker goes on waiting:
+/// the kernel holds the session's runs, and only its death ends them.
+pub const KERNEL_ANSWER_MS: u64 = 5_000;
 /// `idle_stop_ms` by default: a session left alone for an hour gives back
 /// its worker and kernel (its shell state waits in the snapshot). Not a
 /// law's timeout: nothing waits for it.
@@ -238,9 +249,6 @@ pub const ACCEPT_WAKE_MS: u64 = 200;
 /// How often the supervisor retries a just-launched worker's socket (a
 /// worker binds it within milliseconds: a short retry keeps starts fast).
 pub const WORKER_CONNECT_RETRY_MS: u64 = 2;
-/// How often a starting supervisor looks whether its adopted workers are
-/// under supervision yet.
-pub const ADOPT_POLL_MS: u64 = 5;
 /// How often a worker retries reaching or replacing its kernel.
 pub const KERNEL_RETRY_MS: u64 = 200;
 /// How often a worker whose kernel speaks another protocol looks whether

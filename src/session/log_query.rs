@@ -75,7 +75,8 @@ pub fn belongs_to(entry: &Entry, input: u64) -> bool {
             input: run, bash, ..
         } => *run == Some(input) || *bash == Some(input),
         EntryBody::Bash { bash, .. } | EntryBody::BashFinished { bash, .. } => *bash == Some(input),
-        EntryBody::Notice { .. } => false,
+        // Bytes of its output read as lost (damaged, or their file gone).
+        EntryBody::Notice { text, .. } => transcript::input_of_lost_notice(text) == Some(input),
     }
 }
 

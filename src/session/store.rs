@@ -43,6 +43,7 @@ pub struct WorkerRecord {
 /// Check a session name: 1 to 64 characters, no path separator, no `..`,
 /// no NUL or other control character.
 pub fn validate_name(name: &str) -> Result<(), SessionError> {
+    use unicode_general_category::{get_general_category, GeneralCategory};
     let refused = |why: String| Err(SessionError::Refused(why));
     if name.is_empty() {
         return refused("a session name cannot be empty".into());
@@ -55,8 +56,18 @@ pub fn validate_name(name: &str) -> Result<(), SessionError> {
     if name.contains('/') || name.contains('\\') {
         return refused(format!("session name {name:?} contains a path separator"));
     }
-    if name == "." || name.contains("..") {
+    if name == "." {
+        return refused(
+            "session name \".\" reads as the current directory: choose another name".into(),
+        );
+    }
+    if name.contains("..") {
         return refused(format!("session name {name:?} contains \"..\""));
+    }
+    if name.starts_with('-') {
+        return refused(format!(
+            "session name {name:?} starts with '-', which a command would read as an option: choose another name"
+        ));
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
         return refused(format!(
@@ -64,7 +75,28 @@ pub fn validate_name(name: &str) -> Result<(), SessionError> {
             c
         ));
     }
+    let invisible = name
+        .chars()
+        .find(|&c| get_general_category(c) == GeneralCategory::Format);
+    if let Some(c) = invisible {
+        return refused(format!(
+            "session name {name:?} contains the invisible character U+{:04X}: names show as they are",
+            u32::from(c)
+        ));
+    }
+    if name.chars().all(char::is_whitespace) {
+        return refused(format!(
+            "session name {name:?} is only whitespace: a name must show"
+        ));
+    }
     Ok(())
+}
+
+/// A session name as it is kept and compared: Unicode NFC, so a name
+/// typed with a composed or a decomposed accent names one session.
+pub fn normalize_name(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfc().collect()
 }
 
 /// How long a session id is (every one: [`new_id`] makes no other).
@@ -196,21 +228,25 @@ fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(
     let tmp = path.with_extension("tmp");
     let context = |e: std::io::Error| file_error("cannot write", path, e);
     let bytes = serde_json::to_vec_pretty(value)?;
-    {
+    let written = (|| {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(context)?;
-        file.write_all(&bytes).map_err(context)?;
+            .open(&tmp)?;
+        file.write_all(&bytes)?;
         if sync {
-            file.sync_all().map_err(context)?;
+            file.sync_all()?;
         }
-    }
-    std::fs::rename(&tmp, path).map_err(context)
+        std::fs::rename(&tmp, path)
+    })();
+    // A write that failed (a full disk) leaves nothing behind.
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        context(e)
+    })
 }
 
 /// Read JSON from `path`; `None` when the file does not exist.

@@ -17,8 +17,8 @@ use crate::clock::{mono_ms, wall_ms};
 use crate::laws::adoption::{adoption_verdict, AdoptionVerdict, LiveWorker, ProcessIdentity};
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
-use crate::laws::revival::{revival_veto, BusyRecord, RecordOrigin};
-use crate::laws::timing::{duration_in_words, ADOPT_POLL_MS, TM, WORKER_CONNECT_RETRY_MS};
+use crate::laws::revival::{revival_veto, RecordOrigin};
+use crate::laws::timing::{duration_in_words, TM, WORKER_ANSWER_MS, WORKER_CONNECT_RETRY_MS};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
 use crate::protocol::message::WorkerInfo;
@@ -30,14 +30,36 @@ use crate::session::transcript::{EntryBody, OutputBytes, Transcript};
 
 pub type Shared = Rc<RefCell<Supervisor>>;
 
-/// Connect to a worker's socket and exchange hellos.
+/// Connect to a worker's socket and exchange hellos, within the worker
+/// answer deadline: a worker that is stopped, wedged or accepts and never
+/// answers is unreachable, and nothing waits on it longer.
 pub async fn connect_worker(
     supervisor: &Shared,
     id: &str,
 ) -> Result<(UnixStream, Hello), SupervisorError> {
-    let mut stream = greet_worker(supervisor, id).await?;
-    let hello = worker_hello(&mut stream, id).await?;
-    Ok((stream, hello))
+    within_answer(id, async {
+        let mut stream = greet_worker(supervisor, id).await?;
+        let hello = worker_hello(&mut stream, id).await?;
+        Ok((stream, hello))
+    })
+    .await
+}
+
+/// `step`, or an error once the worker answer deadline passed.
+async fn within_answer<T>(
+    id: &str,
+    step: impl std::future::Future<Output = Result<T, SupervisorError>>,
+) -> Result<T, SupervisorError> {
+    match tokio::time::timeout(Duration::from_millis(WORKER_ANSWER_MS), step).await {
+        Ok(result) => result,
+        Err(_) => Err(SupervisorError::worker(
+            id,
+            format!(
+                "its worker did not answer within {}",
+                duration_in_words(WORKER_ANSWER_MS)
+            ),
+        )),
+    }
 }
 
 /// Connect to a worker's socket and send the hello, without waiting for
@@ -46,7 +68,11 @@ pub async fn connect_worker(
 /// ([`worker_hello`]).
 pub async fn greet_worker(supervisor: &Shared, id: &str) -> Result<UnixStream, SupervisorError> {
     let socket = supervisor.borrow().paths.worker_socket(id);
-    let mut stream = UnixStream::connect(&socket).await.map_err(|e| {
+    within_answer(id, greet_at(&socket, id)).await
+}
+
+async fn greet_at(socket: &std::path::Path, id: &str) -> Result<UnixStream, SupervisorError> {
+    let mut stream = UnixStream::connect(socket).await.map_err(|e| {
         SupervisorError::worker(
             id,
             format!("cannot reach its worker at {}: {e}", socket.display()),
@@ -82,19 +108,23 @@ pub async fn worker_hello(stream: &mut UnixStream, id: &str) -> Result<Hello, Su
     }
 }
 
-/// Send one request to a worker on a fresh connection and read one answer.
+/// Send one request to a worker on a fresh connection and read one answer,
+/// each step within the worker answer deadline.
 pub async fn ask_worker(
     supervisor: &Shared,
     id: &str,
     request: Request,
 ) -> Result<Response, SupervisorError> {
     let (mut stream, _) = connect_worker(supervisor, id).await?;
-    write_frame(&mut stream, &request)
-        .await
-        .map_err(|e| SupervisorError::worker(id, e))?;
-    read_frame(&mut stream)
-        .await
-        .map_err(|e| SupervisorError::worker(id, e))
+    within_answer(id, async {
+        write_frame(&mut stream, &request)
+            .await
+            .map_err(|e| SupervisorError::worker(id, e))?;
+        read_frame(&mut stream)
+            .await
+            .map_err(|e| SupervisorError::worker(id, e))
+    })
+    .await
 }
 
 /// Launch the worker of `id` (after dealing with any earlier process the
@@ -399,9 +429,57 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
     }
 }
 
-/// At start: adopt live workers of this build, replace the others, and
-/// revive dead workers whose busy evidence is fresh.
+/// What a starting supervisor does with one session it found.
+#[derive(Clone, Copy, Debug)]
+enum AtStart {
+    /// A live worker serves it: adopted if it answers and runs this build.
+    Adopt(ProcessIdentity),
+    /// Its kernel lives: work in progress or its record, resumed now.
+    Resume,
+    /// Its busy evidence is fresh: revived.
+    Revive,
+}
+
+/// At start: adopt live workers of this build, replace the others, resume
+/// sessions whose kernel lives and revive those whose busy evidence is
+/// fresh. What each session needs is decided here, before the daemon
+/// serves, and each such session is marked starting (a request for it
+/// waits for the outcome, and never launches it beside its survivor);
+/// the work itself runs beside serving, each session on its own, so a
+/// worker that never answers delays no other session and no `ls`.
 pub async fn adopt_and_revive(supervisor: &Shared) {
+    for (id, step) in plan_start(supervisor).await {
+        {
+            let mut s = supervisor.borrow_mut();
+            let Some(slot) = s.slots.get_mut(&id) else {
+                continue;
+            };
+            if matches!(step, AtStart::Adopt(_)) {
+                slot.generation += 1;
+            }
+            s.set_state(&id, SlotState::Starting);
+        }
+        let supervisor = supervisor.clone();
+        tokio::task::spawn_local(async move {
+            match step {
+                AtStart::Adopt(identity) => adopt_or_replace(&supervisor, &id, identity).await,
+                AtStart::Resume => {
+                    tracing::info!(session = id, "resuming session {id}: its kernel lives");
+                    events::revived(&supervisor, &id, "its kernel lives");
+                    launch(&supervisor, &id).await;
+                }
+                AtStart::Revive => {
+                    tracing::info!(session = id, "reviving session {id} from its busy evidence");
+                    events::revived(&supervisor, &id, "its busy evidence is fresh");
+                    launch(&supervisor, &id).await;
+                }
+            }
+        });
+    }
+}
+
+/// Which sessions a starting supervisor adopts, resumes or revives.
+async fn plan_start(supervisor: &Shared) -> Vec<(String, AtStart)> {
     let ids: Vec<String> = supervisor
         .borrow()
         .slots
@@ -421,32 +499,44 @@ pub async fn adopt_and_revive(supervisor: &Shared) {
         tracing::error!("cannot list live workers: {e}");
         Default::default()
     });
-    let mut adopted = Vec::new();
+    let mut plan = Vec::new();
     for id in ids {
         if let Some(identity) = live.remove(&id) {
-            if adopt_or_replace(supervisor, &id, identity).await {
-                adopted.push(id);
-            }
-        } else {
-            resume_or_revive(supervisor, &id, evidence.get(&id).copied()).await;
+            plan.push((id, AtStart::Adopt(identity)));
+        } else if backend::kernel_lives(supervisor, &id) {
+            // A live kernel is resumable now, however long ago its worker
+            // left.
+            plan.push((id, AtStart::Resume));
+        } else if revival_veto(
+            evidence.get(&id).copied(),
+            wall_ms(),
+            RecordOrigin::OtherProcess,
+        )
+        .is_none()
+        {
+            plan.push((id, AtStart::Revive));
         }
     }
     for (id, identity) in live {
-        if supervisor.borrow().slots.contains_key(&id) {
-            continue;
-        }
         tracing::warn!(
             session = id,
             pid = identity.pid,
             "a live worker serves {id:?}, which is no session of this state directory; left alone"
         );
     }
-    wait_supervised(supervisor, &adopted).await;
+    plan
 }
 
-/// A live worker of `id` found at start: adopt it if it is this build and
-/// answers (true), else replace it.
-async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdentity) -> bool {
+/// A live worker of `id` found at start (its slot already starting, as
+/// launch `generation`): adopted if it answers within the worker answer
+/// deadline and runs this build; replaced if it runs another; a failure
+/// under the restart budget if it does not answer (stopped by identity
+/// before the next launch, never launched beside).
+async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdentity) {
+    let generation = match supervisor.borrow().slots.get(id) {
+        Some(slot) => slot.generation,
+        None => return,
+    };
     let reachable = connect_worker(supervisor, id).await;
     let build = match &reachable {
         Ok((_, hello)) => hello.build_id.clone(),
@@ -457,68 +547,36 @@ async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdenti
         reachable: reachable.is_ok(),
     };
     let verdict = adoption_verdict(build_id(), &worker);
-    drop(reachable);
-    match verdict {
-        AdoptionVerdict::Adopt => {
-            let generation = {
-                let mut s = supervisor.borrow_mut();
-                let slot = s.slots.get_mut(id).expect("listed session");
-                slot.generation += 1;
-                slot.state = SlotState::Starting;
-                slot.generation
-            };
+    let unreachable = reachable.err();
+    match (verdict, unreachable) {
+        (AdoptionVerdict::Adopt, _) => {
             tracing::info!(
                 session = id,
                 pid = identity.pid,
                 "adopted the worker of session {id}"
             );
-            tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
-            true
+            watch(supervisor.clone(), id.to_string(), generation).await;
         }
-        AdoptionVerdict::StopAndRelaunch => {
+        (AdoptionVerdict::StopAndRelaunch, Some(error)) => {
+            tracing::warn!(
+                session = id,
+                pid = identity.pid,
+                "the worker of session {id} (pid {}) is unreachable: {error}",
+                identity.pid
+            );
+            let why = format!(
+                "its live worker (pid {}) did not answer within {}",
+                identity.pid,
+                duration_in_words(WORKER_ANSWER_MS)
+            );
+            drive(supervisor, id, Event::Ended { generation, why }).await;
+        }
+        (AdoptionVerdict::StopAndRelaunch, None) => {
             tracing::info!(
                 session = id,
                 "the worker of session {id} is another build ({build:?}): replacing it"
             );
             launch(supervisor, id).await;
-            false
         }
-    }
-}
-
-/// A session with no live worker at start: resumed if its kernel lives,
-/// revived if its busy evidence is fresh, else left resting.
-async fn resume_or_revive(supervisor: &Shared, id: &str, evidence: Option<BusyRecord>) {
-    // A live kernel is work in progress or its record: resumable now,
-    // however long ago its worker left.
-    if backend::kernel_lives(supervisor, id) {
-        tracing::info!(session = id, "resuming session {id}: its kernel lives");
-        events::revived(supervisor, id, "its kernel lives");
-        launch(supervisor, id).await;
-        return;
-    }
-    if revival_veto(evidence, wall_ms(), RecordOrigin::OtherProcess).is_none() {
-        tracing::info!(session = id, "reviving session {id} from its busy evidence");
-        events::revived(supervisor, id, "its busy evidence is fresh");
-        launch(supervisor, id).await;
-    }
-}
-
-/// Serve only once the adopted workers are under supervision (or a stop
-/// grace passed), so the first client already sees them with their pids.
-async fn wait_supervised(supervisor: &Shared, adopted: &[String]) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
-    let supervised = |s: &Supervisor, id: &String| {
-        matches!(
-            s.slots.get(id).map(|slot| &slot.state),
-            Some(SlotState::Running { .. })
-        )
-    };
-    while tokio::time::Instant::now() < deadline
-        && !adopted
-            .iter()
-            .all(|id| supervised(&supervisor.borrow(), id))
-    {
-        tokio::time::sleep(Duration::from_millis(ADOPT_POLL_MS)).await;
     }
 }

@@ -19,7 +19,7 @@ use crate::laws::timing::{IDLE_STOP_TICK_MS, QUIESCE_ANSWER_MS, SESSION_SETTLE_M
 use crate::laws::work::WorkSet;
 use crate::protocol::message::{Request, Response};
 use crate::session::removed::{RemovalRecord, Removals};
-use crate::session::store::{validate_name, write_json};
+use crate::session::store::{normalize_name, validate_name, write_json};
 
 /// A request naming a session, counted from the moment the supervisor
 /// takes it (once the session is not stopping) until it is handed to the
@@ -489,6 +489,8 @@ pub fn rename(supervisor: &Shared, reference: &str, name: &str) -> Response {
         Ok(id) => id,
         Err(message) => return error(message),
     };
+    let normalized = normalize_name(name);
+    let name = normalized.as_str();
     if let Err(message) = validate_name(name) {
         return error(message);
     }

@@ -33,7 +33,8 @@ use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSI
 use crate::session::env::SessionEnv;
 use crate::session::log_query::{self, LogQuery};
 use crate::session::store::{
-    create_session_dir, new_id, read_json, validate_name, write_session, SessionMeta,
+    create_session_dir, new_id, normalize_name, read_json, validate_name, write_session,
+    SessionMeta,
 };
 use crate::session::transcript::Entry;
 
@@ -242,7 +243,7 @@ async fn new_session(
     env: Option<SessionEnv>,
 ) -> Response {
     let id = fresh_id(supervisor);
-    let name = name.unwrap_or_else(|| id.clone());
+    let name = name.map_or_else(|| id.clone(), |name| normalize_name(&name));
     if let Err(message) = name_free(supervisor, &name) {
         return error(message);
     }
@@ -278,6 +279,8 @@ async fn new_session(
     let written =
         create_session_dir(&files.dir).and_then(|_| write_session(&files, env.as_ref(), &meta));
     if let Err(message) = written {
+        // No session was made: nothing of it stays (its id is fresh).
+        let _ = std::fs::remove_dir_all(&files.dir);
         return error(message);
     }
     let created = EventKind::Created {
@@ -617,7 +620,25 @@ async fn hand_over_greeting(
     handoff::send_fd(&worker, client.as_fd())
         .await
         .map_err(|e| SupervisorError::worker(id, e))?;
-    worker_hello(&mut worker, id).await.map(|_| ())
+    // The worker may have the client now: its answer is waited for as long
+    // as the worker may live silent (its watchdog, then the kill that ends
+    // it and closes this connection), never cut short while it might serve.
+    let hung_ms = supervisor.borrow().config.worker_watchdog_ms + TM.kill_route + TM.child_drain;
+    match tokio::time::timeout(
+        Duration::from_millis(hung_ms),
+        worker_hello(&mut worker, id),
+    )
+    .await
+    {
+        Ok(answer) => answer.map(|_| ()),
+        Err(_) => Err(SupervisorError::worker(
+            id,
+            format!(
+                "its worker has not answered for {} and outlived its watchdog",
+                duration_in_words(hung_ms)
+            ),
+        )),
+    }
 }
 
 /// Hand `request` and its `client` to a worker of another build: it

@@ -17,8 +17,8 @@ use crate::protocol::message::SessionInfo;
 use crate::session::removed::Removals;
 use crate::session::snapshot::Snapshot;
 use crate::session::store::{
-    check_files, list_sessions, list_spares, list_unreadable, read_json, KernelRecord,
-    SessionFiles, SessionMeta,
+    check_files, list_sessions, list_spares, list_unreadable, normalize_name, read_json,
+    KernelRecord, SessionFiles, SessionMeta,
 };
 use crate::session::SessionError;
 
@@ -290,9 +290,10 @@ impl Supervisor {
         if self.slots.get(reference).is_some_and(|slot| !slot.spare) {
             return Ok(reference.to_string());
         }
+        let reference_name = normalize_name(reference);
         let named: Vec<&String> = self
             .sessions()
-            .filter(|s| s.meta.name == reference)
+            .filter(|s| s.meta.name == reference || normalize_name(&s.meta.name) == reference_name)
             .map(|s| &s.meta.id)
             .collect();
         match named.as_slice() {

@@ -97,13 +97,17 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, SupervisorError
         // The lock lives as long as the open file, which `StateLock` keeps.
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(locked) => {
-                write_json(
-                    &holder_path(&paths.state),
-                    &Holder {
-                        socket: our_socket,
-                        pid: std::process::id(),
-                    },
-                )?;
+                let holder = Holder {
+                    socket: our_socket,
+                    pid: std::process::id(),
+                };
+                // The record only names the holder to a refused daemon: a
+                // full disk must not keep the sessions' daemon from
+                // serving. A stale record would name another, so it goes.
+                if let Err(e) = write_json(&holder_path(&paths.state), &holder) {
+                    let _ = std::fs::remove_file(holder_path(&paths.state));
+                    tracing::warn!("serving without daemon.json: {e}");
+                }
                 return Ok(StateLock { _file: locked });
             }
             Err((unlocked, _)) => file = unlocked,

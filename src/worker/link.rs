@@ -15,7 +15,7 @@ use tokio::sync::mpsc::unbounded_channel;
 use super::core::Action;
 use super::state::Worker;
 use crate::build_id::build_id;
-use crate::clock::wall_ms;
+use crate::clock::{mono_ms, wall_ms};
 use crate::host::process::is_alive;
 use crate::laws::notice::{restore_notice, KernelStart, MessageKind};
 use crate::laws::timing::{FOLLOWER_PATIENCE_MS, KERNEL_RETRY_MS, KERNEL_RUNS_POLL_MS};
@@ -67,6 +67,7 @@ pub async fn run(
     let ended = serve(&worker, &mut read, &wake_runs).await;
     let mut w = worker.borrow_mut();
     w.kernel = None;
+    w.link_owes.watch.link_ended();
     w.core.kernel_lost();
     if w.stopping || w.link_owes.stop_asked {
         Ok(())
@@ -311,6 +312,10 @@ async fn serve(
             Ok(message) => message,
             Err(e) => return e.to_string(),
         };
+        let answers_again = worker.borrow_mut().link_owes.watch.heard(mono_ms());
+        if let Some(again) = answers_again {
+            worker.borrow_mut().tell_kernel_silence(again);
+        }
         match message {
             FromKernel::Spooled { job, from, end } => {
                 if let Err(e) = read_spooled(worker, &job, from, end).await {

@@ -9,6 +9,7 @@ mod checkpoint;
 mod core;
 pub mod engine;
 pub mod error;
+mod kernel_watch;
 mod link;
 mod outbox;
 mod serve;

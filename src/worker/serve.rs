@@ -970,6 +970,9 @@ async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
                 return;
             }
             w.core.tick(mono_us());
+            if let Some(silence) = w.link_owes.watch.tick(mono_ms()) {
+                w.tell_kernel_silence(silence);
+            }
             let work = w.work();
             w.books.tick(mono_ms(), work)
         };

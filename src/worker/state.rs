@@ -9,6 +9,7 @@ use super::books::Books;
 use super::checkpoint::{self, Checkpoint};
 use super::core::{Action, ClientId, JobKind, Replay, RunCore};
 use super::engine;
+use super::kernel_watch::{KernelSilence, KernelWatch};
 use super::outbox::{Outbox, Stored};
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
@@ -69,6 +70,8 @@ pub struct LinkOwes {
     /// The count of queued inputs this link last told the kernel (none:
     /// nothing told on this link yet).
     pub queued_told: Option<u32>,
+    /// Whether the kernel answers the starts it is asked for.
+    pub watch: KernelWatch,
 }
 
 pub struct Worker {
@@ -288,7 +291,12 @@ impl Worker {
                         }
                     }
                 }
-                Action::Kernel(message) => self.send_kernel(message),
+                Action::Kernel(message) => {
+                    if let ToKernel::Start { job, .. } = &message {
+                        self.link_owes.watch.asked(job, mono_ms());
+                    }
+                    self.send_kernel(message)
+                }
                 Action::Waiters(run, response) => self.tell_waiters(run, response),
                 Action::EndWaiters(run, exit) => self.last_to_waiters(run, exit),
                 Action::Client(client, response) => {
@@ -334,6 +342,19 @@ impl Worker {
         self.link_owes.claim = self.kernel.is_none();
         self.send_kernel(ToKernel::Claim);
         Ok(())
+    }
+
+    /// Say in the transcript (and the log) what the kernel's silence, or
+    /// its return, means.
+    pub fn tell_kernel_silence(&mut self, silence: KernelSilence) {
+        let text = silence.words(self.core.kernel_pid());
+        tracing::warn!("{text}");
+        if let Err(e) = self.append(EntryBody::Notice {
+            text,
+            restore: None,
+        }) {
+            tracing::error!("the notice could not be stored: {e}");
+        }
     }
 
     pub fn send_kernel(&self, message: ToKernel) {

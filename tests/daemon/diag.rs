@@ -401,6 +401,22 @@ fn a_socket_directory_too_deep_for_the_worker_sockets_is_refused_in_one_line() {
 }
 
 #[test]
+fn a_socket_path_too_long_to_connect_to_is_said_as_doctor_says_it() {
+    let env = Env::new("long-socket");
+    let socket = format!("{}/{}/eukhe.sock", env.dir.display(), "d".repeat(120));
+    let env = env.with("EUKHE_SOCKET", &socket);
+    let out = finish_within(env.command(&["ls"]), Duration::from_secs(15), "ls");
+    assert_eq!(out.status.code(), Some(125));
+    let said = stderr(&out);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("is too deep: the daemon's socket would be"),
+        "{said}"
+    );
+    assert!(!said.contains("SUN_LEN"), "{said}");
+}
+
+#[test]
 fn doctor_reports_lingering_on_the_systemd_backend_only() {
     let env = Env::new("linger");
     let plain = env.ok(&["doctor"]);

@@ -664,3 +664,54 @@ fn no_spare_session_when_the_config_says_so() {
         .collect();
     assert_eq!(dirs, [id], "a spare was made against the config");
 }
+
+#[test]
+fn ls_escapes_control_characters_so_each_session_stays_one_row() {
+    let env = Env::new("ls-escapes");
+    let odd = env.dir.join("two\nlines\u{1b}[31m");
+    std::fs::create_dir_all(&odd).unwrap();
+    let id = env
+        .ok(&["new", "--cwd", &odd.display().to_string()])
+        .trim()
+        .to_string();
+    let table = env.ok(&["ls"]);
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table:?}");
+    let row = table.lines().nth(1).unwrap();
+    assert!(row.starts_with(&id), "{row:?}");
+    assert!(row.ends_with("two\\nlines\\u{1b}[31m"), "{row:?}");
+    // Scripts read the directory as it is.
+    assert_eq!(env.session(&id)["cwd"], odd.display().to_string());
+}
+
+#[test]
+fn session_names_that_would_mislead_are_refused_with_their_rule() {
+    let env = Env::new("names");
+    for (name, rule) in [
+        (".", "reads as the current directory"),
+        (" ", "is only whitespace"),
+        ("-x", "starts with '-'"),
+        ("evil\u{202e}txt", "invisible character U+202E"),
+        ("zero\u{200b}width", "invisible character U+200B"),
+    ] {
+        let refused = env.run(&["new", &format!("--name={name}")]);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(125), "{name:?}: {said}");
+        assert!(said.contains(rule), "{name:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+    }
+    // An accent composed or decomposed is one name.
+    let composed = "caf\u{e9}";
+    let decomposed = "cafe\u{301}";
+    let id = env.ok(&["new", "--name", decomposed]).trim().to_string();
+    assert_eq!(env.session(&id)["name"], composed, "kept as NFC");
+    let again = env.run(&["new", "--name", composed]);
+    assert_eq!(again.status.code(), Some(125), "{again:?}");
+    assert_eq!(
+        env.ok(&["bash", decomposed, "--", "echo reached"]),
+        "reached\n"
+    );
+    assert_eq!(
+        env.ok(&["bash", composed, "--", "echo reached"]),
+        "reached\n"
+    );
+}

@@ -65,6 +65,11 @@ impl Row {
     fn apply(&mut self, event: &EventKind, at_ms: u64) {
         match event {
             EventKind::State { state } => {
+                // Only a restart takes a session out of given-up, and it
+                // starts a new restart window.
+                if self.state == "given-up" && state != "given-up" {
+                    self.failures = 0;
+                }
                 self.state = state.clone();
                 if matches!(state.as_str(), "idle" | "saved" | "given-up" | "restarting") {
                     // No run executes in these states (a run a lost
@@ -525,6 +530,31 @@ mod tests {
         d.apply(&event("n", 2, EventKind::Removed));
         assert!(d.rows.is_empty());
         assert_eq!(d.selected, None);
+    }
+
+    #[test]
+    fn a_restarted_session_counts_its_failures_afresh() {
+        let mut given_up = info("a", "a", "given-up");
+        given_up.failures_in_window = 6;
+        let mut d = Dashboard::new(&[given_up], &status());
+        assert_eq!(d.rows["a"].failures, 6);
+        let state = |s: &str| EventKind::State { state: s.into() };
+        d.apply(&event("a", 1, state("running")));
+        assert_eq!(d.rows["a"].failures, 0, "eukhe restart: a new window");
+        let failed = EventKind::WorkerFailed {
+            why: "crash".into(),
+            verdict: RestartVerdict::Restart {
+                pause_ms: 250,
+                failures_in_window: 1,
+            },
+        };
+        d.apply(&event("a", 2, failed));
+        d.apply(&event("a", 3, state("restarting")));
+        d.apply(&event("a", 4, state("running")));
+        assert_eq!(
+            d.rows["a"].failures, 1,
+            "a restart after a pause keeps its count"
+        );
     }
 
     #[test]

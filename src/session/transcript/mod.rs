@@ -76,7 +76,7 @@ use std::path::PathBuf;
 pub use super::entry::{Entry, EntryBody};
 pub use format::{OutputBytes, StoredOutput};
 pub use read::{read_entries, stream, stream_at, stream_from, Entries};
-pub use stored::OutputStore;
+pub use stored::{input_of_lost_notice, OutputStore};
 pub use tail::read_tail;
 pub use writer::{SyncHandle, Transcript};
 

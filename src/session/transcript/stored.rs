@@ -69,7 +69,7 @@ impl OutputStore {
                 };
                 Entry {
                     body: EntryBody::Notice {
-                        text: format!("{} bytes of {whose}'s {stream} are lost: {why}", stored.len),
+                        text: lost_notice(stored.len, &whose, stream, &why),
                         restore: None,
                     },
                     ..entry
@@ -160,8 +160,43 @@ pub fn open_job(session: &Path, job: &str) -> Result<File, String> {
     Err(format!("{name} is in neither output/ nor spool/"))
 }
 
+/// The notice read in the place of stored output whose bytes are not
+/// there whole and good: `whose` is "run N" or "bash N".
+fn lost_notice(len: u32, whose: &str, stream: &str, why: &str) -> String {
+    format!("{len} bytes of {whose}'s {stream} are lost: {why}")
+}
+
+/// The input whose output a notice read in its place says is lost (the
+/// notice [`lost_notice`] writes), so a reader of one input's entries
+/// keeps it: its output is incomplete.
+pub fn input_of_lost_notice(text: &str) -> Option<u64> {
+    let (_, rest) = text.split_once(" bytes of ")?;
+    let (whose, rest) = rest.split_once("'s ")?;
+    if !(rest.starts_with("stdout are lost: ") || rest.starts_with("stderr are lost: ")) {
+        return None;
+    }
+    let (_, number) = whose.split_once(' ')?;
+    number.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_lost_notice_names_its_input_back() {
+        for (whose, input) in [
+            ("run 3", Some(3)),
+            ("bash 12", Some(12)),
+            ("a command", None),
+        ] {
+            let text = super::lost_notice(9, whose, "stderr", "its file is gone");
+            assert_eq!(super::input_of_lost_notice(&text), input, "{text}");
+        }
+        assert_eq!(
+            super::input_of_lost_notice("kernel restored (restore 1): x"),
+            None
+        );
+    }
+
     use super::*;
 
     fn spool_record(stream: u8, bytes: &[u8]) -> Vec<u8> {
