@@ -15,6 +15,9 @@ mod events;
 #[path = "daemon/stop.rs"]
 mod stop;
 
+#[path = "daemon/revival.rs"]
+mod revival;
+
 #[path = "daemon/stuck.rs"]
 mod stuck;
 

@@ -3,7 +3,9 @@
 //! manual step, an upgrade while a run is busy leaves the daemon serving
 //! until it is idle and the next interactive client (`eukhe attach`)
 //! replaces it (running user managers reload their unit files), and
-//! removal stops the units (kernels included) and leaves the user's state.
+//! removal stops the units (kernels included) and leaves the user's state;
+//! and, with lingering on, a reboot revives a busy session with no client
+//! (the supervisor starts with the user's manager).
 
 #[allow(dead_code)]
 #[path = "systemd/eukhe.rs"]
@@ -16,7 +18,7 @@ mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eukhe::{wait_until, Installed};
 use skip::skip_unless_ci;
@@ -32,7 +34,25 @@ fn next_version() -> String {
 /// The Debian package of `version`, built now by packaging/build-packages
 /// from this checkout (cargo's cache makes a rebuild of unchanged sources
 /// take seconds), so a package left from other sources is never tested.
+/// One build at a time (the tests of this file run side by side and share
+/// the staging directory); each test gets its own copy of the result.
 fn deb(version: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(root.join("target/packages")).unwrap();
+    let lock = std::fs::File::create(root.join("target/packages/.build-lock")).unwrap();
+    // SAFETY: flock(2) on a file this test opened; released when it closes.
+    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(locked, 0, "cannot lock the package build");
+    let built = build_deb(version);
+    let own = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("debs-{}", std::process::id()))
+        .join(built.file_name().unwrap());
+    std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+    std::fs::copy(&built, &own).unwrap();
+    own
+}
+
+fn build_deb(version: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let arch = String::from_utf8(
         Command::new("dpkg")
@@ -156,14 +176,16 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
     );
     let served = eukhe.user(&format!("eukhe bash {id} -- echo still served"));
     assert_eq!(String::from_utf8_lossy(&served.stdout), "still served\n");
-    // Only `eukhe attach` (the interactive start) asks the old daemon to
+    // Only `eukhe attach` on a terminal (the interactive start; script(1)
+    // gives it one, and carries its standard error) asks the old daemon to
     // shut down if idle: busy, it keeps serving.
-    let kept = eukhe.user(&format!("eukhe attach {id} </dev/null"));
+    let kept = eukhe.user(&format!(
+        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
+    ));
+    let said = String::from_utf8_lossy(&kept.stdout);
     assert!(
-        String::from_utf8_lossy(&kept.stderr)
-            .contains("is busy: it keeps serving until it is idle"),
-        "{}",
-        String::from_utf8_lossy(&kept.stderr)
+        said.contains("is busy: it keeps serving until it is idle"),
+        "{said}"
     );
     assert_eq!(
         eukhe.main_pid("eukhe.service"),
@@ -179,7 +201,9 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
     });
 
     // Idle now: the next interactive client replaces the daemon.
-    eukhe.user_ok(&format!("eukhe attach {id} </dev/null"));
+    eukhe.user_ok(&format!(
+        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
+    ));
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo upgraded")),
         "upgraded\n"
@@ -212,4 +236,106 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
         state.contains("transcript") && state.contains("meta.json"),
         "{state}"
     );
+}
+
+/// Issue 50's boot scenario: the package enables the supervisor with the
+/// user's manager, so with lingering on, a session busy with a run and a
+/// queued input is revived at boot with no client: the queued input runs
+/// within 60 s of the boot, the interrupted run never runs again, and the
+/// worker's journal says the session was revived. Without lingering,
+/// `eukhe doctor` says revival waits for a login.
+#[test]
+fn with_lingering_a_reboot_revives_a_busy_session_with_no_client() {
+    if let Some(why) = unavailable() {
+        skip_unless_ci(&format!("the package test cannot run here: {why}"));
+        return;
+    }
+    let deb = deb(VERSION);
+    let mut eukhe = Installed::bare("packages-boot");
+    let inside = format!(
+        "/var/cache/eukhe-test/{}",
+        deb.file_name().unwrap().to_string_lossy()
+    );
+    eukhe
+        .systemd
+        .install(&deb, &inside, 0o644)
+        .unwrap_or_else(|e| panic!("{e}"));
+    eukhe.root(&format!(
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q {inside}"
+    ));
+    let lingering = |eukhe: &Installed| {
+        let out = eukhe.user("EUKHE_HOST=systemd eukhe doctor");
+        let report = String::from_utf8_lossy(&out.stdout).into_owned();
+        report
+            .lines()
+            .find(|line| line.contains("lingering"))
+            .unwrap_or_else(|| panic!("no lingering check: {report}"))
+            .to_string()
+    };
+    let off = lingering(&eukhe);
+    assert!(
+        off.starts_with("FAIL") && off.contains("revived only at the next login"),
+        "{off}"
+    );
+
+    // Lingering on: logind starts the user's manager now and at every boot.
+    eukhe.root(&format!("loginctl enable-linger {}", eukhe::USER));
+    eukhe.log_in();
+    assert!(lingering(&eukhe).starts_with("ok"), "{}", lingering(&eukhe));
+    assert_eq!(eukhe.unit("eukhe.service", "UnitFileState"), "enabled");
+    wait_until(
+        Duration::from_secs(20),
+        "the supervisor starts with the user's manager",
+        || eukhe.unit("eukhe.service", "ActiveState") == "active",
+    );
+
+    let id = eukhe.eukhe("new").trim().to_string();
+    let home = format!("/home/{}", eukhe::USER);
+    eukhe.eukhe(&format!(
+        "send {id} 'echo started >> {home}/started; sleep 600'"
+    ));
+    eukhe.eukhe(&format!("send {id} 'echo queued ran >> {home}/queued'"));
+    wait_until(Duration::from_secs(10), "the run is busy", || {
+        eukhe.session(&id)["state"] == "busy"
+            && eukhe.systemd.path(&format!("{home}/started")).exists()
+    });
+
+    // A reboot, and no client: nobody logs in, no eukhe command runs.
+    let boot = Instant::now();
+    eukhe.systemd.reboot().unwrap_or_else(|e| panic!("{e}"));
+    let queued = eukhe.systemd.path(&format!("{home}/queued"));
+    wait_until(
+        Duration::from_secs(90),
+        "the queued input runs after the boot",
+        || queued.exists(),
+    );
+    let took = boot.elapsed();
+    assert!(
+        took <= Duration::from_secs(60),
+        "the queued input ran {took:?} after the boot began"
+    );
+    assert_eq!(
+        eukhe.root(&format!("cat {home}/started")),
+        "started\n",
+        "the interrupted run ran again"
+    );
+    assert!(eukhe
+        .journal(&format!("eukhe@{id}.service"))
+        .contains(&format!("session {id} revived over its snapshot")));
+    assert!(eukhe
+        .journal("eukhe.service")
+        .contains(&format!("reviving session {id} from its busy evidence")));
+
+    // What a client sees afterwards: the run interrupted once, the queued
+    // input run once.
+    wait_until(Duration::from_secs(10), "the queued run is stored", || {
+        eukhe
+            .eukhe(&format!("log {id}"))
+            .contains("[run 2 exited 0]")
+    });
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert_eq!(log.matches("interrupted]").count(), 1, "{log}");
+    assert!(log.contains("[run 1 interrupted]"), "{log}");
+    assert_eq!(log.matches("queued ran").count(), 1, "{log}");
+    assert_eq!(eukhe.root(&format!("cat {home}/queued")), "queued ran\n");
 }

@@ -201,8 +201,9 @@ fn user_name() -> Option<String> {
 }
 
 /// On the systemd backend: whether the user manager outlives the last
-/// logout. Without lingering, logging out stops the user manager and
-/// every session's worker and kernel with it.
+/// logout and starts at boot. Without lingering, logging out stops the user
+/// manager and every session's worker and kernel with it, and after a
+/// reboot nothing revives a busy session until the user logs in.
 fn lingering() -> Result<String, String> {
     let user = user_name().ok_or("cannot tell this user's name")?;
     let flag = Path::new("/var/lib/systemd/linger").join(&user);
@@ -218,8 +219,9 @@ fn lingering() -> Result<String, String> {
         }
     }
     Err(format!(
-        "not enabled for {user}: the last logout stops the user manager and every session with it; \
-         `loginctl enable-linger {user}` keeps them"
+        "not enabled for {user}: the last logout stops the user manager and every session with it, \
+         and after a reboot busy sessions are revived only at the next login; \
+         `loginctl enable-linger {user}` keeps them and revives them at boot"
     ))
 }
 

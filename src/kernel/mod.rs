@@ -143,6 +143,7 @@ fn serve_session(
         cancel_grace,
         exit: Rc::new(tokio::sync::Notify::new()),
         workers: Rc::new(RefCell::new(Vec::new())),
+        queued_inputs: std::cell::Cell::new(0),
     });
     let socket = paths.kernel_socket(&meta.id);
     let result = crate::runtime::block_on_local("kernel", async move {

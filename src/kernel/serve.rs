@@ -2,7 +2,7 @@
 //! the socket its worker connects to, and the tick that counts background
 //! jobs and keeps busy evidence fresh while no worker is connected.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::Duration;
@@ -42,6 +42,9 @@ pub struct Context {
     pub exit: Rc<Notify>,
     /// The control channels of the connected workers.
     pub workers: Rc<RefCell<Vec<mpsc::UnboundedSender<Vec<u8>>>>>,
+    /// The inputs waiting in the worker's queue, as it last told: kept
+    /// after it leaves, so the kernel's busy evidence counts them.
+    pub queued_inputs: Cell<u32>,
 }
 
 pub async fn run(
@@ -180,6 +183,7 @@ async fn serve_connection(
                     Err(e) => tracing::warn!("{e}"),
                 }
             }
+            ToKernel::Queued { inputs } => ctx.queued_inputs.set(inputs),
             ToKernel::Stop => {
                 stop(ctx, control).await;
                 return;
@@ -539,9 +543,13 @@ fn count_background(ctx: &Context) {
     }
 }
 
-/// The kernel's work set, as the work law reads it.
-fn work(k: &Kernel) -> WorkSet {
+/// The kernel's work set, as the work law reads it: its jobs, and the
+/// inputs its worker last said wait in the queue.
+fn work(k: &Kernel, queued_inputs: u32) -> WorkSet {
     let mut activities = Vec::new();
+    if queued_inputs > 0 {
+        activities.push(Activity::Work(WorkKind::QueuedInput));
+    }
     for j in k.jobs.values() {
         if j.end.is_none() {
             activities.push(Activity::Work(WorkKind::Run));
@@ -581,7 +589,7 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
             latest = None;
             continue;
         }
-        let work = work(&ctx.kernel.borrow());
+        let work = work(&ctx.kernel.borrow(), ctx.queued_inputs.get());
         let now = mono_ms();
         let state = match busy_refresh(work, latest, now) {
             RefreshAction::Nothing => continue,

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::spool::JobEnd;
 
-/// The version of the link and of the spool's layout (6: a forgotten job's
-/// output file is kept in `output/` when the transcript may point into it,
-/// never punched out).
-pub const KERNEL_PROTOCOL: u32 = 6;
+/// The version of the link and of the spool's layout (7: the worker tells
+/// the kernel how many inputs wait in its queue, `ToKernel::Queued`; an
+/// earlier kernel would take that message for a malformed one).
+pub const KERNEL_PROTOCOL: u32 = 7;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -85,6 +85,13 @@ pub enum ToKernel {
     /// The spare session this kernel serves was claimed by `eukhe new`:
     /// make its first snapshot and a template ahead of its first job.
     Claim,
+    /// How many inputs wait in the worker's queue, told whenever the count
+    /// changes and as the link comes up: queued input is work, so the
+    /// kernel's own busy evidence counts it after the worker has left.
+    Queued {
+        /// The number of queued inputs (withdrawn ones are not counted).
+        inputs: u32,
+    },
     /// End every process of the session, then the kernel.
     Stop,
 }

@@ -4,6 +4,7 @@
 
 use super::WorkerError;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -53,6 +54,8 @@ pub async fn run(
     {
         let mut w = worker.borrow_mut();
         w.kernel = Some(tx);
+        // A new link: the kernel hears the queue's count afresh (`work_changed`).
+        w.link_owes.queued_told = None;
         if std::mem::take(&mut w.link_owes.claim) {
             w.send_kernel(ToKernel::Claim);
         }
@@ -182,6 +185,9 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
     else {
         return Ok(());
     };
+    if restored.is_some() {
+        log_revival(&w.meta.id, &jobs, w.core.queue().count());
+    }
     if let Some(text) = restored {
         let held = w.restore_ids();
         if let Some(MessageKind::RestoreNotice { restore }) =
@@ -210,6 +216,26 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
         held = w.apply(held);
     }
     Ok(())
+}
+
+/// Say in the worker's journal that its session was revived: a kernel
+/// started over the snapshot, the one before it gone (a reboot, or its
+/// crash) with runs it had accepted or inputs still queued. A session woken
+/// from rest has neither and is not called revived.
+fn log_revival(id: &str, jobs: &BTreeMap<String, JobState>, queued: usize) {
+    let lost = jobs
+        .iter()
+        .filter(|(job, state)| job.starts_with('r') && matches!(state, JobState::Lost))
+        .count();
+    if lost > 0 || queued > 0 {
+        tracing::info!(
+            lost,
+            queued,
+            "session {id} revived over its snapshot (its kernel was gone): \
+             {lost} run(s) that kernel had accepted end interrupted, never run again; \
+             {queued} queued input(s) go on"
+        );
+    }
 }
 
 /// How much of a spool file is read at a time.

@@ -67,6 +67,9 @@ pub struct LinkOwes {
     /// `eukhe new` claimed this spare before the kernel link was up: the
     /// link tells the kernel first thing (`link::run`).
     pub claim: bool,
+    /// The count of queued inputs this link last told the kernel (none:
+    /// nothing told on this link yet).
+    pub queued_told: Option<u32>,
     /// Whether the kernel answers the starts it is asked for.
     pub watch: KernelWatch,
 }
@@ -591,10 +594,25 @@ impl Worker {
     /// Tell the supervisor, and have busy evidence recorded as the refresh
     /// law says (by the evidence task, so no reply waits on its write).
     pub fn work_changed(&mut self) {
+        self.tell_kernel_queued();
         self.evidence.due.notify_one();
         let info = self.info();
         if let Some(supervisor) = &self.supervisor {
             let _ = supervisor.send(Response::Worker(info));
+        }
+    }
+
+    /// Tell the kernel how many inputs wait, when that changed since it
+    /// last heard: the kernel counts them in its own busy evidence once
+    /// this worker is gone.
+    fn tell_kernel_queued(&mut self) {
+        if self.kernel.is_none() {
+            return;
+        }
+        let inputs = u32::try_from(self.core.queue().count()).unwrap_or(u32::MAX);
+        if self.link_owes.queued_told != Some(inputs) {
+            self.link_owes.queued_told = Some(inputs);
+            self.send_kernel(ToKernel::Queued { inputs });
         }
     }
 

@@ -438,7 +438,8 @@ fn doctor_reports_lingering_on_the_systemd_backend_only() {
     } else if line.starts_with("FAIL") {
         assert!(
             line.contains(&format!("loginctl enable-linger {user}"))
-                && line.contains("last logout"),
+                && line.contains("last logout")
+                && line.contains("revived only at the next login"),
             "{line}"
         );
     }
