@@ -49,10 +49,11 @@ pub const TIMEOUT_NAMES: [&str; TIMEOUT_COUNT] = [
     "worker_watchdog",
     "supervisor_watchdog",
     "supervisor_unit_stop",
+    "worker_answer",
 ];
 
 /// How many timeouts [`Tm`] holds.
-pub const TIMEOUT_COUNT: usize = 36;
+pub const TIMEOUT_COUNT: usize = 37;
 
 /// Every timeout constant of the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +151,12 @@ pub struct Tm {
     /// `TimeoutStopSec` of `eukhe.service`: the manager kills a supervisor
     /// this long after asking it to stop.
     pub supervisor_unit_stop: u64,
+    /// The supervisor waits this long for a worker to answer a connect, a
+    /// hello or a request (a healthy one answers within milliseconds): a
+    /// worker that does not (stopped, wedged, accepting and never replying)
+    /// is unreachable, a failure under the restart budget when it is found
+    /// at start, and nothing else waits for it.
+    pub worker_answer: u64,
 }
 
 /// The daemon's timeouts.
@@ -190,6 +197,7 @@ pub const TM: Tm = Tm {
     worker_watchdog: 30_000,
     supervisor_watchdog: 30_000,
     supervisor_unit_stop: 10_000,
+    worker_answer: 5_000,
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
@@ -230,16 +238,11 @@ pub const UTF8_HOLD_MS: u64 = 50;
 pub const OUTPUT_GATHER_MS: u64 = 1;
 /// How long a catch-up that found nothing new waits before reading again.
 pub const CATCH_UP_RETRY_MS: u64 = 50;
-/// How long the supervisor waits for a worker to answer a connect, a hello
-/// or a request (a healthy one answers within milliseconds): a worker that
-/// does not (stopped, wedged, accepting and never replying) is
-/// unreachable, a failure under the restart budget when it is found at
-/// start, and nothing else waits for it.
-pub const WORKER_ANSWER_MS: u64 = 5_000;
 /// How long a worker waits for its kernel to answer a start (a healthy one
 /// answers within milliseconds) before it says, once, that the kernel is
-/// stopped or wedged and what waits for it. The worker goes on waiting:
-/// the kernel holds the session's runs, and only its death ends them.
+/// stopped or wedged and what waits for it. Not a law's timeout: nothing
+/// gives up after it (the kernel holds the session's runs, and only its
+/// death ends them).
 pub const KERNEL_ANSWER_MS: u64 = 5_000;
 /// How long a starting daemon's `ls` and `status` wait for the sessions it
 /// adopts, resumes or revives to be under supervision, so the first `ls`
@@ -400,6 +403,7 @@ const SESSION_SETTLE: usize = 32;
 const WORKER_WATCHDOG: usize = 33;
 const SUPERVISOR_WATCHDOG: usize = 34;
 const SUPERVISOR_UNIT_STOP: usize = 35;
+const WORKER_ANSWER: usize = 36;
 
 /// The specification's seven sentences, each relation of [`ORDERING`]
 /// instantiates one of them (its `why` starts with it).
@@ -416,7 +420,7 @@ pub const SENTENCES: [&str; 7] = [
 /// The ordering relations, in the order the model checks them. Each is a
 /// wait the code performs (the waiter) over the waits it covers; where
 /// the sum is tight, `scheduling_slack` is one of them.
-pub const ORDERING: [Relation; 23] = [
+pub const ORDERING: [Relation; 24] = [
     Relation {
         // The worker's orderly stop: its kernel's teardown, then closing
         // the transcript.
@@ -559,6 +563,11 @@ pub const ORDERING: [Relation; 23] = [
         waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
         why: "launcher waits for the whole supervisor drain: the manager's stop of the supervisor",
     },
+    Relation {
+        waiter: WORKER_START_WAIT,
+        waits_for: &[WORKER_ANSWER, SCHEDULING_SLACK],
+        why: "a parent's kill of a child covers kill route and child drain: a launched worker's start wait covers one hello it never answers",
+    },
 ];
 
 impl Tm {
@@ -601,6 +610,7 @@ impl Tm {
             self.worker_watchdog,
             self.supervisor_watchdog,
             self.supervisor_unit_stop,
+            self.worker_answer,
         ]
     }
 
@@ -644,6 +654,7 @@ impl Tm {
             worker_watchdog: v[33],
             supervisor_watchdog: v[34],
             supervisor_unit_stop: v[35],
+            worker_answer: v[36],
         }
     }
 }

@@ -18,9 +18,7 @@ use crate::laws::adoption::{adoption_verdict, AdoptionVerdict, LiveWorker, Proce
 use crate::laws::idle_stop::last_active;
 use crate::laws::restart::RestartVerdict;
 use crate::laws::revival::{revival_veto, RecordOrigin};
-use crate::laws::timing::{
-    duration_in_words, STARTS_SETTLE_MS, TM, WORKER_ANSWER_MS, WORKER_CONNECT_RETRY_MS,
-};
+use crate::laws::timing::{duration_in_words, STARTS_SETTLE_MS, TM, WORKER_CONNECT_RETRY_MS};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::Role;
 use crate::protocol::message::WorkerInfo;
@@ -52,13 +50,13 @@ async fn within_answer<T>(
     id: &str,
     step: impl std::future::Future<Output = Result<T, SupervisorError>>,
 ) -> Result<T, SupervisorError> {
-    match tokio::time::timeout(Duration::from_millis(WORKER_ANSWER_MS), step).await {
+    match tokio::time::timeout(Duration::from_millis(TM.worker_answer), step).await {
         Ok(result) => result,
         Err(_) => Err(SupervisorError::worker(
             id,
             format!(
                 "its worker did not answer within {}",
-                duration_in_words(WORKER_ANSWER_MS)
+                duration_in_words(TM.worker_answer)
             ),
         )),
     }
@@ -600,7 +598,7 @@ async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdenti
             let why = format!(
                 "its live worker (pid {}) did not answer within {}",
                 identity.pid,
-                duration_in_words(WORKER_ANSWER_MS)
+                duration_in_words(TM.worker_answer)
             );
             drive(supervisor, id, Event::Ended { generation, why }).await;
         }

@@ -5,7 +5,7 @@
 //! Scenario terms are `(tag, numbers, times)` (see bend/bridge/supervise.bend),
 //! times as Wide limbs:
 //! tag 0 a worker's failure times, tag 1 failure counts for the pause, tag 2 a
-//! Tm's 36 values, tag 3 a Tm compared with the model's own constants.
+//! Tm's 37 values, tag 3 a Tm compared with the model's own constants.
 
 use eukhe::laws::restart::{restart_decide, restart_pause_ms, RestartVerdict};
 use eukhe::laws::timing::{
