@@ -31,11 +31,14 @@ fn next_version() -> String {
     format!("{}.{}.{}", v.major, v.minor, v.patch + 1)
 }
 
-/// The Debian package of `version`, built now by packaging/build-packages
-/// from this checkout (cargo's cache makes a rebuild of unchanged sources
-/// take seconds), so a package left from other sources is never tested.
-/// One build at a time (the tests of this file run side by side and share
-/// the staging directory); each test gets its own copy of the result.
+/// The Debian package of `version` from this checkout: the one in
+/// target/packages when it is newer than every file git tracks (built
+/// from these very sources: by scripts/test's packaging/build-packages,
+/// or by the other test of this file), else built now, without the RPM
+/// (packaging/build-packages checks that once), so a package left from
+/// other sources is never tested. One build at a time (the tests of this
+/// file run side by side and share the staging directory); each test gets
+/// its own copy of the result.
 fn deb(version: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::create_dir_all(root.join("target/packages")).unwrap();
@@ -65,8 +68,12 @@ fn build_deb(version: &str) -> PathBuf {
     let deb = root
         .join("target/packages")
         .join(format!("eukhe_{version}_{}.deb", arch.trim()));
+    if built_from_these_sources(&deb) {
+        return deb;
+    }
     let _ = std::fs::remove_file(&deb);
     let mut build = Command::new(root.join("packaging/build-packages"));
+    build.arg("--deb-only");
     if version != VERSION {
         build.args(["--version", version]);
     }
@@ -77,6 +84,36 @@ fn build_deb(version: &str) -> PathBuf {
     );
     assert!(deb.exists(), "{} was not built", deb.display());
     deb
+}
+
+/// Whether `deb` exists and is newer than every file git tracks in this
+/// checkout (a file changed since makes it stale).
+fn built_from_these_sources(deb: &Path) -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(built) = std::fs::metadata(deb).and_then(|m| m.modified()) else {
+        return false;
+    };
+    let Ok(listed) = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+    else {
+        return false;
+    };
+    if !listed.status.success() {
+        return false;
+    }
+    listed
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|name| !name.is_empty())
+        .all(|name| {
+            let path = root.join(String::from_utf8_lossy(name).as_ref());
+            // A tracked file deleted in the working tree changes nothing built.
+            std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .map_or(true, |changed| changed <= built)
+        })
 }
 
 /// Why the package test cannot run here, if it cannot.
