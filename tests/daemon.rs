@@ -185,20 +185,26 @@ fn a_killed_kernel_is_started_again_over_the_snapshot_with_one_restore_notice() 
     );
 }
 
+/// Kill `id`'s worker six times, each time once it was restarted: the
+/// sixth failure in the window gives the session up.
+fn crash_six_times(env: &Env, id: &str) {
+    for failure in 1..=6 {
+        let pid = env.worker_pid(id).unwrap();
+        kill9(pid);
+        if failure < 6 {
+            wait_until(Duration::from_secs(15), "the worker restarts", || {
+                env.worker_pid(id).is_some_and(|p| p != pid)
+            });
+        }
+    }
+}
+
 #[test]
 fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
     let env = Env::new("giveup");
     let id = env.ok(&["new", "--name", "crashy"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo before the crashes"]);
-    for failure in 1..=6 {
-        let pid = env.worker_pid(&id).unwrap();
-        kill9(pid);
-        if failure < 6 {
-            wait_until(Duration::from_secs(15), "the worker restarts", || {
-                env.worker_pid(&id).is_some_and(|p| p != pid)
-            });
-        }
-    }
+    crash_six_times(&env, &id);
     wait_until(Duration::from_secs(5), "the session is given up", || {
         env.session(&id)["state"] == "given-up"
     });

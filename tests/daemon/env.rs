@@ -113,6 +113,12 @@ impl Env {
 
     /// The live kernel of `id`, as it recorded itself.
     pub fn kernel_pid(&self, id: &str) -> Option<u32> {
+        let record = self.kernel_record(id)?;
+        record["identity"]["pid"].as_u64().map(|pid| pid as u32)
+    }
+
+    /// The record of `id`'s kernel, once a live kernel wrote it.
+    pub fn kernel_record(&self, id: &str) -> Option<serde_json::Value> {
         let path = self
             .state_dir()
             .join("sessions")
@@ -120,7 +126,7 @@ impl Env {
             .join("kernel.json");
         let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
         let pid = record["identity"]["pid"].as_u64()? as u32;
-        alive(pid).then_some(pid)
+        alive(pid).then_some(record)
     }
 
     /// Every live kernel of this installation, the spare's too.

@@ -157,15 +157,7 @@ fn a_given_up_session_whose_kernel_has_a_background_job_keeps_the_daemon_serving
         .parse()
         .unwrap();
     let kernel = env.kernel_pid(&id).expect("its kernel lives");
-    for failure in 1..=6 {
-        let pid = env.worker_pid(&id).unwrap();
-        kill9(pid);
-        if failure < 6 {
-            wait_until(Duration::from_secs(15), "the worker restarts", || {
-                env.worker_pid(&id).is_some_and(|p| p != pid)
-            });
-        }
-    }
+    super::crash_six_times(&env, &id);
     wait_until(Duration::from_secs(10), "the session is given up", || {
         env.session(&id)["state"] == "given-up"
     });

@@ -9,18 +9,6 @@ use std::time::Duration;
 use super::env::{alive, kill9, wait_until, Env};
 use super::wire::frame;
 
-/// The session's kernel record, once a live kernel wrote it.
-fn kernel_record(env: &Env, id: &str) -> Option<serde_json::Value> {
-    let path = env
-        .state_dir()
-        .join("sessions")
-        .join(id)
-        .join("kernel.json");
-    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    let pid = record["identity"]["pid"].as_u64()? as u32;
-    alive(pid).then_some(record)
-}
-
 /// Greet the kernel of `id` as a worker would and read its hello; then
 /// hang up, as a worker killed before it stored anything.
 fn greet_and_vanish(env: &Env, id: &str, protocol: u64) -> serde_json::Value {
@@ -61,7 +49,7 @@ fn a_restore_whose_first_worker_died_unstored_is_noticed_once() {
     // starts one; its first worker takes the hello and dies.
     let started = env.run(&["kernel", &id, "--detach"]);
     assert!(started.status.success(), "{started:?}");
-    let record = kernel_record(&env, &id).expect("the kernel recorded itself");
+    let record = env.kernel_record(&id).expect("the kernel recorded itself");
     let hello = greet_and_vanish(&env, &id, record["protocol"].as_u64().unwrap());
     assert!(
         hello["restored"]
@@ -81,7 +69,7 @@ fn a_restore_whose_first_worker_died_unstored_is_noticed_once() {
     assert_eq!(env.ok(&["bash", &id, "--", "pwd"]), "/tmp\n");
     assert_eq!(notices(&env, &id), 1, "{}", env.log(&id));
     assert_eq!(
-        kernel_record(&env, &id).unwrap()["identity"],
+        env.kernel_record(&id).unwrap()["identity"],
         record["identity"],
         "one kernel all along"
     );
