@@ -185,13 +185,13 @@ fn a_killed_kernel_is_started_again_over_the_snapshot_with_one_restore_notice() 
     );
 }
 
-/// Kill `id`'s worker six times, each time once it was restarted: the
-/// sixth failure in the window gives the session up.
-fn crash_six_times(env: &Env, id: &str) {
-    for failure in 1..=6 {
+/// Kill `id`'s worker `times` times, the next only once it was restarted,
+/// and the last without waiting for its restart.
+fn crash_times(env: &Env, id: &str, times: u32) {
+    for failure in 1..=times {
         let pid = env.worker_pid(id).unwrap();
         kill9(pid);
-        if failure < 6 {
+        if failure < times {
             wait_until(Duration::from_secs(15), "the worker restarts", || {
                 env.worker_pid(id).is_some_and(|p| p != pid)
             });
@@ -204,7 +204,7 @@ fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
     let env = Env::new("giveup");
     let id = env.ok(&["new", "--name", "crashy"]).trim().to_string();
     env.ok(&["bash", &id, "--", "echo before the crashes"]);
-    crash_six_times(&env, &id);
+    crash_times(&env, &id, 6);
     wait_until(Duration::from_secs(5), "the session is given up", || {
         env.session(&id)["state"] == "given-up"
     });

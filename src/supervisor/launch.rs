@@ -492,18 +492,30 @@ pub async fn starts_settled(supervisor: &Shared) {
     let Some(by) = supervisor.borrow().starts_settle_by else {
         return;
     };
+    wait_for_change(supervisor, by, |s| {
+        !s.slots
+            .values()
+            .any(|slot| slot.state == SlotState::Starting)
+    })
+    .await;
+    supervisor.borrow_mut().starts_settle_by = None;
+}
+
+/// Wait until `done` holds of the supervisor's books, looked at again at
+/// each change of a slot's state, or until `deadline`.
+pub async fn wait_for_change(
+    supervisor: &Shared,
+    deadline: tokio::time::Instant,
+    mut done: impl FnMut(&Supervisor) -> bool,
+) {
     let changed = supervisor.borrow().changed.clone();
     loop {
+        // Registered before the books are read, so no change slips between.
         let notified = changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let starting = supervisor
-            .borrow()
-            .slots
-            .values()
-            .any(|slot| slot.state == SlotState::Starting);
-        if !starting || tokio::time::timeout_at(by, notified).await.is_err() {
-            supervisor.borrow_mut().starts_settle_by = None;
+        if done(&supervisor.borrow()) || tokio::time::timeout_at(deadline, notified).await.is_err()
+        {
             return;
         }
     }

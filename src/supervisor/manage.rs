@@ -7,7 +7,7 @@ use super::SupervisorError;
 use std::time::Duration;
 
 use super::backend;
-use super::launch::{ask_worker, launch, Shared};
+use super::launch::{ask_worker, launch, wait_for_change, Shared};
 use super::slots::SlotState;
 use crate::clock::{mono_ms, wall_ms};
 use crate::laws::idle_shutdown::{
@@ -104,21 +104,10 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
 /// then counts it in its work or its clients), within `session_settle`.
 async fn wait_handed(supervisor: &Shared, id: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
-    let changed = supervisor.borrow().changed.clone();
-    loop {
-        let notified = changed.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let handing = supervisor
-            .borrow()
-            .slots
-            .get(id)
-            .map_or(0, |slot| slot.requests_in_flight);
-        if handing == 0 || tokio::time::Instant::now() >= deadline {
-            return;
-        }
-        let _ = tokio::time::timeout_at(deadline, notified).await;
-    }
+    wait_for_change(supervisor, deadline, |s| {
+        s.slots.get(id).map_or(0, |slot| slot.requests_in_flight) == 0
+    })
+    .await;
 }
 
 /// Look for sessions due for an idle stop, every `IDLE_STOP_TICK_MS`, and

@@ -157,7 +157,7 @@ fn a_given_up_session_whose_kernel_has_a_background_job_keeps_the_daemon_serving
         .parse()
         .unwrap();
     let kernel = env.kernel_pid(&id).expect("its kernel lives");
-    super::crash_six_times(&env, &id);
+    super::crash_times(&env, &id, 6);
     wait_until(Duration::from_secs(10), "the session is given up", || {
         env.session(&id)["state"] == "given-up"
     });
@@ -196,14 +196,7 @@ fn a_session_in_its_restart_pause_whose_kernel_has_a_background_job_answers_busy
     let kernel = env.kernel_pid(&id).expect("its kernel lives");
     // Four failures, then a fifth: its pause is 4 s, the shutdown's
     // question takes milliseconds.
-    for _ in 1..=4 {
-        let pid = env.worker_pid(&id).unwrap();
-        kill9(pid);
-        wait_until(Duration::from_secs(15), "the worker restarts", || {
-            env.worker_pid(&id).is_some_and(|p| p != pid)
-        });
-    }
-    kill9(env.worker_pid(&id).unwrap());
+    super::crash_times(&env, &id, 5);
     wait_until(Duration::from_secs(5), "the restart pause begins", || {
         env.session(&id)["state"] == "restarting"
     });
