@@ -1,10 +1,8 @@
 //! Links gcc's unwinder into eukhe's programs (`libgcc_eh.a`) instead of
 //! loading `libgcc_s.so.1` at every start. That library's constructor
 //! probes the CPU with a dozen `cpuid` instructions, and `cpuid` traps to
-//! the hypervisor in a virtual machine: on the 2-core VM eukhe is measured
-//! on (about 10 us a `cpuid`), loading it cost every eukhe command about
-//! 0.25 ms, a twentieth of `eukhe bash s -- true` (README, "Where the round
-//! trip goes").
+//! the hypervisor in a virtual machine, so loading it costs every eukhe
+//! command a share of its start (docs/usage.md, "The C runtime").
 //!
 //! The static unwinder of gcc 12 and later calls glibc's
 //! `_dl_find_object`, so the programs then need glibc 2.35 (Debian 12 has

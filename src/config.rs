@@ -1,5 +1,5 @@
 //! The configuration file, `$XDG_CONFIG_HOME/eukhe/config.toml` (every
-//! setting is optional and documented in the README):
+//! setting is optional and documented in docs/usage.md):
 //!
 //! ```toml
 //! # How long a worker waits for a lost supervisor before acting alone
