@@ -547,9 +547,18 @@ def debs_in(directory, versions):
 
 
 def build_debs(versions, directory):
-    """Build the .deb of this checkout as each of `versions` into
-    `directory` (packaging/build-packages --deb-only)."""
-    for version in versions:
+    """Make the .deb of this checkout as each of `versions` in `directory`:
+    this checkout's own version built (packaging/build-packages
+    --deb-only), the releases above it relabelled from it
+    (packaging/relabel-deb: the same binary under that version and another
+    build id)."""
+    declared = deb_versions(0)[0]
+    base = debs_in(directory, [declared])[0]
+    if declared in versions or not os.path.exists(base):
         subprocess.run([os.path.join(ROOT, "packaging", "build-packages"), "--deb-only",
-                        "--version", version, "--out", directory], check=True,
-                       stdout=subprocess.DEVNULL)
+                        "--out", directory], check=True, stdout=subprocess.DEVNULL)
+    for version in versions:
+        if version == declared:
+            continue
+        subprocess.run([os.path.join(ROOT, "packaging", "relabel-deb"), base, version,
+                        "--out", directory], check=True, stdout=subprocess.DEVNULL)

@@ -34,7 +34,7 @@ pub fn build_id() -> &'static str {
         }
         match std::fs::read("/proc/self/exe") {
             Ok(bytes) => format!("{:016x}", fnv1a(&bytes)),
-            Err(_) => format!("unknown-{}", env!("CARGO_PKG_VERSION")),
+            Err(_) => format!("unknown-{}", version()),
         }
     })
 }
@@ -57,14 +57,58 @@ pub fn own_executable() -> (std::path::PathBuf, std::ffi::OsString) {
     ("/proc/self/exe".into(), started_from)
 }
 
+/// The size of the version's own ELF section.
+pub const VERSION_SLOT_LEN: usize = 32;
+
+/// The name of the ELF section that holds the version, NUL-padded.
+pub const VERSION_SECTION: &str = ".eukhe.version";
+
+/// This build's version, in a section of its own, so that a package of
+/// another release is made from this very binary without compiling it
+/// again (`packaging/relabel-deb` rewrites the section and the build id).
+#[used]
+#[link_section = ".eukhe.version"]
+static VERSION_SLOT: [u8; VERSION_SLOT_LEN] = version_slot(env!("CARGO_PKG_VERSION"));
+
+const fn version_slot(version: &str) -> [u8; VERSION_SLOT_LEN] {
+    let bytes = version.as_bytes();
+    assert!(
+        bytes.len() < VERSION_SLOT_LEN,
+        "the version does not fit its slot"
+    );
+    let mut slot = [0u8; VERSION_SLOT_LEN];
+    let mut index = 0;
+    while index < bytes.len() {
+        slot[index] = bytes[index];
+        index += 1;
+    }
+    slot
+}
+
+/// The version a slot holds: its bytes up to the first NUL.
+fn version_in(slot: &[u8]) -> Option<String> {
+    let end = slot.iter().position(|&b| b == 0).unwrap_or(slot.len());
+    std::str::from_utf8(&slot[..end])
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 /// This build's version (`EUKHE_VERSION` overrides it, for tests).
 pub fn version() -> &'static str {
     static VERSION: OnceLock<String> = OnceLock::new();
     VERSION.get_or_init(|| {
-        std::env::var("EUKHE_VERSION")
+        if let Some(version) = std::env::var("EUKHE_VERSION")
             .ok()
             .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string())
+        {
+            return version;
+        }
+        // SAFETY: a plain byte array of a static, read whole. Volatile, so
+        // the compiler reads the section as it is in the file, rewritten
+        // or not, instead of the value it was compiled with.
+        let slot = unsafe { std::ptr::read_volatile(&VERSION_SLOT) };
+        version_in(&slot).unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string())
     })
 }
 
@@ -170,6 +214,19 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_slot_holds_the_version_and_reads_back() {
+        let slot = version_slot("0.1.12");
+        assert_eq!(&slot[..6], b"0.1.12");
+        assert!(slot[6..].iter().all(|&b| b == 0));
+        assert_eq!(version_in(&slot).as_deref(), Some("0.1.12"));
+        assert_eq!(version_in(&[0; VERSION_SLOT_LEN]), None);
+        assert_eq!(
+            version_in(&VERSION_SLOT).as_deref(),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+    }
 
     #[test]
     fn the_build_id_is_the_linkers_as_readelf_shows_it() {

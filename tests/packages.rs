@@ -36,7 +36,8 @@ fn next_version() -> String {
 /// from these very sources: by scripts/test's packaging/build-packages,
 /// or by the other test of this file), else built now, without the RPM
 /// (packaging/build-packages checks that once), so a package left from
-/// other sources is never tested. One build at a time (the tests of this
+/// other sources is never tested. Another version is this checkout's
+/// package relabelled (packaging/relabel-deb). One build at a time (the tests of this
 /// file run side by side and share the staging directory); each test gets
 /// its own copy of the result.
 fn deb(version: &str) -> PathBuf {
@@ -72,16 +73,22 @@ fn build_deb(version: &str) -> PathBuf {
         return deb;
     }
     let _ = std::fs::remove_file(&deb);
-    let mut build = Command::new(root.join("packaging/build-packages"));
-    build.arg("--deb-only");
-    if version != VERSION {
-        build.args(["--version", version]);
-    }
-    let status = build.status().expect("run packaging/build-packages");
-    assert!(
-        status.success(),
-        "packaging/build-packages --version {version} failed"
-    );
+    // Another release is this checkout's package relabelled: the same
+    // binary, reporting that version under another build id.
+    let status = if version == VERSION {
+        Command::new(root.join("packaging/build-packages"))
+            .arg("--deb-only")
+            .status()
+            .expect("run packaging/build-packages")
+    } else {
+        let base = build_deb(VERSION);
+        Command::new(root.join("packaging/relabel-deb"))
+            .arg(&base)
+            .arg(version)
+            .status()
+            .expect("run packaging/relabel-deb")
+    };
+    assert!(status.success(), "the package of {version} was not made");
     assert!(deb.exists(), "{} was not built", deb.display());
     deb
 }

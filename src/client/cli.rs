@@ -18,7 +18,7 @@ use crate::session::env::{carried, parse_assignment, SessionEnv};
 #[derive(Debug, Parser)]
 #[command(
     name = "eukhe",
-    version,
+    version = crate::build_id::version(),
     about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots",
     long_about = "Keeps coding-agent sessions alive across crashes, upgrades and reboots.\n\n\
 A session is a durable transcript and a kernel: one long-lived process that holds the \
