@@ -631,14 +631,21 @@ async fn cancel(session: String, all: bool) -> Result<ExitCode, ClientError> {
         request: SessionRequest::Cancel { all },
     };
     match ask(ClientStart::Cancel, request).await? {
-        Response::Cancelled { run, withdrawn } => {
+        Response::Cancelled {
+            run,
+            withdrawn,
+            bash,
+        } => {
             if let Some(run) = run {
                 outln!("cancelling run {run}")?;
+            }
+            for number in &bash {
+                outln!("cancelling bash {number}")?;
             }
             for input in &withdrawn {
                 outln!("withdrew run {input}")?;
             }
-            if run.is_none() && withdrawn.is_empty() {
+            if run.is_none() && bash.is_empty() && withdrawn.is_empty() {
                 outln!("nothing to cancel")?;
                 return Ok(ExitCode::FAILURE);
             }

@@ -199,6 +199,9 @@ pub struct QueuedInput {
     pub text: String,
     /// Wall-clock milliseconds when it was queued.
     pub at_ms: u64,
+    /// A user bash that runs now (never queued: `cancel` ends it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bash: bool,
 }
 
 /// How `shutdown` stops the daemon.
@@ -387,6 +390,9 @@ pub enum Response {
         run: Option<u64>,
         /// The inputs withdrawn.
         withdrawn: Vec<u64>,
+        /// The user bash that was signalled.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        bash: Vec<u64>,
     },
     /// The answer to `queue`.
     Queue {
