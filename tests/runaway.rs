@@ -15,6 +15,24 @@ use std::time::{Duration, Instant};
 
 use env::{kill9, wait_until, Env};
 
+/// A client this test started, killed (by pid) if the test ends first.
+struct Client(Option<std::process::Child>);
+
+impl Client {
+    fn wait_with_output(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn session(env: &Env) -> String {
     env.ok(&["new"]).trim().to_string()
 }
@@ -146,12 +164,13 @@ fn a_killed_client_hangs_up_its_bash() {
 fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
     let env = Env::new("runaway-cancel");
     let id = session(&env);
-    let client = env
-        .command(&["bash", "-n", &id, "--", "sleep 60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("eukhe bash");
+    let client = Client(Some(
+        env.command(&["bash", "-n", &id, "--", "sleep 60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("eukhe bash"),
+    ));
     wait_until(Duration::from_secs(20), "queue lists bash 1", || {
         env.ok(&["queue", &id]) == "bash 1     sleep 60 (running)\n"
     });
@@ -160,6 +179,9 @@ fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
     assert_eq!(listed[0]["run"], 1, "{listed}");
     assert_eq!(listed[0]["bash"], true, "{listed}");
     assert_eq!(listed[0]["text"], "sleep 60", "{listed}");
+    wait_until(Duration::from_secs(10), "ls --json lists bash 1", || {
+        env.session(&id)["bash"] == serde_json::json!([1])
+    });
     let cancelled = env.run(&["cancel", &id]);
     assert_eq!(
         (cancelled.status.code(), text(&cancelled.stdout)),
@@ -167,10 +189,13 @@ fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
         "{}",
         text(&cancelled.stderr)
     );
-    let out = client.wait_with_output().unwrap();
+    let out = client.wait_with_output();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     let end = ended_within(&env, &id, 1, Duration::from_secs(5));
     assert_eq!(end, "[bash 1 cancelled: signal 2]");
+    wait_until(Duration::from_secs(10), "ls --json lists no bash", || {
+        env.session(&id).get("bash").is_none()
+    });
     assert_eq!(env.ok(&["queue", &id]), "nothing queued\n");
     let nothing = env.run(&["cancel", &id]);
     assert_eq!(nothing.status.code(), Some(1));

@@ -253,6 +253,9 @@ pub struct SessionInfo {
     /// it (state `damaged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The numbers of the user bash that run now (`eukhe cancel` ends them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<u64>,
 }
 
 /// The daemon as `eukhe status` shows it.
@@ -308,6 +311,9 @@ pub struct WorkerInfo {
     /// Client connections open (attached clients, requests being served).
     #[serde(default)]
     pub clients: u32,
+    /// The numbers of the user bash that run now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<u64>,
 }
 
 /// What comes back.
