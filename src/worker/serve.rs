@@ -177,6 +177,9 @@ async fn connection(
         return;
     };
     let mut supervising = false;
+    // The user bash asked for on this connection: relayed by the
+    // supervisor, whose loss may be what ends it.
+    let mut bash: Vec<u64> = Vec::new();
     loop {
         let Some(request) = next_request(&mut read, &tx).await else {
             break;
@@ -192,15 +195,7 @@ async fn connection(
         }
         match request {
             Request::Session { request, .. } => {
-                let bash = session_request(&worker, request, &tx, &signals, None).await;
-                // Relayed: the law rides through whatever the end of this
-                // connection means.
-                let ended = client_left::connection_ended(
-                    worker.clone(),
-                    Peer::Relayed,
-                    bash.into_iter().collect(),
-                );
-                tokio::task::spawn_local(ended);
+                bash.extend(session_request(&worker, request, &tx, &signals, None).await)
             }
             Request::Handoff {
                 request, zero_runs, ..
@@ -231,6 +226,7 @@ async fn connection(
             }
         }
     }
+    client_left::connection_ended(worker.clone(), Peer::Relayed, bash).await;
     if supervising {
         tracing::info!("lost its supervisor; waiting for the next one");
         worker.borrow_mut().supervisor_lost();
