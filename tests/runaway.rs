@@ -11,7 +11,7 @@ mod env;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use env::{kill9, wait_until, Env};
 
@@ -98,11 +98,15 @@ fn stored_bytes(env: &Env, id: &str) -> u64 {
 /// after its client left, never for seconds.
 const SMALL_BYTES: u64 = 2 << 30;
 
+/// How long a hung-up command's end may take to be stored: the output it
+/// wrote before is stored first (a debug build on a busy machine is slow
+/// at it); one never hung up never ends.
+const HUNG_UP_WITHIN: Duration = Duration::from_secs(30);
+
 #[test]
 fn a_bash_whose_reader_closed_is_hung_up_and_stores_little() {
     let env = Env::new("runaway-reader");
     let id = session(&env);
-    let started = Instant::now();
     let out = shell(
         &env,
         &id,
@@ -110,12 +114,11 @@ fn a_bash_whose_reader_closed_is_hung_up_and_stores_little() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).split_whitespace().count(), 5);
-    let end = ended_within(&env, &id, 1, Duration::from_secs(10));
+    let end = ended_within(&env, &id, 1, HUNG_UP_WITHIN);
     assert!(
         end == "[bash 1 killed by signal 1]" || end == "[bash 1 killed by signal 13]",
         "{end}"
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
     let stored = stored_bytes(&env, &id);
     assert!(stored < SMALL_BYTES, "the session stored {stored} bytes");
 
@@ -126,7 +129,7 @@ fn a_bash_whose_reader_closed_is_hung_up_and_stores_little() {
         r#""$EUKHE" bash "$S" -- 'seq 1 100000000' | head -2"#,
     );
     assert_eq!(text(&out.stdout), "1\n2\n", "{}", text(&out.stderr));
-    let end = ended_within(&env, &id, 2, Duration::from_secs(10));
+    let end = ended_within(&env, &id, 2, HUNG_UP_WITHIN);
     assert!(
         end == "[bash 2 killed by signal 1]" || end == "[bash 2 killed by signal 13]",
         "seq ran on after its client left: {end}"
@@ -155,7 +158,7 @@ fn a_killed_client_hangs_up_its_bash() {
     assert_eq!(first, "started\n");
     kill9(client.id());
     let _ = client.wait();
-    let end = ended_within(&env, &id, 1, Duration::from_secs(10));
+    let end = ended_within(&env, &id, 1, HUNG_UP_WITHIN);
     assert_eq!(end, "[bash 1 killed by signal 1]");
     assert!(!env.log(&id).lines().any(|line| line == "late"));
 }
