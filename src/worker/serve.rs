@@ -131,17 +131,24 @@ async fn handed_client(
         .ok()
         .and_then(|c| c.pid())
         .and_then(|pid| u32::try_from(pid).ok());
-    // Who the client is, so the end of its connection can tell a client
-    // that went away from one that left on purpose.
-    let client = Peer::Client(peer.and_then(identity_of));
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write, zero_runs);
+    // The user bash asked for here, and who the client is (taken with the
+    // first, while it surely lives), so the end of this connection can
+    // tell a client that went away from one that left on purpose.
     let mut bash: Vec<u64> = Vec::new();
-    bash.extend(session_request(&worker, first, &tx, &signals, peer).await);
+    let mut client = None;
+    let mut asked = |number: Option<u64>| {
+        if number.is_some() && client.is_none() {
+            client = Some(peer.and_then(identity_of));
+        }
+        bash.extend(number);
+    };
+    asked(session_request(&worker, first, &tx, &signals, peer).await);
     loop {
         match read_frame::<Request, _>(&mut read).await {
             Ok(Request::Session { request, .. }) => {
-                bash.extend(session_request(&worker, request, &tx, &signals, peer).await)
+                asked(session_request(&worker, request, &tx, &signals, peer).await)
             }
             Ok(other) => {
                 let _ = tx.send(Response::Error {
@@ -157,6 +164,7 @@ async fn handed_client(
             }
         }
     }
+    let client = Peer::Client(client.flatten());
     client_left::connection_ended(worker, client, bash).await;
 }
 
