@@ -167,7 +167,8 @@ pub enum SessionRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail: Option<u64>,
     },
-    /// Cancel the running run; with `all`, withdraw every queued input too.
+    /// Cancel the running run and every running user bash; with `all`,
+    /// withdraw every queued input too.
     Cancel {
         /// Withdraw every queued input too.
         all: bool,
