@@ -72,21 +72,23 @@ pub async fn read(
     kernel: Rc<RefCell<Kernel>>,
     job: String,
     stream: Stream,
-    (reader, hang_up): (pipe::Receiver, tokio::sync::watch::Receiver<bool>),
+    (mut reader, hang_up): (pipe::Receiver, tokio::sync::watch::Receiver<bool>),
 ) {
     tokio::select! {
-        _ = pump(&kernel, &job, stream, reader) => {}
+        _ = pump(&kernel, &job, stream, &mut reader) => {}
         _ = super::hang_up::hung_up(hang_up) => {
             kernel.borrow_mut().holding(&job, stream, 0);
         }
     }
+    // The books forget the pipe before its read end closes.
     kernel.borrow_mut().stream_closed(&job, stream);
+    drop(reader);
 }
 
 /// Read `reader` into `job`'s spool until every writer has closed it.
 /// Records end at UTF-8 character boundaries: a character split across
 /// reads waits for its last bytes, so text stays text in `log --json`.
-async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, mut reader: pipe::Receiver) {
+async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, reader: &mut pipe::Receiver) {
     // Read into spare capacity: a job that writes little (most) costs no
     // zeroed half-megabyte per stream.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
@@ -115,7 +117,7 @@ async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, mut reader: p
                 let ended = n >= GATHER_FROM_BYTES && {
                     // Held while gathering: the job's end waits for them.
                     kernel.borrow_mut().holding(job, stream, buf.len());
-                    !gather(&mut reader, &mut buf).await
+                    !gather(reader, &mut buf).await
                 };
                 let filled = buf.len();
                 let whole = whole_characters(&buf[..filled]);
