@@ -1256,6 +1256,13 @@ mod tests {
         assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
         assert_eq!(core.cancel_input(3).ok(), Some(InputCancel::Withdraw));
         core.ended(&format!("b{number}-7-1"), Some(&end(130)));
+        assert!(!core.bash_runs(number));
+        assert_eq!(
+            core.hang_up(number),
+            Vec::new(),
+            "an ended bash is not hung up"
+        );
+        assert_eq!(core.bash_list(), Vec::new());
         assert_eq!(
             core.cancel_input(number).unwrap_err().to_string(),
             format!("input {number} is neither running nor queued: it has ended")
