@@ -117,12 +117,16 @@ impl Attached {
             Ok(Response::Error { message }) if self.replayed => {
                 return Err(super::log::refusal(&self.session, message).await)
             }
-            Ok(Response::Cancelled { run: None, .. }) => {
+            Ok(Response::Cancelled {
+                run: None, bash, ..
+            }) if bash.is_empty() => {
                 eprintln!("eukhe: no run is running (Ctrl-\\ detaches)");
             }
-            Ok(Response::Cancelled { run: Some(run), .. }) => {
+            Ok(Response::Cancelled { run, bash, .. }) => {
                 if std::mem::take(&mut self.runs.cancel_asked) {
-                    eprintln!("eukhe: cancelling run {run} (Ctrl-\\ detaches)");
+                    let mut what: Vec<String> = run.iter().map(|r| format!("run {r}")).collect();
+                    what.extend(bash.iter().map(|b| format!("bash {b}")));
+                    eprintln!("eukhe: cancelling {} (Ctrl-\\ detaches)", what.join(", "));
                 }
             }
             Ok(other) => return unexpected(other),

@@ -158,6 +158,8 @@ pub enum Command {
     /// command reads it (`echo hi | eukhe bash s -- cat`); `-n` gives it
     /// /dev/null instead (as `ssh -n`), for loops that read a list. Ctrl-C
     /// cancels the command as `eukhe cancel` does; a second stops waiting.
+    /// A client that goes away (killed, or its reader gone) hangs the
+    /// command up as `ssh` does: its output closes, then SIGHUP.
     Bash {
         /// The session's name or id.
         session: String,
@@ -168,8 +170,9 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
-    /// Cancel the running run (SIGINT, then SIGTERM and SIGKILL after the
-    /// cancel grace); exit 1 when there was nothing to cancel.
+    /// Cancel the running run and every running `bash` command (SIGINT,
+    /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
+    /// was nothing to cancel.
     Cancel {
         /// The session: its id or name.
         session: String,
@@ -177,7 +180,8 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// List the inputs queued in a session.
+    /// List the inputs queued in a session, after the `bash` commands
+    /// running (which `cancel` ends).
     Queue {
         /// The session: its id or name.
         session: String,
@@ -623,7 +627,8 @@ async fn bash(
     super::log::stream_bash_until_exit(&mut client, &session).await
 }
 
-/// `cancel`: end the running run (and, with `all`, withdraw the queue);
+/// `cancel`: end the running run and user bash (and, with `all`, withdraw
+/// the queue);
 /// exit 1 when there was nothing to cancel.
 async fn cancel(session: String, all: bool) -> Result<ExitCode, ClientError> {
     let request = Request::Session {
@@ -631,14 +636,21 @@ async fn cancel(session: String, all: bool) -> Result<ExitCode, ClientError> {
         request: SessionRequest::Cancel { all },
     };
     match ask(ClientStart::Cancel, request).await? {
-        Response::Cancelled { run, withdrawn } => {
+        Response::Cancelled {
+            run,
+            withdrawn,
+            bash,
+        } => {
             if let Some(run) = run {
                 outln!("cancelling run {run}")?;
+            }
+            for number in &bash {
+                outln!("cancelling bash {number}")?;
             }
             for input in &withdrawn {
                 outln!("withdrew run {input}")?;
             }
-            if run.is_none() && withdrawn.is_empty() {
+            if run.is_none() && bash.is_empty() && withdrawn.is_empty() {
                 outln!("nothing to cancel")?;
                 return Ok(ExitCode::FAILURE);
             }

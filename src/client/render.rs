@@ -215,7 +215,10 @@ pub fn queue(inputs: &[QueuedInput], json: bool) -> String {
     }
     inputs
         .iter()
-        .map(|q| format!("run {:<6} {}\n", q.run, q.text))
+        .map(|q| match q.bash {
+            true => format!("bash {:<5} {} (running)\n", q.run, q.text),
+            false => format!("run {:<6} {}\n", q.run, q.text),
+        })
         .collect()
 }
 

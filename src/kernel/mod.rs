@@ -16,6 +16,7 @@
 //! - `serve`: the socket, the job reports, reaping, the tick.
 //! - `tree`: the process tree (subreaper, background jobs, ending all).
 
+mod hang_up;
 mod jobs;
 mod output;
 mod serve;
@@ -144,6 +145,7 @@ fn serve_session(
         exit: Rc::new(tokio::sync::Notify::new()),
         workers: Rc::new(RefCell::new(Vec::new())),
         queued_inputs: std::cell::Cell::new(0),
+        hang_ups: Default::default(),
     });
     let socket = paths.kernel_socket(&meta.id);
     let result = crate::runtime::block_on_local("kernel", async move {

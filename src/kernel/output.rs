@@ -64,15 +64,31 @@ pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
     })
 }
 
-/// Read `reader` into `job`'s spool until every writer has closed it.
-/// Records end at UTF-8 character boundaries: a character split across
-/// reads waits for its last bytes, so text stays text in `log --json`.
+/// Read `reader` into `job`'s spool until every writer has closed it, or
+/// until the job is hung up (`hang_up` turns on): then the reader's end
+/// closes, so the job's next write gets SIGPIPE, and what it had not read
+/// is never stored.
 pub async fn read(
     kernel: Rc<RefCell<Kernel>>,
     job: String,
     stream: Stream,
-    mut reader: pipe::Receiver,
+    (mut reader, hang_up): (pipe::Receiver, tokio::sync::watch::Receiver<bool>),
 ) {
+    tokio::select! {
+        _ = pump(&kernel, &job, stream, &mut reader) => {}
+        _ = super::hang_up::hung_up(hang_up) => {
+            kernel.borrow_mut().holding(&job, stream, 0);
+        }
+    }
+    // The books forget the pipe before its read end closes.
+    kernel.borrow_mut().stream_closed(&job, stream);
+    drop(reader);
+}
+
+/// Read `reader` into `job`'s spool until every writer has closed it.
+/// Records end at UTF-8 character boundaries: a character split across
+/// reads waits for its last bytes, so text stays text in `log --json`.
+async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, reader: &mut pipe::Receiver) {
     // Read into spare capacity: a job that writes little (most) costs no
     // zeroed half-megabyte per stream.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
@@ -87,10 +103,10 @@ pub async fn read(
             match tokio::time::timeout(Duration::from_millis(UTF8_HOLD_MS), read).await {
                 Ok(got) => got,
                 Err(_) => {
-                    kernel.borrow_mut().output(&job, stream, &buf[..held]);
+                    kernel.borrow_mut().output(job, stream, &buf[..held]);
                     buf.clear();
                     held = 0;
-                    kernel.borrow_mut().holding(&job, stream, 0);
+                    kernel.borrow_mut().holding(job, stream, 0);
                     continue;
                 }
             }
@@ -100,18 +116,18 @@ pub async fn read(
             Ok(n) => {
                 let ended = n >= GATHER_FROM_BYTES && {
                     // Held while gathering: the job's end waits for them.
-                    kernel.borrow_mut().holding(&job, stream, buf.len());
-                    !gather(&mut reader, &mut buf).await
+                    kernel.borrow_mut().holding(job, stream, buf.len());
+                    !gather(reader, &mut buf).await
                 };
                 let filled = buf.len();
                 let whole = whole_characters(&buf[..filled]);
                 if whole > 0 {
-                    kernel.borrow_mut().output(&job, stream, &buf[..whole]);
+                    kernel.borrow_mut().output(job, stream, &buf[..whole]);
                 }
                 buf.copy_within(whole..filled, 0);
                 held = filled - whole;
                 buf.truncate(held);
-                kernel.borrow_mut().holding(&job, stream, held);
+                kernel.borrow_mut().holding(job, stream, held);
                 if ended {
                     break;
                 }
@@ -119,9 +135,8 @@ pub async fn read(
         }
     }
     if held > 0 {
-        kernel.borrow_mut().output(&job, stream, &buf[..held]);
+        kernel.borrow_mut().output(job, stream, &buf[..held]);
     }
-    kernel.borrow_mut().stream_closed(&job, stream);
 }
 
 /// Read on into `buf` until it is full or `OUTPUT_GATHER_MS` has passed;

@@ -13,6 +13,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::sync::Notify;
 
+use super::hang_up::HangUps;
 use super::jobs::{Kernel, Readers};
 use super::zygote::{self, Report};
 use super::{output, tree};
@@ -45,6 +46,8 @@ pub struct Context {
     /// The inputs waiting in the worker's queue, as it last told: kept
     /// after it leaves, so the kernel's busy evidence counts them.
     pub queued_inputs: Cell<u32>,
+    /// What closes a job's output when its user bash is hung up.
+    pub hang_ups: HangUps,
 }
 
 pub async fn run(
@@ -171,7 +174,10 @@ async fn serve_connection(
             ToKernel::Cancel { job } => {
                 tokio::task::spawn_local(cancel(ctx.clone(), job));
             }
-            ToKernel::Forget { job } => ctx.kernel.borrow_mut().forget(&job),
+            ToKernel::HangUp { job } => {
+                tokio::task::spawn_local(hang_up(ctx.clone(), job));
+            }
+            ToKernel::Forget { job } => forget(ctx, &job),
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
                 match kernel.claim() {
@@ -190,6 +196,12 @@ async fn serve_connection(
             }
         }
     }
+}
+
+/// The worker stored `job`'s end and output: the spool may drop it.
+fn forget(ctx: &Context, job: &str) {
+    ctx.hang_ups.forget(job);
+    ctx.kernel.borrow_mut().forget(job);
 }
 
 /// Answer the worker's hello; whether the connection goes on to serve it.
@@ -278,12 +290,13 @@ fn start_job(
 }
 
 fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
+    let hang_up = ctx.hang_ups.register(job);
     for (stream, reader) in readers {
         tokio::task::spawn_local(output::read(
             ctx.kernel.clone(),
             job.to_string(),
             stream,
-            reader,
+            (reader, hang_up.clone()),
         ));
     }
 }
@@ -394,6 +407,29 @@ async fn cancel(ctx: Rc<Context>, job: String) {
     if !ended() {
         ctx.kernel.borrow_mut().ended(&job, 128 + libc::SIGKILL);
     }
+}
+
+/// Hang up `job` (`kernel::hang_up`): once its shell has opened its
+/// output (it reports its group after that), close the output, then
+/// SIGHUP its process group.
+async fn hang_up(ctx: Rc<Context>, job: String) {
+    let group = {
+        let k = ctx.kernel.borrow();
+        match k.jobs.get(&job) {
+            Some(j) if j.end.is_none() => j.group,
+            _ => return,
+        }
+    };
+    let group = match group {
+        Some(group) => group,
+        None => match group_once_started(&ctx, &job).await {
+            Some(group) => group,
+            None => return,
+        },
+    };
+    tracing::info!("{job}: its client went away; hanging it up");
+    ctx.hang_ups.close_output(&job);
+    tree::signal_group(group, nix::sys::signal::Signal::SIGHUP);
 }
 
 /// The process group of `job`, which was handed to a shell that has not

@@ -18,11 +18,13 @@
 //! | [`adoption`] | adopt or replace live workers, survivor handling | `bend/launcher.bend` |
 //! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
 //! | [`events`] | the event stream's bounds: a subscriber's buffer, the output-line rate (a setting, not a law of the specification) | none |
+//! | [`client_left`] | whether the end of an `eukhe bash` client's connection hangs up its command (a setting of the shell, not a law of the specification) | none |
 //! | [`removal`] | `rm`: remove, cancel and remove, or refuse a busy session; a removal is final | none |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
 //! | [`runs`] | a run's lifecycle: reconcile on (re)connect, next run, withdraw, kernel accept, end record | `bend/runs.bend` |
 
 pub mod adoption;
+pub mod client_left;
 pub mod events;
 pub mod idle_shutdown;
 pub mod idle_stop;

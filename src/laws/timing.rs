@@ -244,6 +244,12 @@ pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// gives up after it (the kernel holds the session's runs, and only its
 /// death ends them).
 pub const KERNEL_ANSWER_MS: u64 = 5_000;
+/// How long a worker waits, after an `eukhe bash` client's connection
+/// ended, for that client's process to be gone (it closes its sockets as
+/// it exits, a moment before): gone within it, the client went away and
+/// its command is hung up; alive after it, it left on purpose. Not a
+/// law's timeout: the command goes on either way while it waits.
+pub const CLIENT_EXIT_MS: u64 = 1_000;
 /// How long a starting daemon's `ls` and `status` wait for the sessions it
 /// adopts, resumes or revives to be under supervision, so the first `ls`
 /// shows adopted workers with their pids; a worker that does not answer

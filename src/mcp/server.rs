@@ -450,12 +450,17 @@ async fn cancel(args: CancelArgs) -> Result<CallToolResult, ClientError> {
         request,
     };
     match client.ask(asked).await? {
-        Response::Cancelled { run, withdrawn } => {
+        Response::Cancelled {
+            run,
+            withdrawn,
+            bash,
+        } => {
             let what = if args.run.is_some() { "input" } else { "run" };
             let mut lines: Vec<String> = run
                 .iter()
                 .map(|r| format!("cancelling {what} {r}"))
                 .collect();
+            lines.extend(bash.iter().map(|b| format!("cancelling bash {b}")));
             lines.extend(withdrawn.iter().map(|w| format!("withdrew run {w}")));
             if lines.is_empty() {
                 lines.push("nothing to cancel".into());

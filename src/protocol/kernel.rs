@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::spool::JobEnd;
 
-/// The version of the link and of the spool's layout (7: the worker tells
-/// the kernel how many inputs wait in its queue, `ToKernel::Queued`; an
-/// earlier kernel would take that message for a malformed one).
-pub const KERNEL_PROTOCOL: u32 = 7;
+/// The version of the link and of the spool's layout (8: the worker hangs
+/// up a user bash whose client went away, `ToKernel::HangUp`; an earlier
+/// kernel would take that message for a malformed one).
+pub const KERNEL_PROTOCOL: u32 = 8;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -74,6 +74,13 @@ pub enum ToKernel {
     },
     /// Cancel `job`: SIGINT, then SIGTERM and SIGKILL after the cancel grace.
     Cancel {
+        /// The job's tag.
+        job: String,
+    },
+    /// The client of user bash `job` went away: close the job's output
+    /// (a write gets SIGPIPE), then send its process group SIGHUP, as a
+    /// command whose `ssh` client left gets them.
+    HangUp {
         /// The job's tag.
         job: String,
     },

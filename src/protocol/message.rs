@@ -167,7 +167,8 @@ pub enum SessionRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail: Option<u64>,
     },
-    /// Cancel the running run; with `all`, withdraw every queued input too.
+    /// Cancel the running run and every running user bash; with `all`,
+    /// withdraw every queued input too.
     Cancel {
         /// Withdraw every queued input too.
         all: bool,
@@ -199,6 +200,9 @@ pub struct QueuedInput {
     pub text: String,
     /// Wall-clock milliseconds when it was queued.
     pub at_ms: u64,
+    /// A user bash that runs now (never queued: `cancel` ends it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bash: bool,
 }
 
 /// How `shutdown` stops the daemon.
@@ -250,6 +254,9 @@ pub struct SessionInfo {
     /// it (state `damaged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The numbers of the user bash that run now (`eukhe cancel` ends them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<u64>,
 }
 
 /// The daemon as `eukhe status` shows it.
@@ -305,6 +312,9 @@ pub struct WorkerInfo {
     /// Client connections open (attached clients, requests being served).
     #[serde(default)]
     pub clients: u32,
+    /// The numbers of the user bash that run now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<u64>,
 }
 
 /// What comes back.
@@ -387,6 +397,9 @@ pub enum Response {
         run: Option<u64>,
         /// The inputs withdrawn.
         withdrawn: Vec<u64>,
+        /// The user bash that was signalled.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        bash: Vec<u64>,
     },
     /// The answer to `queue`.
     Queue {

@@ -68,6 +68,8 @@ pub struct Slot {
     pub background: u32,
     /// The kernel's pid, as the worker last reported it.
     pub kernel_pid: Option<u32>,
+    /// The user bash running, as the worker last reported them.
+    pub bash: Vec<u64>,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
     /// The shell's working directory as the snapshot last said, and the
@@ -99,6 +101,7 @@ impl Slot {
             work: WorkSet::EMPTY,
             background: 0,
             kernel_pid: None,
+            bash: Vec::new(),
             generation: 0,
             shell_cwd: Default::default(),
             clients: 0,
@@ -373,6 +376,10 @@ impl Supervisor {
                     problem: match &slot.state {
                         SlotState::Damaged { problem } => Some(problem.clone()),
                         _ => None,
+                    },
+                    bash: match &slot.state {
+                        SlotState::Running { .. } => slot.bash.clone(),
+                        _ => Vec::new(),
                     },
                 }
             })

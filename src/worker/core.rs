@@ -33,6 +33,8 @@ use crate::session::entry::Stream;
 use crate::session::notices;
 use crate::session::transcript::{Entry, EntryBody};
 
+mod bash;
+
 /// A client waiting for user bash, as the shell numbers it.
 pub type ClientId = u64;
 
@@ -108,6 +110,9 @@ pub struct RunCore {
     /// kernel link): already user bash work, so no quiesce answers idle
     /// while one waits.
     bash_waiting: u32,
+    /// The user bash this worker started and that has not ended, as
+    /// `queue` lists them.
+    bash_listed: BTreeMap<RunId, QueuedInput>,
 }
 
 /// The number of the user bash a kernel job runs: `b<number>-<tag>-<seq>`
@@ -169,6 +174,7 @@ impl Replay {
                         run: *input,
                         text: text.clone(),
                         at_ms: entry.at_ms,
+                        bash: false,
                     },
                 );
                 books.next_input = books.next_input.max(input + 1);
@@ -254,6 +260,7 @@ impl Replay {
             bash_seq: 0,
             job_tag: self.job_tag,
             bash_waiting: 0,
+            bash_listed: BTreeMap::new(),
         }
     }
 }
@@ -429,7 +436,12 @@ impl RunCore {
     /// Input `run` is stored as queued.
     pub fn queued(&mut self, run: RunId, text: String, at_ms: u64) {
         self.book.insert(run, RunRecord::Queued);
-        self.queue.push_back(QueuedInput { run, text, at_ms });
+        self.queue.push_back(QueuedInput {
+            run,
+            text,
+            at_ms,
+            bash: false,
+        });
         self.next_input = self.next_input.max(run + 1);
     }
 
@@ -451,18 +463,25 @@ impl RunCore {
         self.queue.retain(|q| q.run != run);
     }
 
-    /// Cancel: the running run (if any) is signalled; returns it and the
-    /// actions. (`--all` withdrawals go through `check_withdraw`/`withdrawn`.)
-    pub fn cancel(&self) -> (Option<RunId>, Vec<Action>) {
-        match self.current_run() {
-            Some(run) => (
-                Some(run),
-                vec![Action::Kernel(ToKernel::Cancel {
-                    job: format!("r{run}"),
-                })],
-            ),
-            None => (None, Vec::new()),
+    /// Cancel: the running run (if any) and every running user bash are
+    /// signalled; returns the run, the user bash and the actions. (`--all`
+    /// withdrawals go through `check_withdraw`/`withdrawn`.)
+    pub fn cancel(&self) -> (Option<RunId>, Vec<RunId>, Vec<Action>) {
+        let run = self.current_run();
+        let mut jobs: Vec<String> = run.iter().map(|run| format!("r{run}")).collect();
+        let bash = self.running_bash();
+        for (_, job) in &bash {
+            jobs.push(job.clone());
         }
+        let actions = jobs
+            .into_iter()
+            .map(|job| Action::Kernel(ToKernel::Cancel { job }))
+            .collect();
+        (
+            run,
+            bash.into_iter().map(|(number, _)| number).collect(),
+            actions,
+        )
     }
 
     /// What cancelling input `input` by its number does, or why it cannot
@@ -478,11 +497,7 @@ impl RunCore {
         if self.current_run() == Some(input) {
             return Ok(signal(&format!("r{input}")));
         }
-        let running_bash = self.jobs.iter().find(|(_, followed)| {
-            !followed.ended
-                && matches!(followed.kind, JobKind::Bash { number, .. } if number == input)
-        });
-        if let Some((job, _)) = running_bash {
+        if let Some((_, job)) = self.running_bash().iter().find(|(n, _)| *n == input) {
             return Ok(signal(job));
         }
         if may_withdraw(&self.book, input) {
@@ -516,16 +531,25 @@ impl RunCore {
         )
     }
 
-    /// User bash (its entry stored): run it in the kernel now, beside any
-    /// run in progress, reading the standard input of process `stdin_of`
-    /// (its client) if given.
+    /// User bash (its entry stored at wall-clock `at_ms`): run it in the
+    /// kernel now, beside any run in progress, reading the standard input
+    /// of process `stdin_of` (its client) if given.
     pub fn bash(
         &mut self,
         command: &str,
         stdin_of: Option<u32>,
-        client: ClientId,
+        (client, at_ms): (ClientId, u64),
         number: RunId,
     ) -> Vec<Action> {
+        self.bash_listed.insert(
+            number,
+            QueuedInput {
+                run: number,
+                text: command.to_string(),
+                at_ms,
+                bash: true,
+            },
+        );
         self.bash_seq += 1;
         // The number first, so a later worker knows whose job it is; this
         // worker's tag keeps names unique even if a number is reused after
@@ -833,6 +857,7 @@ impl RunCore {
             }
             JobKind::Bash { client, number } => {
                 self.open_bash.remove(&number);
+                self.bash_listed.remove(&number);
                 actions.extend(bash_ended(number, client, end));
             }
         }
@@ -1086,8 +1111,8 @@ mod tests {
             core.check_withdraw(2).unwrap_err().to_string(),
             "run 2 is not queued: it has started"
         );
-        let (cancelled, actions) = core.cancel();
-        assert_eq!(cancelled, Some(2));
+        let (cancelled, bash, actions) = core.cancel();
+        assert_eq!((cancelled, bash), (Some(2), Vec::new()));
         assert_eq!(
             actions,
             vec![Action::Kernel(ToKernel::Cancel { job: "r2".into() })]
@@ -1117,7 +1142,7 @@ mod tests {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
         let number = core.take_input_number();
-        core.bash("cat blob", None, 3, number);
+        core.bash("cat blob", None, (3, 0), number);
         let bytes = [0xff, 0x00, 0xc3];
         let job = format!("b{number}-7-1");
         let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec().into());
@@ -1153,8 +1178,26 @@ mod tests {
         let mut core = RunCore::from_transcript(&[], 7);
         core.kernel_hello(5, &BTreeMap::new(), 0);
         let number = core.take_input_number();
-        core.bash("sleep 30", None, 3, number);
-        assert_eq!(core.cancel().0, None, "cancel reaches only queued runs");
+        core.bash("sleep 30", None, (3, 0), number);
+        let (run, bash, actions) = core.cancel();
+        assert_eq!(
+            (run, bash),
+            (None, vec![number]),
+            "cancel reaches user bash"
+        );
+        assert_eq!(
+            actions,
+            vec![Action::Kernel(ToKernel::Cancel {
+                job: format!("b{number}-7-1")
+            })]
+        );
+        assert_eq!(core.bash_list()[0].text, "sleep 30");
+        assert_eq!(
+            core.hang_up(number),
+            vec![Action::Kernel(ToKernel::HangUp {
+                job: format!("b{number}-7-1")
+            })]
+        );
         assert_eq!(
             core.cancel_input(number).ok(),
             Some(cancel(&format!("b{number}-7-1")))
@@ -1166,6 +1209,13 @@ mod tests {
         assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
         assert_eq!(core.cancel_input(3).ok(), Some(InputCancel::Withdraw));
         core.ended(&format!("b{number}-7-1"), Some(&end(130)));
+        assert!(!core.bash_runs(number));
+        assert_eq!(
+            core.hang_up(number),
+            Vec::new(),
+            "an ended bash is not hung up"
+        );
+        assert_eq!(core.bash_list(), Vec::new());
         assert_eq!(
             core.cancel_input(number).unwrap_err().to_string(),
             format!("input {number} is neither running nor queued: it has ended")

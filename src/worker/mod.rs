@@ -6,6 +6,7 @@
 
 mod books;
 mod checkpoint;
+mod client_left;
 mod core;
 pub mod engine;
 pub mod error;

@@ -16,13 +16,14 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
 use super::books::TickAction;
+use super::client_left::{self, Peer};
 use super::core::{Action, InputCancel};
 use super::outbox::{Outbox, LAG_BYTES, REPLAY_AHEAD_BYTES};
 use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
-use crate::clock::{mono_ms, mono_us};
+use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::handoff;
-use crate::host::process::is_alive;
+use crate::host::process::{identity_of, is_alive};
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
@@ -132,11 +133,22 @@ async fn handed_client(
         .and_then(|pid| u32::try_from(pid).ok());
     let (mut read, write) = stream.into_split();
     let tx = Outbox::spawn_writer(write, zero_runs);
-    session_request(&worker, first, &tx, &signals, peer).await;
+    // The user bash asked for here, and who the client is (taken with the
+    // first, while it surely lives), so the end of this connection can
+    // tell a client that went away from one that left on purpose.
+    let mut bash: Vec<u64> = Vec::new();
+    let mut client = None;
+    let mut asked = |number: Option<u64>| {
+        if number.is_some() && client.is_none() {
+            client = Some(peer.and_then(identity_of));
+        }
+        bash.extend(number);
+    };
+    asked(session_request(&worker, first, &tx, &signals, peer).await);
     loop {
         match read_frame::<Request, _>(&mut read).await {
             Ok(Request::Session { request, .. }) => {
-                session_request(&worker, request, &tx, &signals, peer).await
+                asked(session_request(&worker, request, &tx, &signals, peer).await)
             }
             Ok(other) => {
                 let _ = tx.send(Response::Error {
@@ -152,6 +164,8 @@ async fn handed_client(
             }
         }
     }
+    let client = Peer::Client(client.flatten());
+    client_left::connection_ended(worker, client, bash).await;
 }
 
 async fn connection(
@@ -171,6 +185,9 @@ async fn connection(
         return;
     };
     let mut supervising = false;
+    // The user bash asked for on this connection: relayed by the
+    // supervisor, whose loss may be what ends it.
+    let mut bash: Vec<u64> = Vec::new();
     loop {
         let Some(request) = next_request(&mut read, &tx).await else {
             break;
@@ -186,7 +203,7 @@ async fn connection(
         }
         match request {
             Request::Session { request, .. } => {
-                session_request(&worker, request, &tx, &signals, None).await
+                bash.extend(session_request(&worker, request, &tx, &signals, None).await)
             }
             Request::Handoff {
                 request, zero_runs, ..
@@ -217,6 +234,7 @@ async fn connection(
             }
         }
     }
+    client_left::connection_ended(worker.clone(), Peer::Relayed, bash).await;
     if supervising {
         tracing::info!("lost its supervisor; waiting for the next one");
         worker.borrow_mut().supervisor_lost();
@@ -385,32 +403,36 @@ async fn idle_stop(
 }
 
 /// Serve one session request. `peer` is the client's pid when the client
-/// is connected directly (handed over), not relayed.
+/// is connected directly (handed over), not relayed. Returns the number
+/// of the user bash it started, if it started one.
 async fn session_request(
     worker: &Rc<RefCell<Worker>>,
     request: SessionRequest,
     tx: &Outbox,
     signals: &Signals,
     peer: Option<u32>,
-) {
+) -> Option<u64> {
     if let SessionRequest::Send { text, .. } | SessionRequest::Bash { command: text, .. } = &request
     {
         if let Some(why) = unrunnable(text) {
             let _ = tx.send(Response::Error {
                 message: why.to_string(),
             });
-            return;
+            return None;
         }
     }
     match request {
         SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
         SessionRequest::Bash { command, stdin } => {
-            bash_request(worker, command, stdin, tx, peer).await
+            return bash_request(worker, command, stdin, tx, peer).await
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
         SessionRequest::Queue => {
-            let inputs = worker.borrow().core.queue().cloned().collect();
+            // What runs beside the queue and `cancel` ends: user bash first.
+            let core = &worker.borrow().core;
+            let mut inputs = core.bash_list();
+            inputs.extend(core.queue().cloned());
             let _ = tx.send(Response::Queue { inputs });
         }
         SessionRequest::Withdraw { run } => {
@@ -436,6 +458,7 @@ async fn session_request(
             follow_entries(worker, start, None, tx);
         }
     }
+    None
 }
 
 /// Why a command line cannot run, if it cannot: it takes no number then.
@@ -474,14 +497,14 @@ fn send_input(
     }
 }
 
-/// Run user bash `command` once the kernel link is up.
+/// Run user bash `command` once the kernel link is up; its number.
 async fn bash_request(
     worker: &Rc<RefCell<Worker>>,
     command: String,
     stdin: Option<u32>,
     tx: &Outbox,
     peer: Option<u32>,
-) {
+) -> Option<u64> {
     // Only the client itself may lend its standard input: a
     // connection relayed by the supervisor has no client pid.
     if stdin.is_some() && stdin != peer {
@@ -489,7 +512,7 @@ async fn bash_request(
                        daemon's relay; pass -n for /dev/null"
             .to_string();
         let _ = tx.send(Response::Error { message });
-        return;
+        return None;
     }
     // User bash work from the moment it is taken: a quiesce (idle
     // shutdown, rm) meanwhile answers busy.
@@ -507,12 +530,16 @@ async fn bash_request(
     user_bash(worker, command, stdin, tx)
 }
 
-/// Cancel the run in progress (with `all`, withdraw every queued input too).
+/// Cancel the run in progress and every user bash running (with `all`,
+/// withdraw every queued input too).
 fn cancel_run(worker: &Rc<RefCell<Worker>>, all: bool, tx: &Outbox) {
     let mut w = worker.borrow_mut();
-    let (run, actions) = w.core.cancel();
+    let (run, bash, actions) = w.core.cancel();
     if let Some(run) = run {
         tracing::info!(run, "cancelling run {run}");
+    }
+    for number in &bash {
+        tracing::info!(number, "cancelling bash {number}");
     }
     w.apply(actions);
     let mut withdrawn = Vec::new();
@@ -530,7 +557,11 @@ fn cancel_run(worker: &Rc<RefCell<Worker>>, all: bool, tx: &Outbox) {
             }
         }
     }
-    let _ = tx.send(Response::Cancelled { run, withdrawn });
+    let _ = tx.send(Response::Cancelled {
+        run,
+        withdrawn,
+        bash,
+    });
 }
 
 /// Cancel input `input`: signal it if it runs, withdraw it if it is queued.
@@ -543,12 +574,14 @@ fn cancel_input(worker: &Rc<RefCell<Worker>>, input: u64, tx: &Outbox) {
             Response::Cancelled {
                 run: Some(input),
                 withdrawn: Vec::new(),
+                bash: Vec::new(),
             }
         }
         Ok(InputCancel::Withdraw) => match w.withdraw(input) {
             Ok(()) => Response::Cancelled {
                 run: None,
                 withdrawn: vec![input],
+                bash: Vec::new(),
             },
             Err(message) => Response::Error {
                 message: message.into(),
@@ -818,12 +851,17 @@ impl Feed {
 
 /// User bash runs at once in the kernel, beside any run in progress; the
 /// kernel merges the shell state it leaves when it ends.
-fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, tx: &Outbox) {
+fn user_bash(
+    worker: &Rc<RefCell<Worker>>,
+    command: String,
+    stdin: Option<u32>,
+    tx: &Outbox,
+) -> Option<u64> {
     let mut w = worker.borrow_mut();
     if w.stopping {
         let message = "the session's worker is stopping".to_string();
         let _ = tx.send(Response::Error { message });
-        return;
+        return None;
     }
     // User bash is work like a run: a worker quiesced for an idle shutdown
     // starts none, so the shutdown's stop never meets one.
@@ -833,7 +871,7 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, 
             w.meta.id
         );
         let _ = tx.send(Response::Error { message });
-        return;
+        return None;
     }
     // Acknowledged only by its end, which is stored durably after it.
     let number = w.core.take_input_number();
@@ -844,15 +882,16 @@ fn user_bash(worker: &Rc<RefCell<Worker>>, command: String, stdin: Option<u32>, 
         let _ = tx.send(Response::Error {
             message: message.into(),
         });
-        return;
+        return None;
     }
     // The client learns the number, so it can follow the bash in the
     // transcript if its connection drops.
     let _ = tx.send(Response::Queued { input: number });
     let client = w.add_client(tx.clone(), number);
-    let actions = w.core.bash(&command, stdin, client, number);
+    let actions = w.core.bash(&command, stdin, (client, wall_ms()), number);
     w.apply(actions);
     w.work_changed();
+    Some(number)
 }
 
 async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {

@@ -678,6 +678,7 @@ impl Worker {
             background: self.core.background(),
             kernel_pid: self.core.kernel_pid(),
             clients: self.open_clients.get(),
+            bash: self.core.bash_list().iter().map(|q| q.run).collect(),
         }
     }
 

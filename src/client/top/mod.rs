@@ -251,8 +251,15 @@ async fn cancel(dashboard: &Dashboard, id: &str) -> String {
         request: SessionRequest::Cancel { all: false },
     };
     match ask(request).await {
-        Ok(Response::Cancelled { run: Some(run), .. }) => format!("cancelling run {run} of {name}"),
-        Ok(Response::Cancelled { run: None, .. }) => format!("{name} runs nothing to cancel"),
+        Ok(Response::Cancelled { run, bash, .. }) => {
+            let mut what: Vec<String> = run.iter().map(|run| format!("run {run}")).collect();
+            what.extend(bash.iter().map(|number| format!("bash {number}")));
+            if what.is_empty() {
+                format!("{name} runs nothing to cancel")
+            } else {
+                format!("cancelling {} of {name}", what.join(", "))
+            }
+        }
         Ok(other) => answer(other),
         Err(e) => e.to_string(),
     }

@@ -437,6 +437,7 @@ mod tests {
             failures_in_window: 0,
             jobs: 0,
             kernel_pid: None,
+            bash: Vec::new(),
             cwd: "/tmp".into(),
             created_ms: 0,
             active_ms: 0,

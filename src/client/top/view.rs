@@ -171,6 +171,7 @@ mod tests {
             failures_in_window: 1,
             jobs: 0,
             kernel_pid: None,
+            bash: Vec::new(),
             cwd: "/srv/project".into(),
             created_ms: 0,
             active_ms: 0,
