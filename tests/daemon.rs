@@ -797,7 +797,7 @@ fn a_config_file_with_a_wrong_type_is_named_in_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("config.toml: line 1 (worker_lost_exit_ms = \"soon\")"),
+        stderr.contains("config.toml: line 1: worker_lost_exit_ms = \"soon\": expected milliseconds (at least 69000) or \"never\""),
         "{stderr}"
     );
     let doctor = env.run(&["doctor", "--json"]);
