@@ -27,6 +27,9 @@ mod quiesce;
 #[path = "daemon/restore.rs"]
 mod restore;
 
+#[path = "daemon/messages.rs"]
+mod messages;
+
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/small_disk.rs"]
