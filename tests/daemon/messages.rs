@@ -153,3 +153,36 @@ fn a_wrong_setting_is_named_with_the_values_it_takes_in_one_line() {
         assert!(stderr.trim_end().ends_with(said), "{stderr}");
     }
 }
+
+#[test]
+fn a_command_line_eukhe_cannot_take_is_one_line_naming_the_usage() {
+    let env = Env::new("usage-line");
+    for (args, said) in [
+        (
+            &["bash", "s", "--foo", "--", "true"][..],
+            "eukhe: unexpected argument '--foo' found (to pass '--foo' as a value, use '-- --foo'); `eukhe bash --help` shows the usage\n",
+        ),
+        (
+            &["log", "s", "--tail", "x"][..],
+            "eukhe: invalid value 'x' for '--tail <N>': invalid digit found in string; `eukhe log --help` shows the usage\n",
+        ),
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), said, "{args:?}");
+    }
+    // A session is named by text: a name that is not UTF-8 is refused so.
+    let out = env
+        .command(&["bash"])
+        .arg(bytes(b"s\xe9"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    // Help is no failure.
+    let help = env.run(&["bash", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: eukhe bash"));
+}
