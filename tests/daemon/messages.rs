@@ -51,10 +51,18 @@ fn arguments_that_are_not_utf8_reach_the_command_byte_for_byte() {
         .unwrap();
     assert_eq!(catted.stdout, b"a\nb\n");
 
-    // Inside quotes it cannot be written as text: refused in one line.
+    // Inside quotes too.
+    let quoted = env
+        .command(&["bash", &id, "--"])
+        .arg(bytes(b"cat 'caf\xe9.txt' \"caf\xe9.txt\""))
+        .output()
+        .unwrap();
+    assert_eq!(quoted.stdout, b"a\nb\na\nb\n");
+
+    // In a substitution it cannot be written as text: refused in one line.
     let refused = env
         .command(&["bash", &id, "--"])
-        .arg(bytes(b"cat 'caf\xe9.txt'"))
+        .arg(bytes(b"cat $(echo caf\xe9.txt)"))
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
@@ -185,4 +193,34 @@ fn a_command_line_eukhe_cannot_take_is_one_line_naming_the_usage() {
     let help = env.run(&["bash", "--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: eukhe bash"));
+}
+
+#[test]
+fn a_typed_line_that_is_not_utf8_is_queued_as_it_is_and_input_goes_on() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let env = Env::new("attach-bytes");
+    let id = env.ok(&["new"]).trim().to_string();
+    let mut attach = env
+        .command(&["attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut typed = attach.stdin.take().unwrap();
+    typed
+        .write_all(b"printf '%s\\n' caf\xe9\necho $(echo \xe9)\necho after\n")
+        .unwrap();
+    drop(typed);
+    let out = attach.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    // The line with the byte in a substitution is refused in one line;
+    // the lines around it run.
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("cannot be written as text"), "{said}");
+    let raw = env.run(&["log", &id, "--raw", "1"]);
+    assert_eq!(raw.stdout, b"caf\xe9\n");
+    assert_eq!(env.ok(&["log", &id, "--raw", "2"]), "after\n");
 }
