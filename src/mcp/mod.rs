@@ -6,7 +6,10 @@
 //! their shell state, outlive the agent, the daemon and a reboot, and keep
 //! a transcript to read back. `tools` holds the arguments, the output cap
 //! and the wording of answers (no I/O); `server` carries each call out
-//! with the command line's client code.
+//! with the command line's client code. Each line the client sends passes
+//! `lines` first, which answers what is no JSON-RPC message (and any
+//! request before `initialize`) as the protocol asks; the library sees
+//! the rest.
 
 mod lines;
 mod server;
@@ -26,13 +29,17 @@ use lines::{Gate, Verdict};
 /// standard output.
 const PIPE_BYTES: usize = 64 * 1024;
 
+/// How many of the filter's answers may wait for standard output: a
+/// client that sends faster than it reads is read more slowly.
+const ANSWERS_WAITING: usize = 64;
+
 /// Serve MCP on standard input and output until the client closes them.
 /// Standard output carries the protocol alone: nothing else may print
 /// there (messages go to standard error).
 pub async fn serve() -> Result<ExitCode, ClientError> {
     let (to_library, library_in) = tokio::io::duplex(PIPE_BYTES);
     let (library_out, from_library) = tokio::io::duplex(PIPE_BYTES);
-    let (answers, answered) = mpsc::unbounded_channel();
+    let (answers, answered) = mpsc::channel(ANSWERS_WAITING);
     let filter = tokio::spawn(filter_lines(to_library, answers));
     let writer = tokio::spawn(write_lines(from_library, answered));
     let served = serve_library(library_in, library_out).await;
@@ -65,10 +72,7 @@ async fn serve_library(
 
 /// Standard input's lines: to the library, or answered here
 /// (`lines::Gate`). Its end closes the library's input.
-async fn filter_lines(
-    mut library: tokio::io::DuplexStream,
-    answers: mpsc::UnboundedSender<String>,
-) {
+async fn filter_lines(mut library: tokio::io::DuplexStream, answers: mpsc::Sender<String>) {
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut gate = Gate::default();
     let mut line = Vec::new();
@@ -88,7 +92,7 @@ async fn filter_lines(
                 }
             }
             Verdict::Answer(answer) => {
-                if answers.send(answer).is_err() {
+                if answers.send(answer).await.is_err() {
                     return;
                 }
             }
@@ -99,10 +103,7 @@ async fn filter_lines(
 
 /// Standard output: the library's lines and the filter's answers, each
 /// line whole; until both have ended.
-async fn write_lines(
-    library: tokio::io::DuplexStream,
-    mut answers: mpsc::UnboundedReceiver<String>,
-) {
+async fn write_lines(library: tokio::io::DuplexStream, mut answers: mpsc::Receiver<String>) {
     let mut library = BufReader::new(library).lines();
     let mut stdout = tokio::io::stdout();
     let mut library_open = true;
