@@ -59,9 +59,15 @@ async fn serve_library(
     let running = server::Tools::new()
         .serve((input, output))
         .await
-        .map_err(|e| ClientError::Mcp {
-            what: "the client's initialize failed",
-            detail: e.to_string(),
+        .map_err(|e| match e {
+            rmcp::service::ServerInitializeError::ConnectionClosed(_) => ClientError::Mcp {
+                what: "standard input ended before the client's `initialize`",
+                detail: "an MCP client starts with it, and nothing was served".to_string(),
+            },
+            e => ClientError::Mcp {
+                what: "the client's initialize failed",
+                detail: e.to_string(),
+            },
         })?;
     running.waiting().await.map_err(|e| ClientError::Mcp {
         what: "serving ended",

@@ -192,3 +192,16 @@ fn a_tool_error_speaks_in_the_tools_terms() {
     );
     server.close();
 }
+
+#[test]
+fn input_that_ends_before_initialize_is_said_in_one_line() {
+    let env = Env::new("mcp-no-init");
+    let out = env.command(&["mcp"]).stdin(Stdio::null()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{said}");
+    assert_eq!(
+        said,
+        "eukhe: mcp: standard input ended before the client's `initialize`: an MCP client starts with it, and nothing was served\n"
+    );
+    assert!(out.stdout.is_empty());
+}
