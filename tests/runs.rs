@@ -1492,10 +1492,16 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         let out = client.join().unwrap();
         let took = removed.elapsed();
         assert!(took < Duration::from_secs(5), "{words:?} took {took:?}");
-        assert_fails_saying(
-            &out,
-            &format!("session {id} no longer exists: it was removed"),
-            &format!("{words:?}"),
+        // `send --wait` said first which run it queued.
+        let queued = match words[0] {
+            "send" => "eukhe: queued as run 1\n",
+            _ => "",
+        };
+        assert_eq!(out.status.code(), Some(125), "{words:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("{queued}eukhe: session {id} no longer exists: it was removed\n"),
+            "{words:?}"
         );
     }
 }
@@ -1576,10 +1582,11 @@ fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
         t.ok(&withdraw);
         let out = output_within(waiting, Duration::from_secs(10), "the waiting client ends");
         assert!(withdrawn.elapsed() < Duration::from_secs(3), "{withdraw:?}");
-        assert_fails_saying(
-            &out,
-            &format!("run {n} was withdrawn: it never ran"),
-            &format!("{withdraw:?}"),
+        assert_eq!(out.status.code(), Some(125), "{withdraw:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("eukhe: queued as run {n}\neukhe: run {n} was withdrawn: it never ran\n"),
+            "{withdraw:?}"
         );
         assert_eq!(text(&out.stdout), "");
     }
