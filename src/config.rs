@@ -58,21 +58,27 @@ pub struct Config {
     pub worker_lost_exit_ms: LostExitWindow,
     /// How long a worker may show no sign of life before the supervisor
     /// kills it (process backend; systemd's watchdog under systemd).
-    #[serde(default = "default_watchdog")]
+    #[serde(default = "default_watchdog", deserialize_with = "watchdog_setting")]
     pub worker_watchdog_ms: u64,
     /// From a cancel's SIGINT to its SIGTERM and SIGKILL.
-    #[serde(default = "default_cancel_grace")]
+    #[serde(
+        default = "default_cancel_grace",
+        deserialize_with = "cancel_grace_setting"
+    )]
     pub cancel_grace_ms: u64,
     /// How long stored output may wait for its fsync (the group commit).
-    #[serde(default = "default_output_sync")]
+    #[serde(
+        default = "default_output_sync",
+        deserialize_with = "output_sync_setting"
+    )]
     pub output_sync_ms: u64,
     /// How long a session may be left alone before its worker and kernel
     /// stop (`laws::idle_stop`).
-    #[serde(default = "default_idle_stop")]
+    #[serde(default = "default_idle_stop", deserialize_with = "idle_stop_setting")]
     pub idle_stop_ms: IdleStop,
     /// Whether the daemon keeps a spare session for `eukhe new` to claim
     /// (process backend only: `supervisor::spare`).
-    #[serde(default = "default_spare_session")]
+    #[serde(default = "default_spare_session", deserialize_with = "spare_setting")]
     pub spare_session: bool,
 }
 
@@ -120,16 +126,114 @@ fn short_windows_allowed() -> bool {
 /// way as the environment's (`parse_window`): past the wire's range a
 /// number means "never".
 fn lost_exit_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LostExitWindow, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Setting {
-        Ms(u64),
-        Word(String),
+    const KEY: &str = "worker_lost_exit_ms";
+    match toml::Value::deserialize(d)? {
+        toml::Value::Integer(n) => u64::try_from(n)
+            .map(LostExitWindow::from_ms)
+            .map_err(|_| refused(KEY, &toml::Value::Integer(n))),
+        toml::Value::String(word) => {
+            parse_window(&word).map_err(|_| refused(KEY, &toml::Value::String(word)))
+        }
+        other => Err(refused(KEY, &other)),
     }
-    match Setting::deserialize(d)? {
-        Setting::Ms(ms) => Ok(LostExitWindow::from_ms(ms)),
-        Setting::Word(word) => parse_window(&word).map_err(serde::de::Error::custom),
+}
+
+/// The values `key` takes, as an error names them.
+fn allowed(key: &str) -> String {
+    match key {
+        "worker_lost_exit_ms" => {
+            format!("milliseconds (at least {WORKER_LOST_EXIT_MIN_MS}) or \"never\"")
+        }
+        "worker_watchdog_ms" => format!("milliseconds, at least {WORKER_WATCHDOG_MIN_MS}"),
+        "cancel_grace_ms" => format!(
+            "milliseconds, from 1 to {}",
+            TM.stop_grace.saturating_sub(TM.kill_route)
+        ),
+        "output_sync_ms" => format!("milliseconds, from 0 to {OUTPUT_SYNC_MAX_MS}"),
+        "idle_stop_ms" => "milliseconds (at least 1) or \"never\"".to_string(),
+        "spare_session" => "true or false".to_string(),
+        _ => "nothing: it is no setting".to_string(),
     }
+}
+
+/// Every setting the file takes.
+const SETTINGS: [&str; 6] = [
+    "worker_lost_exit_ms",
+    "worker_watchdog_ms",
+    "cancel_grace_ms",
+    "output_sync_ms",
+    "idle_stop_ms",
+    "spare_session",
+];
+
+/// `key = value` refused: the setting, the value given and the values it
+/// takes.
+fn refused<E: serde::de::Error>(key: &str, value: &toml::Value) -> E {
+    let given = match value {
+        toml::Value::String(text) => format!("{text:?}"),
+        toml::Value::Integer(n) => n.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::Datetime(at) => at.to_string(),
+        toml::Value::Array(_) => "[...]".to_string(),
+        toml::Value::Table(_) => "{...}".to_string(),
+    };
+    E::custom(format!("{key} = {given}: expected {}", allowed(key)))
+}
+
+/// A whole number of milliseconds (0 or more) for `key`.
+fn whole_ms<'de, D: serde::Deserializer<'de>>(d: D, key: &str) -> Result<u64, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::Integer(n) => {
+            u64::try_from(n).map_err(|_| refused(key, &toml::Value::Integer(n)))
+        }
+        other => Err(refused(key, &other)),
+    }
+}
+
+fn watchdog_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    whole_ms(d, "worker_watchdog_ms")
+}
+
+fn cancel_grace_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    whole_ms(d, "cancel_grace_ms")
+}
+
+fn output_sync_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    whole_ms(d, "output_sync_ms")
+}
+
+fn idle_stop_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<IdleStop, D::Error> {
+    const KEY: &str = "idle_stop_ms";
+    match toml::Value::deserialize(d)? {
+        // Zero would stop a session between two commands of one script.
+        toml::Value::Integer(0) => Err(serde::de::Error::custom(format!(
+            "{KEY} = 0: a session needs some time between two requests; expected {}",
+            allowed(KEY)
+        ))),
+        toml::Value::Integer(n) => u64::try_from(n)
+            .map(IdleStop::After)
+            .map_err(|_| refused(KEY, &toml::Value::Integer(n))),
+        toml::Value::String(word) if word == "never" => Ok(IdleStop::Never),
+        other => Err(refused(KEY, &other)),
+    }
+}
+
+fn spare_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::Boolean(on) => Ok(on),
+        other => Err(refused("spare_session", &other)),
+    }
+}
+
+/// toml's words for an unknown key, as one line naming the settings.
+fn unknown_setting(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let key = &rest[..rest.find('`')?];
+    Some(format!(
+        "`{key}` is no setting: the settings are {}",
+        SETTINGS.join(", ")
+    ))
 }
 
 /// The window obeys the law's minimum (or the test-only setting allows a
@@ -171,14 +275,22 @@ impl Config {
             Err(e) => return Err(format!("config {}: {e}", path.display())),
         };
         if let Ok(value) = std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
-            config.worker_lost_exit_ms =
-                parse_window(&value).map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
+            config.worker_lost_exit_ms = parse_window(&value).map_err(|_| {
+                format!(
+                    "EUKHE_WORKER_LOST_EXIT_MS={value:?}: expected {}",
+                    allowed("worker_lost_exit_ms")
+                )
+            })?;
             check_lost_exit(config.worker_lost_exit_ms)
                 .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
         }
         if let Ok(value) = std::env::var("EUKHE_IDLE_STOP_MS") {
-            config.idle_stop_ms =
-                parse_idle_stop(&value).map_err(|e| format!("EUKHE_IDLE_STOP_MS: {e}"))?;
+            config.idle_stop_ms = parse_idle_stop(&value).map_err(|_| {
+                format!(
+                    "EUKHE_IDLE_STOP_MS={value:?}: expected {}",
+                    allowed("idle_stop_ms")
+                )
+            })?;
         }
         Ok(config)
     }
@@ -189,9 +301,16 @@ impl Config {
             Some(span) => {
                 let line = text[..span.start.min(text.len())].matches('\n').count();
                 let source = text.lines().nth(line).unwrap_or("").trim();
-                format!("line {} ({source}): {}", line + 1, e.message())
+                let message = unknown_setting(e.message()).unwrap_or(e.message().to_string());
+                // A setting's own error names it and its value already.
+                let key = source.split('=').next().unwrap_or("").trim();
+                if !key.is_empty() && message.starts_with(&format!("{key} = ")) {
+                    format!("line {}: {message}", line + 1)
+                } else {
+                    format!("line {} ({source}): {message}", line + 1)
+                }
             }
-            None => e.message().to_string(),
+            None => unknown_setting(e.message()).unwrap_or(e.message().to_string()),
         })?;
         check_lost_exit(config.worker_lost_exit_ms)?;
         if config.worker_watchdog_ms < WORKER_WATCHDOG_MIN_MS {
@@ -282,6 +401,47 @@ mod tests {
         assert!(!err.is_empty());
         let err = Config::parse("colour = \"blue\"").unwrap_err();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_value_names_its_setting_and_the_values_it_takes() {
+        for (line, said) in [
+            (
+                "worker_lost_exit_ms = -3",
+                "line 1: worker_lost_exit_ms = -3: expected milliseconds (at least 69000) or \"never\"",
+            ),
+            (
+                "worker_lost_exit_ms = true",
+                "line 1: worker_lost_exit_ms = true: expected milliseconds (at least 69000) or \"never\"",
+            ),
+            (
+                "worker_watchdog_ms = \"x\"",
+                "line 1: worker_watchdog_ms = \"x\": expected milliseconds, at least 2000",
+            ),
+            (
+                "cancel_grace_ms = true",
+                "line 1: cancel_grace_ms = true: expected milliseconds, from 1 to 3000",
+            ),
+            (
+                "output_sync_ms = -1",
+                "line 1: output_sync_ms = -1: expected milliseconds, from 0 to 60000",
+            ),
+            (
+                "idle_stop_ms = 1.5",
+                "line 1: idle_stop_ms = 1.5: expected milliseconds (at least 1) or \"never\"",
+            ),
+            (
+                "spare_session = \"yes\"",
+                "line 1: spare_session = \"yes\": expected true or false",
+            ),
+            (
+                "\ncolour = 1",
+                "line 2 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, \
+                 worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session",
+            ),
+        ] {
+            assert_eq!(Config::parse(line).unwrap_err(), said);
+        }
     }
 
     #[test]

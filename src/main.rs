@@ -13,15 +13,9 @@ use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NA
 fn main() -> ExitCode {
     let cli = match <Cli as clap::Parser>::try_parse() {
         Ok(cli) => cli,
-        // A usage error is one of eukhe's own failures (125); help and
-        // the version are not failures.
-        Err(e) => {
-            let _ = e.print();
-            return match e.use_stderr() {
-                true => ExitCode::from(eukhe::client::cli::EUKHE_FAILED),
-                false => ExitCode::SUCCESS,
-            };
-        }
+        // A usage error is one of eukhe's own failures (125), in one
+        // line; help and the version are not failures.
+        Err(e) => return eukhe::client::usage::report(&e),
     };
     match cli.command {
         Command::Daemon => report(eukhe::supervisor::main()),

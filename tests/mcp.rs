@@ -7,6 +7,8 @@
 #[allow(dead_code)]
 #[path = "daemon/env.rs"]
 mod env;
+#[path = "mcp/raw.rs"]
+mod raw;
 #[path = "support/skip.rs"]
 mod skip;
 

@@ -707,6 +707,16 @@ fn the_users_shell_has_only_the_traps_the_user_set() {
     assert_eq!(t.bash(&id, "trap -p"), "trap -- 'echo bye' SIGUSR1\n");
 }
 
+/// Standard error of `send --wait` without its own first line, `eukhe:
+/// queued as run N`: what the command wrote there.
+fn without_queued_line(stderr: &[u8]) -> String {
+    text(stderr)
+        .lines()
+        .filter(|line| !line.starts_with("eukhe: queued as run "))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 // Under the user's `set -x` the trace shows the user's commands and none
 // of eukhe's own (its `eval`, its stdin redirection, its capture), for a
 // queued run and for a user bash with and without a file on stdin; a
@@ -743,7 +753,11 @@ fn under_set_x_the_trace_shows_only_the_users_commands() {
     only_traced("user bash reading a file", &piped.stderr, "cat");
     let queued = t.run(&["send", &id, "echo queued", "--wait"]);
     assert_eq!(text(&queued.stdout), "queued\n");
-    only_traced("queued run", &queued.stderr, "echo queued");
+    only_traced(
+        "queued run",
+        without_queued_line(&queued.stderr).as_bytes(),
+        "echo queued",
+    );
     let broken = t.run(&["bash", &id, "--", "if"]);
     assert!(text(&broken.stderr).contains("syntax error"), "{broken:?}");
     let on = "[[ -o xtrace ]] && echo on";
@@ -758,7 +772,7 @@ fn under_set_x_the_trace_shows_only_the_users_commands() {
     ] {
         let verbose = t.run(&args);
         assert_eq!(text(&verbose.stdout), "v\n", "{args:?}");
-        assert_eq!(text(&verbose.stderr), "echo v\n", "{args:?}");
+        assert_eq!(without_queued_line(&verbose.stderr), "echo v\n", "{args:?}");
     }
     // Nothing of eukhe's reaches the environment of the user's programs.
     let ours = t.bash(&id, "set +v; env | grep -c __eukhe || :");
@@ -1478,10 +1492,16 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
         let out = client.join().unwrap();
         let took = removed.elapsed();
         assert!(took < Duration::from_secs(5), "{words:?} took {took:?}");
-        assert_fails_saying(
-            &out,
-            &format!("session {id} no longer exists: it was removed"),
-            &format!("{words:?}"),
+        // `send --wait` said first which run it queued.
+        let queued = match words[0] {
+            "send" => "eukhe: queued as run 1\n",
+            _ => "",
+        };
+        assert_eq!(out.status.code(), Some(125), "{words:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("{queued}eukhe: session {id} no longer exists: it was removed\n"),
+            "{words:?}"
         );
     }
 }
@@ -1562,10 +1582,11 @@ fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
         t.ok(&withdraw);
         let out = output_within(waiting, Duration::from_secs(10), "the waiting client ends");
         assert!(withdrawn.elapsed() < Duration::from_secs(3), "{withdraw:?}");
-        assert_fails_saying(
-            &out,
-            &format!("run {n} was withdrawn: it never ran"),
-            &format!("{withdraw:?}"),
+        assert_eq!(out.status.code(), Some(125), "{withdraw:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("eukhe: queued as run {n}\neukhe: run {n} was withdrawn: it never ran\n"),
+            "{withdraw:?}"
         );
         assert_eq!(text(&out.stdout), "");
     }

@@ -46,7 +46,7 @@ pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, Clie
         signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
     let mut quits =
         signal(SignalKind::quit()).map_err(ClientError::system("cannot catch Ctrl-\\"))?;
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).split(b'\n');
     let mut stdin_open = true;
     let mut attached = Attached::new(session, client);
     loop {
@@ -61,9 +61,13 @@ pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, Clie
                 return Ok(ExitCode::SUCCESS);
             }
             _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
-            line = lines.next_line(), if stdin_open => match line {
-                Ok(Some(text)) if !text.trim().is_empty() => attached.send(text).await?,
-                Ok(Some(_)) => {}
+            line = lines.next_segment(), if stdin_open => match line {
+                Ok(Some(line)) => match super::words::typed_line(&line) {
+                    Ok(text) if !text.trim().is_empty() => attached.send(text).await?,
+                    Ok(_) => {}
+                    // One line refused; the next may be taken.
+                    Err(refused) => eprintln!("eukhe: {refused}"),
+                },
                 // End of input: detach once what this client sent has run.
                 _ => stdin_open = false,
             },

@@ -1,5 +1,6 @@
 //! Commands and their flags.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -8,6 +9,7 @@ use super::connect::connect;
 use super::error::ClientError;
 use super::render;
 use super::stdout::{self, outln};
+use super::words::command_line;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 use crate::session::entry::Stream;
@@ -138,13 +140,13 @@ pub enum Command {
     /// Queue input (a run) in a session: it runs after the inputs queued
     /// before it. One argument is a command line (`'cd src && make'`);
     /// several (after `--`) are a command and its arguments, each passed as
-    /// it is (`eukhe send s -- sh -c 'exit 3'`).
+    /// it is, byte for byte (`eukhe send s -- sh -c 'exit 3'`).
     Send {
         /// The session's name or id.
         session: String,
         /// The command line, or a command and its arguments.
         #[arg(required = true, value_name = "COMMAND")]
-        text: Vec<String>,
+        text: Vec<OsString>,
         /// Wait for the run, stream its output and exit with its status
         /// (riding through a lost worker or daemon).
         #[arg(long)]
@@ -154,7 +156,7 @@ pub enum Command {
     /// (everything it leaves in the shell persists), and exit with its
     /// status. One argument after `--` is a command line (`'cd src &&
     /// make'`); several are a command and its arguments, each passed as it
-    /// is (`sh -c 'exit 3'`). When standard input is not a terminal, the
+    /// is, byte for byte (`sh -c 'exit 3'`). When standard input is not a terminal, the
     /// command reads it (`echo hi | eukhe bash s -- cat`); `-n` gives it
     /// /dev/null instead (as `ssh -n`), for loops that read a list. Ctrl-C
     /// cancels the command as `eukhe cancel` does; a second stops waiting.
@@ -168,7 +170,7 @@ pub enum Command {
         no_stdin: bool,
         /// The command line, or a command and its arguments.
         #[arg(last = true, required = true, value_name = "COMMAND")]
-        command: Vec<String>,
+        command: Vec<OsString>,
     },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
@@ -603,8 +605,8 @@ fn shutdown_mode(if_idle: bool, force: bool) -> ShutdownMode {
 
 /// `send`: queue a run; with `wait`, stream its output and exit with its
 /// status.
-async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, ClientError> {
-    let text = fitting(command_line(text))?;
+async fn send(session: String, text: &[OsString], wait: bool) -> Result<ExitCode, ClientError> {
+    let text = fitting(command_line(text)?)?;
     let request = SessionRequest::Send { text, wait };
     let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
     super::log::stream_until_exit(&mut client, &session, wait).await
@@ -614,9 +616,9 @@ async fn send(session: String, text: &[String], wait: bool) -> Result<ExitCode, 
 async fn bash(
     session: String,
     no_stdin: bool,
-    command: &[String],
+    command: &[OsString],
 ) -> Result<ExitCode, ClientError> {
-    let command = fitting(command_line(command))?;
+    let command = fitting(command_line(command)?)?;
     let stdin = if no_stdin {
         None
     } else {
@@ -748,27 +750,6 @@ pub(crate) fn absolute(path: &str) -> Result<String, ClientError> {
     full.canonicalize()
         .map(|p| p.display().to_string())
         .map_err(ClientError::system(what))
-}
-
-/// The shell command line for `bash`'s arguments: one is a command line
-/// already; several are words, each quoted so the shell passes it as it
-/// is.
-fn command_line(words: &[String]) -> String {
-    if let [line] = words {
-        return line.clone();
-    }
-    let quote = |word: &String| {
-        let plain = !word.is_empty()
-            && word
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./:,+@%".contains(&b));
-        if plain {
-            word.clone()
-        } else {
-            format!("'{}'", word.replace('\'', "'\\''"))
-        }
-    };
-    words.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
 /// What a request holds besides its command line, at most: the session's

@@ -18,7 +18,7 @@ pub enum ClientError {
     Refused(String),
     /// The session a client followed no longer exists (it was removed):
     /// nothing to reach again.
-    #[error("session {0} no longer exists: it was removed")]
+    #[error("{}", crate::session::removed::no_longer_exists(.0))]
     Gone(String),
     /// The daemon answered something other than what was asked.
     #[error("unexpected answer from the daemon: {0}")]

@@ -225,7 +225,17 @@ pub async fn stream_until_exit(
             other => unexpected(other),
         };
     }
-    let end = output_until_end(client, session, None, &mut Terminal).await?;
+    follow_to_exit(client, session, &mut AnnouncedRun).await
+}
+
+/// Print the followed input's output as it comes to `sink` and end with
+/// its status.
+async fn follow_to_exit<S: OutputSink>(
+    client: &mut Client,
+    session: &str,
+    sink: &mut S,
+) -> Result<ExitCode, ClientError> {
+    let end = output_until_end(client, session, None, sink).await?;
     if let Some(why) = &end.cut_short {
         eprintln!("eukhe: {why}");
     }
@@ -248,7 +258,7 @@ pub async fn stream_bash_until_exit(
     // A client started with SIGINT ignored (a background job of a script)
     // keeps ignoring it, as a shell's commands do.
     if sigint_ignored() {
-        return stream_until_exit(client, session, true).await;
+        return follow_to_exit(client, session, &mut Terminal).await;
     }
     let mut interrupts =
         signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
@@ -315,6 +325,21 @@ pub(crate) trait OutputSink {
 
 /// This process's standard output and error.
 struct Terminal;
+
+/// The terminal, for `send --wait`: the run's number on standard error
+/// as it is queued, as plain `send` prints it, so a script can read the
+/// run again (`log --raw N`).
+struct AnnouncedRun;
+
+impl OutputSink for AnnouncedRun {
+    fn numbered(&mut self, input: u64) {
+        eprintln!("eukhe: queued as run {input}");
+    }
+
+    fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
+        Terminal.write(stream, data)
+    }
+}
 
 /// The terminal, keeping the number the session gave the input.
 struct NumberedTerminal(Rc<Cell<Option<u64>>>);

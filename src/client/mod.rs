@@ -12,6 +12,8 @@ pub(crate) mod render;
 mod stdin;
 pub mod stdout;
 mod top;
+pub mod usage;
+mod words;
 
 pub use cli::{run, Cli};
 pub use error::ClientError;

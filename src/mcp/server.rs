@@ -62,7 +62,8 @@ fn answer(text: String, structured: Value) -> CallToolResult {
 /// A valid call that failed: the command line's one line, as an error
 /// result the model reads (not a protocol error).
 fn failed(error: ClientError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+    let line = super::terms::in_tool_terms(&error.to_string());
+    CallToolResult::error(vec![ContentBlock::text(line)])
 }
 
 fn outcome(result: Result<CallToolResult, ClientError>) -> Result<CallToolResult, McpError> {
@@ -485,9 +486,8 @@ async fn remove_session(args: RemoveArgs) -> Result<CallToolResult, ClientError>
             format!("removed {name} ({id})"),
             json!({ "id": id, "name": name }),
         )),
-        // As `eukhe rm` says it.
-        Ok(other) => Err(ClientError::answer(other).within(format!("rm {}", args.session))),
-        Err(e) => Err(e.within(format!("rm {}", args.session))),
+        Ok(other) => unexpected(other),
+        Err(e) => Err(e),
     }
 }
 

@@ -19,6 +19,12 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{append_durably, private_dir};
 
+/// What every command says of a session removed before or while it asked
+/// (`reference`: the id or name it gave).
+pub fn no_longer_exists(reference: &str) -> String {
+    format!("session {reference} no longer exists: it was removed")
+}
+
 /// One removed session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovalRecord {
@@ -73,6 +79,16 @@ impl Removals {
             .filter_map(|line| serde_json::from_str::<RemovalRecord>(line).ok())
             .map(|record| record.session)
             .collect()
+    }
+
+    /// Whether a removed session was last named `name`.
+    pub fn named(&self, name: &str) -> bool {
+        let Ok(text) = std::fs::read_to_string(self.log()) else {
+            return false;
+        };
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<RemovalRecord>(line).ok())
+            .any(|record| record.name == name)
     }
 
     /// Delete the directory `dir` of session `id`: moved aside in one

@@ -74,9 +74,9 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         match state {
             None => {
-                return Err(SupervisorError::Refused(format!(
-                    "no session {id}: it was removed"
-                )))
+                return Err(SupervisorError::Refused(
+                    crate::session::removed::no_longer_exists(id),
+                ))
             }
             Some(SlotState::IdleStopping | SlotState::Removing) => {
                 if !waited {

@@ -305,6 +305,14 @@ impl Supervisor {
             .collect();
         match named.as_slice() {
             [id] => Ok((*id).clone()),
+            // Read only when no session answers to it: an error's path.
+            [] if self.removed.contains(reference)
+                || Removals::new(&self.paths.state).named(reference) =>
+            {
+                Err(SupervisorError::Refused(
+                    crate::session::removed::no_longer_exists(reference),
+                ))
+            }
             [] => Err(SupervisorError::Refused(format!(
                 "no session {reference:?}: `eukhe ls` lists them"
             ))),

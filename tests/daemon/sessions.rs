@@ -60,10 +60,9 @@ fn rm_of_an_idle_session_ends_its_processes_and_deletes_its_directory() {
     assert!(!listed(&env, &id));
     let gone = env.run(&["bash", &id, "--", "true"]);
     assert!(!gone.status.success());
-    assert!(
-        String::from_utf8_lossy(&gone.stderr).contains("no session"),
-        "{}",
-        String::from_utf8_lossy(&gone.stderr)
+    assert_eq!(
+        String::from_utf8_lossy(&gone.stderr),
+        format!("eukhe: session {id} no longer exists: it was removed\n")
     );
     // The other session is untouched, and the name is free again.
     assert_eq!(
@@ -426,7 +425,10 @@ fn a_request_racing_rm_is_either_served_before_it_or_told_the_session_is_gone() 
         if rm.status.success() {
             // Removed first: the request was told so, in one line.
             assert!(!bash.status.success(), "round {round}: {bash_out}");
-            assert!(bash_err.contains("no session"), "round {round}: {bash_err}");
+            assert!(
+                bash_err.contains("no longer exists: it was removed"),
+                "round {round}: {bash_err}"
+            );
             gone += 1;
         } else {
             // Served first: rm saw the user bash and refused.
