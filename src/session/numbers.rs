@@ -1,0 +1,174 @@
+//! How far a session's input numbering went, kept apart from the
+//! transcript: input numbers are never given twice, whatever happens to
+//! that file (damaged, truncated, emptied, deleted).
+//!
+//! `sessions/<id>/numbers.json` holds a reservation: numbers below
+//! `inputs_below` may have been given. It is written durably before the
+//! first number at or past it is given, [`RESERVED`] numbers ahead, so
+//! nothing acknowledged is ever numbered past what is on disk, and only one
+//! input in [`RESERVED`] waits for that write: the others add no sync to
+//! the transcript's own. When the transcript has lost history (it is
+//! shorter than it was, or damage not seen before may have held inputs),
+//! numbering goes on past the reservation. The decisions are pure; the
+//! worker reads and writes the file.
+
+use serde::{Deserialize, Serialize};
+
+/// How many numbers one write of the mark reserves.
+pub const RESERVED: u64 = 64;
+
+/// The session's record of its numbering and its transcript.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumberMark {
+    /// Numbers below this may have been given.
+    pub inputs_below: u64,
+    /// Numbers below this are given (or passed over) for good: a worker
+    /// gives none of them again, whatever the transcript holds.
+    pub inputs_from: u64,
+    /// The transcript's length when the mark was written (synced then): it
+    /// only ever grows.
+    pub transcript_len: u64,
+    /// The damaged regions of the transcript already accounted for (their
+    /// offsets).
+    #[serde(default)]
+    pub damage_seen: Vec<u64>,
+}
+
+/// What opening the transcript found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// The next input number the transcript's entries call for.
+    pub next_input: u64,
+    /// Its length once opened.
+    pub transcript_len: u64,
+    /// The offsets of the damaged regions read.
+    pub damaged: Vec<u64>,
+}
+
+/// Where numbering goes on, and why it jumps when it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// The next input's number.
+    pub next_input: u64,
+    /// What the transcript lost, for one notice (none when it lost nothing
+    /// or its damage is shown where it is).
+    pub lost: Option<String>,
+    /// The mark to write, durably, before any input is given.
+    pub mark: NumberMark,
+}
+
+/// Where numbering goes on after an open that found `opened`, given the
+/// session's `mark` (none for a session that never wrote one).
+pub fn settle(mark: Option<&NumberMark>, opened: &Opened) -> Settled {
+    let old = mark.cloned().unwrap_or_default();
+    let shorter = opened.transcript_len < old.transcript_len;
+    let new_damage = opened
+        .damaged
+        .iter()
+        .any(|offset| !old.damage_seen.contains(offset));
+    let mut next_input = opened.next_input.max(old.inputs_from).max(1);
+    if shorter || new_damage {
+        next_input = next_input.max(old.inputs_below);
+    }
+    let lost = shorter.then(|| {
+        format!(
+            "the transcript holds {} bytes, less than the {} bytes it held (it was truncated, \
+             emptied or removed)",
+            opened.transcript_len, old.transcript_len
+        )
+    });
+    let mut damage_seen = old.damage_seen;
+    for offset in &opened.damaged {
+        if !damage_seen.contains(offset) {
+            damage_seen.push(*offset);
+        }
+    }
+    if shorter {
+        // Those offsets were the old file's.
+        damage_seen = opened.damaged.clone();
+    }
+    Settled {
+        next_input,
+        lost,
+        mark: NumberMark {
+            inputs_below: old.inputs_below.max(next_input + RESERVED),
+            inputs_from: next_input,
+            transcript_len: opened.transcript_len,
+            damage_seen,
+        },
+    }
+}
+
+/// The mark to write before giving input number `number`, if it is past
+/// the reservation; `transcript_len` is the transcript's length, synced.
+pub fn reserve(mark: &NumberMark, number: u64, transcript_len: u64) -> Option<NumberMark> {
+    (number >= mark.inputs_below).then(|| NumberMark {
+        inputs_below: number + RESERVED,
+        inputs_from: mark.inputs_from,
+        transcript_len: transcript_len.max(mark.transcript_len),
+        damage_seen: mark.damage_seen.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opened(next_input: u64, transcript_len: u64, damaged: &[u64]) -> Opened {
+        Opened {
+            next_input,
+            transcript_len,
+            damaged: damaged.to_vec(),
+        }
+    }
+
+    #[test]
+    fn an_intact_transcript_numbers_on_from_its_own_entries() {
+        let first = settle(None, &opened(1, 16, &[]));
+        assert_eq!((first.next_input, first.lost), (1, None));
+        assert_eq!(first.mark.inputs_below, 1 + RESERVED);
+        let mark = NumberMark {
+            transcript_len: 5_000,
+            ..first.mark
+        };
+        let again = settle(Some(&mark), &opened(9, 5_000, &[]));
+        assert_eq!((again.next_input, again.lost), (9, None));
+    }
+
+    #[test]
+    fn a_lost_history_numbers_on_past_every_number_that_may_have_been_given() {
+        let mark = NumberMark {
+            inputs_below: 70,
+            inputs_from: 3,
+            transcript_len: 9_000,
+            damage_seen: vec![],
+        };
+        // Emptied or removed: the file is a fresh header.
+        let emptied = settle(Some(&mark), &opened(1, 16, &[]));
+        assert_eq!(emptied.next_input, 70);
+        assert!(emptied
+            .lost
+            .unwrap()
+            .contains("16 bytes, less than the 9000"));
+        // And the next open, with nothing new, goes on from there.
+        let again = settle(Some(&emptied.mark), &opened(1, 16, &[]));
+        assert_eq!((again.next_input, again.lost), (70, None));
+        // New damage jumps too, once, without a notice of its own (readers
+        // show it where it is).
+        let damaged = settle(Some(&mark), &opened(5, 9_000, &[400]));
+        assert_eq!((damaged.next_input, damaged.lost), (70, None));
+        let seen = settle(Some(&damaged.mark), &opened(5, 9_000, &[400]));
+        assert_eq!(seen.next_input, 70);
+        assert_eq!(seen.mark.inputs_below, damaged.mark.inputs_below);
+    }
+
+    #[test]
+    fn a_number_past_the_reservation_is_reserved_first() {
+        let mark = settle(None, &opened(1, 16, &[])).mark;
+        assert_eq!(reserve(&mark, RESERVED, 100), None);
+        let renewed = reserve(&mark, RESERVED + 1, 100).unwrap();
+        assert_eq!(renewed.inputs_below, 2 * RESERVED + 1);
+        assert_eq!(renewed.transcript_len, 100);
+    }
+}
