@@ -29,6 +29,10 @@ pub struct NumberMark {
     /// The transcript's length when the mark was written (synced then): it
     /// only ever grows.
     pub transcript_len: u64,
+    /// The transcript file's own sync marker: a file made afresh (after
+    /// the old one was removed or emptied) has another.
+    #[serde(default)]
+    pub transcript_marker: Option<[u8; 8]>,
     /// The damaged regions of the transcript already accounted for (their
     /// offsets).
     #[serde(default)]
@@ -42,8 +46,14 @@ pub struct Opened {
     pub next_input: u64,
     /// Its length once opened.
     pub transcript_len: u64,
+    /// Its sync marker.
+    pub transcript_marker: [u8; 8],
     /// The offsets of the damaged regions read.
     pub damaged: Vec<u64>,
+    /// Where the last entry read that gives an input its number ends:
+    /// numbers rise through the file, so damage before it held only
+    /// smaller ones.
+    pub numbered_until: u64,
 }
 
 /// Where numbering goes on, and why it jumps when it does.
@@ -62,41 +72,58 @@ pub struct Settled {
 /// session's `mark` (none for a session that never wrote one).
 pub fn settle(mark: Option<&NumberMark>, opened: &Opened) -> Settled {
     let old = mark.cloned().unwrap_or_default();
-    let shorter = opened.transcript_len < old.transcript_len;
-    let new_damage = opened
+    let replaced = old
+        .transcript_marker
+        .is_some_and(|marker| marker != opened.transcript_marker);
+    let shorter = opened.transcript_len < old.transcript_len || replaced;
+    // Damage before the last numbering entry held only smaller numbers.
+    let new_damage: Vec<u64> = opened
         .damaged
         .iter()
-        .any(|offset| !old.damage_seen.contains(offset));
+        .copied()
+        .filter(|offset| *offset >= opened.numbered_until && !old.damage_seen.contains(offset))
+        .collect();
+    let jumped = shorter || !new_damage.is_empty();
     let mut next_input = opened.next_input.max(old.inputs_from).max(1);
-    if shorter || new_damage {
+    if jumped {
         next_input = next_input.max(old.inputs_below);
     }
-    let lost = shorter.then(|| {
-        format!(
-            "the transcript holds {} bytes, less than the {} bytes it held (it was truncated, \
-             emptied or removed)",
+    let lost = shorter.then(|| match replaced {
+        true => format!(
+            "the transcript was made afresh ({} bytes): the one it replaced was removed or \
+             emptied",
+            opened.transcript_len
+        ),
+        false => format!(
+            "the transcript holds {} bytes, less than the {} bytes it held (it was truncated)",
             opened.transcript_len, old.transcript_len
-        )
+        ),
     });
-    let mut damage_seen = old.damage_seen;
-    for offset in &opened.damaged {
-        if !damage_seen.contains(offset) {
-            damage_seen.push(*offset);
-        }
-    }
-    if shorter {
-        // Those offsets were the old file's.
-        damage_seen = opened.damaged.clone();
-    }
+    // Those offsets were the old file's.
+    let mut damage_seen = if shorter { Vec::new() } else { old.damage_seen };
+    damage_seen.extend(new_damage);
+    // The mark changes only when it must, so a worker that starts over an
+    // intact transcript writes nothing.
+    let mark = NumberMark {
+        inputs_below: match next_input >= old.inputs_below {
+            true => next_input + RESERVED,
+            false => old.inputs_below,
+        },
+        inputs_from: match jumped {
+            true => next_input,
+            false => old.inputs_from,
+        },
+        transcript_len: match shorter || mark.is_none() {
+            true => opened.transcript_len,
+            false => old.transcript_len,
+        },
+        transcript_marker: Some(opened.transcript_marker),
+        damage_seen,
+    };
     Settled {
         next_input,
         lost,
-        mark: NumberMark {
-            inputs_below: old.inputs_below.max(next_input + RESERVED),
-            inputs_from: next_input,
-            transcript_len: opened.transcript_len,
-            damage_seen,
-        },
+        mark,
     }
 }
 
@@ -107,6 +134,7 @@ pub fn reserve(mark: &NumberMark, number: u64, transcript_len: u64) -> Option<Nu
         inputs_below: number + RESERVED,
         inputs_from: mark.inputs_from,
         transcript_len: transcript_len.max(mark.transcript_len),
+        transcript_marker: mark.transcript_marker,
         damage_seen: mark.damage_seen.clone(),
     })
 }
@@ -119,7 +147,9 @@ mod tests {
         Opened {
             next_input,
             transcript_len,
+            transcript_marker: *b"marker!!",
             damaged: damaged.to_vec(),
+            numbered_until: 100,
         }
     }
 
@@ -142,6 +172,7 @@ mod tests {
             inputs_below: 70,
             inputs_from: 3,
             transcript_len: 9_000,
+            transcript_marker: Some(*b"marker!!"),
             damage_seen: vec![],
         };
         // Emptied or removed: the file is a fresh header.
@@ -154,13 +185,32 @@ mod tests {
         // And the next open, with nothing new, goes on from there.
         let again = settle(Some(&emptied.mark), &opened(1, 16, &[]));
         assert_eq!((again.next_input, again.lost), (70, None));
+        // A file made afresh since the mark was written, however long.
+        let mut afresh = opened(1, 20_000, &[]);
+        afresh.transcript_marker = *b"another!";
+        let replaced = settle(Some(&mark), &afresh);
+        assert_eq!(replaced.next_input, 70);
+        assert!(replaced.lost.unwrap().contains("made afresh"));
         // New damage jumps too, once, without a notice of its own (readers
         // show it where it is).
         let damaged = settle(Some(&mark), &opened(5, 9_000, &[400]));
         assert_eq!((damaged.next_input, damaged.lost), (70, None));
+        // Damage before the last numbered entry held smaller numbers.
+        let before = settle(Some(&mark), &opened(5, 9_000, &[40]));
+        assert_eq!(before.next_input, 5);
         let seen = settle(Some(&damaged.mark), &opened(5, 9_000, &[400]));
         assert_eq!(seen.next_input, 70);
         assert_eq!(seen.mark.inputs_below, damaged.mark.inputs_below);
+    }
+
+    #[test]
+    fn a_worker_that_starts_over_an_intact_transcript_changes_nothing() {
+        let mark = settle(None, &opened(1, 16, &[])).mark;
+        let again = settle(Some(&mark), &opened(7, 5_000, &[]));
+        assert_eq!((again.next_input, &again.mark), (7, &mark));
+        // Damage before the last numbered entry changes nothing either.
+        let again = settle(Some(&mark), &opened(7, 5_000, &[40]));
+        assert_eq!((again.next_input, &again.mark), (7, &mark));
     }
 
     #[test]

@@ -9,10 +9,15 @@ use crate::session::store::{read_json, write_json};
 
 impl Worker {
     /// Settle where input numbering goes on, from the session's mark and
-    /// what opening the transcript found (`damaged`: the regions read), and
+    /// what opening the transcript found (`damaged`: the regions read;
+    /// `numbered_until`: where its last numbering entry ends), and
     /// write the mark before any input is given; one notice when the
     /// transcript lost history.
-    pub(super) fn settle_numbers(&mut self, damaged: &[(u64, u64)]) -> Result<(), WorkerError> {
+    pub(super) fn settle_numbers(
+        &mut self,
+        damaged: &[(u64, u64)],
+        numbered_until: u64,
+    ) -> Result<(), WorkerError> {
         let path = self.files.numbers();
         // An unreadable mark is no mark: the transcript's own numbers stand.
         let mark: Option<NumberMark> = read_json(&path).unwrap_or_else(|e| {
@@ -22,16 +27,20 @@ impl Worker {
             );
             None
         });
-        // What the mark records must be on disk before it is recorded.
-        self.transcript.sync_written()?;
         let opened = numbers::Opened {
             next_input: self.core.next_input(),
             transcript_len: self.transcript.end_offset(),
+            transcript_marker: self.transcript.marker(),
             damaged: damaged.iter().map(|(offset, _)| *offset).collect(),
+            numbered_until,
         };
         let settled = numbers::settle(mark.as_ref(), &opened);
         self.core.number_inputs_from(settled.next_input);
-        write_json(&path, &settled.mark)?;
+        if mark.as_ref() != Some(&settled.mark) {
+            // What the mark records must be on disk before it is recorded.
+            self.transcript.sync_written()?;
+            write_json(&path, &settled.mark)?;
+        }
         self.numbers = settled.mark;
         if let Some(lost) = settled.lost {
             tracing::warn!("{lost}");

@@ -225,7 +225,8 @@ impl Worker {
             checkpointed_at: opened.read_from,
             numbers: NumberMark::default(),
         };
-        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), &opened.damaged)?;
+        let damaged = (opened.damaged.as_slice(), opened.numbered_until);
+        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;
         worker.checkpoint_if_due();
         worker.index_restore_notices();
         worker.record_identity()?;
@@ -248,12 +249,13 @@ impl Worker {
     }
 
     /// Log a migration and store a notice of each repair the open made;
-    /// settle where input numbering goes on (`damaged`: the regions read).
+    /// settle where input numbering goes on (`damaged`: the regions read,
+    /// and where the last entry that numbers an input ends).
     fn note_transcript_repairs(
         &mut self,
         migrated: Option<u64>,
         torn: Option<&TornTail>,
-        damaged: &[(u64, u64)],
+        (damaged, numbered_until): (&[(u64, u64)], u64),
     ) -> Result<(), WorkerError> {
         if let Some(count) = migrated {
             tracing::info!(
@@ -269,7 +271,7 @@ impl Worker {
         for (offset, bytes) in damaged {
             tracing::warn!("the transcript is damaged: {bytes} bytes at offset {offset}");
         }
-        self.settle_numbers(damaged)
+        self.settle_numbers(damaged, numbered_until)
     }
 
     /// How many restore notices the transcript holds.

@@ -146,6 +146,9 @@ pub struct Opened {
     pub migrated: Option<u64>,
     /// How many entries were visited.
     pub entries: u64,
+    /// Where the last entry read that numbers an input (its queueing or
+    /// its user bash's start) ends: where reading started, if none.
+    pub numbered_until: u64,
     /// Where reading started: after the header, or after the record
     /// resumed from.
     pub read_from: u64,

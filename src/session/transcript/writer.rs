@@ -120,6 +120,7 @@ impl Transcript {
             damaged: read.damaged,
             migrated,
             entries: read.entries,
+            numbered_until: read.numbered_until,
             read_from: after.map_or(FILE_HEADER, |record| record.end),
         })
     }
@@ -315,6 +316,11 @@ impl Transcript {
         self.len - self.recycled
     }
 
+    /// The file's sync marker: each transcript file has its own.
+    pub fn marker(&self) -> Marker {
+        self.marker
+    }
+
     /// Where the next entry's record will start.
     pub fn end_offset(&self) -> u64 {
         self.len
@@ -507,6 +513,8 @@ struct Records {
     damage: Vec<Damage>,
     /// Every damaged region read.
     damaged: Vec<(u64, u64)>,
+    /// Where the last entry that numbers an input ends.
+    numbered_until: u64,
 }
 
 /// Read the records of `file` (`len` bytes) after its header: each good
@@ -538,6 +546,7 @@ fn read_records(
         torn: None,
         damage: Vec::new(),
         damaged: Vec::new(),
+        numbered_until: start,
     };
     while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
         match event {
@@ -550,6 +559,9 @@ fn read_records(
                 });
                 records.next_seq = entry.seq + 1;
                 records.entries += 1;
+                if numbers_an_input(&entry) {
+                    records.numbered_until = end;
+                }
                 visit(entry);
             }
             Event::Tail {
@@ -573,6 +585,15 @@ fn read_records(
         }
     }
     Ok(records)
+}
+
+/// Whether `entry` gives an input its number: its queueing, or its user
+/// bash's start.
+fn numbers_an_input(entry: &Entry) -> bool {
+    matches!(
+        entry.body,
+        EntryBody::Input { .. } | EntryBody::Bash { bash: Some(_), .. }
+    )
 }
 
 /// The file's marker, after making sure its header is there: a file

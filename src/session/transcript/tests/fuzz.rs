@@ -28,7 +28,9 @@ fn two_hundred(path: &Path) -> (Vec<Entry>, NumberMark, u64) {
     let opened = numbers::Opened {
         next_input: 1,
         transcript_len: t.end_offset(),
+        transcript_marker: t.marker(),
         damaged: Vec::new(),
+        numbered_until: 16,
     };
     let mut mark = numbers::settle(None, &opened).mark;
     let mut given = 0;
@@ -122,6 +124,8 @@ struct Fuzz {
     all: Vec<Entry>,
     mark: NumberMark,
     given: u64,
+    /// The file's sync marker, which damage never changes for a reader.
+    marker: [u8; 8],
     pristine: Vec<u8>,
     ranges: Vec<(usize, usize)>,
     random: Random,
@@ -135,6 +139,7 @@ impl Fuzz {
         cleanup(&path);
         let ranges = record_ranges(&pristine);
         Fuzz {
+            marker: pristine[8..16].try_into().unwrap(),
             all,
             mark,
             given,
@@ -167,18 +172,24 @@ impl Fuzz {
     /// The next input's number after a worker opened what `round` left:
     /// its entries, its length once a torn tail is cut, its regions.
     fn next_input(&self, entries: &[Entry], transcript_len: u64, regions: &[(u64, u64)]) -> u64 {
-        let next_input = entries
+        let numbering = entries
             .iter()
             .filter_map(|e| match e.body {
-                EntryBody::Input { input, .. } => Some(input + 1),
+                EntryBody::Input { input, .. } => Some((input + 1, e.seq)),
                 _ => None,
             })
-            .max()
-            .unwrap_or(1);
+            .last();
+        let (next_input, numbered_until) = match numbering {
+            // Entry `seq` is the file's record `seq - 1`, where it was.
+            Some((next, seq)) => (next, self.ranges[seq as usize - 1].1 as u64),
+            None => (1, 16),
+        };
         let found = numbers::Opened {
             next_input,
             transcript_len,
+            transcript_marker: self.marker,
             damaged: regions.iter().map(|r| r.0).collect(),
+            numbered_until,
         };
         numbers::settle(Some(&self.mark), &found).next_input
     }
@@ -265,6 +276,11 @@ fn random_damage_through_the_files_shows_one_notice_per_region_and_copies_it_onc
             "{what}: copied by the first reader"
         );
         let len = opened.transcript.end_offset();
+        let numbered_until = entries
+            .iter()
+            .rfind(|e| matches!(e.body, EntryBody::Input { .. }))
+            .map_or(16, |e| fuzz.ranges[e.seq as usize - 1].1 as u64);
+        assert_eq!(opened.numbered_until, numbered_until, "{what}");
         let next = fuzz.next_input(&entries, len, &opened.damaged);
         assert!(next > fuzz.given, "{what}: next input {next}");
         drop(opened);
