@@ -213,3 +213,71 @@ fn an_emptied_or_removed_transcript_never_gives_a_number_twice() {
     let log = env.log(&id);
     assert_eq!(bash_numbers(&log), vec![again[0], again[0] + 1], "{log}");
 }
+
+/// A few rounds of the transcript fuzz test through the binary: random
+/// damage (the header included) reads, in `log --json`, as the entries a
+/// reader of the file keeps and one marked notice per damaged region, each
+/// copied aside; and the next input's number is above every number given.
+/// (Each round damages the file as it is: a file put back as it was
+/// before inputs were given is another matter, see `session::numbers`.)
+#[test]
+fn random_damage_through_the_binary_reads_as_the_library_reads_it() {
+    let env = Env::new("damage-rounds");
+    let id = env.ok(&["new"]).trim().to_string();
+    for i in 1..=20 {
+        env.ok(&["bash", &id, "--", &format!("echo entry-{i}")]);
+    }
+    env.ok(&["shutdown", "--force"]);
+    let path = transcript_path(&env, &id);
+    let mut seed = 0x00c0_ffee_u64;
+    let mut random = |below: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % below as u64) as usize
+    };
+    let mut given = 20;
+    // Each round damages the file as the rounds before left it.
+    for round in 0..4 {
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = match round {
+            0 => random(16),
+            _ => 16 + random(bytes.len() - 16),
+        };
+        let end = (at + 1 + random(40)).min(bytes.len());
+        for byte in &mut bytes[at..end] {
+            *byte ^= 1 + random(255) as u8;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let parsed = eukhe::session::transcript::parse(&bytes);
+
+        let json: serde_json::Value =
+            serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
+        let entries = json.as_array().unwrap();
+        let lost: Vec<u64> = entries
+            .iter()
+            .filter_map(|e| e.get("lost")?["transcript_offset"].as_u64())
+            .collect();
+        let regions: Vec<u64> = parsed.damage.iter().map(|r| r.0).collect();
+        assert_eq!(lost, regions, "round {round}, damage at {at}");
+        let seqs: Vec<u64> = entries
+            .iter()
+            .filter(|e| e.get("lost").is_none())
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        let kept: Vec<u64> = parsed.entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, kept, "round {round}, damage at {at}");
+        let kept = copies(&path);
+        for offset in &regions {
+            let name = format!("transcript.damaged-{offset}");
+            assert!(kept.contains(&name), "round {round}: {name} in {kept:?}");
+        }
+
+        env.ok(&["bash", &id, "--", "echo next"]);
+        let numbers = bash_numbers(&env.log(&id));
+        let next = *numbers.last().unwrap();
+        assert!(next > given, "round {round}: bash {next} after {given}");
+        given = next;
+        env.ok(&["shutdown", "--force"]);
+    }
+}

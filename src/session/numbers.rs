@@ -8,9 +8,17 @@
 //! nothing acknowledged is ever numbered past what is on disk, and only one
 //! input in [`RESERVED`] waits for that write: the others add no sync to
 //! the transcript's own. When the transcript has lost history (it is
-//! shorter than it was, or damage not seen before may have held inputs),
+//! another file than the one the mark names, shorter than the mark
+//! recorded, or damaged after its last entry that numbers an input),
 //! numbering goes on past the reservation. The decisions are pure; the
-//! worker reads and writes the file.
+//! worker reads and writes the file, and only when the mark changes, so a
+//! worker starting over an intact transcript writes nothing.
+//!
+//! What this cannot see: the same file cut exactly at a record boundary
+//! (or put back as an older copy of itself) above the length the mark
+//! last recorded. Seeing that would take a write of the mark with every
+//! input; the length is recorded when the mark is written (at a new
+//! reservation, one input in [`RESERVED`], and after a loss).
 
 use serde::{Deserialize, Serialize};
 
