@@ -9,7 +9,8 @@
 //! input in [`RESERVED`] waits for that write: the others add no sync to
 //! the transcript's own. When the transcript has lost history (it is
 //! another file than the one the mark names, shorter than the mark
-//! recorded, or damaged after its last entry that numbers an input),
+//! recorded, cut through a record, or damaged after its last entry that
+//! numbers an input),
 //! numbering goes on past the reservation. The decisions are pure; the
 //! worker reads and writes the file, and only when the mark changes, so a
 //! worker starting over an intact transcript writes nothing.
@@ -62,6 +63,10 @@ pub struct Opened {
     /// numbers rise through the file, so damage before it held only
     /// smaller ones.
     pub numbered_until: u64,
+    /// Whether an unfinished last record was cut off: a crash's (which
+    /// may have held a user bash whose number its client was told), or a
+    /// cut through the file.
+    pub torn: bool,
 }
 
 /// Where numbering goes on, and why it jumps when it does.
@@ -91,7 +96,7 @@ pub fn settle(mark: Option<&NumberMark>, opened: &Opened) -> Settled {
         .copied()
         .filter(|offset| *offset >= opened.numbered_until && !old.damage_seen.contains(offset))
         .collect();
-    let jumped = shorter || !new_damage.is_empty();
+    let jumped = shorter || opened.torn || !new_damage.is_empty();
     let mut next_input = opened.next_input.max(old.inputs_from).max(1);
     if jumped {
         next_input = next_input.max(old.inputs_below);
@@ -158,6 +163,7 @@ mod tests {
             transcript_marker: *b"marker!!",
             damaged: damaged.to_vec(),
             numbered_until: 100,
+            torn: false,
         }
     }
 
@@ -203,6 +209,10 @@ mod tests {
         // show it where it is).
         let damaged = settle(Some(&mark), &opened(5, 9_000, &[400]));
         assert_eq!((damaged.next_input, damaged.lost), (70, None));
+        // A cut through a record may have taken inputs.
+        let mut cut = opened(5, 9_000, &[]);
+        cut.torn = true;
+        assert_eq!(settle(Some(&mark), &cut).next_input, 70);
         // Damage before the last numbered entry held smaller numbers.
         let before = settle(Some(&mark), &opened(5, 9_000, &[40]));
         assert_eq!(before.next_input, 5);

@@ -9,14 +9,15 @@ use crate::session::store::{read_json, write_json};
 
 impl Worker {
     /// Settle where input numbering goes on, from the session's mark and
-    /// what opening the transcript found (`damaged`: the regions read;
-    /// `numbered_until`: where its last numbering entry ends), and
+    /// what opening the transcript found (`damaged`: the regions read,
+    /// and where its last numbering entry ends; `torn`: whether a torn
+    /// tail was cut), and
     /// write the mark before any input is given; one notice when the
     /// transcript lost history.
     pub(super) fn settle_numbers(
         &mut self,
-        damaged: &[(u64, u64)],
-        numbered_until: u64,
+        (damaged, numbered_until): (&[(u64, u64)], u64),
+        torn: bool,
     ) -> Result<(), WorkerError> {
         let path = self.files.numbers();
         // An unreadable mark is no mark: the transcript's own numbers stand.
@@ -33,6 +34,7 @@ impl Worker {
             transcript_marker: self.transcript.marker(),
             damaged: damaged.iter().map(|(offset, _)| *offset).collect(),
             numbered_until,
+            torn,
         };
         let settled = numbers::settle(mark.as_ref(), &opened);
         self.core.number_inputs_from(settled.next_input);

@@ -271,7 +271,7 @@ impl Worker {
         for (offset, bytes) in damaged {
             tracing::warn!("the transcript is damaged: {bytes} bytes at offset {offset}");
         }
-        self.settle_numbers(damaged, numbered_until)
+        self.settle_numbers((damaged, numbered_until), torn.is_some())
     }
 
     /// How many restore notices the transcript holds.

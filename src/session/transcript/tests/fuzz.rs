@@ -31,6 +31,7 @@ fn two_hundred(path: &Path) -> (Vec<Entry>, NumberMark, u64) {
         transcript_marker: t.marker(),
         damaged: Vec::new(),
         numbered_until: 16,
+        torn: false,
     };
     let mut mark = numbers::settle(None, &opened).mark;
     let mut given = 0;
@@ -171,7 +172,12 @@ impl Fuzz {
 
     /// The next input's number after a worker opened what `round` left:
     /// its entries, its length once a torn tail is cut, its regions.
-    fn next_input(&self, entries: &[Entry], transcript_len: u64, regions: &[(u64, u64)]) -> u64 {
+    fn next_input(
+        &self,
+        entries: &[Entry],
+        (transcript_len, torn): (u64, bool),
+        regions: &[(u64, u64)],
+    ) -> u64 {
         let numbering = entries
             .iter()
             .filter_map(|e| match e.body {
@@ -190,6 +196,7 @@ impl Fuzz {
             transcript_marker: self.marker,
             damaged: regions.iter().map(|r| r.0).collect(),
             numbered_until,
+            torn,
         };
         numbers::settle(Some(&self.mark), &found).next_input
     }
@@ -233,7 +240,7 @@ fn random_damage_read_2000_times_shows_every_intact_entry_and_each_region_once()
         let torn_at = parsed.torn_at;
         header += usize::from(round.damaged[0].0 < 16);
         let len = torn_at.unwrap_or(round.bytes.len() as u64).max(16);
-        let next = fuzz.next_input(&parsed.entries, len, &parsed.damage);
+        let next = fuzz.next_input(&parsed.entries, (len, torn_at.is_some()), &parsed.damage);
         assert!(next > fuzz.given, "{}: next input {next}", round.what);
     }
     assert!(header >= 100, "the header was damaged {header} times");
@@ -281,7 +288,8 @@ fn random_damage_through_the_files_shows_one_notice_per_region_and_copies_it_onc
             .rfind(|e| matches!(e.body, EntryBody::Input { .. }))
             .map_or(16, |e| fuzz.ranges[e.seq as usize - 1].1 as u64);
         assert_eq!(opened.numbered_until, numbered_until, "{what}");
-        let next = fuzz.next_input(&entries, len, &opened.damaged);
+        let torn = opened.torn.is_some();
+        let next = fuzz.next_input(&entries, (len, torn), &opened.damaged);
         assert!(next > fuzz.given, "{what}: next input {next}");
         drop(opened);
         assert_eq!(copies(&path), offsets, "{what}: nothing more copied");
