@@ -91,6 +91,9 @@ pub struct Entries {
 struct Records {
     scanner: Scanner<File>,
     path: PathBuf,
+    /// The entry a reader that starts after the file's first record reads
+    /// on after, as far as it knows (0 from the first record).
+    after: u64,
 }
 
 enum Inner {
@@ -109,14 +112,18 @@ impl Entries {
         let inner = match found {
             Found::Records(file, len, marker, path, header_damaged) => {
                 let start = offset.max(FILE_HEADER);
-                let mut scanner = Scanner::new(file, len, marker, start)
+                let scanner = Scanner::new(file, len, marker, start)
                     .with_store(OutputStore::beside(&path))
                     .with_damaged_header(header_damaged);
-                if start > FILE_HEADER {
-                    // Read on after entry `from - 1`, which ends here.
-                    scanner = scanner.after_seq(from.saturating_sub(1));
-                }
-                Inner::Records(Box::new(Records { scanner, path }))
+                let after = match start > FILE_HEADER {
+                    true => from.saturating_sub(1),
+                    false => 0,
+                };
+                Inner::Records(Box::new(Records {
+                    scanner,
+                    path,
+                    after,
+                }))
             }
             Found::V1(file) => Inner::V1(V1Entries::new(BufReader::new(file))),
             Found::Nothing => Inner::Nothing,
@@ -144,7 +151,10 @@ impl Entries {
         loop {
             let next = match &mut self.inner {
                 Inner::Records(records) => {
-                    let last = records.scanner.last_seq();
+                    let last = match records.scanner.last_seq() {
+                        0 => records.after,
+                        last => last,
+                    };
                     match records.scanner.next_event()? {
                         Some(Event::Entry { entry, end, .. }) => Some((entry, end)),
                         Some(Event::Tail { torn: true, .. }) => continue,

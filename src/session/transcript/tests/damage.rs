@@ -208,3 +208,36 @@ fn parse_reports_damage_and_torn_tails() {
     assert_eq!(parse(b"not a transcript at all").damage, vec![(0, 23)]);
     cleanup(&path);
 }
+
+#[test]
+fn a_reader_resuming_from_an_earlier_record_sees_no_damage_in_good_records() {
+    // A client fed live entries, then from the file at the last place it
+    // read the file: the records between are good and already seen.
+    let path = temp("resume-earlier");
+    let all = hundred(&path);
+    let starts = record_starts(&std::fs::read(&path).unwrap());
+    let mut entries = stream_at(&path, starts[10] as u64, 51).unwrap();
+    let mut read = Vec::new();
+    while let Some((entry, _)) = entries.next_with_end().unwrap() {
+        read.push(entry);
+    }
+    same(&read, &all[50..], "resumed");
+    assert!(copies_beside(&path).is_empty(), "nothing copied aside");
+    // Damage just where a reader resumes is shown to it.
+    let (start, end) = (starts[60], starts[61]);
+    flip(&path, &[start + 30]);
+    let mut entries = stream_at(&path, start as u64, 61).unwrap();
+    let (notice, region_end) = entries.next_with_end().unwrap().unwrap();
+    assert!(is_damage_notice(&notice), "{notice:?}");
+    assert_eq!((notice.seq, region_end), (60, end as u64));
+    assert_eq!(entries.next_entry().unwrap().map(|e| e.seq), Some(62));
+    cleanup(&path);
+}
+
+fn copies_beside(path: &Path) -> Vec<String> {
+    std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("transcript.damaged-"))
+        .collect()
+}
