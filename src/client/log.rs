@@ -18,7 +18,8 @@ use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::entry::{LostOutput, Stream};
 use crate::session::log_query::{ends, withdrawn};
-use crate::session::transcript::{Entry, EntryBody};
+use crate::session::notices::damaged_region;
+use crate::session::transcript::{input_of_lost_notice, Entry, EntryBody};
 
 /// What `eukhe log` was asked for.
 pub struct LogArgs {
@@ -46,9 +47,9 @@ impl Sink {
     fn write(&mut self, out: &mut impl Write, entry: &Entry) -> std::io::Result<()> {
         match self {
             Sink::Text(text) => text.write(out, entry),
-            Sink::Json(Some(array)) => array.push(out, entry),
+            Sink::Json(Some(array)) => array.push(out, &marked(entry)),
             Sink::Json(None) => {
-                serde_json::to_writer(&mut *out, entry).map_err(std::io::Error::other)?;
+                serde_json::to_writer(&mut *out, &marked(entry)).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")
             }
             Sink::Raw(only, missing) => match &entry.body {
@@ -88,6 +89,26 @@ impl Sink {
             _ => Ok(()),
         }
     }
+}
+
+/// `entry` as JSON, marked `"lost"` when it stands for what is lost:
+/// damaged transcript bytes (where and how many) or an input's output
+/// bytes (whose).
+fn marked(entry: &Entry) -> serde_json::Value {
+    let mut value = serde_json::to_value(entry).unwrap_or_default();
+    if let EntryBody::Notice { text, .. } = &entry.body {
+        let lost = match (damaged_region(text), input_of_lost_notice(text)) {
+            (Some((offset, bytes)), _) => {
+                Some(serde_json::json!({ "transcript_offset": offset, "bytes": bytes }))
+            }
+            (None, Some(input)) => Some(serde_json::json!({ "input": input })),
+            (None, None) => None,
+        };
+        if let (Some(lost), Some(object)) = (lost, value.as_object_mut()) {
+            object.insert("lost".into(), lost);
+        }
+    }
+    value
 }
 
 /// `eukhe log`.

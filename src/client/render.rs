@@ -423,7 +423,11 @@ impl JsonArray {
         Ok(JsonArray { first: true })
     }
 
-    pub fn push(&mut self, out: &mut impl std::io::Write, entry: &Entry) -> std::io::Result<()> {
+    pub fn push(
+        &mut self,
+        out: &mut impl std::io::Write,
+        entry: &(impl serde::Serialize + ?Sized),
+    ) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
         out.write_all(if self.first { b"\n" } else { b",\n" })?;
         self.first = false;

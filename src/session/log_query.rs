@@ -37,9 +37,28 @@ pub fn entries(
         None => Box::new(transcript::stream_from(path, after + 1)?),
     };
     Ok(match query.input {
-        Some(input) => Box::new(all.filter(move |e| belongs_to(e, input))),
+        Some(input) => Box::new(of_input(all, input)),
         None => all,
     })
+}
+
+/// The entries of input `input` among `all`, with the damage notices read
+/// between its first entry and its end: what it wrote may have been there.
+pub fn of_input(all: impl Iterator<Item = Entry>, input: u64) -> impl Iterator<Item = Entry> {
+    let mut open = false;
+    all.filter(move |entry| {
+        if belongs_to(entry, input) {
+            open = !ends(entry, input);
+            return true;
+        }
+        open && is_damage_notice(entry)
+    })
+}
+
+/// Whether `entry` is the notice a reader shows in the place of damaged
+/// transcript bytes.
+pub fn is_damage_notice(entry: &Entry) -> bool {
+    matches!(&entry.body, EntryBody::Notice { text, .. } if super::notices::damaged_region(text).is_some())
 }
 
 /// The entries `query` selects, after the restore notices older than the

@@ -9,6 +9,7 @@ pub mod env;
 pub mod error;
 pub mod log_query;
 pub mod notices;
+pub mod numbers;
 pub mod page_cache;
 pub(crate) mod removed;
 pub mod snapshot;

@@ -1,7 +1,9 @@
 //! The notices a session stores about its own files.
 
+use std::path::Path;
+
 use super::entry::EntryBody;
-use super::transcript::{Damage, TornTail};
+use super::transcript::TornTail;
 
 fn notice(text: String) -> EntryBody {
     EntryBody::Notice {
@@ -19,13 +21,32 @@ pub fn torn_tail(torn: &TornTail) -> EntryBody {
     ))
 }
 
-/// A damaged region was found, kept aside and skipped.
-pub fn damage(damage: &Damage) -> EntryBody {
+/// What a reader shows in the place of damaged bytes of the transcript:
+/// where they are, how many, and where they were copied.
+pub fn damaged_here(offset: u64, bytes: u64, kept: &Path) -> EntryBody {
     notice(format!(
-        "the transcript was damaged: {} bytes at offset {} could not be read and were kept in {}; the entries after them are intact",
-        damage.bytes,
-        damage.offset,
-        damage.kept.display()
+        "{DAMAGED_HERE}{bytes} bytes at offset {offset} of the transcript could not be read: \
+         the entries they held are lost (the bytes are kept in {}); the entries around them are intact",
+        kept.display()
+    ))
+}
+
+const DAMAGED_HERE: &str = "damaged transcript: ";
+
+/// The damaged region a [`damaged_here`] notice names: (offset, bytes).
+pub fn damaged_region(text: &str) -> Option<(u64, u64)> {
+    let rest = text.strip_prefix(DAMAGED_HERE)?;
+    let (bytes, rest) = rest.split_once(" bytes at offset ")?;
+    let (offset, _) = rest.split_once(' ')?;
+    Some((offset.parse().ok()?, bytes.parse().ok()?))
+}
+
+/// The transcript holds less than the session's own record of it says
+/// (`lost`), so its numbering goes on from `next_input`.
+pub fn history_lost(lost: &str, next_input: u64) -> EntryBody {
+    notice(format!(
+        "the transcript lost history: {lost}; what it held is gone, and input numbers go on \
+         from {next_input} (numbers are never given twice)"
     ))
 }
 
@@ -52,6 +73,17 @@ pub fn bash_of_cut_short(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_damage_notice_names_its_region_back() {
+        let EntryBody::Notice { text, .. } =
+            damaged_here(1234, 56, Path::new("/s/transcript.damaged-1234"))
+        else {
+            panic!("a notice");
+        };
+        assert_eq!(damaged_region(&text), Some((1234, 56)));
+        assert_eq!(damaged_region("bash 7 exited"), None);
+    }
 
     #[test]
     fn a_cut_short_notice_names_its_bash_back() {

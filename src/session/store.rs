@@ -338,6 +338,11 @@ impl SessionFiles {
         self.dir.join("restore-notices.json")
     }
 
+    /// How far input numbering may have gone (`session::numbers`).
+    pub fn numbers(&self) -> PathBuf {
+        self.dir.join("numbers.json")
+    }
+
     /// The worker's books as of a record of the transcript (a cache of
     /// the transcript's: see `worker::checkpoint`).
     pub fn replay_checkpoint(&self) -> PathBuf {

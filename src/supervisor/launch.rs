@@ -24,7 +24,6 @@ use crate::protocol::hello::Role;
 use crate::protocol::message::WorkerInfo;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
-use crate::session::notices;
 use crate::session::store::check_files;
 use crate::session::transcript::{EntryBody, OutputBytes, Transcript};
 
@@ -413,10 +412,8 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
     } else if let Ok(opened) =
         Transcript::open_with(&files.transcript(), OutputBytes::Left, None, &mut |_| {})
     {
+        // Damage is shown where it is by every reader.
         let mut transcript = opened.transcript;
-        for damage in &opened.damage {
-            let _ = transcript.append(wall_ms(), notices::damage(damage));
-        }
         let _ = transcript.append(
             wall_ms(),
             EntryBody::Notice {

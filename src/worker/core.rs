@@ -301,6 +301,12 @@ impl RunCore {
         self.next_input
     }
 
+    /// Give no input a number below `number` (the session's own record of
+    /// its numbering says they may have been given).
+    pub fn number_inputs_from(&mut self, number: RunId) {
+        self.next_input = self.next_input.max(number);
+    }
+
     /// The run the kernel executes now (started, not ended).
     /// Whose job `job` is, while the worker follows it.
     pub fn job_kind(&self, job: &str) -> Option<JobKind> {

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 mod kernel_watch;
 mod link;
+mod numbering;
 mod outbox;
 mod serve;
 mod state;

@@ -729,6 +729,7 @@ async fn attach(path: PathBuf, replay: Replay, tx: Outbox, live: UnboundedReceiv
         only,
         last,
         resume_at: 0,
+        only_open: Default::default(),
     };
     if feed.send_replay(entries).await {
         feed.follow_live(live).await;
@@ -745,6 +746,9 @@ struct Feed {
     last: u64,
     /// Where reading the file on may start: a record's start, or the top.
     resume_at: u64,
+    /// The followed input has begun and not ended: damage read now may
+    /// have held its output.
+    only_open: std::cell::Cell<bool>,
 }
 
 /// What became of one entry of a feed.
@@ -762,10 +766,14 @@ impl Feed {
     fn pass_on(&self, entry: Entry) -> Passed {
         // Only the followed input's entries are sent; its end ends the follow.
         let only = self.only;
-        if !only.is_none_or(|input| log_query::belongs_to(&entry, input)) {
+        let own = only.is_none_or(|input| log_query::belongs_to(&entry, input));
+        if !(own || self.only_open.get() && log_query::is_damage_notice(&entry)) {
             return Passed::Skipped;
         }
         let end = only.is_some_and(|input| log_query::ends(&entry, input));
+        if own {
+            self.only_open.set(!end);
+        }
         if self.tx.send(Response::Entry(entry)).is_err() || end {
             return Passed::Done;
         }
@@ -875,10 +883,13 @@ fn user_bash(
     }
     // Acknowledged only by its end, which is stored durably after it.
     let number = w.core.take_input_number();
-    if let Err(message) = w.append_unacknowledged(EntryBody::Bash {
-        command: command.clone(),
-        bash: Some(number),
-    }) {
+    let stored = w.reserve_input(number).and_then(|()| {
+        w.append_unacknowledged(EntryBody::Bash {
+            command: command.clone(),
+            bash: Some(number),
+        })
+    });
+    if let Err(message) = stored {
         let _ = tx.send(Response::Error {
             message: message.into(),
         });

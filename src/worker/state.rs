@@ -29,12 +29,13 @@ use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::notices;
+use crate::session::numbers::NumberMark;
 use crate::session::store::{
     private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
 use crate::session::transcript::{
-    Damage, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript, STORED_FROM_BYTES,
+    Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript, STORED_FROM_BYTES,
 };
 use crate::session::{page_cache, zeros};
 
@@ -79,7 +80,7 @@ pub struct Worker {
     pub files: SessionFiles,
     /// The kernel's spool: the worker reads output records from it.
     pub spool: Spool,
-    transcript: Transcript,
+    pub(super) transcript: Transcript,
     /// The run lifecycle's books and decisions.
     pub core: RunCore,
     /// The link to the session's kernel, once connected.
@@ -136,6 +137,8 @@ pub struct Worker {
     /// The transcript's offset the last checkpoint covers (or where this
     /// worker began reading).
     checkpointed_at: u64,
+    /// How far input numbering may have gone (`session::numbers`).
+    pub(super) numbers: NumberMark,
 }
 
 /// One client connection, counted while it is open (`Worker::open_clients`).
@@ -220,29 +223,39 @@ impl Worker {
             output_line: Default::default(),
             shadow,
             checkpointed_at: opened.read_from,
+            numbers: NumberMark::default(),
         };
-        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), &opened.damage)?;
+        let damaged = (opened.damaged.as_slice(), opened.numbered_until);
+        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;
         worker.checkpoint_if_due();
         worker.index_restore_notices();
-        // Not synced, as the kernel's record: after a machine crash the
-        // recorded worker is dead anyway, and it is only ever trusted by
-        // identity (pid and start time); an unreadable record is no worker.
-        write_json_unsynced(
-            &worker.files.worker(),
-            &WorkerRecord {
-                identity: worker.identity,
-                build_id: build_id().to_string(),
-            },
-        )?;
+        worker.record_identity()?;
         Ok(worker)
     }
 
-    /// Log a migration and store a notice of each repair the open made.
+    /// Record who this worker is. Not synced, as the kernel's record:
+    /// after a machine crash the recorded worker is dead anyway, and it is
+    /// only ever trusted by identity (pid and start time); an unreadable
+    /// record is no worker.
+    fn record_identity(&self) -> Result<(), WorkerError> {
+        write_json_unsynced(
+            &self.files.worker(),
+            &WorkerRecord {
+                identity: self.identity,
+                build_id: build_id().to_string(),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Log a migration and store a notice of each repair the open made;
+    /// settle where input numbering goes on (`damaged`: the regions read,
+    /// and where the last entry that numbers an input ends).
     fn note_transcript_repairs(
         &mut self,
         migrated: Option<u64>,
         torn: Option<&TornTail>,
-        damage: &[Damage],
+        (damaged, numbered_until): (&[(u64, u64)], u64),
     ) -> Result<(), WorkerError> {
         if let Some(count) = migrated {
             tracing::info!(
@@ -253,10 +266,12 @@ impl Worker {
         if let Some(torn) = torn {
             self.append(notices::torn_tail(torn))?;
         }
-        for damage in damage {
-            self.append(notices::damage(damage))?;
+        // Every reader shows damage where it is (`transcript::read`): a
+        // notice here would be a second one, at the end.
+        for (offset, bytes) in damaged {
+            tracing::warn!("the transcript is damaged: {bytes} bytes at offset {offset}");
         }
-        Ok(())
+        self.settle_numbers((damaged, numbered_until), torn.is_some())
     }
 
     /// How many restore notices the transcript holds.
@@ -565,6 +580,7 @@ impl Worker {
     /// Queue input as a new run.
     pub fn queue_input(&mut self, text: String) -> Result<u64, WorkerError> {
         let input = self.core.next_input();
+        self.reserve_input(input)?;
         let entry = self.append(EntryBody::Input {
             input,
             text: text.clone(),

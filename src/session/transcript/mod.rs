@@ -31,6 +31,9 @@
 //!
 //! # Damage
 //!
+//! The header is only a hint: a reader takes the marker the records
+//! carry, so a damaged header is one damaged region (its 16 bytes, and
+//! any damage right after them), never the loss of the records.
 //! Records are read one after the other, skipped by their length. After a
 //! bad one, reading resumes at the next place where the marker starts a
 //! good record numbered above the last good one, so bytes inside an
@@ -60,6 +63,7 @@
 
 mod files;
 mod format;
+mod header;
 mod read;
 mod scan;
 mod stored;
@@ -135,10 +139,16 @@ pub struct Opened {
     pub torn: Option<TornTail>,
     /// Damage found for the first time (kept aside by this open).
     pub damage: Vec<Damage>,
+    /// Every damaged region read, as (offset, length), whether this open
+    /// or an earlier reader kept it aside.
+    pub damaged: Vec<(u64, u64)>,
     /// How many entries were migrated from the first format, if they were.
     pub migrated: Option<u64>,
     /// How many entries were visited.
     pub entries: u64,
+    /// Where the last entry read that numbers an input (its queueing or
+    /// its user bash's start) ends: where reading started, if none.
+    pub numbered_until: u64,
     /// Where reading started: after the header, or after the record
     /// resumed from.
     pub read_from: u64,
@@ -167,13 +177,14 @@ pub fn parse(bytes: &[u8]) -> Parsed {
         parsed.torn_at = (!bytes.is_empty()).then_some(0);
         return parsed;
     }
-    if !format::is_magic(&bytes[..8]) {
+    let Ok(Some(hint)) = header::read(bytes, bytes.len() as u64) else {
         parsed.damage.push((0, bytes.len() as u64));
         return parsed;
-    }
+    };
     parsed.end = format::FILE_HEADER;
-    let marker = bytes[8..16].try_into().unwrap();
-    let mut scanner = scan::Scanner::new(bytes, bytes.len() as u64, marker, format::FILE_HEADER);
+    let mut scanner =
+        scan::Scanner::new(bytes, bytes.len() as u64, hint.marker, format::FILE_HEADER)
+            .with_damaged_header(hint.damaged);
     // Reading memory cannot fail.
     while let Ok(Some(event)) = scanner.next_event() {
         match event {

@@ -10,7 +10,7 @@
 
 use std::io;
 
-use super::format::{self, Decoded, Header, Marker, OutputBytes, HEADER};
+use super::format::{self, Decoded, Header, Marker, OutputBytes, FILE_HEADER, HEADER};
 use super::stored::OutputStore;
 use super::window::{Source, Window};
 use super::Entry;
@@ -47,6 +47,10 @@ pub struct Scanner<S> {
     /// Where stored output's bytes are read (none: such entries come
     /// without their bytes).
     store: Option<OutputStore>,
+    /// The file's header is damaged and not reported yet.
+    header_damaged: bool,
+    /// An event held back behind the header's damage.
+    held: Option<Event>,
 }
 
 impl<S: Source> Scanner<S> {
@@ -60,7 +64,22 @@ impl<S: Source> Scanner<S> {
             found: None,
             output: OutputBytes::Kept,
             store: None,
+            header_damaged: false,
+            held: None,
         }
+    }
+
+    /// The file's header is damaged (see `header::read`): it is reported
+    /// as damage before the first record, one region with any damage
+    /// right after it.
+    pub fn with_damaged_header(mut self, damaged: bool) -> Self {
+        self.header_damaged = damaged && self.pos == FILE_HEADER;
+        self
+    }
+
+    /// The number of the last good entry read (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// Stored output entries come with their bytes, read from `store`
@@ -85,6 +104,34 @@ impl<S: Source> Scanner<S> {
 
     /// The next event, or `None` at the end.
     pub fn next_event(&mut self) -> io::Result<Option<Event>> {
+        if let Some(held) = self.held.take() {
+            return Ok(Some(held));
+        }
+        if !std::mem::take(&mut self.header_damaged) {
+            return self.next_record();
+        }
+        let header = Event::Damage {
+            offset: 0,
+            len: FILE_HEADER,
+        };
+        Ok(Some(match self.next_record()? {
+            Some(Event::Damage { offset, len }) if offset == FILE_HEADER => Event::Damage {
+                offset: 0,
+                len: len + FILE_HEADER,
+            },
+            Some(Event::Tail { offset, len, .. }) if offset == FILE_HEADER => Event::Tail {
+                offset: 0,
+                len: len + FILE_HEADER,
+                torn: false,
+            },
+            next => {
+                self.held = next;
+                header
+            }
+        }))
+    }
+
+    fn next_record(&mut self) -> io::Result<Option<Event>> {
         if let Some((entry, start, end)) = self.found.take() {
             return Ok(Some(self.accept(entry, start, end)));
         }

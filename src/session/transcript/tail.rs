@@ -23,6 +23,7 @@ use std::path::Path;
 
 use super::format::{self, Decoded, Header, Marker, FILE_HEADER, HEADER, SPAN};
 use super::read::{locate, Entries, Found};
+use super::scan::{Event, Scanner};
 use super::stored::OutputStore;
 use super::window::{memmem, Window, CHUNK};
 use super::Entry;
@@ -58,7 +59,9 @@ pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, SessionError> {
 /// to go through with small files what large ones go through).
 pub(super) fn backward(found: &Found, n: usize, span: u64) -> io::Result<Option<Vec<Entry>>> {
     match found {
-        Found::Records(file, eof, marker, path) => Records {
+        // Its damage is shown where it is, by reading forward.
+        Found::Records(_, _, _, _, true) => Ok(None),
+        Found::Records(file, eof, marker, path, false) => Records {
             file,
             eof: *eof,
             marker: *marker,
@@ -108,7 +111,9 @@ impl Records<'_> {
         let Some(last) = self.record(last)? else {
             return Ok(None);
         };
-        if self.newer_after(last.end, last.decoded.entry.seq)? {
+        if self.newer_after(last.end, last.decoded.entry.seq)?
+            || self.damaged_after(last.end, last.decoded.entry.seq)?
+        {
             return Ok(None);
         }
         let mut chain = vec![last];
@@ -193,6 +198,22 @@ impl Records<'_> {
             let newer = head.len() >= HEADER
                 && Header::read(head, &self.marker).is_some_and(|h| h.seq > seq);
             if newer && self.record(q)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether the bytes from `from` (where the record numbered `seq`
+    /// ends) to the end are damage rather than nothing or a record still
+    /// being written: reading forward shows a notice there.
+    fn damaged_after(&self, from: u64, seq: u64) -> io::Result<bool> {
+        if from >= self.eof {
+            return Ok(false);
+        }
+        let mut scanner = Scanner::new(self.file, self.eof, self.marker, from).after_seq(seq);
+        while let Some(event) = scanner.next_event()? {
+            if !matches!(event, Event::Tail { torn: true, .. }) {
                 return Ok(true);
             }
         }

@@ -12,7 +12,7 @@ use crate::session::{page_cache, zeros};
 use super::format::{self, is_magic, Header, Marker, OutputBytes, FILE_HEADER};
 use super::scan::{Event, Scanner};
 use super::stored::{self, OutputStore};
-use super::{files, v1, Damage, Entry, EntryBody, Opened, Resume, TornTail};
+use super::{files, header, v1, Damage, Entry, EntryBody, Opened, Resume, TornTail};
 
 /// An open transcript, positioned for appending.
 pub struct Transcript {
@@ -90,9 +90,16 @@ impl Transcript {
         // A transcript is the session's memory, nobody else's to read.
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(|e| context("set permissions", e))?;
-        let (marker, torn) = header(path, &file)?;
+        let (marker, torn, header_damaged) = header(path, &file)?;
         let len = file.metadata().map_err(|e| context("stat", e))?.len();
-        let read = read_records(path, &file, len, marker, (output, after), visit)?;
+        let read = read_records(
+            path,
+            &file,
+            len,
+            (marker, header_damaged),
+            (output, after),
+            visit,
+        )?;
         Ok(Opened {
             transcript: Transcript {
                 path: path.to_path_buf(),
@@ -110,8 +117,10 @@ impl Transcript {
             },
             torn: read.torn.or(torn),
             damage: read.damage,
+            damaged: read.damaged,
             migrated,
             entries: read.entries,
+            numbered_until: read.numbered_until,
             read_from: after.map_or(FILE_HEADER, |record| record.end),
         })
     }
@@ -307,6 +316,11 @@ impl Transcript {
         self.len - self.recycled
     }
 
+    /// The file's sync marker: each transcript file has its own.
+    pub fn marker(&self) -> Marker {
+        self.marker
+    }
+
     /// Where the next entry's record will start.
     pub fn end_offset(&self) -> u64 {
         self.len
@@ -497,6 +511,10 @@ struct Records {
     torn: Option<TornTail>,
     /// Damage kept aside by this read.
     damage: Vec<Damage>,
+    /// Every damaged region read.
+    damaged: Vec<(u64, u64)>,
+    /// Where the last entry that numbers an input ends.
+    numbered_until: u64,
 }
 
 /// Read the records of `file` (`len` bytes) after its header: each good
@@ -505,7 +523,7 @@ fn read_records(
     path: &Path,
     file: &File,
     len: u64,
-    marker: Marker,
+    (marker, header_damaged): (Marker, bool),
     (output, after): (OutputBytes, Option<Resume>),
     visit: &mut dyn FnMut(Entry),
 ) -> Result<Records, SessionError> {
@@ -518,7 +536,8 @@ fn read_records(
     let mut scanner = Scanner::new(file, len, marker, start)
         .after_seq(after.map_or(0, |record| record.seq))
         .with_output_bytes(output)
-        .with_store(OutputStore::beside(path));
+        .with_store(OutputStore::beside(path))
+        .with_damaged_header(header_damaged);
     let mut records = Records {
         next_seq: after.map_or(1, |record| record.seq + 1),
         entries: 0,
@@ -526,6 +545,8 @@ fn read_records(
         end: len,
         torn: None,
         damage: Vec::new(),
+        damaged: Vec::new(),
+        numbered_until: start,
     };
     while let Some(event) = scanner.next_event().map_err(|e| context("read", e))? {
         match event {
@@ -538,6 +559,9 @@ fn read_records(
                 });
                 records.next_seq = entry.seq + 1;
                 records.entries += 1;
+                if numbers_an_input(&entry) {
+                    records.numbered_until = end;
+                }
                 visit(entry);
             }
             Event::Tail {
@@ -555,6 +579,7 @@ fn read_records(
             | Event::Tail {
                 offset, len: bytes, ..
             } => {
+                records.damaged.push((offset, bytes));
                 records.damage.extend(keep(path, file, offset, bytes));
             }
         }
@@ -562,10 +587,20 @@ fn read_records(
     Ok(records)
 }
 
+/// Whether `entry` gives an input its number: its queueing, or its user
+/// bash's start.
+fn numbers_an_input(entry: &Entry) -> bool {
+    matches!(
+        entry.body,
+        EntryBody::Input { .. } | EntryBody::Bash { bash: Some(_), .. }
+    )
+}
+
 /// The file's marker, after making sure its header is there: a file
 /// shorter than a header (never made by this module, which renames whole
-/// files into place) is started afresh and its bytes reported torn.
-fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), SessionError> {
+/// files into place) is started afresh and its bytes reported torn. The
+/// marker is the one the records carry; whether the header is damaged.
+fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>, bool), SessionError> {
     let context = |step: &'static str, source: io::Error| SessionError::TranscriptStep {
         path: path.to_path_buf(),
         step,
@@ -585,17 +620,14 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>), Sessio
             offset: 0,
             bytes: len,
         });
-        return Ok((marker, torn));
+        return Ok((marker, torn, false));
     }
-    let mut head = [0u8; FILE_HEADER as usize];
-    file.read_exact_at(&mut head, 0)
-        .map_err(|e| context("read header", e))?;
-    if !is_magic(&head[..8]) {
-        return Err(SessionError::NotATranscript {
+    match header::read(file, len).map_err(|e| context("read header", e))? {
+        Some(hint) => Ok((hint.marker, None, hint.damaged)),
+        None => Err(SessionError::NotATranscript {
             path: path.to_path_buf(),
-        });
+        }),
     }
-    Ok((head[8..].try_into().unwrap(), None))
 }
 
 /// Keep damaged bytes aside; a [`Damage`] only when this open made the

@@ -99,7 +99,8 @@ fn mid_file_damage_is_kept_aside_once_and_every_other_entry_stays() {
     assert!(opened.damage.is_empty(), "reported once");
     same(&entries, &expected, "open");
     drop(opened);
-    readers_agree(&path, &expected);
+    let regions = readers_agree(&path, &expected);
+    assert_eq!(regions, vec![(start as u64, (end - start) as u64)]);
     cleanup(&path);
 }
 
@@ -124,11 +125,15 @@ fn damage_in_a_record_header_is_resynchronised_past() {
         let at: Vec<usize> = flips.iter().map(|&(i, o)| starts[i] + o).collect();
         flip(&path, &at);
         let expected = without(&all, &lost);
-        readers_agree(&path, &expected);
+        let regions = readers_agree(&path, &expected);
+        assert_eq!(regions.len(), 1, "{name}");
+        assert_eq!(regions[0].0, starts[49] as u64, "{name}");
+        let kept = path.with_file_name(format!("transcript.damaged-{}", starts[49]));
+        assert!(kept.exists(), "{name}: copied aside by the first reader");
         let (opened, entries) = open(&path);
         same(&entries, &expected, name);
-        assert_eq!(opened.damage.len(), 1, "{name}");
-        assert_eq!(opened.damage[0].offset, starts[49] as u64, "{name}");
+        assert_eq!(opened.damaged, regions, "{name}");
+        assert!(opened.damage.is_empty(), "{name}: copied once");
         assert_eq!(opened.torn, None);
         cleanup(&path);
     }
@@ -142,12 +147,12 @@ fn a_bad_complete_last_record_is_kept_not_cut_and_appends_go_after_it() {
     let last = *record_starts(&bytes).last().unwrap();
     flip(&path, &[bytes.len() - 2]);
     let expected = &all[..99];
-    readers_agree(&path, expected);
+    let regions = readers_agree(&path, expected);
+    assert_eq!(regions, vec![(last as u64, (bytes.len() - last) as u64)]);
     let (opened, entries) = open(&path);
     same(&entries, expected, "open");
     assert_eq!(opened.torn, None);
-    assert_eq!(opened.damage.len(), 1);
-    assert_eq!(opened.damage[0].offset, last as u64);
+    assert_eq!(opened.damaged, regions);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes.len() as u64);
     let mut t = opened.transcript;
     let next = t.append(7, input(7)).unwrap();
@@ -157,7 +162,7 @@ fn a_bad_complete_last_record_is_kept_not_cut_and_appends_go_after_it() {
     assert_eq!(entries.last(), Some(&next));
     assert_eq!(entries.len(), 100);
     drop(opened);
-    readers_agree(&path, &entries);
+    assert_eq!(readers_agree(&path, &entries), regions, "still one region");
     cleanup(&path);
 }
 
@@ -202,4 +207,37 @@ fn parse_reports_damage_and_torn_tails() {
     assert_eq!(parse(b"EUKH").torn_at, Some(0));
     assert_eq!(parse(b"not a transcript at all").damage, vec![(0, 23)]);
     cleanup(&path);
+}
+
+#[test]
+fn a_reader_resuming_from_an_earlier_record_sees_no_damage_in_good_records() {
+    // A client fed live entries, then from the file at the last place it
+    // read the file: the records between are good and already seen.
+    let path = temp("resume-earlier");
+    let all = hundred(&path);
+    let starts = record_starts(&std::fs::read(&path).unwrap());
+    let mut entries = stream_at(&path, starts[10] as u64, 51).unwrap();
+    let mut read = Vec::new();
+    while let Some((entry, _)) = entries.next_with_end().unwrap() {
+        read.push(entry);
+    }
+    same(&read, &all[50..], "resumed");
+    assert!(copies_beside(&path).is_empty(), "nothing copied aside");
+    // Damage just where a reader resumes is shown to it.
+    let (start, end) = (starts[60], starts[61]);
+    flip(&path, &[start + 30]);
+    let mut entries = stream_at(&path, start as u64, 61).unwrap();
+    let (notice, region_end) = entries.next_with_end().unwrap().unwrap();
+    assert!(is_damage_notice(&notice), "{notice:?}");
+    assert_eq!((notice.seq, region_end), (60, end as u64));
+    assert_eq!(entries.next_entry().unwrap().map(|e| e.seq), Some(62));
+    cleanup(&path);
+}
+
+fn copies_beside(path: &Path) -> Vec<String> {
+    std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("transcript.damaged-"))
+        .collect()
 }

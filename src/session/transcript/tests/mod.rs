@@ -2,6 +2,7 @@
 
 mod damage;
 mod embedded;
+mod fuzz;
 mod migrate;
 mod resume;
 mod roundtrip;
@@ -121,21 +122,43 @@ fn same(actual: &[Entry], expected: &[Entry], what: &str) {
     }
 }
 
-/// Every reader agrees on what the transcript at `path` holds.
+/// Every reader agrees on what the transcript at `path` holds: the
+/// `expected` entries, in order, with a notice in the place of each
+/// damaged region (returned: the regions, as offset and length).
 #[track_caller]
-fn readers_agree(path: &Path, expected: &[Entry]) {
-    same(&read_entries(path).unwrap(), expected, "read_entries");
-    same(
-        &stream(path).unwrap().collect::<Vec<_>>(),
-        expected,
-        "stream",
-    );
-    for n in [1, 3, 10, expected.len(), expected.len() + 5] {
-        let from = expected.len().saturating_sub(n);
+fn readers_agree(path: &Path, expected: &[Entry]) -> Vec<(u64, u64)> {
+    let read = read_entries(path).unwrap();
+    let (notices, entries): (Vec<Entry>, Vec<Entry>) =
+        read.iter().cloned().partition(is_damage_notice);
+    same(&entries, expected, "read_entries");
+    same(&stream(path).unwrap().collect::<Vec<_>>(), &read, "stream");
+    for n in [1, 3, 10, read.len(), read.len() + 5] {
+        let from = read.len().saturating_sub(n);
         same(
             &read_tail(path, n).unwrap(),
-            &expected[from..],
+            &read[from..],
             &format!("read_tail({n})"),
         );
+    }
+    notices.iter().map(damaged_region_of).collect()
+}
+
+/// `read` without its damage notices.
+fn entries_only(read: &[Entry]) -> Vec<Entry> {
+    read.iter()
+        .filter(|e| !is_damage_notice(e))
+        .cloned()
+        .collect()
+}
+
+fn is_damage_notice(entry: &Entry) -> bool {
+    crate::session::log_query::is_damage_notice(entry)
+}
+
+/// The region a damage notice names.
+fn damaged_region_of(entry: &Entry) -> (u64, u64) {
+    match &entry.body {
+        EntryBody::Notice { text, .. } => crate::session::notices::damaged_region(text).unwrap(),
+        _ => panic!("not a notice: {entry:?}"),
     }
 }
