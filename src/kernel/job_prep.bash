@@ -77,8 +77,9 @@
   } 2>/dev/null
   # A syntax error: nothing of the command runs, and `bash -n -c` says it
   # in `bash -c`'s words (the parse, in a subshell, executes nothing
-  # after its `set -n`). The state stays as it was.
-  if ! { ( builtin eval "set -n
+  # after its `set -n`, quoted: never the user's alias). The state stays
+  # as it was.
+  if ! { ( builtin eval "\\builtin set -n
 $__eukhe_cmd" ); } 2>/dev/null; then
     builtin printf 'skip\0\0\0status\0\0%s\0' 2 >"$__eukhe_state"
     builtin exec -a bash "$BASH" --norc --noprofile -n -c "$__eukhe_cmd"
