@@ -12,11 +12,12 @@
   builtin unset __eukhe_a
   . "$__eukhe_restore"
   if [[ $__eukhe_take == template ]]; then
-    # `.` (a claim's RESTORE_AHEAD) is passed over: this bash restored
-    # the snapshot as it started.
+    # `.` (a claim's RESTORE_AHEAD): the kernel has written a spare's
+    # first snapshot over the blank one this bash restored as it started;
+    # it restores that now, ahead of the session's first job.
     while IFS= builtin read -r -d '' __eukhe_job <&5 &&
       [[ $__eukhe_job == . ]]; do
-      :
+      . "$__eukhe_restore"
     done
     [[ -n $__eukhe_job ]] &&
     IFS= builtin read -r -d '' __eukhe_in <&5 &&

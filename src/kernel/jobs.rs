@@ -113,8 +113,8 @@ impl Template {
             .write_all(&zygote::message(&[job, stdin, command]))
     }
 
-    /// Have its waiting job shell restore the `late` script now, ahead of
-    /// the job it will take.
+    /// Have its waiting job's bash restore the `restore` script again now,
+    /// ahead of the job it will take.
     fn restore_ahead(&mut self) -> std::io::Result<()> {
         self.jobs
             .write_all(&zygote::message(&[zygote::RESTORE_AHEAD]))
@@ -259,9 +259,9 @@ impl Kernel {
     /// claimed before, or never a spare's, is left as it is).
     ///
     /// The spare's template, made ahead over the blank state, stays as
-    /// [`Kernel::claim_template`]: its `late` script becomes the whole first
-    /// snapshot's restore, which its waiting job shell, already forked,
-    /// runs at once (`Template::restore_ahead`), in the milliseconds before
+    /// [`Kernel::claim_template`]: its `restore` and `late` scripts become
+    /// the first snapshot's, which its waiting job's bash, already started,
+    /// restores at once (`Template::restore_ahead`), in the milliseconds before
     /// the client's first request comes; so the session's first job waits
     /// for neither a template nor a restore. The session's own template is
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as

@@ -52,8 +52,8 @@ pub fn script() -> String {
 }
 
 /// Written to a template's FIFO in place of a job's fields: its waiting
-/// job shell restores the template's `late` script now. Never a job's
-/// name: `Spool::accept` refuses any but letters, digits and `-`.
+/// job's bash restores the template's `restore` script again now. Never
+/// a job's name: `Spool::accept` refuses any but letters, digits and `-`.
 pub const RESTORE_AHEAD: &str = ".";
 
 /// The pipes between the kernel and its shell (they outlive any one shell).
