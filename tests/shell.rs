@@ -181,3 +181,25 @@ fn a_directory_replaced_at_its_path_is_the_one_used() {
     assert!(dir.join("made").exists());
     assert!(!env.dir.join("old/made").exists());
 }
+
+#[test]
+fn words_that_parse_only_once_an_earlier_line_ran_run_as_in_bash_dash_c() {
+    let env = Env::new("shell-extglob");
+    let id = new_session(&env, None);
+    assert!(bash(&env, &id, "KEEP=kept; set -o pipefail")
+        .status
+        .success());
+    // `bash -c` runs line 1 before it reads line 2.
+    let out = bash(
+        &env,
+        &id,
+        "shopt -s extglob\ncase ab in @(ab|cd)) echo \"matched $KEEP\";; esac\n[[ -o pipefail ]] && echo pipefail; env | grep -c BASH_ENV || :",
+    );
+    assert_eq!(text(&out.stdout), "matched kept\npipefail\n0\n", "{out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Its changes are not kept; the session works on.
+    assert_eq!(
+        text(&bash(&env, &id, "shopt -q extglob || echo off").stdout),
+        "off\n"
+    );
+}

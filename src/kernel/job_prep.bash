@@ -76,14 +76,19 @@
     fi
     builtin export -n __eukhe_so0 __eukhe_bo0 __eukhe_x __eukhe_off __eukhe_cmd
   } 2>/dev/null
-  # A syntax error: nothing of the command runs, and `bash -n -c` says it
-  # in `bash -c`'s words (the parse, in a subshell, executes nothing
-  # after its `set -n`, quoted: never the user's alias). The state stays
-  # as it was.
+  # A command whose parse fails here (a syntax error, or words that parse
+  # only once an earlier line has run, as `shopt -s extglob` makes them)
+  # runs as `bash -c` runs it, in a bash over the restore with the options
+  # it begins with; its state stays as it was. The parse, in a subshell,
+  # executes nothing after its `set -n` (quoted: never the user's alias).
   if ! { ( builtin eval "\\builtin set -n
 $__eukhe_cmd" ); } 2>/dev/null; then
-    builtin printf 'skip\0\0\0status\0\0%s\0' 2 >"$__eukhe_state"
-    builtin exec -a bash "$BASH" --norc --noprofile -n -c "$__eukhe_cmd"
+    builtin printf 'skip\0\0\0' >"$__eukhe_state"
+    IFS=: builtin read -r -a __eukhe_names <<<"$__eukhe_so0"
+    __eukhe_opts=()
+    for __eukhe_n in "${__eukhe_names[@]}"; do __eukhe_opts+=(-o "$__eukhe_n"); done
+    BASH_ENV=$__eukhe_restore builtin exec -a bash "$BASH" --norc --noprofile \
+      "${__eukhe_opts[@]}" -c "$__eukhe_cmd" <"${__eukhe_in:-/dev/null}"
   fi
   if [[ $__eukhe_off == *v* ]]; then builtin printf '%s\n' "$__eukhe_cmd" >&2; fi
 }

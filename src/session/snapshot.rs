@@ -210,7 +210,10 @@ impl Snapshot {
             .into_iter()
             .filter(|kind| !matches!(*kind, "trap" | "set"))
             .collect();
-        self.script_of(&early)
+        // A bash started over this script as its BASH_ENV (a command that
+        // only parses as it runs, `job_prep.bash`) passes it on to no
+        // program; no snapshot holds it.
+        format!("\\builtin unset BASH_ENV\n{}", self.script_of(&early))
     }
 
     /// Traps and `set -o`: what a job's own bash applies after it has
