@@ -42,6 +42,9 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
             ago(now_ms, s.active_ms),
             if s.cwd.is_empty() {
                 "-".into()
+            } else if !std::path::Path::new(&s.cwd).is_dir() {
+                // Its commands do not run until it is back.
+                format!("{} (missing)", escape_controls(&s.cwd))
             } else {
                 escape_controls(&s.cwd)
             },

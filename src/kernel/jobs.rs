@@ -90,13 +90,14 @@ pub struct Template {
 }
 
 impl Template {
-    /// Remove its files but `late`, which a job it took may still be about
-    /// to read: returns that path (see `Kernel::retire`).
-    fn remove_files(self) -> PathBuf {
-        for path in [&self.fifo, &self.taken, &self.restore, &self.next] {
+    /// Remove its files but `restore` and `late`, which the bash of a job
+    /// it took may still be about to read: returns those paths (see
+    /// `Kernel::retire`).
+    fn remove_files(self) -> [PathBuf; 2] {
+        for path in [&self.fifo, &self.taken, &self.next] {
             let _ = std::fs::remove_file(path);
         }
-        self.late
+        [self.restore, self.late]
     }
 
     /// Whether it restored snapshot `version` and its shell is up.
@@ -112,8 +113,8 @@ impl Template {
             .write_all(&zygote::message(&[job, stdin, command]))
     }
 
-    /// Have its waiting job shell restore the `late` script now, ahead of
-    /// the job it will take.
+    /// Have its waiting job's bash restore the `restore` script again now,
+    /// ahead of the job it will take.
     fn restore_ahead(&mut self) -> std::io::Result<()> {
         self.jobs
             .write_all(&zygote::message(&[zygote::RESTORE_AHEAD]))
@@ -172,7 +173,8 @@ pub struct Kernel {
     /// Processes that runs left behind (children of the kernel other than
     /// its shell).
     pub background: u32,
-    /// `late` scripts of dropped templates, kept while a job may read them.
+    /// `restore` and `late` scripts of dropped templates, kept while a job
+    /// may read them.
     retired_late: Vec<PathBuf>,
     /// Bumped on every change a follower may be waiting for.
     pub changed: watch::Sender<u64>,
@@ -257,9 +259,9 @@ impl Kernel {
     /// claimed before, or never a spare's, is left as it is).
     ///
     /// The spare's template, made ahead over the blank state, stays as
-    /// [`Kernel::claim_template`]: its `late` script becomes the whole first
-    /// snapshot's restore, which its waiting job shell, already forked,
-    /// runs at once (`Template::restore_ahead`), in the milliseconds before
+    /// [`Kernel::claim_template`]: its `restore` and `late` scripts become
+    /// the first snapshot's, which its waiting job's bash, already started,
+    /// restores at once (`Template::restore_ahead`), in the milliseconds before
     /// the client's first request comes; so the session's first job waits
     /// for neither a template nor a restore. The session's own template is
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as
@@ -278,7 +280,8 @@ impl Kernel {
         let blank = self.version;
         self.version += 1;
         if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
-            let written = write_private(&template.late, &self.snapshot.restore_script())
+            let written = write_private(&template.restore, &self.snapshot.template_script())
+                .and_then(|()| write_private(&template.late, &self.snapshot.late_script()))
                 .and_then(|()| template.restore_ahead());
             match written {
                 Ok(()) => {
@@ -470,11 +473,13 @@ impl Kernel {
             (None, Some(claim_template)) => claim_template.take(job, &stdin, command),
             (None, None) => {
                 let restore = self.scratch(job, "restore");
-                write_private(&restore, &self.snapshot.restore_script())
+                let late = self.scratch(job, "late");
+                write_private(&restore, &self.snapshot.template_script())
+                    .and_then(|()| write_private(&late, &self.snapshot.late_script()))
                     .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
-                let restore = restore.to_string_lossy();
+                let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
                 let message = zygote::message(&[
-                    "job", job, &out_fifo, &err_fifo, &restore, &capture, &stdin, command,
+                    "job", job, &out_fifo, &err_fifo, &restore, &late, &capture, &stdin, command,
                 ]);
                 self.shell_input()?.write_all(&message)
             }
@@ -631,16 +636,18 @@ impl Kernel {
     }
 
     /// Drop `template`: its job FIFO closes, so its waiting job shell and
-    /// reporter end, and then its shell. Its `late` script is removed only
-    /// once no job runs: a job it took may not have applied it yet (jobs
+    /// reporter end, and then its shell. Its `restore` and `late` scripts
+    /// are removed only once no job runs: a job it took may not have
+    /// sourced them yet (jobs
     /// run side by side, and a job that ends first can change the snapshot
     /// and so drop the template of the others).
     fn retire(&mut self, template: Template) {
-        self.retired_late.push(template.remove_files());
+        self.retired_late.extend(template.remove_files());
         self.remove_retired_late();
     }
 
-    /// Remove retired templates' `late` scripts, once no job runs.
+    /// Remove retired templates' `restore` and `late` scripts, once no job
+    /// runs.
     fn remove_retired_late(&mut self) {
         if !self.job_running() {
             for path in self.retired_late.drain(..) {
@@ -888,6 +895,8 @@ impl Kernel {
         j.placeholders.clear();
         self.last_job_ms = crate::clock::mono_ms();
         let (notice, signal) = match parsed {
+            // The command did not run: the state stands.
+            Some(Ok(capture)) if capture.not_run => (capture.lost_cwd.map(lost_cwd_notice), None),
             Some(Ok(capture)) => {
                 let changes = j.started_from.changes_to(&capture.snapshot);
                 let mut notice = None;
@@ -956,7 +965,7 @@ impl Kernel {
     }
 
     fn forget_scratch(&self, job: &str) {
-        for what in ["restore", "out", "err"] {
+        for what in ["restore", "late", "out", "err"] {
             let _ = std::fs::remove_file(self.scratch(job, what));
         }
     }
@@ -1007,6 +1016,19 @@ fn end_without_capture(status: i32, cancelled: bool) -> (Option<String>, Option<
         );
     }
     (notice, signal)
+}
+
+/// What a run that could not enter the session's directory says.
+fn lost_cwd_notice(cwd: String) -> String {
+    let what = if std::path::Path::new(&cwd).exists() {
+        "cannot be entered"
+    } else {
+        "no longer exists"
+    };
+    format!(
+        "the command did not run: the session's directory {cwd} {what}; \
+         make it again, or start another session (`eukhe new --cwd DIR`)"
+    )
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which

@@ -1,26 +1,29 @@
 # eukhe's kernel shell (the zygote): it holds no user state of its own.
-# Jobs are forked from it, or from a *template*: a shell it forks that has
-# already restored the session's snapshot (all but traps and `set -o`,
-# which each job applies), so a job does not wait for the restore. A
-# template forks each job's reporter, and the reporter the job's shell,
-# ahead of the job: the job's shell waits for its job on the template's
-# FIFO and says on a second FIFO when it has taken one, and the template
-# then forks the next, so a job waits for no fork at all.
+# Jobs are forked from it, or from a *template*: a shell it forks ahead of
+# the next job. A template forks each job's reporter, and the reporter the
+# job's shell, ahead of the job: the job's shell waits for its job on the
+# template's FIFO and says on a second FIFO when it has taken one, and the
+# template then forks the next, so a job waits for no fork at all. Each
+# job's command runs in a bash of its own, which restores the snapshot
+# itself (`job.bash`).
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
-#   job JOB STDOUT STDERR RESTORE CAPTURE STDIN COMMAND  (fork a job here;
-#     STDIN is the file its command reads, empty for /dev/null)
+#   job JOB STDOUT STDERR RESTORE LATE CAPTURE STDIN COMMAND  (fork a job
+#     here; STDIN is the file its command reads, empty for /dev/null)
 #   template FIFO TAKEN RESTORE SCRATCH LATE NEXT  (fork a template that
 #     restores RESTORE, then forks job shells that take jobs, `JOB
 #     STDIN COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
 #     when they have one, or `e` when FIFO has ended; a job's output
-#     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and it
-#     restores LATE; after a job is taken, the next job shell is forked
+#     FIFOs and capture are SCRATCH/JOB.out, .err and .state, and its own
+#     bash sources LATE, which restores RESTORE; after a job is taken,
+#     the next job shell is forked
 #     when the kernel writes a byte to the FIFO NEXT (fd 7))
 # fd 4: reports to the kernel, NUL-terminated: `started JOB GROUP`,
 # `finished GROUP STATUS` (a job), `template FIFO PID`, and once, as it
 # starts, `defaults DECLARED UMASK`.
 unset __eukhe_zygote
+# The bash every job's command runs in.
+__eukhe_bash=$BASH
 # What bash gives every shell it starts, which a job's capture lists though
 # no snapshot set it (`HOSTNAME`, `IFS`, `OPTIND`, ..., the umask): the
 # kernel adds it to a session's first snapshot.
@@ -42,7 +45,6 @@ while :; do
       # TAKEN read and write: opening never blocks, and reading never
       # meets an end. FIFO and NEXT end when the kernel drops them.
       exec 3<&- 5<"$__eukhe_fifo" 6<>"$__eukhe_taken" 7<"$__eukhe_next"
-      . "$__eukhe_restore"
       set -m
       builtin printf 'template\0%s\0%s\0' "$__eukhe_fifo" "$BASHPID" >&4
       while :; do
@@ -73,6 +75,7 @@ while :; do
   IFS= read -r -d '' __eukhe_out <&3 || break
   IFS= read -r -d '' __eukhe_err <&3 || break
   IFS= read -r -d '' __eukhe_restore <&3 || break
+  IFS= read -r -d '' __eukhe_late <&3 || break
   IFS= read -r -d '' __eukhe_state <&3 || break
   IFS= read -r -d '' __eukhe_in <&3 || break
   IFS= read -r -d '' __eukhe_cmd <&3 || break

@@ -8,40 +8,52 @@ use std::process::{Command, Stdio};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 
-/// How a template's job shell takes its job: `JOB STDIN COMMAND` from the
-/// template's FIFO (fd 5), said taken on fd 6; its files are named after
-/// the job in the scratch directory, and it restores the template's `late`
-/// script (traps and `set -o`). [`RESTORE_AHEAD`] in place of a job has
-/// it restore `late` at once and wait on: a claimed spare's first snapshot,
-/// off the way of the session's first job.
-const TAKE_FROM_TEMPLATE: &str = r#"    while IFS= builtin read -r -d '' __eukhe_job <&5 &&
-      [[ $__eukhe_job == . ]]; do
-      . "$__eukhe_late"
-      __eukhe_late=/dev/null
-    done
-    [[ -n $__eukhe_job ]] &&
-    IFS= builtin read -r -d '' __eukhe_in <&5 &&
-    IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
-      { builtin printf e >&6; builtin exit 0; }
-    builtin printf t >&6
-    __eukhe_out=$__eukhe_scratch/$__eukhe_job.out
-    __eukhe_err=$__eukhe_scratch/$__eukhe_job.err
-    __eukhe_state=$__eukhe_scratch/$__eukhe_job.state
-    __eukhe_restore=$__eukhe_late"#;
+/// How a template's job shell becomes its job's bash: ahead of the job,
+/// which that bash takes itself from the template's FIFO (fd 5), saying it
+/// taken on fd 6 (`job_prep.bash`); its files are named after the job in
+/// the scratch directory.
+const EXEC_FROM_TEMPLATE: &str = r#"    __eukhe_a=$__eukhe_prep __eukhe_take=template __eukhe_group=$__eukhe_group \
+      __eukhe_restore=$__eukhe_restore __eukhe_late=$__eukhe_late \
+      __eukhe_scratch=$__eukhe_scratch \
+      builtin exec -a bash "$__eukhe_bash" --norc --noprofile -c "$__eukhe_line"
+    builtin exit 126"#;
+
+/// How the job shell of a job the kernel's shell forks becomes its bash:
+/// the job is known, and its command comes on fd 5.
+const EXEC_FOR_JOB: &str = r#"    __eukhe_a=$__eukhe_prep __eukhe_take=job __eukhe_group=$__eukhe_group \
+      __eukhe_restore=$__eukhe_restore __eukhe_late=$__eukhe_late \
+      __eukhe_job=$__eukhe_job __eukhe_out=$__eukhe_out __eukhe_err=$__eukhe_err \
+      __eukhe_state=$__eukhe_state __eukhe_in=$__eukhe_in \
+      builtin exec -a bash "$__eukhe_bash" --norc --noprofile -c "$__eukhe_line" \
+      5<<<"$__eukhe_cmd"
+    builtin exit 126"#;
 
 /// The kernel's shell, with the job code (`job.bash`) in both places that
 /// fork a job: the shell itself (which read the job's fields before it
-/// forked) and a prepared template (whose job shell takes them itself).
+/// forked) and a prepared template (whose job's bash takes them itself).
+/// Ahead of it, the words every job's bash runs: `job_prep.bash` (as
+/// `__eukhe_a`), then the command, on line 1 (`__eukhe_line`), then the
+/// capture, read with that line.
 pub fn script() -> String {
+    use crate::session::snapshot::quote;
     let job = include_str!("job.bash");
-    include_str!("zygote.bash")
-        .replace("@TEMPLATE_JOB@", &job.replace("@TAKE@", TAKE_FROM_TEMPLATE))
-        .replace("@JOB@", &job.replace("@TAKE@\n", ""))
+    let line = format!(
+        "builtin eval \"$__eukhe_a\"; eval \"$__eukhe_x$__eukhe_cmd\" <\"${{__eukhe_in:-/dev/null}}\"; {{\n{}}}",
+        include_str!("capture.bash")
+    );
+    format!(
+        "__eukhe_prep={}\n__eukhe_line={}\n{}",
+        quote(include_str!("job_prep.bash")),
+        quote(&line),
+        include_str!("zygote.bash")
+            .replace("@TEMPLATE_JOB@", &job.replace("@TAKE@", EXEC_FROM_TEMPLATE))
+            .replace("@JOB@", &job.replace("@TAKE@", EXEC_FOR_JOB))
+    )
 }
 
 /// Written to a template's FIFO in place of a job's fields: its waiting
-/// job shell restores the template's `late` script now. Never a job's
-/// name: `Spool::accept` refuses any but letters, digits and `-`.
+/// job's bash restores the template's `restore` script again now. Never
+/// a job's name: `Spool::accept` refuses any but letters, digits and `-`.
 pub const RESTORE_AHEAD: &str = ".";
 
 /// The pipes between the kernel and its shell (they outlive any one shell).

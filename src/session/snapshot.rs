@@ -62,6 +62,11 @@ pub struct Capture {
     pub status: Option<i32>,
     /// Whether its shell still had jobs (`jobs -p`) when it captured.
     pub has_jobs: bool,
+    /// The command did not run (its working directory or its stdin could
+    /// not be had): the capture holds no state, and the state stands.
+    pub not_run: bool,
+    /// The session's directory, when it could not be entered.
+    pub lost_cwd: Option<String>,
 }
 
 /// What one job changed: items set (to their new text) or removed (`None`).
@@ -197,18 +202,22 @@ impl Snapshot {
         self.script_of(&KIND_ORDER)
     }
 
-    /// All of the restore but traps and `set -o`: what a template shell
-    /// restores ahead of its job (its own loop must not run under the user's
-    /// `set -e` or traps).
+    /// All of the restore but traps and `set -o`: what a job's own bash
+    /// restores as it starts, ahead of its job in a template (its wait for
+    /// the job must not run under the user's `set -e` or traps).
     pub fn template_script(&self) -> String {
         let early: Vec<&str> = KIND_ORDER
             .into_iter()
             .filter(|kind| !matches!(*kind, "trap" | "set"))
             .collect();
-        self.script_of(&early)
+        // A bash started over this script as its BASH_ENV (a command that
+        // only parses as it runs, `job_prep.bash`) passes it on to no
+        // program; no snapshot holds it.
+        format!("\\builtin unset BASH_ENV\n{}", self.script_of(&early))
     }
 
-    /// Traps and `set -o`: what each job of a template applies itself.
+    /// Traps and `set -o`: what a job's own bash applies after it has
+    /// taken its job (they must not act on eukhe's code before it).
     pub fn late_script(&self) -> String {
         self.script_of(&["trap", "set"])
     }
@@ -225,7 +234,12 @@ impl Snapshot {
             match kind {
                 "cwd" => {
                     for cwd in texts {
-                        script += &format!("cd -- {} 2>/dev/null || cd /\n", quote(cwd));
+                        // Bash's `cd` to the path. One that cannot be
+                        // entered stops the command (`job_prep.bash`).
+                        let cwd = quote(cwd);
+                        script += &format!(
+                            "\\builtin cd -- {cwd} 2>/dev/null || __eukhe_lost_cwd={cwd}\n"
+                        );
                     }
                 }
                 // One call per command, not one per option: the restore is
@@ -299,6 +313,7 @@ pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, S
             }
             "funcnames" => function_names = declared_functions(text),
             "jobs" => capture.has_jobs = !text.trim().is_empty(),
+            "skip" => capture.not_run(name, text),
             "status" => capture.status = text.trim().parse().ok(),
             _ => capture_item(
                 &mut capture.snapshot.items,
@@ -332,6 +347,17 @@ pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, S
         }
     }
     Ok(capture)
+}
+
+impl Capture {
+    /// The command did not run: `why` is `cwd` when the session's
+    /// directory `text` could not be entered.
+    fn not_run(&mut self, why: &str, text: &str) {
+        self.not_run = true;
+        if why == "cwd" {
+            self.lost_cwd = Some(text.to_string());
+        }
+    }
 }
 
 /// What bash gives every shell it starts, before any restore: the
@@ -800,7 +826,10 @@ mod tests {
         s.items
             .insert("func:f".into(), "f () \n{ \n    :\n}".into());
         let script = s.restore_script();
-        assert!(script.starts_with("cd -- '/tmp/it'\\''s here' 2>/dev/null || cd /\n"));
+        let cwd = r"'/tmp/it'\''s here'";
+        assert!(script.starts_with(&format!(
+            "\\builtin cd -- {cwd} 2>/dev/null || __eukhe_lost_cwd={cwd}\n"
+        )));
         s.items
             .insert("set:pipefail".into(), "set +o pipefail".into());
         s.items
