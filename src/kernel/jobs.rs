@@ -3,6 +3,10 @@
 //! user bash (`b<N>`); each is forked by the shell in its own process group
 //! from the snapshot as it is when the job starts, and its changes to the
 //! shell state are merged into the snapshot when it ends.
+//!
+//! - `template`: shells and output FIFOs made ahead of the next job, and
+//!   the spare's claim.
+//! - `ends`: a job's output closing, its end, its capture merged.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -13,18 +17,20 @@ use std::rc::Rc;
 
 use tokio::sync::watch;
 
-use super::output::{open_fifo, Fifo};
+use super::output::open_fifo;
 use super::spool::{JobEnd, LostOutput, Spool};
 use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
-use crate::laws::adoption::ProcessIdentity;
 use crate::laws::runs::{kernel_accepts, SpoolRun};
-use crate::laws::timing::TM;
 use crate::protocol::kernel::JobState;
 use crate::session::entry::Stream;
-use crate::session::snapshot::{parse_capture, Capture, Snapshot};
+use crate::session::snapshot::Snapshot;
 use crate::session::store::SessionFiles;
-use crate::session::SessionError;
+
+mod ends;
+mod template;
+
+use template::{SpareOutput, Template};
 
 /// One job the kernel runs.
 pub struct Job {
@@ -62,88 +68,6 @@ struct Handed {
     readers: Readers,
     placeholders: Vec<File>,
     read_ends: [Option<RawFd>; 2],
-}
-
-/// A shell forked by the kernel's shell that has restored one version of
-/// the snapshot and takes jobs from its FIFO.
-pub struct Template {
-    /// The snapshot version it restored.
-    version: u64,
-    fifo: PathBuf,
-    /// Where its reporters say they have taken a job.
-    taken: PathBuf,
-    restore: PathBuf,
-    /// Traps and `set -o`, which each job applies itself (the template's
-    /// own loop must not run under the user's `set -e` or traps).
-    late: PathBuf,
-    /// The FIFO's end the kernel writes jobs to (dropping it ends the
-    /// template).
-    jobs: File,
-    /// Where the kernel asks for the next job shell (a byte each).
-    next: PathBuf,
-    next_writer: File,
-    /// A job shell waits for a job: none after one took a job, until
-    /// the kernel asks for the next (`Kernel::arm_template`).
-    armed: bool,
-    /// The template's shell, once it reported ready.
-    shell: Option<ProcessIdentity>,
-}
-
-impl Template {
-    /// Remove its files but `restore` and `late`, which the bash of a job
-    /// it took may still be about to read: returns those paths (see
-    /// `Kernel::retire`).
-    fn remove_files(self) -> [PathBuf; 2] {
-        for path in [&self.fifo, &self.taken, &self.next] {
-            let _ = std::fs::remove_file(path);
-        }
-        [self.restore, self.late]
-    }
-
-    /// Whether it restored snapshot `version` and its shell is up.
-    fn is_ready(&self, version: u64) -> bool {
-        self.version == version && self.shell.is_some_and(is_alive)
-    }
-
-    /// Hand a job to its waiting job shell (which names the job's FIFOs and
-    /// capture after the job).
-    fn take(&mut self, job: &str, stdin: &str, command: &str) -> std::io::Result<()> {
-        self.armed = false;
-        self.jobs
-            .write_all(&zygote::message(&[job, stdin, command]))
-    }
-
-    /// Have its waiting job's bash restore the `restore` script again now,
-    /// ahead of the job it will take.
-    fn restore_ahead(&mut self) -> std::io::Result<()> {
-        self.jobs
-            .write_all(&zygote::message(&[zygote::RESTORE_AHEAD]))
-    }
-
-    /// Have a job shell forked, unless one waits already.
-    fn arm(&mut self) -> std::io::Result<()> {
-        if !self.armed {
-            self.next_writer.write_all(b"n")?;
-            self.armed = true;
-        }
-        Ok(())
-    }
-}
-
-/// Output FIFOs made ahead of the next job, off its way, under names of
-/// their own until a job takes them (`Kernel::prepare_spare`).
-struct SpareOutput {
-    /// stdout's and stderr's.
-    paths: [PathBuf; 2],
-    fifos: [Fifo; 2],
-}
-
-impl SpareOutput {
-    fn remove_files(&self) {
-        for path in &self.paths {
-            let _ = std::fs::remove_file(path);
-        }
-    }
 }
 
 /// A start over the snapshot: what it brought back, and the id the
@@ -251,59 +175,6 @@ impl Kernel {
             },
             reports,
         ))
-    }
-
-    /// The spare this kernel serves became a session (`eukhe new` wrote
-    /// its metadata): make its first snapshot, from the working directory
-    /// and environment `new` gave it. Whether it was made now (a kernel
-    /// claimed before, or never a spare's, is left as it is).
-    ///
-    /// The spare's template, made ahead over the blank state, stays as
-    /// [`Kernel::claim_template`]: its `restore` and `late` scripts become
-    /// the first snapshot's, which its waiting job's bash, already started,
-    /// restores at once (`Template::restore_ahead`), in the milliseconds before
-    /// the client's first request comes; so the session's first job waits
-    /// for neither a template nor a restore. The session's own template is
-    /// made once that job's end is on its way ([`Kernel::arm_template`]), as
-    /// after any job: made at the claim, its shell would share the two cores
-    /// with that restore and with the client's start.
-    pub fn claim(&mut self) -> Result<bool, String> {
-        if !self.unclaimed {
-            return Ok(false);
-        }
-        self.snapshot = Rc::new(super::first_snapshot(
-            &self.files,
-            self.shell_defaults.as_ref(),
-        )?);
-        self.unclaimed = false;
-        self.first_unmerged = true;
-        let blank = self.version;
-        self.version += 1;
-        if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
-            let written = write_private(&template.restore, &self.snapshot.template_script())
-                .and_then(|()| write_private(&template.late, &self.snapshot.late_script()))
-                .and_then(|()| template.restore_ahead());
-            match written {
-                Ok(()) => {
-                    template.version = self.version;
-                    self.claim_template = Some(template);
-                }
-                Err(e) => {
-                    tracing::warn!("the spare's template is not used: {e}");
-                    self.retire(template);
-                }
-            }
-        }
-        Ok(true)
-    }
-
-    /// A spare's kernel, while nothing waits: a template over the blank
-    /// state and the first job's output pipes, ready for the claim.
-    pub fn prepare_for_claim(&mut self) {
-        if self.unclaimed {
-            self.prepare_template();
-            self.prepare_spare();
-        }
     }
 
     pub fn bump(&self) {
@@ -492,187 +363,14 @@ impl Kernel {
         })
     }
 
-    /// The spare output FIFOs, moved to `paths` (a job's names), if there
-    /// are any and the move works.
-    fn take_spare(&mut self, paths: &[PathBuf; 2]) -> Option<[Fifo; 2]> {
-        let spare = self.spare.take()?;
-        for (from, to) in spare.paths.iter().zip(paths) {
-            if let Err(e) = std::fs::rename(from, to) {
-                tracing::warn!("cannot move {} to {}: {e}", from.display(), to.display());
-                spare.remove_files();
-                return None;
-            }
-        }
-        Some(spare.fifos)
-    }
-
-    /// Make the next job's output FIFOs now, while nothing waits for them.
-    pub fn prepare_spare(&mut self) {
-        if self.spare.is_some() || self.stopping {
-            return;
-        }
-        self.spare_seq += 1;
-        let name = format!("spare-{}", self.spare_seq);
-        let paths = STREAMS.map(|stream| self.scratch(&name, stream_name(stream)));
-        match open_fifo(&paths[0]).and_then(|out| Ok([out, open_fifo(&paths[1])?])) {
-            Ok(fifos) => self.spare = Some(SpareOutput { paths, fifos }),
-            Err(e) => {
-                tracing::warn!("no output pipes made ahead: {e}");
-                for path in &paths {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
-        }
-    }
-
-    /// Remove the spare output FIFOs (the kernel stops).
-    pub fn drop_spare(&mut self) {
-        if let Some(spare) = self.spare.take() {
-            spare.remove_files();
-        }
-    }
-
     fn shell_input(&self) -> Result<File, String> {
         let pipe = self.pipes.jobs_write.try_clone();
         Ok(File::from(pipe.map_err(|e| format!("kernel: {e}"))?))
     }
 
-    /// The template of the current snapshot, if it is up and alive.
-    fn ready_template(&mut self) -> Option<&mut Template> {
-        let version = self.version;
-        self.template.as_mut().filter(|t| t.is_ready(version))
-    }
-
-    /// Have the shell fork a template over the current snapshot (the old
-    /// one ends: its job FIFO closes). Off every job's way: the next job
-    /// finds it restored.
-    pub fn prepare_template(&mut self) {
-        if let Some(old) = self.template.take() {
-            self.retire(old);
-        }
-        if self.stopping {
-            return;
-        }
-        self.template_seq += 1;
-        let name = format!("template-{}", self.template_seq);
-        let fifo = self.scratch(&name, "fifo");
-        let taken = self.scratch(&name, "taken");
-        let restore = self.scratch(&name, "restore");
-        let late = self.scratch(&name, "late");
-        let next = self.scratch(&name, "next");
-        let made = (|| -> Result<Template, String> {
-            for path in [&fifo, &taken, &next] {
-                let _ = std::fs::remove_file(path);
-                super::output::make_fifo(path)?;
-            }
-            // Read and write: never blocks, and the template sees the end
-            // only when the kernel drops it.
-            let open = |path: &PathBuf| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| format!("kernel: {}: {e}", path.display()))
-            };
-            let jobs = open(&fifo)?;
-            let next_writer = open(&next)?;
-            write_private(&restore, &self.snapshot.template_script())
-                .and_then(|_| write_private(&late, &self.snapshot.late_script()))
-                .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
-            let message = zygote::message(&[
-                "template",
-                &fifo.to_string_lossy(),
-                &taken.to_string_lossy(),
-                &restore.to_string_lossy(),
-                &self.files.scratch().to_string_lossy(),
-                &late.to_string_lossy(),
-                &next.to_string_lossy(),
-            ]);
-            self.shell_input()?
-                .write_all(&message)
-                .map_err(|e| format!("kernel: cannot ask for a template: {e}"))?;
-            Ok(Template {
-                version: self.version,
-                fifo: fifo.clone(),
-                taken: taken.clone(),
-                restore: restore.clone(),
-                late: late.clone(),
-                jobs,
-                next: next.clone(),
-                next_writer,
-                armed: true,
-                shell: None,
-            })
-        })();
-        match made {
-            Ok(template) => self.template = Some(template),
-            // Jobs then restore the snapshot themselves.
-            Err(e) => tracing::warn!("no template: {e}"),
-        }
-    }
-
-    /// Drop the template of a session that has been idle for
-    /// `template_idle` (its shell is memory an idle session need not hold;
-    /// the next job restores the snapshot itself and prepares another).
-    pub fn drop_idle_template(&mut self, now_ms: u64) {
-        // A spare's is there for the claim, however long that takes.
-        if self.unclaimed {
-            return;
-        }
-        let held = self.template.is_some() || self.claim_template.is_some();
-        if held && template_expired(self.job_running(), self.last_job_ms, now_ms) {
-            for template in [self.template.take(), self.claim_template.take()]
-                .into_iter()
-                .flatten()
-            {
-                self.retire(template);
-            }
-        }
-    }
-
     /// Whether a job has not ended yet.
     fn job_running(&self) -> bool {
         self.jobs.values().any(|j| j.end.is_none())
-    }
-
-    /// Drop `template`: its job FIFO closes, so its waiting job shell and
-    /// reporter end, and then its shell. Its `restore` and `late` scripts
-    /// are removed only once no job runs: a job it took may not have
-    /// sourced them yet (jobs
-    /// run side by side, and a job that ends first can change the snapshot
-    /// and so drop the template of the others).
-    fn retire(&mut self, template: Template) {
-        self.retired_late.extend(template.remove_files());
-        self.remove_retired_late();
-    }
-
-    /// Remove retired templates' `restore` and `late` scripts, once no job
-    /// runs.
-    fn remove_retired_late(&mut self) {
-        if !self.job_running() {
-            for path in self.retired_late.drain(..) {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-
-    /// Have the template fork its next job shell now that a job's end is
-    /// on its way (or prepare a template over a changed snapshot).
-    pub fn arm_template(&mut self) {
-        if self.needs_template() {
-            self.prepare_template();
-        } else if let Some(template) = self.ready_template() {
-            if let Err(e) = template.arm() {
-                tracing::warn!("template: cannot ask for a job shell: {e}");
-            }
-        }
-    }
-
-    /// Whether the template is missing or restored an older snapshot.
-    pub fn needs_template(&self) -> bool {
-        self.template
-            .as_ref()
-            .is_none_or(|t| t.version != self.version)
     }
 
     /// The kernel's shell said what bash gives every shell: kept for the
@@ -684,19 +382,6 @@ impl Kernel {
             Rc::make_mut(&mut self.snapshot).fill_in(&defaults);
         }
         self.shell_defaults = Some(defaults);
-    }
-
-    /// A template reported that it is ready. Once the session's own is, a
-    /// claimed spare's template is no longer needed.
-    pub fn template_ready(&mut self, fifo: &str, pid: u32) {
-        if let Some(template) = &mut self.template {
-            if template.fifo.to_string_lossy() == fifo {
-                template.shell = identity_of(pid);
-                if let Some(claim_template) = self.claim_template.take() {
-                    self.retire(claim_template);
-                }
-            }
-        }
     }
 
     /// The job's shell is running, in its own process group.
@@ -753,245 +438,6 @@ impl Kernel {
             self.bump();
         }
     }
-
-    /// `job`'s end as it is told, once the output its shell wrote before
-    /// it ended is read: counting the output lost since [`Kernel::ended`]
-    /// (that last output among it). `None` while it runs.
-    pub fn end_to_tell(&mut self, job: &str) -> Option<JobEnd> {
-        let j = self.jobs.get_mut(job)?;
-        let end = j.end.as_mut()?;
-        if let Some(more) = j.lost.take() {
-            LostOutput::add(&mut end.lost_output, more);
-            if keeps_end(job) {
-                if let Err(e) = self.spool.set_end(job, end) {
-                    tracing::warn!("{job}'s end could not be kept again: {e}");
-                }
-            }
-        }
-        Some(end.clone())
-    }
-
-    /// Whether output of `job` waits in its FIFOs, not yet read into the
-    /// spool (its shell ended a moment before the reader got to it).
-    pub fn unread_output(&self, job: &str) -> bool {
-        let Some(j) = self.jobs.get(job) else {
-            return false;
-        };
-        let held = j
-            .fifos
-            .iter()
-            .zip(j.held)
-            .any(|(fd, held)| fd.is_some() && held > 0);
-        held || j.fifos.iter().flatten().any(|&fd| {
-            let mut waiting: libc::c_int = 0;
-            // SAFETY: FIONREAD writes one int; `fd` is a FIFO read end its
-            // reader task still holds (cleared before the task drops it).
-            // No safe crate covers it: nix's ioctl macros generate unsafe
-            // functions, and rustix's safe `ioctl_fionread` takes a
-            // `BorrowedFd`, which only an unsafe `borrow_raw` makes from
-            // the raw fd the reader task's `pipe::Receiver` owns.
-            let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) };
-            rc == 0 && waiting > 0
-        })
-    }
-
-    /// A reader holds `bytes` of `job`'s `stream` back.
-    pub fn holding(&mut self, job: &str, stream: Stream, bytes: usize) {
-        if let Some(j) = self.jobs.get_mut(job) {
-            j.held[stream as usize] = bytes;
-        }
-    }
-
-    /// One of `job`'s output streams closed.
-    pub fn stream_closed(&mut self, job: &str, stream: Stream) {
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        j.fifos[stream as usize] = None;
-        j.open_streams = j.open_streams.saturating_sub(1);
-        if j.open_streams == 0 && j.end.is_none() {
-            // Ended settled, or still running (its command closed them).
-            self.end_on_closed_output(job);
-            self.bump();
-            return;
-        }
-        if j.open_streams == 0 {
-            if let Some(end) = &mut j.end {
-                // Its end told what was lost before it; this is what
-                // processes it left running wrote after.
-                if let Some(lost) = j.lost.take() {
-                    self.notices.push(format!(
-                        "{} bytes of output that {} left running wrote after it ended could not be kept: {}",
-                        lost.bytes,
-                        job_in_words(job),
-                        lost.error
-                    ));
-                }
-                end.settled = true;
-                let end = end.clone();
-                if keeps_end(job) {
-                    let _ = self.spool.set_end(job, &end);
-                }
-                self.forget_scratch(job);
-            }
-        }
-        self.bump();
-    }
-
-    /// `job`'s shell ended with `status`: keep its changes to the shell
-    /// state, and record its end.
-    pub fn ended(&mut self, job: &str, status: i32) {
-        let captured = self.take_state_capture(job);
-        let Some(j) = self.jobs.get(job) else {
-            return;
-        };
-        let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
-        self.ended_with(job, status, parsed);
-    }
-
-    /// Every writer of `job`'s output has closed before its shell's end
-    /// was reported. When its shell closed them itself, after a whole
-    /// capture (whose last word is the status) and with no job of its own
-    /// left, the run is over: it ends now, not after that shell's exit and
-    /// its reporter's word (which then only counts what the run left
-    /// running). Otherwise its command closed them, and the end waits.
-    fn end_on_closed_output(&mut self, job: &str) {
-        let path = self.scratch(job, "state");
-        let (Some(j), Ok(bytes)) = (self.jobs.get(job), std::fs::read(&path)) else {
-            return;
-        };
-        let Ok(capture) = parse_capture(&bytes, &j.started_from) else {
-            return;
-        };
-        if let (Some(status), false) = (capture.status, capture.has_jobs) {
-            self.ended_before_reporter.extend(j.group);
-            let _ = std::fs::remove_file(&path);
-            self.ended_with(job, status, Some(Ok(capture)));
-        }
-    }
-
-    /// Whether `group`'s reporter comes after its run ended as its output
-    /// closed (not a job shell of a dropped template, which took no job).
-    pub fn reporter_after_end(&mut self, group: u32) -> bool {
-        let before = self.ended_before_reporter.len();
-        self.ended_before_reporter.retain(|&g| g != group);
-        self.ended_before_reporter.len() < before
-    }
-
-    /// Record `job`'s end with `status`, keeping the changes of its
-    /// capture (`None`: its shell left none).
-    fn ended_with(
-        &mut self,
-        job: &str,
-        status: i32,
-        parsed: Option<Result<Capture, SessionError>>,
-    ) {
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        if j.end.is_some() {
-            return;
-        }
-        j.placeholders.clear();
-        self.last_job_ms = crate::clock::mono_ms();
-        let (notice, signal) = match parsed {
-            // The command did not run: the state stands.
-            Some(Ok(capture)) if capture.not_run => (capture.lost_cwd.map(lost_cwd_notice), None),
-            Some(Ok(capture)) => {
-                let changes = j.started_from.changes_to(&capture.snapshot);
-                let mut notice = None;
-                self.first_unmerged = false;
-                if self.snapshot.is_changed_by(&changes) {
-                    Rc::make_mut(&mut self.snapshot).apply(&changes);
-                    self.version += 1;
-                    if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
-                        notice = Some(format!("the shell state could not be saved: {e}"));
-                    }
-                }
-                if !capture.dropped.is_empty() {
-                    notice = Some(format!(
-                        "not kept: function {} (eukhe's shell code needs that builtin)",
-                        capture.dropped.join(", ")
-                    ));
-                }
-                (notice, None)
-            }
-            Some(Err(e)) => {
-                // The job's shell writes its capture on the state disk.
-                let full = crate::session::store::disk_space(&self.files.scratch())
-                    .is_some_and(|(free, _)| free == 0);
-                let why = if full {
-                    " (the state disk is full)"
-                } else {
-                    ""
-                };
-                (Some(format!("{e}{why}")), None)
-            }
-            None => end_without_capture(status, j.cancelled),
-        };
-        let end = JobEnd {
-            status,
-            signal,
-            cancelled: j.cancelled,
-            notice,
-            settled: j.open_streams == 0,
-            lost_output: j.lost.take(),
-        };
-        j.end = Some(end.clone());
-        self.record_end(job, &end);
-        self.remove_retired_late();
-    }
-
-    /// Read `job`'s state capture, if its shell left one, and remove its files.
-    fn take_state_capture(&self, job: &str) -> Option<Vec<u8>> {
-        let capture_path = self.scratch(job, "state");
-        let captured = std::fs::read(&capture_path).ok();
-        let _ = std::fs::remove_file(&capture_path);
-        captured
-    }
-
-    /// Keep `job`'s `end` (on disk for a run; its scratch goes once settled), wake followers.
-    fn record_end(&mut self, job: &str, end: &JobEnd) {
-        if keeps_end(job) {
-            if let Err(e) = self.spool.set_end(job, end) {
-                self.notices
-                    .push(format!("the end of {job} could not be kept: {e}"));
-            }
-        }
-        if end.settled {
-            self.forget_scratch(job);
-        }
-        self.bump();
-    }
-
-    fn forget_scratch(&self, job: &str) {
-        for what in ["restore", "late", "out", "err"] {
-            let _ = std::fs::remove_file(self.scratch(job, what));
-        }
-    }
-
-    /// Every scratch file of `job`, its state capture too.
-    fn remove_scratch(&self, job: &str) {
-        self.forget_scratch(job);
-        let _ = std::fs::remove_file(self.scratch(job, "state"));
-    }
-
-    /// Whether `job` has ended (or is not this kernel's).
-    pub fn job_ended(&self, job: &str) -> bool {
-        self.jobs.get(job).is_none_or(|j| j.end.is_some())
-    }
-
-    /// The worker has stored `job`: drop it from the books and the spool.
-    pub fn forget(&mut self, job: &str) {
-        let done = match self.jobs.get(job) {
-            Some(j) => j.end.is_some() && j.open_streams == 0,
-            None => true,
-        };
-        if done {
-            self.jobs.remove(job);
-            self.spool.forget(job);
-        }
-    }
 }
 
 /// Whether `job`'s end is kept on disk: a run's is (a later worker records
@@ -999,36 +445,6 @@ impl Kernel {
 /// next worker drops it), which spares every `eukhe bash` two file writes.
 fn keeps_end(job: &str) -> bool {
     job.starts_with('r')
-}
-
-/// The notice and signal of a job whose shell left no state capture (status 128+N: signal N).
-fn end_without_capture(status: i32, cancelled: bool) -> (Option<String>, Option<i32>) {
-    let mut notice = None;
-    let mut signal = None;
-    if status > 128 && status < 128 + 65 {
-        signal = Some(status - 128);
-    }
-    if !cancelled && signal.is_none() {
-        notice = Some(
-            "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
-             the shell state is as it was before it"
-                .to_string(),
-        );
-    }
-    (notice, signal)
-}
-
-/// What a run that could not enter the session's directory says.
-fn lost_cwd_notice(cwd: String) -> String {
-    let what = if std::path::Path::new(&cwd).exists() {
-        "cannot be entered"
-    } else {
-        "no longer exists"
-    };
-    format!(
-        "the command did not run: the session's directory {cwd} {what}; \
-         make it again, or start another session (`eukhe new --cwd DIR`)"
-    )
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which
@@ -1042,12 +458,6 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     file.write_all(text.as_bytes())
-}
-
-/// Whether a template has waited too long for a job: none runs and the
-/// last one started or ended more than `template_idle` ago.
-fn template_expired(job_running: bool, last_job_ms: u64, now_ms: u64) -> bool {
-    !job_running && now_ms.saturating_sub(last_job_ms) > TM.template_idle
 }
 
 /// A started job's output pipes, to be read by `output::read`.
@@ -1070,25 +480,5 @@ pub fn stream_name(stream: Stream) -> &'static str {
     match stream {
         Stream::Stdout => "out",
         Stream::Stderr => "err",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_template_outlives_a_busy_spell_and_goes_after_an_idle_one() {
-        let idle = TM.template_idle;
-        assert!(!template_expired(false, 1_000, 1_000 + idle));
-        assert!(template_expired(false, 1_000, 1_000 + idle + 1));
-        assert!(
-            !template_expired(true, 1_000, 1_000 + 10 * idle),
-            "a job runs"
-        );
-        assert!(
-            !template_expired(false, 5_000, 1_000),
-            "a clock before the job"
-        );
     }
 }
