@@ -3,6 +3,7 @@
 
 pub(crate) mod attach;
 pub mod cli;
+mod commands;
 pub(crate) mod connect;
 mod doctor;
 pub mod error;

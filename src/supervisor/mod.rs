@@ -7,11 +7,13 @@
 mod backend;
 pub mod error;
 mod events;
+mod handover;
 mod launch;
 pub mod lifecycle;
 mod manage;
 mod quiesce;
 mod routing;
+mod shutdown;
 mod slots;
 mod spare;
 pub(crate) mod state_lock;
