@@ -56,7 +56,7 @@ pub struct Evidence {
     /// Wakes the task that records it.
     pub due: tokio::sync::Notify,
     /// Held while a record is written, so records land in the order they
-    /// were made (`serve::stop`'s last one too).
+    /// were made (`serve::loops::stop`'s last one too).
     pub writing: tokio::sync::Mutex<()>,
 }
 
@@ -294,7 +294,7 @@ impl Worker {
     /// cannot be yet (a full disk), it and every action after it are
     /// returned, not carried out: nobody hears of an end before it is on
     /// disk. The caller applies them again until they are
-    /// (`serve::apply_until_stored`).
+    /// (`serve::loops::apply_until_stored`).
     pub fn apply(&mut self, actions: Vec<Action>) -> Vec<Action> {
         let mut actions = actions.into_iter();
         while let Some(action) = actions.next() {
