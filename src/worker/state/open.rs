@@ -134,9 +134,7 @@ impl Worker {
 /// Open the transcript: it, the books rebuilt from it, and every restore notice it holds.
 /// The books from the transcript: from the replay checkpoint on when it
 /// holds, else from the start. They need no output bytes.
-pub(super) fn replay_transcript(
-    files: &SessionFiles,
-) -> Result<(Opened, Replay, Vec<Entry>), WorkerError> {
+fn replay_transcript(files: &SessionFiles) -> Result<(Opened, Replay, Vec<Entry>), WorkerError> {
     let path = files.transcript();
     let saved = checkpoint::load(&files.replay_checkpoint())
         .filter(|saved| Transcript::resumable(&path, &saved.after));
@@ -166,9 +164,7 @@ pub(super) fn replay_transcript(
 }
 
 /// How long the worker waits for a supervisor before it exits.
-pub(super) fn lost_exit_window(
-    config: &crate::config::Config,
-) -> Result<LostExitWindow, WorkerError> {
+fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, WorkerError> {
     // The supervisor passes its setting on the process backend; a unit
     // started by systemd reads the configuration itself.
     match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
