@@ -3,7 +3,7 @@
 //! which busy evidence is due, and what a supervisor lost for a while
 //! means now. The decisions are the laws' (`laws::revival::busy_refresh`,
 //! `laws::orphan::orphan_decision`); these books keep the times they are
-//! taken from. `serve::tick_loop` drives them with the monotonic clock and
+//! taken from. `serve::loops::tick_loop` drives them with the monotonic clock and
 //! performs the actions [`Books::tick`] returns, in their order.
 
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};

@@ -1,43 +1,35 @@
 //! The worker's state: the run core (`core`, sans-IO) and the I/O it is
 //! driven with (transcript, clients, the kernel link, busy evidence). Every
 //! decision is a call into `core` or `laws`; this file carries them out.
+//! Opening a worker (`open`) and storing entries (`store`) live beside it.
 
 use super::WorkerError;
 use std::collections::HashMap;
 
 use super::books::Books;
-use super::checkpoint::{self, Checkpoint};
 use super::core::{Action, ClientId, JobKind, Replay, RunCore};
-use super::engine;
 use super::kernel_watch::{KernelSilence, KernelWatch};
 use super::outbox::{Outbox, Stored};
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
-use crate::host::process::own_identity;
-use crate::host::{HostError, HostKind};
+use crate::host::HostError;
 use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::events::OutputLine;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
-use crate::laws::orphan::LostExitWindow;
 use crate::laws::revival::BusyState;
 use crate::laws::runs::RunId;
 use crate::laws::work::WorkSet;
-use crate::paths::Paths;
 use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
-use crate::session::notices;
 use crate::session::numbers::NumberMark;
-use crate::session::store::{
-    private_subdir, read_json, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
-    WorkerRecord,
-};
-use crate::session::transcript::{
-    Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript, STORED_FROM_BYTES,
-};
-use crate::session::{page_cache, zeros};
+use crate::session::store::{read_json, SessionFiles, SessionMeta};
+use crate::session::transcript::{Entry, EntryBody, Transcript};
+
+mod open;
+mod store;
 
 /// What wakes the task that group-commits output (`output_sync_loop`).
 #[derive(Clone, Default)]
@@ -56,7 +48,7 @@ pub struct Evidence {
     /// Wakes the task that records it.
     pub due: tokio::sync::Notify,
     /// Held while a record is written, so records land in the order they
-    /// were made (`serve::stop`'s last one too).
+    /// were made (`serve::loops::stop`'s last one too).
     pub writing: tokio::sync::Mutex<()>,
 }
 
@@ -171,109 +163,6 @@ impl Drop for ClientConnection {
 }
 
 impl Worker {
-    /// Open the session: transcript (cutting a torn tail), kernel (over the
-    /// snapshot when there is one), and the queue rebuilt from the
-    /// transcript.
-    pub fn open(paths: &Paths, session: &str) -> Result<Worker, WorkerError> {
-        let files = SessionFiles::new(paths.session_dir(session));
-        let meta: SessionMeta = read_meta_or_spare(&files)?
-            .ok_or_else(|| WorkerError::NoSession(session.to_string()))?;
-        private_subdir(&files.scratch())?;
-        let (opened, replay, restore_notices) = replay_transcript(&files)?;
-        let shadow = Replay::resume(replay.books().clone(), std::process::id());
-        let core = replay.finish();
-        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
-        let lost_window = lost_exit_window(&config)?;
-        engine::check(&meta.engine)?;
-        let spool = Spool::open(&files.spool()).map_err(WorkerError::Other)?;
-        let mut worker = Worker {
-            spool,
-            meta,
-            files,
-            transcript: opened.transcript,
-            core,
-            output_sync: std::time::Duration::from_millis(config.output_sync_ms),
-            commit_signals: CommitSignals::default(),
-            sync_pending: false,
-            spool_stored: HashMap::new(),
-            kernel: None,
-            clients: HashMap::new(),
-            last_output: None,
-            restore_notices,
-            next_client: 1,
-            evidence: Default::default(),
-            kernel_connected: Default::default(),
-            books: Books::new(
-                mono_ms(),
-                lost_window,
-                crate::host::systemd::watchdog_ping_interval()
-                    .map(|every| every.as_millis() as u64),
-            ),
-            journal: HostKind::from_env()?.busy_journal(&paths.state),
-            subscribers: Vec::new(),
-            waiters: HashMap::new(),
-            supervisor: None,
-            stopping: false,
-            link_owes: LinkOwes::default(),
-            unstored_output: 0,
-            unstored_of: Default::default(),
-            identity: own_identity(),
-            open_clients: Default::default(),
-            clients_changed: Default::default(),
-            output_line: Default::default(),
-            shadow,
-            checkpointed_at: opened.read_from,
-            numbers: NumberMark::default(),
-        };
-        let damaged = (opened.damaged.as_slice(), opened.numbered_until);
-        worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;
-        worker.checkpoint_if_due();
-        worker.index_restore_notices();
-        worker.record_identity()?;
-        Ok(worker)
-    }
-
-    /// Record who this worker is. Not synced, as the kernel's record:
-    /// after a machine crash the recorded worker is dead anyway, and it is
-    /// only ever trusted by identity (pid and start time); an unreadable
-    /// record is no worker.
-    fn record_identity(&self) -> Result<(), WorkerError> {
-        write_json_unsynced(
-            &self.files.worker(),
-            &WorkerRecord {
-                identity: self.identity,
-                build_id: build_id().to_string(),
-            },
-        )?;
-        Ok(())
-    }
-
-    /// Log a migration and store a notice of each repair the open made;
-    /// settle where input numbering goes on (`damaged`: the regions read,
-    /// and where the last entry that numbers an input ends).
-    fn note_transcript_repairs(
-        &mut self,
-        migrated: Option<u64>,
-        torn: Option<&TornTail>,
-        (damaged, numbered_until): (&[(u64, u64)], u64),
-    ) -> Result<(), WorkerError> {
-        if let Some(count) = migrated {
-            tracing::info!(
-                count,
-                "the transcript was copied to the current format ({count} entries)"
-            );
-        }
-        if let Some(torn) = torn {
-            self.append(notices::torn_tail(torn))?;
-        }
-        // Every reader shows damage where it is (`transcript::read`): a
-        // notice here would be a second one, at the end.
-        for (offset, bytes) in damaged {
-            tracing::warn!("the transcript is damaged: {bytes} bytes at offset {offset}");
-        }
-        self.settle_numbers((damaged, numbered_until), torn.is_some())
-    }
-
     /// How many restore notices the transcript holds.
     pub fn restores(&self) -> u32 {
         self.restore_notices.len() as u32
@@ -294,7 +183,7 @@ impl Worker {
     /// cannot be yet (a full disk), it and every action after it are
     /// returned, not carried out: nobody hears of an end before it is on
     /// disk. The caller applies them again until they are
-    /// (`serve::apply_until_stored`).
+    /// (`serve::loops::apply_until_stored`).
     pub fn apply(&mut self, actions: Vec<Action>) -> Vec<Action> {
         let mut actions = actions.into_iter();
         while let Some(action) = actions.next() {
@@ -387,193 +276,6 @@ impl Worker {
     pub fn send_kernel(&self, message: ToKernel) {
         if let Some(kernel) = &self.kernel {
             let _ = kernel.send(message);
-        }
-    }
-
-    /// Store an entry that nobody is told about yet (the next durable
-    /// append makes it durable too), then show it to attached clients.
-    pub fn append_unacknowledged(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
-        let entry = self.transcript.append_unsynced(wall_ms(), body)?;
-        self.appended_unacknowledged(entry)
-    }
-
-    fn appended_unacknowledged(&mut self, entry: Entry) -> Result<Entry, WorkerError> {
-        self.shadow.see(&entry);
-        self.report(&entry);
-        self.subscribers
-            .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
-        Ok(entry)
-    }
-
-    /// Output is written at once and group-committed: fsynced within
-    /// `output_sync_ms` (and by its run's end record, which is synced).
-    fn store_output(&mut self, body: EntryBody) {
-        // Only numbers are kept here: whose output it was is put in words
-        // only when it could not be stored (this runs for every chunk).
-        let (bytes, input, bash) = match &body {
-            EntryBody::Output {
-                data, input, bash, ..
-            } => (data.len() as u64, *input, *bash),
-            _ => (0, None, None),
-        };
-        let offset = self.transcript.end_offset();
-        let stored = match self.stored_in(&body) {
-            // Written once: the record says where in the spool its bytes
-            // are.
-            Some(job) => {
-                let sync = self.output_sync.is_zero();
-                match self.transcript.append_stored(wall_ms(), body, &job, sync) {
-                    Ok(entry) if sync => self.appended(entry),
-                    Ok(entry) => self.appended_unacknowledged(entry),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            None if self.output_sync.is_zero() => self.append(body),
-            None => self.append_unacknowledged(body),
-        };
-        self.last_output = stored.as_ref().ok().map(|entry| Stored {
-            seq: entry.seq,
-            offset,
-        });
-        match stored {
-            Err(_) => {
-                self.unstored_output += bytes;
-                self.unstored_of.insert(match (bash, input) {
-                    (Some(bash), _) => format!("bash {bash}"),
-                    (None, Some(run)) => format!("run {run}"),
-                    (None, None) => "a command".to_string(),
-                });
-            }
-            Ok(_) if !self.output_sync.is_zero() && !self.sync_pending => {
-                self.sync_pending = true;
-                self.commit_signals.due.notify_one();
-            }
-            Ok(_) if self.transcript.unrecycled() >= page_cache::COMMIT_EARLY_BYTES => {
-                self.commit_signals.now.notify_one();
-            }
-            Ok(_) => {}
-        }
-    }
-
-    /// The job whose spool record holds `body`'s bytes, when they are left
-    /// there (`transcript::STORED_FROM_BYTES` or more, not a run of zeros
-    /// the spool keeps as its length: the transcript keeps those as holes).
-    fn stored_in(&self, body: &EntryBody) -> Option<String> {
-        let EntryBody::Output {
-            input,
-            bash,
-            data,
-            spool_end: Some(_),
-            ..
-        } = body
-        else {
-            return None;
-        };
-        if data.len() < STORED_FROM_BYTES || zeros::handed_out(data) {
-            return None;
-        }
-        self.core.job_of_output(*input, *bash).map(str::to_string)
-    }
-
-    /// The group commit: what makes every entry written so far durable,
-    /// off this thread (a large fdatasync must not hold the worker), then
-    /// releases the spool behind it.
-    pub fn group_commit(&mut self) -> Option<impl FnOnce() + Send + 'static> {
-        self.sync_pending = false;
-        let handle = self
-            .transcript
-            .take_sync_handle()
-            .map_err(|e| tracing::warn!("{e}"))
-            .ok()
-            .flatten()?;
-        let stored = std::mem::take(&mut self.spool_stored);
-        let spool = self.spool.clone();
-        Some(move || match handle.commit() {
-            Ok(()) => {
-                for (job, upto) in stored {
-                    spool.release(&job, upto);
-                }
-            }
-            Err(e) => tracing::warn!("{e}"),
-        })
-    }
-
-    /// Save the books as of the transcript's last record once it has grown
-    /// `CHECKPOINT_BYTES` since the last save (or since where this worker
-    /// began reading): first everything written is made durable, so the
-    /// checkpoint never covers an entry a machine crash could take back.
-    fn checkpoint_if_due(&mut self) {
-        let Some(after) = self.transcript.last_record() else {
-            return;
-        };
-        if !checkpoint::due(self.checkpointed_at, after.end) {
-            return;
-        }
-        let saved = self.transcript.sync_written().and_then(|()| {
-            checkpoint::save(
-                &self.files.replay_checkpoint(),
-                &Checkpoint {
-                    after,
-                    books: self.shadow.books().clone(),
-                    restore_notices: self.restore_notices.clone(),
-                },
-            )
-        });
-        match saved {
-            Ok(()) => self.checkpointed_at = after.end,
-            Err(e) => tracing::warn!("cannot save the replay checkpoint: {e}"),
-        }
-    }
-
-    /// Keep the index of restore notices a tail read from disk shows (a
-    /// cache of the transcript's: losing it loses no entry).
-    pub fn index_restore_notices(&self) {
-        let path = self.files.restore_notices();
-        if let Err(e) = write_json_unsynced(&path, &self.restore_notices) {
-            tracing::warn!("{e}");
-        }
-    }
-
-    /// Store an entry durably, then show it to every attached client.
-    pub fn append(&mut self, body: EntryBody) -> Result<Entry, WorkerError> {
-        let entry = self.transcript.append(wall_ms(), body)?;
-        self.appended(entry)
-    }
-
-    fn appended(&mut self, entry: Entry) -> Result<Entry, WorkerError> {
-        self.shadow.see(&entry);
-        if is_restore_notice(&entry) {
-            self.restore_notices.push(entry.clone());
-            self.index_restore_notices();
-        }
-        self.checkpoint_if_due();
-        self.report(&entry);
-        self.subscribers
-            .retain(|s| s.send(Response::Entry(entry.clone())).is_ok());
-        Ok(entry)
-    }
-
-    /// Once the transcript takes entries again, say how much output it
-    /// could not keep, and whose.
-    pub fn notice_unstored_output(&mut self) {
-        if self.unstored_output == 0 {
-            return;
-        }
-        let writers: Vec<&str> = self.unstored_of.iter().map(String::as_str).collect();
-        let text = format!(
-            "{} bytes of the output of {} could not be stored in the transcript (the disk was full); \
-             clients following it then got them",
-            self.unstored_output,
-            writers.join(", ")
-        );
-        let stored = self.append(EntryBody::Notice {
-            text,
-            restore: None,
-            restore_id: None,
-        });
-        if stored.is_ok() {
-            self.unstored_output = 0;
-            self.unstored_of.clear();
         }
     }
 
@@ -814,59 +516,6 @@ impl Worker {
             }
         }
     }
-}
-
-/// Open the transcript: it, the books rebuilt from it, and every restore notice it holds.
-/// The books from the transcript: from the replay checkpoint on when it
-/// holds, else from the start. They need no output bytes.
-fn replay_transcript(files: &SessionFiles) -> Result<(Opened, Replay, Vec<Entry>), WorkerError> {
-    let path = files.transcript();
-    let saved = checkpoint::load(&files.replay_checkpoint())
-        .filter(|saved| Transcript::resumable(&path, &saved.after));
-    let job_tag = std::process::id();
-    let (mut replay, mut restore_notices, after) = match saved {
-        Some(saved) => (
-            Replay::resume(saved.books, job_tag),
-            saved.restore_notices,
-            Some(saved.after),
-        ),
-        None => (RunCore::replay(job_tag), Vec::new(), None),
-    };
-    let opened = Transcript::open_with(&path, OutputBytes::Left, after, &mut |entry| {
-        replay.see(&entry);
-        if is_restore_notice(&entry) {
-            restore_notices.push(entry);
-        }
-    })?;
-    if let Some(after) = after {
-        tracing::info!(
-            "read the transcript from offset {} (the replay checkpoint's entry {})",
-            after.end,
-            after.seq
-        );
-    }
-    Ok((opened, replay, restore_notices))
-}
-
-/// How long the worker waits for a supervisor before it exits.
-fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, WorkerError> {
-    // The supervisor passes its setting on the process backend; a unit
-    // started by systemd reads the configuration itself.
-    match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
-        Ok(text) => crate::config::parse_window(&text)
-            .map_err(|e| WorkerError::Other(format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))),
-        Err(_) => Ok(config.worker_lost_exit_ms),
-    }
-}
-
-fn is_restore_notice(entry: &Entry) -> bool {
-    matches!(
-        entry.body,
-        EntryBody::Notice {
-            restore: Some(_),
-            ..
-        }
-    )
 }
 
 /// The journal's line for a run's end (`EUKHE_RUN` names the run).

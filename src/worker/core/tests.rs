@@ -1,0 +1,374 @@
+//! The run core's unit tests: crashes, reconnects, kernel deaths, cancels
+//! and withdrawals on a fake clock.
+
+use super::*;
+use std::collections::BTreeMap;
+
+use crate::kernel::spool::JobEnd;
+use crate::laws::timing::TM;
+use crate::protocol::kernel::JobState;
+use crate::session::entry::Stream;
+use crate::session::transcript::Entry;
+
+fn entry(seq: u64, body: EntryBody) -> Entry {
+    Entry {
+        seq,
+        at_ms: seq,
+        body,
+    }
+}
+
+fn input(run: u64, text: &str) -> EntryBody {
+    EntryBody::Input {
+        input: run,
+        text: text.into(),
+    }
+}
+
+fn end(status: i32) -> JobEnd {
+    JobEnd {
+        status,
+        signal: None,
+        cancelled: false,
+        notice: None,
+        settled: true,
+        lost_output: None,
+    }
+}
+
+fn stores(actions: &[Action]) -> Vec<&EntryBody> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Store(b) | Action::StoreUntilStored(b) => Some(b),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A worker that crashed mid-run: the next one finds the run live in
+/// the kernel, resumes its output where the transcript stops, and
+/// stores its end once.
+#[test]
+fn a_reconnecting_worker_resumes_a_live_run_and_stores_its_end_once() {
+    let transcript = [
+        entry(1, input(1, "sleep 3; echo done")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+        entry(
+            3,
+            EntryBody::Output {
+                input: Some(1),
+                stream: Stream::Stdout,
+                data: "half\n".into(),
+                spool_end: Some(10),
+                bash: None,
+            },
+        ),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    assert_eq!(core.current_run(), Some(1));
+    let jobs = BTreeMap::from([("r1".to_string(), JobState::Running)]);
+    let actions = core.kernel_hello(99, &jobs, 0);
+    assert_eq!(
+        actions,
+        vec![Action::Kernel(ToKernel::Follow {
+            job: "r1".into(),
+            from: 10
+        })],
+        "resumes from the stored offset and never starts the run again"
+    );
+    let out = core.output("r1", Stream::Stdout, 20, b"done\n".to_vec().into());
+    assert!(matches!(
+        stores(&out)[..],
+        [EntryBody::Output {
+            spool_end: Some(20),
+            ..
+        }]
+    ));
+    let first = core.ended("r1", Some(&end(0)));
+    assert!(
+        first.contains(&Action::StoreUntilStored(EntryBody::RunFinished {
+            input: 1,
+            status: 0,
+            signal: None,
+            cancelled: false,
+            lost_output: None
+        }))
+    );
+    assert!(first.contains(&Action::EndWaiters(
+        1,
+        Response::Exit {
+            status: 0,
+            lost: None
+        }
+    )));
+    assert!(core.ended("r1", Some(&end(0))).is_empty(), "stored twice");
+    assert_eq!(core.current_run(), None);
+}
+
+/// The kernel died with the run (a reboot): the run is interrupted,
+/// never rerun, and the queued input behind it runs next.
+#[test]
+fn a_run_of_a_gone_kernel_is_interrupted_once_and_the_queue_goes_on() {
+    let transcript = [
+        entry(1, input(1, "make")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+        entry(3, input(2, "echo next")),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    let jobs = BTreeMap::from([("r1".to_string(), JobState::Lost)]);
+    let hello = core.kernel_hello(5, &jobs, 0);
+    assert!(!hello
+        .iter()
+        .any(|a| matches!(a, Action::Kernel(ToKernel::Start { .. }))));
+    assert_eq!(core.next_start(0), None, "one run at a time");
+    let ended = core.ended("r1", None);
+    assert_eq!(
+        stores(&ended)[0],
+        &EntryBody::RunInterrupted { input: 1 },
+        "{ended:?}"
+    );
+    assert_eq!(core.next_start(0), Some(2));
+    let start = core.run_start_stored(2);
+    assert_eq!(
+        start[0],
+        Action::Kernel(ToKernel::Start {
+            job: "r2".into(),
+            command: "echo next".into(),
+            stdin_of: None,
+        })
+    );
+}
+
+/// A worker that crashed between storing a run's start and handing it
+/// over: no kernel ever had it, so it is handed now (it never ran).
+#[test]
+fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
+    let transcript = [
+        entry(1, input(1, "echo once")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    let actions = core.kernel_hello(5, &BTreeMap::new(), 0);
+    assert_eq!(
+        actions[0],
+        Action::Kernel(ToKernel::Start {
+            job: "r1".into(),
+            command: "echo once".into(),
+            stdin_of: None,
+        })
+    );
+}
+
+#[test]
+fn withdrawn_input_never_starts_and_is_not_work() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    core.queued(1, "echo a".into(), 0);
+    assert!(core.check_withdraw(1).is_ok());
+    core.withdrawn(1);
+    assert!(core.work().is_empty());
+    assert_eq!(core.next_start(0), None);
+    assert_eq!(
+        core.check_withdraw(1).unwrap_err().to_string(),
+        "run 1 is already withdrawn"
+    );
+    core.queued(2, "sleep 9".into(), 0);
+    assert_eq!(core.next_start(0), Some(2));
+    core.run_start_stored(2);
+    assert_eq!(
+        core.check_withdraw(2).unwrap_err().to_string(),
+        "run 2 is not queued: it has started"
+    );
+    let (cancelled, bash, actions) = core.cancel();
+    assert_eq!((cancelled, bash), (Some(2), Vec::new()));
+    assert_eq!(
+        actions,
+        vec![Action::Kernel(ToKernel::Cancel { job: "r2".into() })]
+    );
+}
+
+/// The run gate on a fake clock: a quiesced idle worker starts nothing
+/// until the gate's hold has passed.
+#[test]
+fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    let t0 = 1_000_000_000u64;
+    assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
+    core.queued(1, "echo late".into(), 0);
+    assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
+    // Closed through the hold's last millisecond, open just after it.
+    let hold_us = TM.quiesce_hold * 1000;
+    core.tick(t0 + hold_us);
+    assert_eq!(core.next_start(t0 + hold_us), None);
+    core.tick(t0 + hold_us + 1_000);
+    assert_eq!(core.next_start(t0 + hold_us + 1_000), Some(1));
+}
+
+#[test]
+fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    let number = core.take_input_number();
+    core.bash("cat blob", None, (3, 0), number);
+    let bytes = [0xff, 0x00, 0xc3];
+    let job = format!("b{number}-7-1");
+    let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec().into());
+    assert_eq!(
+        actions,
+        vec![
+            Action::Store(EntryBody::Output {
+                input: None,
+                stream: Stream::Stdout,
+                data: bytes.to_vec().into(),
+                spool_end: Some(8),
+                bash: Some(number),
+            }),
+            Action::Client(
+                3,
+                Response::Output {
+                    stream: Stream::Stdout,
+                    data: bytes.to_vec().into()
+                }
+            ),
+        ]
+    );
+    assert_eq!(core.take_input_number(), number + 1, "inputs share numbers");
+}
+
+/// Cancel by number reaches what `cancel` cannot: a running user bash
+/// (also one an earlier worker started), and it withdraws a queued run.
+#[test]
+fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
+    let cancel =
+        |job: &str| InputCancel::Signal(vec![Action::Kernel(ToKernel::Cancel { job: job.into() })]);
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    let number = core.take_input_number();
+    core.bash("sleep 30", None, (3, 0), number);
+    let (run, bash, actions) = core.cancel();
+    assert_eq!(
+        (run, bash),
+        (None, vec![number]),
+        "cancel reaches user bash"
+    );
+    assert_eq!(
+        actions,
+        vec![Action::Kernel(ToKernel::Cancel {
+            job: format!("b{number}-7-1")
+        })]
+    );
+    assert_eq!(core.bash_list()[0].text, "sleep 30");
+    assert_eq!(
+        core.hang_up(number),
+        vec![Action::Kernel(ToKernel::HangUp {
+            job: format!("b{number}-7-1")
+        })]
+    );
+    assert_eq!(
+        core.cancel_input(number).ok(),
+        Some(cancel(&format!("b{number}-7-1")))
+    );
+    core.queued(2, "sleep 9".into(), 0);
+    core.queued(3, "echo later".into(), 0);
+    assert_eq!(core.next_start(0), Some(2));
+    core.run_start_stored(2);
+    assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
+    assert_eq!(core.cancel_input(3).ok(), Some(InputCancel::Withdraw));
+    core.ended(&format!("b{number}-7-1"), Some(&end(130)));
+    assert!(!core.bash_runs(number));
+    assert_eq!(
+        core.hang_up(number),
+        Vec::new(),
+        "an ended bash is not hung up"
+    );
+    assert_eq!(core.bash_list(), Vec::new());
+    assert_eq!(
+        core.cancel_input(number).unwrap_err().to_string(),
+        format!("input {number} is neither running nor queued: it has ended")
+    );
+    assert_eq!(
+        core.cancel_input(9).unwrap_err().to_string(),
+        "the session has no input 9"
+    );
+    // A user bash an earlier worker started is followed, and reached.
+    let stored = [entry(
+        1,
+        EntryBody::Bash {
+            command: "sleep 30".into(),
+            bash: Some(1),
+        },
+    )];
+    let mut next = RunCore::from_transcript(&stored, 8);
+    let jobs = BTreeMap::from([("b1-7-1".to_string(), JobState::Running)]);
+    next.kernel_hello(5, &jobs, 0);
+    assert_eq!(next.cancel_input(1).ok(), Some(cancel("b1-7-1")));
+}
+
+#[test]
+fn background_jobs_are_work_and_the_last_ones_end_is_noticed() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 2);
+    assert!(core.work().contains(WorkKind::BackgroundJob));
+    assert!(core.background_jobs(1).is_empty());
+    let last = core.background_jobs(0);
+    assert_eq!(stores(&last).len(), 1);
+    assert!(core.work().is_empty());
+}
+
+#[test]
+fn user_bash_outlives_its_worker_and_one_that_never_ran_is_ended_once() {
+    let bash = |number: u64, command: &str| EntryBody::Bash {
+        command: command.into(),
+        bash: Some(number),
+    };
+    let stored = [
+        entry(1, bash(1, "sleep 5; echo late")),
+        entry(
+            2,
+            EntryBody::Output {
+                input: None,
+                stream: Stream::Stdout,
+                data: b"early\n".to_vec().into(),
+                spool_end: Some(40),
+                bash: Some(1),
+            },
+        ),
+        entry(3, bash(2, "never handed over")),
+    ];
+    let mut core = RunCore::from_transcript(&stored, 8);
+    let jobs = BTreeMap::from([("b1-7-1".to_string(), JobState::Running)]);
+    let actions = core.kernel_hello(5, &jobs, 0);
+    assert!(
+        actions.contains(&Action::Kernel(ToKernel::Follow {
+            job: "b1-7-1".into(),
+            from: 40
+        })),
+        "bash 1 is followed from where its stored output ends: {actions:#?}"
+    );
+    assert!(!actions
+        .iter()
+        .any(|a| matches!(a, Action::Kernel(ToKernel::Forget { job }) if job == "b1-7-1")));
+    assert!(stores(&actions).contains(&&EntryBody::BashFinished {
+        status: 255,
+        bash: Some(2),
+        signal: None,
+        cancelled: false,
+        lost_output: None,
+    }));
+    assert!(core.work().contains(WorkKind::UserBash));
+    let output = core.output("b1-7-1", Stream::Stdout, 50, b"late\n".to_vec().into());
+    assert_eq!(output.len(), 1, "stored, shown to no client: {output:#?}");
+    let ended = core.ended("b1-7-1", Some(&end(0)));
+    assert_eq!(
+        stores(&ended),
+        vec![&EntryBody::BashFinished {
+            status: 0,
+            bash: Some(1),
+            signal: None,
+            cancelled: false,
+            lost_output: None,
+        }]
+    );
+}
