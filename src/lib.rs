@@ -30,3 +30,6 @@ pub mod worker;
 #[cfg(test)]
 #[path = "../tests/support/skip.rs"]
 mod skip;
+
+#[cfg(test)]
+mod layout_tests;
