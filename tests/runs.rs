@@ -488,13 +488,17 @@ fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
     }
     let _unmount = Unmount(state.clone());
     let id = t.new_session();
+    // The marker is outside the small disk: the command has started (a
+    // busy session may still be handing its run to the kernel).
+    let started = t.dir.join("started");
+    let command = format!("touch '{}'; sleep 2", started.display());
     let mut client = t
-        .command(&["send", "--wait", &id, "sleep 2"])
+        .command(&["send", "--wait", &id, &command])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("eukhe send --wait");
-    wait_until(Duration::from_secs(10), "the run is busy", || {
-        t.session(&id)["state"] == "busy"
+    wait_until(Duration::from_secs(10), "the command runs", || {
+        started.exists()
     });
     let filler = state.join("filler");
     let _ = std::process::Command::new("dd")
