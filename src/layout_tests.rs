@@ -41,3 +41,367 @@ fn no_source_file_is_over_700_lines() {
         long.join(", ")
     );
 }
+
+/// Edges no table may allow: the layers issue 52 set.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    (
+        "laws",
+        &[
+            "build_id",
+            "client",
+            "clock",
+            "config",
+            "host",
+            "kernel",
+            "mcp",
+            "paths",
+            "protocol",
+            "runtime",
+            "session",
+            "supervisor",
+            "worker",
+        ],
+    ),
+    (
+        "protocol",
+        &[
+            "build_id",
+            "client",
+            "clock",
+            "config",
+            "host",
+            "kernel",
+            "mcp",
+            "paths",
+            "runtime",
+            "session",
+            "supervisor",
+            "worker",
+        ],
+    ),
+    ("session", &["host", "kernel"]),
+    ("client", &["supervisor", "worker", "kernel"]),
+];
+
+/// The files that belong to no layer: the crate's roots and this test.
+const OUTSIDE_THE_LAYERS: &[&str] = &["lib.rs", "main.rs", "layout_tests.rs"];
+
+/// One `crate::` path found in a source file.
+#[derive(Debug, PartialEq, Eq)]
+struct Import {
+    line: usize,
+    module: String,
+}
+
+/// `source` with comments and the insides of string and character
+/// literals blanked out (newlines kept, so lines still count).
+fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut code = String::with_capacity(source.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = &chars[i..];
+        if rest.starts_with(&['/', '/']) {
+            while i < chars.len() && chars[i] != '\n' {
+                code.push(' ');
+                i += 1;
+            }
+        } else if rest.starts_with(&['/', '*']) {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i..].starts_with(&['/', '*']) {
+                    depth += 1;
+                    code.push_str("  ");
+                    i += 2;
+                } else if chars[i..].starts_with(&['*', '/']) {
+                    depth -= 1;
+                    code.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    code.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if rest[0] == 'r' && matches!(rest.get(1), Some('"' | '#')) {
+            let hashes = rest[1..].iter().take_while(|&&c| c == '#').count();
+            if rest.get(1 + hashes) != Some(&'"') {
+                code.push('r');
+                i += 1;
+                continue;
+            }
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            i += 2 + hashes;
+            code.push_str(&" ".repeat(2 + hashes));
+            while i < chars.len() && !chars[i..].starts_with(&close) {
+                code.push(blank(chars[i]));
+                i += 1;
+            }
+            code.push_str(&" ".repeat(close.len()));
+            i += close.len();
+        } else if rest[0] == '"' {
+            code.push(' ');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                let width = if chars[i] == '\\' { 2 } else { 1 };
+                for c in &chars[i..(i + width).min(chars.len())] {
+                    code.push(blank(*c));
+                }
+                i += width;
+            }
+            code.push(' ');
+            i += 1;
+        } else if rest[0] == '\'' && (rest.get(1) == Some(&'\\') || rest.get(2) == Some(&'\'')) {
+            // A character literal ('"', '\''), not a lifetime.
+            let len = rest[2..]
+                .iter()
+                .position(|&c| c == '\'')
+                .map_or(1, |p| p + 3);
+            code.push_str(&" ".repeat(len));
+            i += len;
+        } else {
+            code.push(rest[0]);
+            i += 1;
+        }
+    }
+    code
+}
+
+fn is_ident(c: char) -> bool {
+    c == '_' || c.is_ascii_alphanumeric()
+}
+
+/// The top-level modules `crate::` paths in `source` name, with their lines:
+/// `crate::x::..`, `$crate::x`, and each item of `crate::{x::.., y}`.
+fn crate_imports(source: &str) -> Vec<Import> {
+    let code = code_only(source);
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        let rest = &code[at + "crate::".len()..];
+        let heads: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 0;
+                let end = group
+                    .find(|c| {
+                        depth += i32::from(c == '{') - i32::from(c == '}');
+                        depth < 0
+                    })
+                    .unwrap_or(group.len());
+                let mut items = Vec::new();
+                let mut depth = 0;
+                let mut start = 0;
+                for (i, c) in group[..end].char_indices() {
+                    depth += i32::from(c == '{') - i32::from(c == '}');
+                    if c == ',' && depth == 0 {
+                        items.push(&group[start..i]);
+                        start = i + 1;
+                    }
+                }
+                items.push(&group[start..end]);
+                items
+            }
+            None => vec![rest],
+        };
+        for head in heads {
+            let head = head.trim_start();
+            let name: String = head.chars().take_while(|&c| is_ident(c)).collect();
+            if !name.is_empty() {
+                found.push(Import {
+                    line: line_of(at),
+                    module: name,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The top-level module a file under `src/` belongs to: its folder, or the
+/// file itself.
+fn module_of(relative: &Path) -> String {
+    let first = relative.components().next().expect("a path under src/");
+    let first = first.as_os_str().to_string_lossy();
+    first.strip_suffix(".rs").unwrap_or(&first).to_string()
+}
+
+/// The allowed-imports table of ARCHITECTURE.md: the one table headed
+/// `| module | may import |`, each row a module and the modules it may
+/// import, in backticks (none: `nothing`).
+fn allowed_imports(architecture: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let names = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|name| {
+                name.trim_end_matches('/')
+                    .trim_end_matches(".rs")
+                    .to_string()
+            })
+            .collect()
+    };
+    let mut table = std::collections::BTreeMap::new();
+    let mut lines = architecture.lines().skip_while(|line| {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        cells.get(1..3) != Some(&["module", "may import"])
+    });
+    assert!(
+        lines.next().is_some(),
+        "ARCHITECTURE.md has no table headed | module | may import |"
+    );
+    for line in lines.skip(1).take_while(|line| line.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').collect();
+        let module = names(cells.get(1).copied().unwrap_or_default());
+        assert_eq!(module.len(), 1, "a row names one module: {line}");
+        let may = names(cells.get(2).copied().unwrap_or_default());
+        table.insert(module[0].clone(), may);
+    }
+    table
+}
+
+/// A cycle in `graph`, as the modules along it, if there is one.
+fn cycle(graph: &std::collections::BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    fn visit(
+        graph: &std::collections::BTreeMap<String, Vec<String>>,
+        node: &str,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(graph, next, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn every_import_between_folders_is_in_the_architecture_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let table = allowed_imports(&architecture);
+    let src = root.join("src");
+    let mut found = Vec::new();
+    sources(&src, &mut found);
+    found.sort();
+    let mut wrong = Vec::new();
+    let mut modules = std::collections::BTreeSet::new();
+    let mut edges: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut imports = 0;
+    for path in &found {
+        let relative = path.strip_prefix(&src).expect("under src/");
+        if OUTSIDE_THE_LAYERS.iter().any(|f| relative == Path::new(f)) {
+            continue;
+        }
+        let from = module_of(relative);
+        modules.insert(from.clone());
+        let source = std::fs::read_to_string(path).expect("a source file");
+        for import in crate_imports(&source) {
+            imports += 1;
+            if import.module == from {
+                continue;
+            }
+            let allowed = table
+                .get(&from)
+                .is_some_and(|may| may.contains(&import.module));
+            if !allowed {
+                wrong.push(format!(
+                    "src/{}:{}: {from} -> {} is not in ARCHITECTURE.md's allowed imports",
+                    relative.display(),
+                    import.line,
+                    import.module
+                ));
+            }
+            let targets = edges.entry(from.clone()).or_default();
+            if !targets.contains(&import.module) {
+                targets.push(import.module);
+            }
+        }
+    }
+    assert!(
+        imports > 300,
+        "only {imports} crate:: paths found under src/"
+    );
+    // `skip` is tests/support/skip.rs, a module of the crate's tests.
+    modules.insert("skip".to_string());
+    let rows: std::collections::BTreeSet<String> = table.keys().cloned().collect();
+    assert_eq!(
+        rows, modules,
+        "ARCHITECTURE.md's allowed-imports table has a row for each module under src/, and no other"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    if let Some(cycle) = cycle(&edges) {
+        panic!("the modules import each other: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn the_architecture_table_keeps_the_layers_and_has_no_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let table = allowed_imports(&architecture);
+    for (from, never) in FORBIDDEN {
+        let may = table
+            .get(*from)
+            .unwrap_or_else(|| panic!("no row for {from}"));
+        let allowed: Vec<&String> = may.iter().filter(|m| never.contains(&m.as_str())).collect();
+        assert!(allowed.is_empty(), "{from} may never import {allowed:?}");
+    }
+    if let Some(cycle) = cycle(&table) {
+        panic!(
+            "the table lets modules import each other: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn imports_are_read_from_code_only_and_from_groups() {
+    let source = r##"
+//! crate::laws in a doc comment
+use crate::{kernel::spool::{Spool, JobEnd}, session};
+let s = "crate::host \" crate::host";
+let r = r#"crate::mcp"#; let c = '"'; let l: &'static str = "";
+/* crate::client /* nested */ crate::client */ x = crate::paths::x(); // crate::worker
+$crate::config::x!(); my_crate::supervisor;
+"##;
+    let modules: Vec<(usize, String)> = crate_imports(source)
+        .into_iter()
+        .map(|i| (i.line, i.module))
+        .collect();
+    assert_eq!(
+        modules,
+        vec![
+            (3, "kernel".to_string()),
+            (3, "session".to_string()),
+            (6, "paths".to_string()),
+            (7, "config".to_string()),
+        ]
+    );
+}
