@@ -405,3 +405,22 @@ $crate::config::x!(); my_crate::supervisor;
         ]
     );
 }
+
+#[test]
+fn a_cycle_between_modules_is_found_and_a_layering_has_none() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut graph = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for (from, to) in edges {
+            graph
+                .entry(from.to_string())
+                .or_default()
+                .push(to.to_string());
+        }
+        graph
+    };
+    assert_eq!(
+        cycle(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    assert_eq!(cycle(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+}
