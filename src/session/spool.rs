@@ -34,6 +34,8 @@ pub const SPOOL_DIR: &str = "spool";
 pub const OUTPUT_DIR: &str = "output";
 /// The header of one output record: stream byte and length.
 pub const RECORD_HEADER: usize = 5;
+/// The longest job name.
+pub const JOB_NAME_MAX: usize = 32;
 /// Added to a stream's byte for a record of zeros.
 const ZERO_RUN: u8 = 2;
 
@@ -46,7 +48,7 @@ pub fn out_name(job: &str) -> String {
 /// name leads out of the directory.
 pub fn valid_job(job: &str) -> bool {
     !job.is_empty()
-        && job.len() <= 32
+        && job.len() <= JOB_NAME_MAX
         && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
