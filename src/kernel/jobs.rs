@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use tokio::sync::watch;
 
+use super::core::{CoreTiming, KernelCore};
 use super::output::open_fifo;
 use super::spool::{JobEnd, LostOutput, Spool};
 use super::zygote::{self, Pipes};
@@ -30,7 +31,7 @@ use crate::session::store::SessionFiles;
 mod ends;
 mod template;
 
-use template::{SpareOutput, Template};
+use template::Templates;
 
 /// One job the kernel runs.
 pub struct Job {
@@ -81,6 +82,8 @@ pub struct Restore {
     pub text: String,
 }
 
+/// The kernel's books beside its core: the spool, the snapshot, the jobs'
+/// pipes and files, the templates, and the shell they are handed to.
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
@@ -94,34 +97,15 @@ pub struct Kernel {
     /// What the restore brought back, if this kernel started over a
     /// snapshot: offered to each worker in its hello.
     pub restored: Option<Restore>,
-    /// Processes that runs left behind (children of the kernel other than
-    /// its shell).
-    pub background: u32,
-    /// `restore` and `late` scripts of dropped templates, kept while a job
-    /// may read them.
-    retired_late: Vec<PathBuf>,
     /// Bumped on every change a follower may be waiting for.
     pub changed: watch::Sender<u64>,
-    pub stopping: bool,
     /// Notices for the worker (sent to the connected ones, in order).
     pub notices: Vec<String>,
+    /// Which jobs run, the cancels, and when the templates go.
+    pub core: KernelCore,
     /// Bumped each time the snapshot changes.
     version: u64,
-    template: Option<Template>,
-    /// A claimed spare's template, over the blank state: its waiting job
-    /// shell restores the whole first snapshot (its `late` script), and
-    /// takes the session's first job only if `template` is not ready yet.
-    claim_template: Option<Template>,
-    template_seq: u64,
-    spare: Option<SpareOutput>,
-    spare_seq: u64,
-    /// The process groups of runs ended as their output closed, whose
-    /// reporters have not said `finished` yet.
-    ended_before_reporter: Vec<u32>,
-    /// When the last job started or ended (monotonic ms).
-    last_job_ms: u64,
-    /// A spare's kernel whose session has no first snapshot yet.
-    unclaimed: bool,
+    templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
     shell_defaults: Option<Snapshot>,
@@ -140,6 +124,7 @@ impl Kernel {
         snapshot: Option<Snapshot>,
         first: bool,
         restored: Option<Restore>,
+        timing: CoreTiming,
     ) -> Result<(Kernel, OwnedFd), String> {
         let unclaimed = snapshot.is_none();
         let snapshot = snapshot.unwrap_or_else(|| Snapshot::fresh("/", std::iter::empty()));
@@ -156,20 +141,11 @@ impl Kernel {
                 pipes,
                 shell_pid,
                 restored,
-                background: 0,
-                retired_late: Vec::new(),
                 changed,
-                stopping: false,
                 notices: Vec::new(),
+                core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
                 version: 0,
-                template: None,
-                claim_template: None,
-                template_seq: 0,
-                spare: None,
-                spare_seq: 0,
-                ended_before_reporter: Vec::new(),
-                last_job_ms: crate::clock::mono_ms(),
-                unclaimed,
+                templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
             },
@@ -236,7 +212,7 @@ impl Kernel {
         command: &str,
         stdin_of: Option<u32>,
     ) -> Result<Option<Readers>, String> {
-        if self.stopping {
+        if self.core.stopping() {
             return Err("the kernel is stopping".into());
         }
         // A job reaches a spare's kernel only once `new` claimed it; the
@@ -272,7 +248,11 @@ impl Kernel {
                 (Vec::new(), Vec::new(), [None, None], Some(end))
             }
         };
-        self.last_job_ms = crate::clock::mono_ms();
+        let now = crate::clock::mono_ms();
+        self.core.job_started(job, now);
+        if end.is_some() {
+            self.core.job_ended(job, now);
+        }
         let open_streams = if end.is_some() { 0 } else { 2 };
         self.jobs.insert(
             job.to_string(),
@@ -329,10 +309,15 @@ impl Kernel {
         let stdin = stdin_of.map_or(String::new(), |pid| format!("/proc/{pid}/fd/0"));
         let version = self.version;
         let claim_template = self
-            .claim_template
+            .templates
+            .claim
             .as_mut()
             .filter(|t| t.armed && t.is_ready(version));
-        let template = self.template.as_mut().filter(|t| t.is_ready(version));
+        let template = self
+            .templates
+            .current
+            .as_mut()
+            .filter(|t| t.is_ready(version));
         let handed = match (template, claim_template) {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
@@ -370,7 +355,7 @@ impl Kernel {
 
     /// Whether a job has not ended yet.
     fn job_running(&self) -> bool {
-        self.jobs.values().any(|j| j.end.is_none())
+        self.core.job_running()
     }
 
     /// The kernel's shell said what bash gives every shell: kept for the
@@ -384,14 +369,15 @@ impl Kernel {
         self.shell_defaults = Some(defaults);
     }
 
-    /// The job's shell is running, in its own process group.
-    pub fn started(&mut self, job: &str, group: u32) {
+    /// The job's shell is running, in its own process group (at `now`).
+    pub fn started(&mut self, job: &str, group: u32, now: u64) {
         if let Some(j) = self.jobs.get_mut(job) {
+            self.core.group_started(job, group, now);
             j.group = Some(group);
             j.placeholders.clear();
             if j.end.is_some() {
                 // Its end came first (`end_on_closed_output`).
-                self.ended_before_reporter.push(group);
+                self.core.ended_before_reporter(group);
             }
             if let Some(leader) = identity_of(group) {
                 if let Err(e) = self.spool.set_group(job, leader) {

@@ -16,6 +16,8 @@
 //! - `serve`: the socket, the job reports, reaping, the tick.
 //! - `tree`: the process tree (subreaper, background jobs, ending all).
 
+mod core;
+mod drive;
 mod hang_up;
 mod jobs;
 mod output;
@@ -29,7 +31,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::unistd::ForkResult;
@@ -38,6 +39,7 @@ use crate::build_id::build_id;
 use crate::host::process::{identity_of, own_identity};
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::timing::TM;
 use crate::paths::Paths;
 use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::env::{first_environment, SessionEnv};
@@ -126,7 +128,7 @@ fn serve_session(
         }
     };
     let started = start_kernel(paths, files, meta);
-    let (kernel, reports, listener, _lock, journal, cancel_grace) = match started {
+    let (kernel, reports, listener, _lock, journal) = match started {
         Ok(parts) => parts,
         Err(e) => {
             say(&mut ready, &e);
@@ -141,8 +143,8 @@ fn serve_session(
     let ctx = Rc::new(serve::Context {
         kernel,
         session: meta.id.clone(),
-        cancel_grace,
         exit: Rc::new(tokio::sync::Notify::new()),
+        wake: tokio::sync::Notify::new(),
         workers: Rc::new(RefCell::new(Vec::new())),
         queued_inputs: std::cell::Cell::new(0),
         hang_ups: Default::default(),
@@ -165,7 +167,6 @@ type Started = (
     std::os::unix::net::UnixListener,
     Flock<std::fs::File>,
     crate::host::busy_journal::BusyJournal,
-    Duration,
 );
 
 fn start_kernel(
@@ -209,7 +210,11 @@ fn start_kernel(
     };
     // No template yet: the first job would compete with it for the CPU (a
     // session's start); one is prepared when a job ends.
-    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, first, restored)?;
+    let timing = core::CoreTiming {
+        cancel_grace: config.cancel_grace_ms,
+        template_idle: TM.template_idle,
+    };
+    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, first, restored, timing)?;
     // Holding the lock, this is the only kernel: whatever the last one
     // left running is a run already cut short.
     for job in kernel.end_jobs_of_a_dead_kernel() {
@@ -237,7 +242,6 @@ fn start_kernel(
         listener,
         lock,
         host.busy_journal(&paths.state),
-        Duration::from_millis(config.cancel_grace_ms),
     ))
 }
 
