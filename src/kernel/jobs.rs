@@ -18,6 +18,7 @@ use std::rc::Rc;
 use tokio::sync::watch;
 
 use super::core::{CoreTiming, KernelCore};
+use super::error::KernelError;
 use super::output::open_fifo;
 use super::spool::{JobEnd, LostOutput, Spool};
 use super::zygote::{self, Pipes};
@@ -125,7 +126,7 @@ impl Kernel {
         first: bool,
         restored: Option<Restore>,
         timing: CoreTiming,
-    ) -> Result<(Kernel, OwnedFd), String> {
+    ) -> Result<(Kernel, OwnedFd), KernelError> {
         let unclaimed = snapshot.is_none();
         let snapshot = snapshot.unwrap_or_else(|| Snapshot::fresh("/", std::iter::empty()));
         let spool = Spool::open(&files.spool())?;
@@ -211,9 +212,9 @@ impl Kernel {
         job: &str,
         command: &str,
         stdin_of: Option<u32>,
-    ) -> Result<Option<Readers>, String> {
+    ) -> Result<Option<Readers>, KernelError> {
         if self.core.stopping() {
-            return Err("the kernel is stopping".into());
+            return Err(KernelError::Stopping);
         }
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
@@ -281,11 +282,11 @@ impl Kernel {
         job: &str,
         command: &str,
         stdin_of: Option<u32>,
-    ) -> Result<Handed, String> {
+    ) -> Result<Handed, KernelError> {
         // The shell reads NUL-separated fields: a NUL inside the command
         // would split it, and what follows would be read as the next job.
         if command.contains('\0') {
-            return Err(crate::protocol::kernel::NUL_IN_COMMAND.into());
+            return Err(KernelError::NulInCommand);
         }
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
@@ -330,9 +331,7 @@ impl Kernel {
             (None, None) => {
                 let restore = self.scratch(job, "restore");
                 let late = self.scratch(job, "late");
-                write_private(&restore, &self.snapshot.template_script())
-                    .and_then(|()| write_private(&late, &self.snapshot.late_script()))
-                    .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+                write_scripts(&self.snapshot, &restore, &late)?;
                 let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
                 let message = zygote::message(&[
                     "job", job, &out_fifo, &err_fifo, &restore, &late, &capture, &stdin, command,
@@ -340,7 +339,10 @@ impl Kernel {
                 self.shell_input()?.write_all(&message)
             }
         };
-        handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        handed.map_err(|source| KernelError::Hand {
+            job: job.to_string(),
+            source,
+        })?;
         Ok(Handed {
             readers,
             placeholders,
@@ -348,9 +350,12 @@ impl Kernel {
         })
     }
 
-    fn shell_input(&self) -> Result<File, String> {
+    fn shell_input(&self) -> Result<File, KernelError> {
         let pipe = self.pipes.jobs_write.try_clone();
-        Ok(File::from(pipe.map_err(|e| format!("kernel: {e}"))?))
+        Ok(File::from(pipe.map_err(|source| KernelError::Process {
+            what: "reach its shell",
+            source,
+        })?))
     }
 
     /// Whether a job has not ended yet.
@@ -431,6 +436,21 @@ impl Kernel {
 /// next worker drops it), which spares every `eukhe bash` two file writes.
 fn keeps_end(job: &str) -> bool {
     job.starts_with('r')
+}
+
+/// Write `snapshot`'s `restore` and `late` scripts.
+fn write_scripts(
+    snapshot: &Snapshot,
+    restore: &std::path::Path,
+    late: &std::path::Path,
+) -> Result<(), KernelError> {
+    write_private(restore, &snapshot.template_script())
+        .and_then(|()| write_private(late, &snapshot.late_script()))
+        .map_err(|source| KernelError::Scratch {
+            action: "write",
+            path: restore.to_path_buf(),
+            source,
+        })
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which

@@ -10,9 +10,10 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc;
 use tokio::sync::Notify;
+use tokio::sync::{mpsc, watch};
 
+use super::error::KernelError;
 use super::hang_up::HangUps;
 use super::jobs::{Kernel, Readers};
 use super::zygote::{self, Report};
@@ -43,6 +44,8 @@ pub struct Context {
     /// Wakes the core's driver: an event may have moved its deadline or
     /// queued an action.
     pub wake: Notify,
+    /// Turns on once the stop has ended every process of the session.
+    pub stopped: watch::Sender<bool>,
     /// The control channels of the connected workers.
     pub workers: Rc<RefCell<Vec<mpsc::UnboundedSender<Vec<u8>>>>>,
     /// The inputs waiting in the worker's queue, as it last told: kept
@@ -57,7 +60,7 @@ pub async fn run(
     listener: UnixListener,
     reports: OwnedFd,
     journal: BusyJournal,
-) -> Result<(), String> {
+) -> Result<(), KernelError> {
     tokio::task::spawn_local(read_reports(ctx.clone(), reports));
     tokio::task::spawn_local(reap_children(ctx.clone()));
     tokio::task::spawn_local(tick(ctx.clone(), journal));
@@ -312,7 +315,8 @@ fn start_job(
                 },
             );
         }
-        Err(message) => {
+        Err(e) => {
+            let message = e.to_string();
             send(control, &FromKernel::Error { message });
         }
     }
@@ -340,6 +344,11 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
     let mut end_sent = false;
     loop {
         changed.borrow_and_update();
+        // A stopping kernel tells no more: the ends of the runs it stops
+        // are its stop, not theirs.
+        if ctx.kernel.borrow().core.stopping() {
+            return;
+        }
         let (spool, state) = {
             let k = ctx.kernel.borrow();
             let state = match k.jobs.get(&job) {
@@ -406,6 +415,11 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
         match reader.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        // What its jobs say as its stop ends them is not their end.
+        if ctx.kernel.borrow().core.stopping() {
+            pending.clear();
+            continue;
         }
         let mut ended = false;
         for report in zygote::parse_reports(&mut pending) {
@@ -511,6 +525,11 @@ fn reap(ctx: &Context) -> Vec<u32> {
 }
 
 fn count_background(ctx: &Context) {
+    // What a stop has not reaped yet is no background job: counted, it
+    // would be told to the worker as work, and recorded as busy evidence.
+    if ctx.kernel.borrow().core.stopping() {
+        return;
+    }
     let count = {
         let k = ctx.kernel.borrow();
         tree::children(std::process::id())
@@ -552,6 +571,9 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     let mut latest: Option<OwnRecord> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(KERNEL_TICK_MS)).await;
+        if ctx.kernel.borrow().core.stopping() {
+            continue;
+        }
         // A session removed from under the kernel takes its processes with it.
         if !ctx.kernel.borrow().files.exist() {
             tracing::warn!("the session's directory is gone: stopping");
@@ -591,9 +613,16 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     }
 }
 
-/// End every process of the session (the kernel's exit is its caller's).
-/// The waits for them to go run off the async thread, which serves on.
+/// End every process of the session (the kernel's exit is its caller's);
+/// returns once they are gone, whoever started the stop. The waits for
+/// them run off the async thread, which serves on meanwhile, telling no
+/// job's end.
 async fn stop(ctx: &Context) {
+    let stopping = ctx.kernel.borrow().core.stopping();
+    if stopping {
+        let _ = ctx.stopped.subscribe().wait_for(|done| *done).await;
+        return;
+    }
     {
         let mut k = ctx.kernel.borrow_mut();
         k.core.stop();
@@ -611,6 +640,7 @@ async fn stop(ctx: &Context) {
         Ok(killed) => tracing::warn!("{killed} processes did not end on SIGTERM and were killed"),
         Err(e) => tracing::error!("ending the session's processes failed: {e}"),
     }
+    ctx.stopped.send_replace(true);
 }
 
 /// SIGTERM (a manager stopping the kernel's unit, a shutdown of the

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::error::{BadRecord, SpoolError};
 use crate::laws::adoption::ProcessIdentity;
 pub use crate::session::entry::LostOutput;
 use crate::session::entry::Stream;
@@ -128,7 +129,7 @@ fn valid_job(job: &str) -> bool {
 
 impl Spool {
     /// The spool in `dir`, created 0700 if missing.
-    pub fn open(dir: &Path) -> Result<Spool, String> {
+    pub fn open(dir: &Path) -> Result<Spool, SpoolError> {
         private_subdir(dir)?;
         Ok(Spool {
             dir: dir.to_path_buf(),
@@ -149,9 +150,9 @@ impl Spool {
 
     /// Accept `job`: `Ok(Some(file))` to append its output to, or `Ok(None)`
     /// when the spool already knows it (it ran, or runs, already).
-    pub fn accept(&self, job: &str) -> Result<Option<File>, String> {
+    pub fn accept(&self, job: &str) -> Result<Option<File>, SpoolError> {
         if !valid_job(job) {
-            return Err(format!("kernel: {job:?} is not a job name"));
+            return Err(SpoolError::BadJobName(job.to_string()));
         }
         // A forgotten job's output is kept there: it ran.
         if self.output_dir().join(format!("{job}.out")).exists() {
@@ -165,7 +166,10 @@ impl Spool {
         {
             Ok(file) => Ok(Some(file)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(format!("spool {}: {e}", self.out_path(job).display())),
+            Err(source) => Err(SpoolError::File {
+                path: self.out_path(job),
+                source,
+            }),
         }
     }
 
@@ -234,13 +238,13 @@ impl Spool {
     }
 
     /// Record how `job` ended.
-    pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
+    pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), SpoolError> {
         Ok(write_json_unsynced(&self.end_path(job), end)?)
     }
 
     /// Record the process group `job` runs in, by its leader's identity.
     /// Not synced: after a machine crash nothing of the job runs anyway.
-    pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), String> {
+    pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), SpoolError> {
         Ok(write_json_unsynced(&self.group_path(job), &leader)?)
     }
 
@@ -286,9 +290,15 @@ impl Spool {
     /// Whole records of `job` from `offset` that end by `until`, at most
     /// about `max` bytes (always at least one whole record when there is
     /// one).
-    pub fn read(&self, job: &str, offset: u64, until: u64, max: usize) -> Result<Chunk, String> {
+    pub fn read(
+        &self,
+        job: &str,
+        offset: u64,
+        until: u64,
+        max: usize,
+    ) -> Result<Chunk, SpoolError> {
         let path = self.out_path(job);
-        let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
+        let context = SpoolError::file(&path);
         let mut chunk = Chunk {
             records: Vec::new(),
             next: offset,
@@ -299,7 +309,7 @@ impl Spool {
             Err(e) => return Err(context(e)),
         };
         let len = file.metadata().map_err(context)?.len().min(until);
-        let bad = |e: String| format!("spool {}: {e}", path.display());
+        let bad = SpoolError::bad_record(&path);
         // The span is read with few preads into one buffer, which the
         // records then share (no copy, no allocation per record). A record
         // that starts within `max` is taken whole: room for it is reserved
@@ -473,7 +483,7 @@ fn read_span(file: &File, offset: u64, want: usize, span: &mut Vec<u8>) -> std::
 
 /// The stream and length of the record `bytes` start with, and whether it
 /// is a run of zeros (no bytes stored), if its header is there.
-fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize, bool)>, String> {
+fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize, bool)>, BadRecord> {
     let Some(header) = bytes.get(..RECORD_HEADER) else {
         return Ok(None);
     };
@@ -483,10 +493,10 @@ fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize, bool)>, String> 
         2 => (Stream::Stderr, false),
         3 => (Stream::Stdout, true),
         4 => (Stream::Stderr, true),
-        other => return Err(format!("bad record {other}")),
+        other => return Err(BadRecord::Kind(other)),
     };
     if run && (size == 0 || size > zeros::RUN_MAX) {
-        return Err(format!("bad run of {size} zeros"));
+        return Err(BadRecord::ZeroRun(size));
     }
     Ok(Some((stream, size, run)))
 }

@@ -8,8 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use super::{stream_name, write_private, Kernel, STREAMS};
+use super::{stream_name, write_private, write_scripts, Kernel, STREAMS};
 use crate::host::process::{identity_of, is_alive};
+use crate::kernel::error::KernelError;
 use crate::kernel::output::{open_fifo, Fifo};
 use crate::kernel::zygote;
 use crate::laws::adoption::ProcessIdentity;
@@ -129,7 +130,7 @@ impl Kernel {
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as
     /// after any job: made at the claim, its shell would share the two cores
     /// with that restore and with the client's start.
-    pub fn claim(&mut self) -> Result<bool, String> {
+    pub fn claim(&mut self) -> Result<bool, KernelError> {
         if self.core.is_claimed() {
             return Ok(false);
         }
@@ -235,25 +236,14 @@ impl Kernel {
         let restore = self.scratch(&name, "restore");
         let late = self.scratch(&name, "late");
         let next = self.scratch(&name, "next");
-        let made = (|| -> Result<Template, String> {
+        let made = (|| -> Result<Template, KernelError> {
             for path in [&fifo, &taken, &next] {
                 let _ = std::fs::remove_file(path);
                 crate::kernel::output::make_fifo(path)?;
             }
-            // Read and write: never blocks, and the template sees the end
-            // only when the kernel drops it.
-            let open = |path: &PathBuf| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| format!("kernel: {}: {e}", path.display()))
-            };
-            let jobs = open(&fifo)?;
-            let next_writer = open(&next)?;
-            write_private(&restore, &self.snapshot.template_script())
-                .and_then(|_| write_private(&late, &self.snapshot.late_script()))
-                .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+            let jobs = open_both_ends(&fifo)?;
+            let next_writer = open_both_ends(&next)?;
+            write_scripts(&self.snapshot, &restore, &late)?;
             let message = zygote::message(&[
                 "template",
                 &fifo.to_string_lossy(),
@@ -265,7 +255,7 @@ impl Kernel {
             ]);
             self.shell_input()?
                 .write_all(&message)
-                .map_err(|e| format!("kernel: cannot ask for a template: {e}"))?;
+                .map_err(KernelError::AskTemplate)?;
             Ok(Template {
                 version: self.version,
                 fifo: fifo.clone(),
@@ -350,4 +340,18 @@ impl Kernel {
             }
         }
     }
+}
+
+/// Open the FIFO at `path` for reading and writing: never blocks, and its
+/// reader (a template) sees the end only when the kernel drops it.
+fn open_both_ends(path: &std::path::Path) -> Result<File, KernelError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|source| KernelError::Scratch {
+            action: "open",
+            path: path.to_path_buf(),
+            source,
+        })
 }
