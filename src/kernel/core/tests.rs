@@ -217,3 +217,27 @@ fn a_job_is_running_from_its_start_to_its_end() {
     assert!(!core.set_background(2));
     assert_eq!(core.background(), 2);
 }
+
+#[test]
+fn a_jobs_end_ends_what_waited_on_it_and_starts_the_idle_clock() {
+    let mut core = core(true, 0);
+    core.job_started("r1", 100);
+    core.job_started("b1", 100);
+    core.cancel("r1", Some(77), 200);
+    core.hang_up("b1", None, 200);
+    actions(&mut core);
+    // Both end before any deadline: nothing more is sent, nothing waits.
+    core.job_ended("r1", 300);
+    core.job_ended("b1", 400);
+    assert_eq!(
+        core.poll_timeout(),
+        Some(400 + IDLE + 1),
+        "only the idle clock"
+    );
+    core.group_started("b1", 9, 500);
+    core.group_gone("r1");
+    assert_eq!(advance(&mut core, 400 + IDLE), vec![]);
+    // A cancel of an ended job does nothing.
+    core.cancel("r1", Some(77), 600);
+    assert_eq!(actions(&mut core), vec![]);
+}
