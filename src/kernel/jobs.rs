@@ -17,6 +17,8 @@ use std::rc::Rc;
 
 use tokio::sync::watch;
 
+use super::core::{CoreTiming, KernelCore};
+use super::error::KernelError;
 use super::output::open_fifo;
 use super::spool::{JobEnd, LostOutput, Spool};
 use super::zygote::{self, Pipes};
@@ -30,7 +32,7 @@ use crate::session::store::SessionFiles;
 mod ends;
 mod template;
 
-use template::{SpareOutput, Template};
+use template::Templates;
 
 /// One job the kernel runs.
 pub struct Job {
@@ -81,6 +83,8 @@ pub struct Restore {
     pub text: String,
 }
 
+/// The kernel's books beside its core: the spool, the snapshot, the jobs'
+/// pipes and files, the templates, and the shell they are handed to.
 pub struct Kernel {
     pub files: SessionFiles,
     pub spool: Spool,
@@ -94,34 +98,15 @@ pub struct Kernel {
     /// What the restore brought back, if this kernel started over a
     /// snapshot: offered to each worker in its hello.
     pub restored: Option<Restore>,
-    /// Processes that runs left behind (children of the kernel other than
-    /// its shell).
-    pub background: u32,
-    /// `restore` and `late` scripts of dropped templates, kept while a job
-    /// may read them.
-    retired_late: Vec<PathBuf>,
     /// Bumped on every change a follower may be waiting for.
     pub changed: watch::Sender<u64>,
-    pub stopping: bool,
     /// Notices for the worker (sent to the connected ones, in order).
     pub notices: Vec<String>,
+    /// Which jobs run, the cancels, and when the templates go.
+    pub core: KernelCore,
     /// Bumped each time the snapshot changes.
     version: u64,
-    template: Option<Template>,
-    /// A claimed spare's template, over the blank state: its waiting job
-    /// shell restores the whole first snapshot (its `late` script), and
-    /// takes the session's first job only if `template` is not ready yet.
-    claim_template: Option<Template>,
-    template_seq: u64,
-    spare: Option<SpareOutput>,
-    spare_seq: u64,
-    /// The process groups of runs ended as their output closed, whose
-    /// reporters have not said `finished` yet.
-    ended_before_reporter: Vec<u32>,
-    /// When the last job started or ended (monotonic ms).
-    last_job_ms: u64,
-    /// A spare's kernel whose session has no first snapshot yet.
-    unclaimed: bool,
+    templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
     shell_defaults: Option<Snapshot>,
@@ -140,7 +125,8 @@ impl Kernel {
         snapshot: Option<Snapshot>,
         first: bool,
         restored: Option<Restore>,
-    ) -> Result<(Kernel, OwnedFd), String> {
+        timing: CoreTiming,
+    ) -> Result<(Kernel, OwnedFd), KernelError> {
         let unclaimed = snapshot.is_none();
         let snapshot = snapshot.unwrap_or_else(|| Snapshot::fresh("/", std::iter::empty()));
         let spool = Spool::open(&files.spool())?;
@@ -156,20 +142,11 @@ impl Kernel {
                 pipes,
                 shell_pid,
                 restored,
-                background: 0,
-                retired_late: Vec::new(),
                 changed,
-                stopping: false,
                 notices: Vec::new(),
+                core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
                 version: 0,
-                template: None,
-                claim_template: None,
-                template_seq: 0,
-                spare: None,
-                spare_seq: 0,
-                ended_before_reporter: Vec::new(),
-                last_job_ms: crate::clock::mono_ms(),
-                unclaimed,
+                templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
             },
@@ -235,9 +212,9 @@ impl Kernel {
         job: &str,
         command: &str,
         stdin_of: Option<u32>,
-    ) -> Result<Option<Readers>, String> {
-        if self.stopping {
-            return Err("the kernel is stopping".into());
+    ) -> Result<Option<Readers>, KernelError> {
+        if self.core.stopping() {
+            return Err(KernelError::Stopping);
         }
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
@@ -272,7 +249,11 @@ impl Kernel {
                 (Vec::new(), Vec::new(), [None, None], Some(end))
             }
         };
-        self.last_job_ms = crate::clock::mono_ms();
+        let now = crate::clock::mono_ms();
+        self.core.job_started(job, now);
+        if end.is_some() {
+            self.core.job_ended(job, now);
+        }
         let open_streams = if end.is_some() { 0 } else { 2 };
         self.jobs.insert(
             job.to_string(),
@@ -301,11 +282,11 @@ impl Kernel {
         job: &str,
         command: &str,
         stdin_of: Option<u32>,
-    ) -> Result<Handed, String> {
+    ) -> Result<Handed, KernelError> {
         // The shell reads NUL-separated fields: a NUL inside the command
         // would split it, and what follows would be read as the next job.
         if command.contains('\0') {
-            return Err(crate::protocol::kernel::NUL_IN_COMMAND.into());
+            return Err(KernelError::NulInCommand);
         }
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
@@ -329,10 +310,15 @@ impl Kernel {
         let stdin = stdin_of.map_or(String::new(), |pid| format!("/proc/{pid}/fd/0"));
         let version = self.version;
         let claim_template = self
-            .claim_template
+            .templates
+            .claim
             .as_mut()
             .filter(|t| t.armed && t.is_ready(version));
-        let template = self.template.as_mut().filter(|t| t.is_ready(version));
+        let template = self
+            .templates
+            .current
+            .as_mut()
+            .filter(|t| t.is_ready(version));
         let handed = match (template, claim_template) {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
@@ -345,9 +331,7 @@ impl Kernel {
             (None, None) => {
                 let restore = self.scratch(job, "restore");
                 let late = self.scratch(job, "late");
-                write_private(&restore, &self.snapshot.template_script())
-                    .and_then(|()| write_private(&late, &self.snapshot.late_script()))
-                    .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+                write_scripts(&self.snapshot, &restore, &late)?;
                 let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
                 let message = zygote::message(&[
                     "job", job, &out_fifo, &err_fifo, &restore, &late, &capture, &stdin, command,
@@ -355,7 +339,10 @@ impl Kernel {
                 self.shell_input()?.write_all(&message)
             }
         };
-        handed.map_err(|e| format!("kernel: cannot hand {job} to its shell: {e}"))?;
+        handed.map_err(|source| KernelError::Hand {
+            job: job.to_string(),
+            source,
+        })?;
         Ok(Handed {
             readers,
             placeholders,
@@ -363,14 +350,17 @@ impl Kernel {
         })
     }
 
-    fn shell_input(&self) -> Result<File, String> {
+    fn shell_input(&self) -> Result<File, KernelError> {
         let pipe = self.pipes.jobs_write.try_clone();
-        Ok(File::from(pipe.map_err(|e| format!("kernel: {e}"))?))
+        Ok(File::from(pipe.map_err(|source| KernelError::Process {
+            what: "reach its shell",
+            source,
+        })?))
     }
 
     /// Whether a job has not ended yet.
     fn job_running(&self) -> bool {
-        self.jobs.values().any(|j| j.end.is_none())
+        self.core.job_running()
     }
 
     /// The kernel's shell said what bash gives every shell: kept for the
@@ -384,14 +374,15 @@ impl Kernel {
         self.shell_defaults = Some(defaults);
     }
 
-    /// The job's shell is running, in its own process group.
-    pub fn started(&mut self, job: &str, group: u32) {
+    /// The job's shell is running, in its own process group (at `now`).
+    pub fn started(&mut self, job: &str, group: u32, now: u64) {
         if let Some(j) = self.jobs.get_mut(job) {
+            self.core.group_started(job, group, now);
             j.group = Some(group);
             j.placeholders.clear();
             if j.end.is_some() {
                 // Its end came first (`end_on_closed_output`).
-                self.ended_before_reporter.push(group);
+                self.core.ended_before_reporter(group);
             }
             if let Some(leader) = identity_of(group) {
                 if let Err(e) = self.spool.set_group(job, leader) {
@@ -445,6 +436,21 @@ impl Kernel {
 /// next worker drops it), which spares every `eukhe bash` two file writes.
 fn keeps_end(job: &str) -> bool {
     job.starts_with('r')
+}
+
+/// Write `snapshot`'s `restore` and `late` scripts.
+fn write_scripts(
+    snapshot: &Snapshot,
+    restore: &std::path::Path,
+    late: &std::path::Path,
+) -> Result<(), KernelError> {
+    write_private(restore, &snapshot.template_script())
+        .and_then(|()| write_private(late, &snapshot.late_script()))
+        .map_err(|source| KernelError::Scratch {
+            action: "write",
+            path: restore.to_path_buf(),
+            source,
+        })
 }
 
 /// Write a restore script, 0600: it holds the session's variables, which

@@ -16,6 +16,9 @@
 //! - `serve`: the socket, the job reports, reaping, the tick.
 //! - `tree`: the process tree (subreaper, background jobs, ending all).
 
+mod core;
+mod drive;
+pub mod error;
 mod hang_up;
 mod jobs;
 mod output;
@@ -29,7 +32,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::unistd::ForkResult;
@@ -38,6 +40,7 @@ use crate::build_id::build_id;
 use crate::host::process::{identity_of, own_identity};
 use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::timing::{TEST_TEMPLATE_IDLE_MS, TM};
 use crate::paths::Paths;
 use crate::protocol::kernel::KERNEL_PROTOCOL;
 use crate::session::env::{first_environment, SessionEnv};
@@ -46,6 +49,7 @@ use crate::session::store::{
     private_subdir, read_json, read_meta_or_spare, write_json_unsynced, KernelRecord, SessionFiles,
     SessionMeta,
 };
+use error::KernelError;
 
 /// What a restore cannot bring back.
 const NOT_RESTORED: &str = "background jobs and open file descriptors do not come back";
@@ -53,11 +57,11 @@ const NOT_RESTORED: &str = "background jobs and open file descriptors do not com
 /// Run the kernel of `session`. With `detach`, the process forks: the
 /// parent returns once the kernel serves (or says why it cannot), and the
 /// kernel lives on in its own session.
-pub fn main(session: &str, detach: bool) -> Result<(), String> {
-    let paths = Paths::from_env()?;
+pub fn main(session: &str, detach: bool) -> Result<(), KernelError> {
+    let paths = Paths::from_env().map_err(KernelError::Paths)?;
     let files = SessionFiles::new(paths.session_dir(session));
     let meta: SessionMeta =
-        read_meta_or_spare(&files)?.ok_or_else(|| format!("session {session} does not exist"))?;
+        read_meta_or_spare(&files)?.ok_or_else(|| KernelError::NoSession(session.to_string()))?;
     let ready = if detach {
         Some(detach_from_parent()?)
     } else {
@@ -72,16 +76,21 @@ pub fn main(session: &str, detach: bool) -> Result<(), String> {
 
 /// Fork; the parent waits for the child's word on a pipe and exits with
 /// it. Returns the child's end of the pipe.
-fn detach_from_parent() -> Result<std::fs::File, String> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| format!("kernel: {}", std::io::Error::from(e)))?;
+fn detach_from_parent() -> Result<std::fs::File, KernelError> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| KernelError::Process {
+        what: "make a pipe",
+        source: e.into(),
+    })?;
     let (mut read, write) = (std::fs::File::from(read), std::fs::File::from(write));
     // SAFETY: no other thread runs yet (no runtime has started), so the
     // child may do anything after fork. fork(2) is unsafe in nix too (a
     // multithreaded parent would leave the child only async-signal-safe
     // calls), and no safe crate offers it.
     match unsafe { nix::unistd::fork() } {
-        Err(e) => Err(format!("kernel: cannot fork: {}", std::io::Error::from(e))),
+        Err(e) => Err(KernelError::Process {
+            what: "fork",
+            source: e.into(),
+        }),
         Ok(ForkResult::Child) => {
             drop(read);
             // The child leads no group yet, so setsid(2) succeeds.
@@ -94,23 +103,20 @@ fn detach_from_parent() -> Result<std::fs::File, String> {
             let _ = read.read_to_string(&mut word);
             match word.strip_prefix("ok") {
                 Some(_) => std::process::exit(0),
-                None if word.is_empty() => Err("kernel: it ended before it served".to_string()),
-                None => Err(word),
+                None if word.is_empty() => Err(KernelError::EndedBeforeServing),
+                None => Err(KernelError::DetachedFailed(word)),
             }
         }
     }
 }
 
 /// The lock that makes this the session's only kernel, held for life.
-fn take_lock(files: &SessionFiles) -> Result<Flock<std::fs::File>, String> {
+fn take_lock(files: &SessionFiles) -> Result<Flock<std::fs::File>, KernelError> {
     let path = files.kernel_lock();
     let lock = crate::session::store::private_append(&path)?;
-    Flock::lock(lock, FlockArg::LockExclusiveNonblock).map_err(|_| {
-        format!(
-            "kernel: session {} already has a live kernel ({} is locked)",
-            files.dir.display(),
-            path.display()
-        )
+    Flock::lock(lock, FlockArg::LockExclusiveNonblock).map_err(|_| KernelError::Locked {
+        dir: files.dir.clone(),
+        lock: path.clone(),
     })
 }
 
@@ -119,17 +125,17 @@ fn serve_session(
     files: &SessionFiles,
     meta: &SessionMeta,
     mut ready: Option<std::fs::File>,
-) -> Result<(), String> {
+) -> Result<(), KernelError> {
     let say = |ready: &mut Option<std::fs::File>, word: &str| {
         if let Some(mut pipe) = ready.take() {
             let _ = pipe.write_all(word.as_bytes());
         }
     };
     let started = start_kernel(paths, files, meta);
-    let (kernel, reports, listener, _lock, journal, cancel_grace) = match started {
+    let (kernel, reports, listener, _lock, journal) = match started {
         Ok(parts) => parts,
         Err(e) => {
-            say(&mut ready, &e);
+            say(&mut ready, &e.to_string());
             return Err(e);
         }
     };
@@ -141,16 +147,21 @@ fn serve_session(
     let ctx = Rc::new(serve::Context {
         kernel,
         session: meta.id.clone(),
-        cancel_grace,
         exit: Rc::new(tokio::sync::Notify::new()),
+        wake: tokio::sync::Notify::new(),
+        stopped: tokio::sync::watch::channel(false).0,
         workers: Rc::new(RefCell::new(Vec::new())),
         queued_inputs: std::cell::Cell::new(0),
         hang_ups: Default::default(),
     });
     let socket = paths.kernel_socket(&meta.id);
     let result = crate::runtime::block_on_local("kernel", async move {
-        let listener =
-            tokio::net::UnixListener::from_std(listener).map_err(|e| format!("kernel: {e}"))?;
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|source| {
+            KernelError::Process {
+                what: "serve its socket",
+                source,
+            }
+        })?;
         ctx.kernel.borrow_mut().prepare_for_claim();
         serve::run(ctx, listener, reports, journal).await
     });
@@ -165,14 +176,13 @@ type Started = (
     std::os::unix::net::UnixListener,
     Flock<std::fs::File>,
     crate::host::busy_journal::BusyJournal,
-    Duration,
 );
 
 fn start_kernel(
     paths: &Paths,
     files: &SessionFiles,
     meta: &SessionMeta,
-) -> Result<Started, String> {
+) -> Result<Started, KernelError> {
     let host = HostKind::from_env()?;
     crate::host::log::init(host, "kernel", Some(&meta.id), Some(files.kernel_log()));
     tree::become_subreaper()?;
@@ -184,7 +194,7 @@ fn start_kernel(
         .ok()
         .flatten()
         .filter(|_| written_since_boot(&files.kernel()));
-    let config = crate::config::Config::load(&paths.config)?;
+    let config = crate::config::Config::load(&paths.config).map_err(KernelError::Config)?;
     let (snapshot, first, restored) = match load_or_migrate(&files.snapshot(), &files.namespace())?
     {
         Some(snapshot) => {
@@ -209,7 +219,11 @@ fn start_kernel(
     };
     // No template yet: the first job would compete with it for the CPU (a
     // session's start); one is prepared when a job ends.
-    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, first, restored)?;
+    let timing = core::CoreTiming {
+        cancel_grace: config.cancel_grace_ms,
+        template_idle: template_idle(),
+    };
+    let (kernel, reports) = jobs::Kernel::new(files.clone(), snapshot, first, restored, timing)?;
     // Holding the lock, this is the only kernel: whatever the last one
     // left running is a run already cut short.
     for job in kernel.end_jobs_of_a_dead_kernel() {
@@ -219,8 +233,7 @@ fn start_kernel(
         end_session_of_a_dead_kernel(previous.identity);
     }
     sweep_scratch(&files.scratch());
-    let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))
-        .map_err(|e| format!("kernel: {e}"))?;
+    let listener = crate::host::socket::listen_private(&paths.kernel_socket(&meta.id))?;
     // Not synced: after a machine crash the recorded kernel is dead anyway,
     // and it is only ever trusted by identity (pid and start time).
     write_json_unsynced(
@@ -237,8 +250,22 @@ fn start_kernel(
         listener,
         lock,
         host.busy_journal(&paths.state),
-        Duration::from_millis(config.cancel_grace_ms),
     ))
+}
+
+/// How long an idle session keeps its templates: `template_idle`, or a
+/// second under `EUKHE_TEST_SHORT_WINDOWS=1` (logged), so a test can see
+/// them go.
+fn template_idle() -> u64 {
+    let short = std::env::var(crate::config::TEST_SHORT_WINDOWS).is_ok_and(|v| v == "1");
+    if !short {
+        return TM.template_idle;
+    }
+    tracing::warn!(
+        "{}=1 (test only): templates go after {TEST_TEMPLATE_IDLE_MS} ms idle",
+        crate::config::TEST_SHORT_WINDOWS
+    );
+    TEST_TEMPLATE_IDLE_MS
 }
 
 /// Remove what an earlier kernel of the session left in `scratch` (its
@@ -272,13 +299,9 @@ fn sweep_scratch(scratch: &Path) {
 pub(crate) fn first_snapshot(
     files: &SessionFiles,
     shell_defaults: Option<&Snapshot>,
-) -> Result<Snapshot, String> {
-    let meta: SessionMeta = read_json(&files.meta())?.ok_or_else(|| {
-        format!(
-            "kernel: {} has no session yet (a spare no `eukhe new` claimed)",
-            files.dir.display()
-        )
-    })?;
+) -> Result<Snapshot, KernelError> {
+    let meta: SessionMeta =
+        read_json(&files.meta())?.ok_or_else(|| KernelError::Unclaimed(files.dir.clone()))?;
     let chosen: Option<SessionEnv> = read_json(&files.env())?;
     let daemon: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

@@ -14,6 +14,7 @@ use nix::sys::stat::Mode;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
+use super::error::KernelError;
 use super::jobs::Kernel;
 use crate::laws::timing::{OUTPUT_GATHER_MS, UTF8_HOLD_MS};
 use crate::session::entry::Stream;
@@ -36,17 +37,22 @@ pub struct Fifo {
 }
 
 /// Make a FIFO at `path`, 0600.
-pub fn make_fifo(path: &Path) -> Result<(), String> {
-    nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).map_err(|e| {
-        let e = std::io::Error::from(e);
-        format!("kernel: cannot make {}: {e}", path.display())
+pub fn make_fifo(path: &Path) -> Result<(), KernelError> {
+    nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).map_err(|e| KernelError::Scratch {
+        action: "make",
+        path: path.to_path_buf(),
+        source: e.into(),
     })
 }
 
 /// Make the FIFO at `path` (0600) and open both ends.
-pub fn open_fifo(path: &Path) -> Result<Fifo, String> {
+pub fn open_fifo(path: &Path) -> Result<Fifo, KernelError> {
     let _ = std::fs::remove_file(path);
-    let context = |e: std::io::Error| format!("kernel: output pipe {}: {e}", path.display());
+    let context = |source| KernelError::Scratch {
+        action: "open the output pipe",
+        path: path.to_path_buf(),
+        source,
+    };
     make_fifo(path)?;
     let reader = pipe::OpenOptions::new()
         .open_receiver(path)

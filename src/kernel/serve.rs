@@ -10,9 +10,10 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc;
 use tokio::sync::Notify;
+use tokio::sync::{mpsc, watch};
 
+use super::error::KernelError;
 use super::hang_up::HangUps;
 use super::jobs::{Kernel, Readers};
 use super::zygote::{self, Report};
@@ -39,8 +40,12 @@ pub type Shared = Rc<RefCell<Kernel>>;
 pub struct Context {
     pub kernel: Shared,
     pub session: String,
-    pub cancel_grace: Duration,
     pub exit: Rc<Notify>,
+    /// Wakes the core's driver: an event may have moved its deadline or
+    /// queued an action.
+    pub wake: Notify,
+    /// Turns on once the stop has ended every process of the session.
+    pub stopped: watch::Sender<bool>,
     /// The control channels of the connected workers.
     pub workers: Rc<RefCell<Vec<mpsc::UnboundedSender<Vec<u8>>>>>,
     /// The inputs waiting in the worker's queue, as it last told: kept
@@ -55,10 +60,11 @@ pub async fn run(
     listener: UnixListener,
     reports: OwnedFd,
     journal: BusyJournal,
-) -> Result<(), String> {
+) -> Result<(), KernelError> {
     tokio::task::spawn_local(read_reports(ctx.clone(), reports));
     tokio::task::spawn_local(reap_children(ctx.clone()));
     tokio::task::spawn_local(tick(ctx.clone(), journal));
+    tokio::task::spawn_local(super::drive::drive(ctx.clone()));
     tokio::task::spawn_local(stop_on_sigterm(ctx.clone()));
     loop {
         tokio::select! {
@@ -118,16 +124,34 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
     let (control, control_rx) = mpsc::unbounded_channel();
     let writer = tokio::task::spawn_local(writer(write, control_rx, output_rx));
     let mut followers = Vec::new();
-    serve_connection(&ctx, &mut read, &tx, &control, &mut followers).await;
-    // The worker is gone (or asked for the stop): its followers and writer
-    // end with it, and the kernel knows it has no worker.
+    let served = serve_connection(&ctx, &mut read, &tx, &control, &mut followers).await;
+    // The worker is gone (or asked for the stop): its followers end with
+    // it, and the kernel knows it has no worker.
     for follower in followers {
         follower.abort();
     }
-    writer.abort();
     ctx.workers
         .borrow_mut()
         .retain(|c| !c.same_channel(&control));
+    if served == Served::Stop {
+        send(&control, &FromKernel::Stopped);
+        // The writer ends once it has sent what is queued and every sender
+        // is gone: the kernel exits after that, or after a poll at most.
+        drop((control, tx));
+        let _ = tokio::time::timeout(Duration::from_millis(POLL_MS), writer).await;
+        ctx.exit.notify_one();
+    } else {
+        writer.abort();
+    }
+}
+
+/// How a connection's service ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    /// The worker left (or spoke out of turn).
+    Left,
+    /// The worker asked the kernel to stop, and it has.
+    Stop,
 }
 
 async fn serve_connection(
@@ -136,15 +160,17 @@ async fn serve_connection(
     tx: &mpsc::Sender<Vec<u8>>,
     control: &mpsc::UnboundedSender<Vec<u8>>,
     followers: &mut Vec<tokio::task::JoinHandle<()>>,
-) {
-    if !greet(ctx, read, control).await {
-        return;
+) -> Served {
+    match greet(ctx, read, control).await {
+        Greeted::Serve => {}
+        Greeted::Stop => return Served::Stop,
+        Greeted::Leave => return Served::Left,
     }
     ctx.workers.borrow_mut().push(control.clone());
     loop {
         let request = match read_frame::<ToKernel, _>(read).await {
             Ok(request) => request,
-            Err(FrameError::Closed) => break,
+            Err(FrameError::Closed) => return Served::Left,
             Err(e) => {
                 send(
                     control,
@@ -152,7 +178,7 @@ async fn serve_connection(
                         message: e.to_string(),
                     },
                 );
-                break;
+                return Served::Left;
             }
         };
         match request {
@@ -171,12 +197,8 @@ async fn serve_connection(
                     from,
                 )));
             }
-            ToKernel::Cancel { job } => {
-                tokio::task::spawn_local(cancel(ctx.clone(), job));
-            }
-            ToKernel::HangUp { job } => {
-                tokio::task::spawn_local(hang_up(ctx.clone(), job));
-            }
+            ToKernel::Cancel { job } => super::drive::cancel(ctx, &job),
+            ToKernel::HangUp { job } => super::drive::hang_up(ctx, &job),
             ToKernel::Forget { job } => forget(ctx, &job),
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
@@ -188,14 +210,24 @@ async fn serve_connection(
                     Ok(false) => {}
                     Err(e) => tracing::warn!("{e}"),
                 }
+                drop(kernel);
+                ctx.wake.notify_one();
             }
             ToKernel::Queued { inputs } => ctx.queued_inputs.set(inputs),
             ToKernel::Stop => {
-                stop(ctx, control).await;
-                return;
+                stop(ctx).await;
+                return Served::Stop;
             }
         }
     }
+}
+
+/// What a hello leads to.
+enum Greeted {
+    Serve,
+    /// A worker of another protocol asked for the stop, which is done.
+    Stop,
+    Leave,
 }
 
 /// The worker stored `job`'s end and output: the spool may drop it.
@@ -204,12 +236,13 @@ fn forget(ctx: &Context, job: &str) {
     ctx.kernel.borrow_mut().forget(job);
 }
 
-/// Answer the worker's hello; whether the connection goes on to serve it.
+/// Answer the worker's hello, and say whether the connection goes on to
+/// serve it.
 async fn greet(
     ctx: &Rc<Context>,
     read: &mut tokio::net::unix::OwnedReadHalf,
     control: &mpsc::UnboundedSender<Vec<u8>>,
-) -> bool {
+) -> Greeted {
     let Ok(ToKernel::Hello { protocol, .. }) = read_frame::<ToKernel, _>(read).await else {
         send(
             control,
@@ -217,17 +250,18 @@ async fn greet(
                 message: "expected hello first".into(),
             },
         );
-        return false;
+        return Greeted::Leave;
     };
     send(control, &hello(ctx, protocol));
     if protocol != KERNEL_PROTOCOL {
         // Another version may only ask this kernel to stop.
         if let Ok(ToKernel::Stop) = read_frame::<ToKernel, _>(read).await {
-            stop(ctx, control).await;
+            stop(ctx).await;
+            return Greeted::Stop;
         }
-        return false;
+        return Greeted::Leave;
     }
-    true
+    Greeted::Serve
 }
 
 /// The hello to a worker of `protocol`; one of this protocol is offered the restore.
@@ -248,7 +282,7 @@ fn hello(ctx: &Context, protocol: u32) -> FromKernel {
             _ => None,
         },
         jobs: k.job_states(),
-        background: k.background,
+        background: k.core.background(),
     }
 }
 
@@ -281,12 +315,14 @@ fn start_job(
                 },
             );
         }
-        Err(message) => {
+        Err(e) => {
+            let message = e.to_string();
             send(control, &FromKernel::Error { message });
         }
     }
     // The next job's FIFOs, made while this one runs.
     ctx.kernel.borrow_mut().prepare_spare();
+    ctx.wake.notify_one();
 }
 
 fn spawn_readers(ctx: &Context, job: &str, readers: Readers) {
@@ -308,6 +344,11 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
     let mut end_sent = false;
     loop {
         changed.borrow_and_update();
+        // A stopping kernel tells no more: the ends of the runs it stops
+        // are its stop, not theirs.
+        if ctx.kernel.borrow().core.stopping() {
+            return;
+        }
         let (spool, state) = {
             let k = ctx.kernel.borrow();
             let state = match k.jobs.get(&job) {
@@ -362,98 +403,6 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
     }
 }
 
-/// Cancel `job`: SIGINT to its process group, SIGTERM after the cancel
-/// grace, SIGKILL after another; an end is recorded even if its shell is
-/// killed before it can report.
-async fn cancel(ctx: Rc<Context>, job: String) {
-    let group = {
-        let mut k = ctx.kernel.borrow_mut();
-        let Some(j) = k.jobs.get_mut(&job) else {
-            return;
-        };
-        if j.end.is_some() {
-            return;
-        }
-        j.cancelled = true;
-        j.group
-    };
-    let group = match group {
-        Some(group) => group,
-        None => match group_once_started(&ctx, &job).await {
-            Some(group) => group,
-            None => return,
-        },
-    };
-    let ended = || ctx.kernel.borrow().job_ended(&job);
-    for signal in [
-        nix::sys::signal::Signal::SIGINT,
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGKILL,
-    ] {
-        tree::signal_group(group, signal);
-        let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
-        while tokio::time::Instant::now() < deadline {
-            if ended() {
-                return;
-            }
-            // Killed whole, the group cannot report its end (its reporter
-            // went with it): recorded as soon as it is gone.
-            if signal == nix::sys::signal::Signal::SIGKILL && !tree::group_alive(group) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-        }
-    }
-    if !ended() {
-        ctx.kernel.borrow_mut().ended(&job, 128 + libc::SIGKILL);
-    }
-}
-
-/// Hang up `job` (`kernel::hang_up`): once its shell has opened its
-/// output (it reports its group after that), close the output, then
-/// SIGHUP its process group.
-async fn hang_up(ctx: Rc<Context>, job: String) {
-    let group = {
-        let k = ctx.kernel.borrow();
-        match k.jobs.get(&job) {
-            Some(j) if j.end.is_none() => j.group,
-            _ => return,
-        }
-    };
-    let group = match group {
-        Some(group) => group,
-        None => match group_once_started(&ctx, &job).await {
-            Some(group) => group,
-            None => return,
-        },
-    };
-    tracing::info!("{job}: its client went away; hanging it up");
-    ctx.hang_ups.close_output(&job);
-    tree::signal_group(group, nix::sys::signal::Signal::SIGHUP);
-}
-
-/// The process group of `job`, which was handed to a shell that has not
-/// reported it yet (a cancel sent the moment a run starts): waited for up
-/// to the cancel grace. `None` if the job ends first or never reports.
-async fn group_once_started(ctx: &Context, job: &str) -> Option<u32> {
-    let deadline = tokio::time::Instant::now() + ctx.cancel_grace;
-    while tokio::time::Instant::now() < deadline {
-        {
-            let k = ctx.kernel.borrow();
-            let j = k.jobs.get(job)?;
-            if j.end.is_some() {
-                return None;
-            }
-            if j.group.is_some() {
-                return j.group;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    }
-    tracing::warn!("{job} was cancelled but its shell never reported its process group");
-    None
-}
-
 async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
     let Ok(mut reader) = tokio::net::unix::pipe::Receiver::from_owned_fd(reports) else {
         tracing::error!("kernel: cannot read its shell's reports");
@@ -467,11 +416,16 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
             Ok(0) | Err(_) => return,
             Ok(n) => pending.extend_from_slice(&buf[..n]),
         }
+        // What its jobs say as its stop ends them is not their end.
+        if ctx.kernel.borrow().core.stopping() {
+            pending.clear();
+            continue;
+        }
         let mut ended = false;
         for report in zygote::parse_reports(&mut pending) {
             let mut k = ctx.kernel.borrow_mut();
             match report {
-                Report::Started { job, group } => k.started(&job, group),
+                Report::Started { job, group } => k.started(&job, group, mono_ms()),
                 Report::Finished { group, status } => {
                     // No job to end: a run already ended as its output
                     // closed (`Kernel::stream_closed`), whose shell has now
@@ -511,6 +465,8 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                 ctx.kernel.borrow_mut().arm_template();
             });
         }
+        // A group said, or an end: the core's deadlines moved.
+        ctx.wake.notify_one();
         flush_notices(&ctx);
     }
 }
@@ -530,10 +486,10 @@ async fn reap_children(ctx: Rc<Context>) {
         return;
     };
     loop {
-        let reaped = tree::reap();
+        let reaped = reap(&ctx);
         let shell_died = {
             let k = ctx.kernel.borrow();
-            reaped.contains(&k.shell_pid) && !k.stopping
+            reaped.contains(&k.shell_pid) && !k.core.stopping()
         };
         if shell_died {
             let restarted = {
@@ -559,7 +515,21 @@ async fn reap_children(ctx: Rc<Context>) {
     }
 }
 
+/// Reap ended children, unless the kernel stops: then its stop reaps
+/// them itself, off this thread, while it signals what it read is left.
+fn reap(ctx: &Context) -> Vec<u32> {
+    if ctx.kernel.borrow().core.stopping() {
+        return Vec::new();
+    }
+    tree::reap()
+}
+
 fn count_background(ctx: &Context) {
+    // What a stop has not reaped yet is no background job: counted, it
+    // would be told to the worker as work, and recorded as busy evidence.
+    if ctx.kernel.borrow().core.stopping() {
+        return;
+    }
     let count = {
         let k = ctx.kernel.borrow();
         tree::children(std::process::id())
@@ -567,12 +537,7 @@ fn count_background(ctx: &Context) {
             .filter(|&pid| pid != k.shell_pid)
             .count() as u32
     };
-    let changed = {
-        let mut k = ctx.kernel.borrow_mut();
-        let changed = k.background != count;
-        k.background = count;
-        changed
-    };
+    let changed = ctx.kernel.borrow_mut().core.set_background(count);
     if changed {
         tracing::info!(background = count, "background jobs: {count}");
         broadcast(ctx, &FromKernel::Jobs { background: count });
@@ -593,7 +558,7 @@ fn work(k: &Kernel, queued_inputs: u32) -> WorkSet {
             activities.push(Activity::Work(WorkKind::UnsettledChild));
         }
     }
-    if k.background > 0 {
+    if k.core.background() > 0 {
         activities.push(Activity::Work(WorkKind::BackgroundJob));
     }
     session_work(&activities)
@@ -606,17 +571,19 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     let mut latest: Option<OwnRecord> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(KERNEL_TICK_MS)).await;
+        if ctx.kernel.borrow().core.stopping() {
+            continue;
+        }
         // A session removed from under the kernel takes its processes with it.
         if !ctx.kernel.borrow().files.exist() {
             tracing::warn!("the session's directory is gone: stopping");
-            let (control, _rx) = mpsc::unbounded_channel();
-            stop(&ctx, &control).await;
+            stop(&ctx).await;
+            ctx.exit.notify_one();
             return;
         }
-        tree::reap();
+        reap(&ctx);
         count_background(&ctx);
         flush_notices(&ctx);
-        ctx.kernel.borrow_mut().drop_idle_template(mono_ms());
         let no_worker = {
             ctx.workers.borrow_mut().retain(|c| !c.is_closed());
             ctx.workers.borrow().is_empty()
@@ -646,25 +613,34 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
     }
 }
 
-/// End every process of the session, then the kernel.
-async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
+/// End every process of the session (the kernel's exit is its caller's);
+/// returns once they are gone, whoever started the stop. The waits for
+/// them run off the async thread, which serves on meanwhile, telling no
+/// job's end.
+async fn stop(ctx: &Context) {
+    let stopping = ctx.kernel.borrow().core.stopping();
+    if stopping {
+        let _ = ctx.stopped.subscribe().wait_for(|done| *done).await;
+        return;
+    }
     {
         let mut k = ctx.kernel.borrow_mut();
-        k.stopping = true;
+        k.core.stop();
         k.drop_spare();
     }
     tracing::info!("stopping: every process of the session ends");
-    let killed = tree::end_descendants(
-        Duration::from_millis(TM.run_term_grace),
-        Duration::from_millis(TM.child_drain),
-    );
-    if killed > 0 {
-        tracing::warn!("{killed} processes did not end on SIGTERM and were killed");
+    let ended = tokio::task::spawn_blocking(|| {
+        tree::end_descendants(
+            Duration::from_millis(TM.run_term_grace),
+            Duration::from_millis(TM.child_drain),
+        )
+    });
+    match ended.await {
+        Ok(0) => {}
+        Ok(killed) => tracing::warn!("{killed} processes did not end on SIGTERM and were killed"),
+        Err(e) => tracing::error!("ending the session's processes failed: {e}"),
     }
-    send(control, &FromKernel::Stopped);
-    // Let the writer send it before the loops end.
-    tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    ctx.exit.notify_one();
+    ctx.stopped.send_replace(true);
 }
 
 /// SIGTERM (a manager stopping the kernel's unit, a shutdown of the
@@ -675,7 +651,7 @@ async fn stop_on_sigterm(ctx: Rc<Context>) {
         return;
     };
     if terms.recv().await.is_some() {
-        let (control, _rx) = mpsc::unbounded_channel();
-        stop(&ctx, &control).await;
+        stop(&ctx).await;
+        ctx.exit.notify_one();
     }
 }

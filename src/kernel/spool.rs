@@ -31,6 +31,7 @@ use std::ops::Deref;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use super::error::SpoolError;
 use crate::laws::adoption::ProcessIdentity;
 pub use crate::protocol::entry::LostOutput;
 use crate::protocol::entry::Stream;
@@ -81,7 +82,7 @@ fn write_record(
 
 impl Spool {
     /// The spool in `dir`, created 0700 if missing.
-    pub fn open(dir: &Path) -> Result<Spool, String> {
+    pub fn open(dir: &Path) -> Result<Spool, SpoolError> {
         Ok(Spool {
             files: layout::Spool::open(dir)?,
         })
@@ -89,9 +90,9 @@ impl Spool {
 
     /// Accept `job`: `Ok(Some(file))` to append its output to, or `Ok(None)`
     /// when the spool already knows it (it ran, or runs, already).
-    pub fn accept(&self, job: &str) -> Result<Option<File>, String> {
+    pub fn accept(&self, job: &str) -> Result<Option<File>, SpoolError> {
         if !valid_job(job) {
-            return Err(format!("kernel: {job:?} is not a job name"));
+            return Err(SpoolError::BadJobName(job.to_string()));
         }
         // A forgotten job's output is kept there: it ran.
         if self.output_dir().join(out_name(job)).exists() {
@@ -105,7 +106,10 @@ impl Spool {
         {
             Ok(file) => Ok(Some(file)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(format!("spool {}: {e}", self.out_path(job).display())),
+            Err(source) => Err(SpoolError::File {
+                path: self.out_path(job),
+                source,
+            }),
         }
     }
 
@@ -182,13 +186,13 @@ impl Spool {
     }
 
     /// Record how `job` ended.
-    pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), String> {
+    pub fn set_end(&self, job: &str, end: &JobEnd) -> Result<(), SpoolError> {
         Ok(write_json_unsynced(&self.end_path(job), end)?)
     }
 
     /// Record the process group `job` runs in, by its leader's identity.
     /// Not synced: after a machine crash nothing of the job runs anyway.
-    pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), String> {
+    pub fn set_group(&self, job: &str, leader: ProcessIdentity) -> Result<(), SpoolError> {
         Ok(write_json_unsynced(&self.group_path(job), &leader)?)
     }
 

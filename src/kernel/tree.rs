@@ -9,17 +9,16 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
+use super::error::KernelError;
 use crate::host::process::identity_of;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::timing::POLL_MS;
 
 /// Make this process a child subreaper (orphaned descendants come to it).
-pub fn become_subreaper() -> Result<(), String> {
-    nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
-        format!(
-            "kernel: cannot become a subreaper: {}",
-            std::io::Error::from(e)
-        )
+pub fn become_subreaper() -> Result<(), KernelError> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| KernelError::Process {
+        what: "become a subreaper",
+        source: e.into(),
     })
 }
 

@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
 
+use super::error::KernelError;
+
 /// How a template's job shell becomes its job's bash: ahead of the job,
 /// which that bash takes itself from the template's FIFO (fd 5), saying it
 /// taken on fd 6 (`job_prep.bash`); its files are named after the job in
@@ -67,13 +69,15 @@ pub struct Pipes {
 }
 
 /// A pipe, closed on exec unless passed on explicitly.
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|e| format!("kernel: cannot make a pipe: {}", std::io::Error::from(e)))
+fn pipe() -> Result<(OwnedFd, OwnedFd), KernelError> {
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| KernelError::Process {
+        what: "make a pipe",
+        source: e.into(),
+    })
 }
 
 /// Make the pipes; returns them and the read end of the reports.
-pub fn pipes() -> Result<(Pipes, OwnedFd), String> {
+pub fn pipes() -> Result<(Pipes, OwnedFd), KernelError> {
     let (jobs_read, jobs_write) = pipe()?;
     let (reports_read, reports_write) = pipe()?;
     Ok((
@@ -95,11 +99,12 @@ fn bash() -> &'static str {
 
 /// Start a shell on `pipes`; returns its pid. Its environment is empty:
 /// every variable a job sees comes from the snapshot.
-pub fn start(pipes: &Pipes) -> Result<u32, String> {
-    let clone = |fd: &OwnedFd| {
-        fd.try_clone()
-            .map_err(|e| format!("kernel: cannot start bash: {e}"))
+pub fn start(pipes: &Pipes) -> Result<u32, KernelError> {
+    let cannot_start = |source| KernelError::Process {
+        what: "start bash",
+        source,
     };
+    let clone = |fd: &OwnedFd| fd.try_clone().map_err(cannot_start);
     // The shell reads jobs on fd 3 and jobs report on fd 4; the copies are
     // closed here once the shell has started.
     let mappings = vec![
@@ -131,10 +136,8 @@ pub fn start(pipes: &Pipes) -> Result<u32, String> {
         .stderr(Stdio::null());
     command
         .fd_mappings(mappings)
-        .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
-    let child = command
-        .spawn()
-        .map_err(|e| format!("kernel: cannot start bash: {e}"))?;
+        .map_err(|e| cannot_start(std::io::Error::other(e)))?;
+    let child = command.spawn().map_err(cannot_start)?;
     // The kernel reaps its children itself (`tree::reap`).
     Ok(child.id())
 }

@@ -311,6 +311,9 @@ pub const WORKER_RETRY_MS: u64 = 500;
 pub const WORKER_TICK_MS: u64 = 250;
 /// The kernel's tick: background jobs and busy evidence without a worker.
 pub const KERNEL_TICK_MS: u64 = 1_000;
+/// Test only (`EUKHE_TEST_SHORT_WINDOWS=1`): the template idle window
+/// (`template_idle`) a test can wait out.
+pub const TEST_TEMPLATE_IDLE_MS: u64 = 1_000;
 /// How long a waiter on the user manager sleeps at most between looks at
 /// a unit (its signals usually wake it first).
 pub const UNIT_WAKE_MS: u64 = 1_000;

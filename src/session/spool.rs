@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::ErrorKind;
+use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -27,6 +27,7 @@ use crate::protocol::kernel::JobEnd;
 use crate::protocol::zeros;
 use crate::session::page_cache;
 use crate::session::store::{private_subdir, read_json};
+use crate::session::SessionError;
 
 /// The directory of the jobs the kernel follows, in a session's directory.
 pub const SPOOL_DIR: &str = "spool";
@@ -92,7 +93,7 @@ impl RecordHeader {
 
     /// The header `bytes` start with, if they hold one whole; an error
     /// when it makes no sense (damage).
-    pub fn decode(bytes: &[u8]) -> Result<Option<RecordHeader>, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Option<RecordHeader>, BadRecord> {
         let Some(header) = bytes.get(..RECORD_HEADER) else {
             return Ok(None);
         };
@@ -102,10 +103,10 @@ impl RecordHeader {
             2 => (Stream::Stderr, false),
             3 => (Stream::Stdout, true),
             4 => (Stream::Stderr, true),
-            other => return Err(format!("bad record {other}")),
+            other => return Err(BadRecord::Kind(other)),
         };
         if zero_run && (len == 0 || len > zeros::RUN_MAX) {
-            return Err(format!("bad run of {len} zeros"));
+            return Err(BadRecord::ZeroRun(len));
         }
         Ok(Some(RecordHeader {
             stream,
@@ -132,7 +133,7 @@ pub struct Spool {
 
 impl Spool {
     /// The spool in `dir`, created 0700 if missing.
-    pub fn open(dir: &Path) -> Result<Spool, String> {
+    pub fn open(dir: &Path) -> Result<Spool, SpoolError> {
         private_subdir(dir)?;
         Ok(Spool {
             dir: dir.to_path_buf(),
@@ -187,9 +188,15 @@ impl Spool {
     /// Whole records of `job` from `offset` that end by `until`, at most
     /// about `max` bytes (always at least one whole record when there is
     /// one).
-    pub fn read(&self, job: &str, offset: u64, until: u64, max: usize) -> Result<Chunk, String> {
+    pub fn read(
+        &self,
+        job: &str,
+        offset: u64,
+        until: u64,
+        max: usize,
+    ) -> Result<Chunk, SpoolError> {
         let path = self.out_path(job);
-        let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
+        let context = SpoolError::file(&path);
         let mut chunk = Chunk {
             records: Vec::new(),
             next: offset,
@@ -200,7 +207,7 @@ impl Spool {
             Err(e) => return Err(context(e)),
         };
         let len = file.metadata().map_err(context)?.len().min(until);
-        let bad = |e: String| format!("spool {}: {e}", path.display());
+        let bad = SpoolError::bad_record(&path);
         // The span is read with few preads into one buffer, which the
         // records then share (no copy, no allocation per record). A record
         // that starts within `max` is taken whole: room for it is reserved
@@ -320,7 +327,7 @@ pub fn followed_jobs(session: &Path) -> Vec<(String, File)> {
 
 /// `job`'s output file in the session directory `session`, read-only
 /// (enough to read it and to fdatasync it), wherever it is.
-pub fn open_job(session: &Path, job: &str) -> Result<File, String> {
+pub fn open_job(session: &Path, job: &str) -> Result<File, SpoolError> {
     let name = out_name(job);
     // Forgotten jobs are in `output/`, followed ones in `spool/`; a job
     // forgotten between the two looks is in `output/` again.
@@ -328,12 +335,78 @@ pub fn open_job(session: &Path, job: &str) -> Result<File, String> {
         match File::open(session.join(place).join(&name)) {
             Ok(file) => return Ok(file),
             Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{place}/{name}: {e}")),
+            Err(source) => {
+                return Err(SpoolError::File {
+                    path: Path::new(place).join(&name),
+                    source,
+                })
+            }
         }
     }
-    Err(format!(
-        "{name} is in neither {OUTPUT_DIR}/ nor {SPOOL_DIR}/"
-    ))
+    Err(SpoolError::Missing { name })
+}
+
+/// A failure of the job spool.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    /// A job name the spool gives no file to.
+    #[error("kernel: {0:?} is not a job name")]
+    BadJobName(String),
+    /// A spool file could not be read or made.
+    #[error("spool {}: {source}", path.display())]
+    File {
+        /// The spool file.
+        path: PathBuf,
+        /// The system's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// A job's output file is in neither place it may be.
+    #[error("{name} is in neither {OUTPUT_DIR}/ nor {SPOOL_DIR}/")]
+    Missing {
+        /// The file's name.
+        name: String,
+    },
+    /// A spool file holds what no record is.
+    #[error("spool {}: {record}", path.display())]
+    BadRecord {
+        /// The spool file.
+        path: PathBuf,
+        /// What its header says.
+        record: BadRecord,
+    },
+    /// The spool's directory or an end or group record.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+impl SpoolError {
+    /// What turns a failed call on spool file `path` into its error.
+    pub fn file(path: &Path) -> impl Fn(io::Error) -> SpoolError + Copy + '_ {
+        move |source| SpoolError::File {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// What turns a bad record of spool file `path` into its error.
+    pub fn bad_record(path: &Path) -> impl Fn(BadRecord) -> SpoolError + Copy + '_ {
+        move |record| SpoolError::BadRecord {
+            path: path.to_path_buf(),
+            record,
+        }
+    }
+}
+
+/// What is wrong with a record header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRecord {
+    /// A kind byte no record has.
+    #[error("bad record {0}")]
+    Kind(u8),
+    /// A run of zeros of no length, or longer than a run may be.
+    #[error("bad run of {0} zeros")]
+    ZeroRun(usize),
 }
 
 #[cfg(test)]

@@ -258,7 +258,7 @@ async fn read_spooled(
     while from < end {
         let chunk = spool
             .read(job, from, end, SPOOL_READ_BYTES)
-            .map_err(WorkerError::Other)?;
+            .map_err(|e| WorkerError::Other(e.into()))?;
         if chunk.records.is_empty() {
             // The file is shorter than the kernel said: it is gone (the
             // job was forgotten) or was cut; nothing more to read.

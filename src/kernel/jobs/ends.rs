@@ -120,7 +120,9 @@ impl Kernel {
             return;
         };
         if let (Some(status), false) = (capture.status, capture.has_jobs) {
-            self.ended_before_reporter.extend(j.group);
+            if let Some(group) = j.group {
+                self.core.ended_before_reporter(group);
+            }
             let _ = std::fs::remove_file(&path);
             self.ended_with(job, status, Some(Ok(capture)));
         }
@@ -129,9 +131,7 @@ impl Kernel {
     /// Whether `group`'s reporter comes after its run ended as its output
     /// closed (not a job shell of a dropped template, which took no job).
     pub fn reporter_after_end(&mut self, group: u32) -> bool {
-        let before = self.ended_before_reporter.len();
-        self.ended_before_reporter.retain(|&g| g != group);
-        self.ended_before_reporter.len() < before
+        self.core.reporter_after_end(group)
     }
 
     /// Record `job`'s end with `status`, keeping the changes of its
@@ -149,7 +149,7 @@ impl Kernel {
             return;
         }
         j.placeholders.clear();
-        self.last_job_ms = crate::clock::mono_ms();
+        self.core.job_ended(job, crate::clock::mono_ms());
         let (notice, signal) = match parsed {
             // The command did not run: the state stands.
             Some(Ok(capture)) if capture.not_run => (capture.lost_cwd.map(lost_cwd_notice), None),

@@ -8,12 +8,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use super::{stream_name, write_private, Kernel, STREAMS};
+use super::{stream_name, write_private, write_scripts, Kernel, STREAMS};
 use crate::host::process::{identity_of, is_alive};
+use crate::kernel::error::KernelError;
 use crate::kernel::output::{open_fifo, Fifo};
 use crate::kernel::zygote;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::timing::TM;
 
 /// A shell forked by the kernel's shell that has restored one version of
 /// the snapshot and takes jobs from its FIFO.
@@ -81,6 +81,24 @@ impl Template {
     }
 }
 
+/// The shells and FIFOs made ahead of jobs.
+#[derive(Default)]
+pub(super) struct Templates {
+    /// The template over the current snapshot (or an older one, until the
+    /// next is made).
+    pub(super) current: Option<Template>,
+    /// A claimed spare's template, over the blank state: its waiting job
+    /// shell restores the whole first snapshot (its `late` script), and
+    /// takes the session's first job only if `current` is not ready yet.
+    pub(super) claim: Option<Template>,
+    seq: u64,
+    spare: Option<SpareOutput>,
+    spare_seq: u64,
+    /// `restore` and `late` scripts of dropped templates, kept while a job
+    /// may read them.
+    retired_late: Vec<PathBuf>,
+}
+
 /// Output FIFOs made ahead of the next job, off its way, under names of
 /// their own until a job takes them (`Kernel::prepare_spare`).
 pub(super) struct SpareOutput {
@@ -104,7 +122,7 @@ impl Kernel {
     /// claimed before, or never a spare's, is left as it is).
     ///
     /// The spare's template, made ahead over the blank state, stays as
-    /// [`Kernel::claim_template`]: its `restore` and `late` scripts become
+    /// `Templates::claim`: its `restore` and `late` scripts become
     /// the first snapshot's, which its waiting job's bash, already started,
     /// restores at once (`Template::restore_ahead`), in the milliseconds before
     /// the client's first request comes; so the session's first job waits
@@ -112,26 +130,27 @@ impl Kernel {
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as
     /// after any job: made at the claim, its shell would share the two cores
     /// with that restore and with the client's start.
-    pub fn claim(&mut self) -> Result<bool, String> {
-        if !self.unclaimed {
+    pub fn claim(&mut self) -> Result<bool, KernelError> {
+        if self.core.is_claimed() {
             return Ok(false);
         }
         self.snapshot = Rc::new(crate::kernel::first_snapshot(
             &self.files,
             self.shell_defaults.as_ref(),
         )?);
-        self.unclaimed = false;
+        self.core.claimed(crate::clock::mono_ms());
         self.first_unmerged = true;
         let blank = self.version;
         self.version += 1;
-        if let Some(mut template) = self.template.take_if(|t| t.version == blank) {
+        let spares = self.templates.current.take_if(|t| t.version == blank);
+        if let Some(mut template) = spares {
             let written = write_private(&template.restore, &self.snapshot.template_script())
                 .and_then(|()| write_private(&template.late, &self.snapshot.late_script()))
                 .and_then(|()| template.restore_ahead());
             match written {
                 Ok(()) => {
                     template.version = self.version;
-                    self.claim_template = Some(template);
+                    self.templates.claim = Some(template);
                 }
                 Err(e) => {
                     tracing::warn!("the spare's template is not used: {e}");
@@ -145,7 +164,7 @@ impl Kernel {
     /// A spare's kernel, while nothing waits: a template over the blank
     /// state and the first job's output pipes, ready for the claim.
     pub fn prepare_for_claim(&mut self) {
-        if self.unclaimed {
+        if !self.core.is_claimed() {
             self.prepare_template();
             self.prepare_spare();
         }
@@ -154,7 +173,7 @@ impl Kernel {
     /// The spare output FIFOs, moved to `paths` (a job's names), if there
     /// are any and the move works.
     pub(super) fn take_spare(&mut self, paths: &[PathBuf; 2]) -> Option<[Fifo; 2]> {
-        let spare = self.spare.take()?;
+        let spare = self.templates.spare.take()?;
         for (from, to) in spare.paths.iter().zip(paths) {
             if let Err(e) = std::fs::rename(from, to) {
                 tracing::warn!("cannot move {} to {}: {e}", from.display(), to.display());
@@ -167,14 +186,14 @@ impl Kernel {
 
     /// Make the next job's output FIFOs now, while nothing waits for them.
     pub fn prepare_spare(&mut self) {
-        if self.spare.is_some() || self.stopping {
+        if self.templates.spare.is_some() || self.core.stopping() {
             return;
         }
-        self.spare_seq += 1;
-        let name = format!("spare-{}", self.spare_seq);
+        self.templates.spare_seq += 1;
+        let name = format!("spare-{}", self.templates.spare_seq);
         let paths = STREAMS.map(|stream| self.scratch(&name, stream_name(stream)));
         match open_fifo(&paths[0]).and_then(|out| Ok([out, open_fifo(&paths[1])?])) {
-            Ok(fifos) => self.spare = Some(SpareOutput { paths, fifos }),
+            Ok(fifos) => self.templates.spare = Some(SpareOutput { paths, fifos }),
             Err(e) => {
                 tracing::warn!("no output pipes made ahead: {e}");
                 for path in &paths {
@@ -186,7 +205,7 @@ impl Kernel {
 
     /// Remove the spare output FIFOs (the kernel stops).
     pub fn drop_spare(&mut self) {
-        if let Some(spare) = self.spare.take() {
+        if let Some(spare) = self.templates.spare.take() {
             spare.remove_files();
         }
     }
@@ -194,45 +213,37 @@ impl Kernel {
     /// The template of the current snapshot, if it is up and alive.
     fn ready_template(&mut self) -> Option<&mut Template> {
         let version = self.version;
-        self.template.as_mut().filter(|t| t.is_ready(version))
+        self.templates
+            .current
+            .as_mut()
+            .filter(|t| t.is_ready(version))
     }
 
     /// Have the shell fork a template over the current snapshot (the old
     /// one ends: its job FIFO closes). Off every job's way: the next job
     /// finds it restored.
     pub fn prepare_template(&mut self) {
-        if let Some(old) = self.template.take() {
+        if let Some(old) = self.templates.current.take() {
             self.retire(old);
         }
-        if self.stopping {
+        if self.core.stopping() {
             return;
         }
-        self.template_seq += 1;
-        let name = format!("template-{}", self.template_seq);
+        self.templates.seq += 1;
+        let name = format!("template-{}", self.templates.seq);
         let fifo = self.scratch(&name, "fifo");
         let taken = self.scratch(&name, "taken");
         let restore = self.scratch(&name, "restore");
         let late = self.scratch(&name, "late");
         let next = self.scratch(&name, "next");
-        let made = (|| -> Result<Template, String> {
+        let made = (|| -> Result<Template, KernelError> {
             for path in [&fifo, &taken, &next] {
                 let _ = std::fs::remove_file(path);
                 crate::kernel::output::make_fifo(path)?;
             }
-            // Read and write: never blocks, and the template sees the end
-            // only when the kernel drops it.
-            let open = |path: &PathBuf| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| format!("kernel: {}: {e}", path.display()))
-            };
-            let jobs = open(&fifo)?;
-            let next_writer = open(&next)?;
-            write_private(&restore, &self.snapshot.template_script())
-                .and_then(|_| write_private(&late, &self.snapshot.late_script()))
-                .map_err(|e| format!("kernel: cannot write {}: {e}", restore.display()))?;
+            let jobs = open_both_ends(&fifo)?;
+            let next_writer = open_both_ends(&next)?;
+            write_scripts(&self.snapshot, &restore, &late)?;
             let message = zygote::message(&[
                 "template",
                 &fifo.to_string_lossy(),
@@ -244,7 +255,7 @@ impl Kernel {
             ]);
             self.shell_input()?
                 .write_all(&message)
-                .map_err(|e| format!("kernel: cannot ask for a template: {e}"))?;
+                .map_err(KernelError::AskTemplate)?;
             Ok(Template {
                 version: self.version,
                 fifo: fifo.clone(),
@@ -259,28 +270,20 @@ impl Kernel {
             })
         })();
         match made {
-            Ok(template) => self.template = Some(template),
+            Ok(template) => self.templates.current = Some(template),
             // Jobs then restore the snapshot themselves.
             Err(e) => tracing::warn!("no template: {e}"),
         }
     }
 
-    /// Drop the template of a session that has been idle for
-    /// `template_idle` (its shell is memory an idle session need not hold;
-    /// the next job restores the snapshot itself and prepares another).
-    pub fn drop_idle_template(&mut self, now_ms: u64) {
-        // A spare's is there for the claim, however long that takes.
-        if self.unclaimed {
-            return;
-        }
-        let held = self.template.is_some() || self.claim_template.is_some();
-        if held && template_expired(self.job_running(), self.last_job_ms, now_ms) {
-            for template in [self.template.take(), self.claim_template.take()]
-                .into_iter()
-                .flatten()
-            {
-                self.retire(template);
-            }
+    /// Drop the templates of a session that has been idle for
+    /// `template_idle`, as the core decided (their shells are memory an
+    /// idle session need not hold; the next job restores the snapshot
+    /// itself and prepares another).
+    pub fn drop_idle_templates(&mut self) {
+        let current = self.templates.current.take();
+        for template in [current, self.templates.claim.take()].into_iter().flatten() {
+            self.retire(template);
         }
     }
 
@@ -291,7 +294,7 @@ impl Kernel {
     /// run side by side, and a job that ends first can change the snapshot
     /// and so drop the template of the others).
     fn retire(&mut self, template: Template) {
-        self.retired_late.extend(template.remove_files());
+        self.templates.retired_late.extend(template.remove_files());
         self.remove_retired_late();
     }
 
@@ -299,7 +302,7 @@ impl Kernel {
     /// runs.
     pub(super) fn remove_retired_late(&mut self) {
         if !self.job_running() {
-            for path in self.retired_late.drain(..) {
+            for path in self.templates.retired_late.drain(..) {
                 let _ = std::fs::remove_file(path);
             }
         }
@@ -319,7 +322,8 @@ impl Kernel {
 
     /// Whether the template is missing or restored an older snapshot.
     pub fn needs_template(&self) -> bool {
-        self.template
+        self.templates
+            .current
             .as_ref()
             .is_none_or(|t| t.version != self.version)
     }
@@ -327,10 +331,10 @@ impl Kernel {
     /// A template reported that it is ready. Once the session's own is, a
     /// claimed spare's template is no longer needed.
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
-        if let Some(template) = &mut self.template {
+        if let Some(template) = &mut self.templates.current {
             if template.fifo.to_string_lossy() == fifo {
                 template.shell = identity_of(pid);
-                if let Some(claim_template) = self.claim_template.take() {
+                if let Some(claim_template) = self.templates.claim.take() {
                     self.retire(claim_template);
                 }
             }
@@ -338,28 +342,16 @@ impl Kernel {
     }
 }
 
-/// Whether a template has waited too long for a job: none runs and the
-/// last one started or ended more than `template_idle` ago.
-fn template_expired(job_running: bool, last_job_ms: u64, now_ms: u64) -> bool {
-    !job_running && now_ms.saturating_sub(last_job_ms) > TM.template_idle
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_template_outlives_a_busy_spell_and_goes_after_an_idle_one() {
-        let idle = TM.template_idle;
-        assert!(!template_expired(false, 1_000, 1_000 + idle));
-        assert!(template_expired(false, 1_000, 1_000 + idle + 1));
-        assert!(
-            !template_expired(true, 1_000, 1_000 + 10 * idle),
-            "a job runs"
-        );
-        assert!(
-            !template_expired(false, 5_000, 1_000),
-            "a clock before the job"
-        );
-    }
+/// Open the FIFO at `path` for reading and writing: never blocks, and its
+/// reader (a template) sees the end only when the kernel drops it.
+fn open_both_ends(path: &std::path::Path) -> Result<File, KernelError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|source| KernelError::Scratch {
+            action: "open",
+            path: path.to_path_buf(),
+            source,
+        })
 }

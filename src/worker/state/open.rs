@@ -41,7 +41,7 @@ impl Worker {
         let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
-        let spool = Spool::open(&files.spool()).map_err(WorkerError::Other)?;
+        let spool = Spool::open(&files.spool()).map_err(|e| WorkerError::Other(e.into()))?;
         let mut worker = Worker {
             spool,
             meta,
