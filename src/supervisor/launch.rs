@@ -302,6 +302,8 @@ async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hell
         if tokio::time::Instant::now() >= deadline {
             return Err(NoAnswer::Silent);
         }
+        // No event says a socket accepts (its file exists before the
+        // worker listens): tried again until the start wait's deadline.
         tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await;
     }
 }

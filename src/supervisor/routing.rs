@@ -21,7 +21,6 @@ use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::systemd;
 use crate::laws::restart::RestartBudget;
-use crate::laws::timing::ACCEPT_WAKE_MS;
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, StatusInfo};
@@ -40,8 +39,15 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Sup
     let mut last_status = String::new();
     let mut terms = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| SupervisorError::io("cannot handle SIGTERM", e))?;
-    let mut decided = supervisor.borrow().shutdown.subscribe();
+    let (mut decided, changed) = {
+        let s = supervisor.borrow();
+        (s.shutdown.subscribe(), s.changed.clone())
+    };
     loop {
+        // Registered before the status is read, so no change slips between.
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         watchdog.feed();
         let status = supervisor.borrow().status_line();
         if status != last_status {
@@ -59,7 +65,9 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Sup
                 return Ok(());
             }
             _ = decided.recv() => break,
-            _ = tokio::time::sleep(Duration::from_millis(ACCEPT_WAKE_MS)) => continue,
+            // The status line changes only with a slot's state.
+            _ = &mut notified => continue,
+            _ = watchdog.due() => continue,
         };
         let Ok((mut stream, _)) = accepted else {
             continue;
