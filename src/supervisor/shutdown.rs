@@ -112,3 +112,37 @@ pub(super) async fn shutdown(supervisor: &Shared, mode: ShutdownMode) -> Respons
         ShutdownMode::IfIdle => quiesce::shutdown_if_idle(supervisor, stop_serving).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_decision_reaches_every_subscriber_and_the_end_waits_for_every_answer() {
+        let mut signal = ShutdownSignal::default();
+        let mut accept_loop = signal.subscribe();
+        let mut idle_loop = signal.subscribe();
+        let mut all_answered = signal.all_answered().expect("taken once");
+        assert!(signal.all_answered().is_none());
+        let first = signal.answering().expect("open while accepting");
+        let second = signal.answering().expect("open while accepting");
+        assert!(!signal.decided());
+        signal.decide();
+        assert!(signal.decided());
+        assert!(accept_loop.recv().await.is_ok());
+        assert!(idle_loop.recv().await.is_ok());
+        signal.stop_accepting();
+        assert!(signal.answering().is_none(), "no answer joins late");
+        drop(first);
+        assert!(
+            all_answered.try_recv().is_err() && !all_answered.is_closed(),
+            "one answer is still being written"
+        );
+        drop(second);
+        assert_eq!(
+            all_answered.recv().await,
+            None,
+            "closed: every answer is out"
+        );
+    }
+}
