@@ -315,6 +315,8 @@ async fn wait_for_daemon(
                 paths.state.join("daemon.log").display()
             )));
         }
+        // No event says a socket accepts (its file exists before it
+        // listens): it is tried again until the start wait's deadline.
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
@@ -334,6 +336,8 @@ async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, Client
                 duration_in_words(TM.daemon_start_wait)
             )));
         }
+        // No event says the service manager's next daemon answers: it is
+        // tried again until the start wait's deadline.
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
@@ -343,6 +347,8 @@ async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, Client
 async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
     while UnixStream::connect(&paths.socket).await.is_ok() && tokio::time::Instant::now() < deadline
     {
+        // No event says a socket stopped accepting (an activated one keeps
+        // its file): it is tried again until the launcher's deadline.
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }

@@ -6,7 +6,11 @@
 use super::HostError;
 use std::time::Duration;
 
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
 use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 use super::process::{is_alive, signal};
 use super::HostKind;
@@ -35,12 +39,55 @@ pub async fn stop_unit(id: &str) {
 /// End the kernel process `kernel` by identity: SIGTERM (its handler ends
 /// its descendants), then SIGKILL if it outlives `grace_ms`.
 pub async fn terminate(kernel: ProcessIdentity, grace_ms: u64) {
+    // Opened before the signal, so the exit cannot come first.
+    let exit = ProcessExit::open(kernel);
     signal(kernel, Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(grace_ms);
-    while is_alive(kernel) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    }
+    exit.wait_until(deadline).await;
     signal(kernel, Signal::SIGKILL);
+}
+
+/// A process's exit as an event: its pidfd turns readable when it ends
+/// (a zombie counts as ended, as `is_alive` counts it).
+struct ProcessExit {
+    identity: ProcessIdentity,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+}
+
+impl ProcessExit {
+    fn open(identity: ProcessIdentity) -> ProcessExit {
+        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd
+        // or -1; the fd is owned from here on.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, identity.pid as libc::pid_t, 0) };
+        let pidfd = (fd >= 0)
+            // SAFETY: `fd` was just returned by pidfd_open and nothing else
+            // owns it.
+            .then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+            // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which alone
+            // closes it, after deregistering.
+            .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok());
+        ProcessExit { identity, pidfd }
+    }
+
+    /// Until the process is gone or `deadline` passes.
+    async fn wait_until(&self, deadline: tokio::time::Instant) {
+        // The pid may name another process by now: the identity decides.
+        if !is_alive(self.identity) {
+            return;
+        }
+        match &self.pidfd {
+            Some(pidfd) => {
+                let _ = tokio::time::timeout_at(deadline, pidfd.readable()).await;
+            }
+            // No pidfd (a kernel before 5.3): no event says it ended, so it
+            // is looked at until the deadline.
+            None => {
+                while is_alive(self.identity) && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+                }
+            }
+        }
+    }
 }
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
@@ -74,4 +121,57 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
         what: format!("the kernel of session {id}"),
         state: format!("did not start: {why}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::process::identity_of;
+
+    /// A process of this test, by identity (left a zombie until reaped:
+    /// not alive, as `is_alive` counts).
+    fn spawn(script: &str) -> (std::process::Child, ProcessIdentity) {
+        let child = std::process::Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .expect("sh starts");
+        let identity = identity_of(child.id()).expect("just started");
+        (child, identity)
+    }
+
+    #[tokio::test]
+    async fn a_kernel_that_ends_on_sigterm_is_waited_for_until_its_end_only() {
+        let (mut child, kernel) = spawn("exec sleep 1000");
+        let started = std::time::Instant::now();
+        terminate(kernel, TM.kernel_term_wait).await;
+        assert!(!is_alive(kernel));
+        assert!(
+            started.elapsed() < Duration::from_millis(TM.kernel_term_wait),
+            "{:?}",
+            started.elapsed()
+        );
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "ended by the SIGTERM");
+    }
+
+    #[tokio::test]
+    async fn a_kernel_that_ignores_sigterm_is_killed_at_its_grace() {
+        // The ignored SIGTERM is inherited across the exec.
+        let (mut child, kernel) = spawn("trap '' TERM; exec sleep 1000");
+        // The shell sets its trap before the exec: wait until it runs sleep.
+        let deadline = std::time::Instant::now() + Duration::from_millis(TM.kernel_term_wait);
+        while std::fs::read_to_string(format!("/proc/{}/comm", kernel.pid))
+            .is_ok_and(|comm| comm.trim() != "sleep")
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+        let started = std::time::Instant::now();
+        terminate(kernel, TM.kernel_term_wait).await;
+        assert!(started.elapsed() >= Duration::from_millis(TM.kernel_term_wait));
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "killed at the grace");
+    }
 }

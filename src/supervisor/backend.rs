@@ -53,6 +53,8 @@ async fn wait_gone_until(
     deadline: tokio::time::Instant,
 ) {
     while host.still_there(id, identity).await && tokio::time::Instant::now() < deadline {
+        // The host seam answers whether a worker is still there (a unit's
+        // state under systemd) and tells no end: asked until the deadline.
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }

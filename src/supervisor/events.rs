@@ -14,7 +14,7 @@ use tokio::net::UnixStream;
 use super::launch::Shared;
 use crate::clock::wall_ms;
 use crate::laws::events::{Next, SubscriberBuffer, SUBSCRIBER_BUFFER_EVENTS};
-use crate::laws::timing::{EVENTS_FLUSH_MS, POLL_MS};
+use crate::laws::timing::EVENTS_FLUSH_MS;
 use crate::protocol::event::{Event, EventKind};
 use crate::protocol::message::Response;
 use crate::protocol::write_frame;
@@ -25,6 +25,15 @@ struct Subscriber {
     buffer: RefCell<SubscriberBuffer<Event>>,
     wake: tokio::sync::Notify,
     session: Option<String>,
+    /// The hub's: told when this buffer empties or the subscriber ends.
+    drained: Rc<tokio::sync::Notify>,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        // Its weak entry no longer upgrades: nothing is left to send.
+        self.drained.notify_waiters();
+    }
 }
 
 /// The subscribers, and what the stream last said of each session's state
@@ -33,6 +42,8 @@ struct Subscriber {
 pub struct EventHub {
     subscribers: RefCell<Vec<Weak<Subscriber>>>,
     states: RefCell<HashMap<String, String>>,
+    /// Woken when a subscriber's buffer is emptied or it hangs up.
+    drained: Rc<tokio::sync::Notify>,
 }
 
 impl EventHub {
@@ -87,6 +98,7 @@ impl EventHub {
             buffer: RefCell::new(SubscriberBuffer::new(SUBSCRIBER_BUFFER_EVENTS)),
             wake: tokio::sync::Notify::new(),
             session,
+            drained: self.drained.clone(),
         });
         self.subscribers
             .borrow_mut()
@@ -133,6 +145,9 @@ pub async fn serve(supervisor: &Shared, mut stream: UnixStream, reference: Optio
     });
     loop {
         let next = subscriber.buffer.borrow_mut().take();
+        if subscriber.buffer.borrow().is_empty() {
+            subscriber.drained.notify_waiters();
+        }
         let event = match next {
             Some(Next::Event(event)) => event,
             Some(Next::Dropped(count)) => Event::daemon(wall_ms(), EventKind::Dropped { count }),
@@ -167,8 +182,18 @@ pub async fn daemon_stopping(supervisor: &Shared, message: &str) {
         },
     ));
     let deadline = tokio::time::Instant::now() + Duration::from_millis(EVENTS_FLUSH_MS);
-    while !supervisor.borrow().events.all_sent() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    let drained = supervisor.borrow().events.drained.clone();
+    loop {
+        // Registered before the buffers are read, so no drain slips between.
+        let notified = drained.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if supervisor.borrow().events.all_sent() {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return;
+        }
     }
 }
 

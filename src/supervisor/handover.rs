@@ -17,14 +17,13 @@ use super::slots::SlotState;
 use crate::build_id::build_id;
 use crate::host::handoff;
 use crate::host::process::is_alive;
-use crate::laws::timing::{duration_in_words, give_up_in_words, TM};
+use crate::laws::timing::{duration_in_words, TM};
 use crate::protocol::hello::Capability;
 use crate::protocol::message::{Request, SessionRequest};
 use crate::protocol::{write_frame, Hello};
 
 /// Wait until the session's worker is under supervision.
 pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let refused = |why: String| Err(SupervisorError::Refused(why));
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
     let changed = supervisor.borrow().changed.clone();
     loop {
@@ -34,25 +33,29 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), Su
         notified.as_mut().enable();
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         // A failure while this client waited says why it waited in vain.
-        let failure = || {
+        let because = || {
             let since = crate::clock::mono_ms().saturating_sub(TM.worker_start_wait);
             let s = supervisor.borrow();
-            let (at, why) = s.slots.get(id)?.last_failure.as_ref()?;
-            (*at >= since).then(|| format!(" (the last attempt: {why})"))
+            let failure = s.slots.get(id).and_then(|slot| slot.last_failure.as_ref());
+            failure
+                .filter(|(at, _)| *at >= since)
+                .map(|(_, why)| format!(" (the last attempt: {why})"))
+                .unwrap_or_default()
         };
+        let id = id.to_string();
         match state {
             Some(SlotState::Running { .. }) => return Ok(()),
             Some(SlotState::GivenUp) => {
-                return refused(given_up(id, &failure().unwrap_or_default()))
+                let because = because();
+                return Err(SupervisorError::GivenUp { id, because });
             }
-            Some(SlotState::Damaged { problem }) => return refused(damaged(id, &problem)),
-            None => return refused(format!("no session {id}")),
+            Some(SlotState::Damaged { problem }) => {
+                return Err(SupervisorError::Damaged { id, problem })
+            }
+            None => return Err(SupervisorError::Vanished { id }),
             _ if tokio::time::Instant::now() >= deadline => {
-                return refused(format!(
-                    "session {id}: its worker did not start within {}{}",
-                    duration_in_words(TM.worker_start_wait),
-                    failure().unwrap_or_default()
-                ))
+                let because = because();
+                return Err(SupervisorError::NotStarted { id, because });
             }
             _ => {
                 let _ = tokio::time::timeout_at(deadline, notified).await;
@@ -135,19 +138,6 @@ async fn reach_running_worker(
     }
 }
 
-pub(super) fn damaged(id: &str, problem: &str) -> String {
-    format!("session {id} cannot start: {problem} (mend or move the file; the next request reads it again)")
-}
-
-/// Why a request for `id` is refused once it was given up; `because` (may
-/// be empty) says what its last failure was.
-fn given_up(id: &str, because: &str) -> String {
-    format!(
-        "session {id} was given up after failing {}{because}; `eukhe restart {id}` starts it afresh",
-        give_up_in_words()
-    )
-}
-
 /// Reach the worker of `id` with `request` and its `client`, launched first
 /// if the session was resting (`state`); why not, for a session given up
 /// or damaged, or one whose worker does not come up.
@@ -160,9 +150,17 @@ pub(super) async fn running_worker(
     zero_runs: bool,
 ) -> Result<Reached, SupervisorError> {
     match &state {
-        Some(SlotState::GivenUp) => return Err(SupervisorError::Refused(given_up(id, ""))),
+        Some(SlotState::GivenUp) => {
+            return Err(SupervisorError::GivenUp {
+                id: id.into(),
+                because: String::new(),
+            })
+        }
         Some(SlotState::Damaged { problem }) => {
-            return Err(SupervisorError::Refused(damaged(id, problem)))
+            return Err(SupervisorError::Damaged {
+                id: id.into(),
+                problem: problem.clone(),
+            })
         }
         Some(SlotState::Saved) => launch(supervisor, id).await,
         _ => {}

@@ -10,7 +10,7 @@ use tokio::net::UnixStream;
 
 use super::backend;
 use super::events;
-use super::lifecycle::{self, Action, Event};
+use super::lifecycle::{self, Action, Event, StartFailed};
 use super::slots::{SlotState, Supervisor};
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
@@ -196,7 +196,7 @@ async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event>
         Action::Start => Some(Event::Started(
             backend::start_worker(supervisor, id)
                 .await
-                .map_err(String::from),
+                .map_err(|e| StartFailed(e.to_string())),
         )),
         Action::Watch { generation } => {
             tokio::task::spawn_local(watch(supervisor.clone(), id.to_string(), generation));
@@ -216,7 +216,7 @@ async fn perform(supervisor: &Shared, id: &str, action: Action) -> Option<Event>
         }
         Action::Pause { ms } => {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            (!supervisor.borrow().shutting_down).then_some(Event::PauseOver)
+            (!supervisor.borrow().shutdown.decided()).then_some(Event::PauseOver)
         }
         Action::GiveUp { failures_in_window } => {
             record_give_up(supervisor, id, failures_in_window).await;
@@ -235,7 +235,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
     let (mut stream, hello) = match connect_soon(&supervisor, &id).await {
         Ok(connection) => connection,
         Err(why) => {
-            drive(&supervisor, &id, ended(&why)).await;
+            drive(&supervisor, &id, ended(&why.to_string())).await;
             return;
         }
     };
@@ -278,7 +278,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
         }
     }
     let current = supervisor.borrow().slots.get(&id).map(|s| s.generation) == Some(generation);
-    if current && !supervisor.borrow().shutting_down {
+    if current && !supervisor.borrow().shutdown.decided() {
         let why = backend::why_worker_ended(&supervisor, &id).await;
         drive(&supervisor, &id, ended(&why)).await;
     }
@@ -287,7 +287,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
 /// Connect to a worker that is starting: it binds its socket within
 /// milliseconds, so a short retry keeps session start fast, up to the
 /// worker-start wait, or until the host saw it exit (the failure's why).
-async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), String> {
+async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), NoAnswer> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
     let since = crate::clock::mono_ms();
     loop {
@@ -297,13 +297,26 @@ async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hell
         // A worker that exited will never answer (one that cannot write its
         // record on a full disk exits at once).
         if let Some(exit) = backend::worker_exit(supervisor, id, since) {
-            return Err(exit);
+            return Err(NoAnswer::Exited(exit));
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err("its worker never answered on its socket".into());
+            return Err(NoAnswer::Silent);
         }
+        // No event says a socket accepts (its file exists before the
+        // worker listens): tried again until the start wait's deadline.
         tokio::time::sleep(Duration::from_millis(WORKER_CONNECT_RETRY_MS)).await;
     }
+}
+
+/// Why a starting worker was never reached.
+#[derive(Debug, thiserror::Error)]
+enum NoAnswer {
+    /// The host saw it exit (how, in the host's words).
+    #[error("{0}")]
+    Exited(String),
+    /// It never answered within the worker-start wait.
+    #[error("its worker never answered on its socket")]
+    Silent,
 }
 
 /// The worker's next frame, or `Err(interval)` when a `watchdog` interval

@@ -11,6 +11,18 @@ use super::slots::{Slot, SlotState};
 use crate::laws::adoption::{survivor_step, LaunchStep, ProcessIdentity};
 use crate::laws::restart::RestartVerdict;
 
+/// Why the host could not start a worker: the host's own line, which
+/// the failure is told with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StartFailed(pub String);
+
+impl From<&str> for StartFailed {
+    fn from(why: &str) -> Self {
+        StartFailed(why.to_string())
+    }
+}
+
 /// What the driver saw or was asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -28,7 +40,7 @@ pub enum Event {
         stop_sent: bool,
     },
     /// The host started the worker, or could not (why).
-    Started(Result<(), String>),
+    Started(Result<(), StartFailed>),
     /// The control connection of launch `generation` ended (or never came
     /// up), and why as the host tells it.
     Ended {
@@ -126,7 +138,7 @@ pub fn handle(slot: &mut Slot, event: Event, now_ms: u64) -> Vec<Action> {
         Event::Started(Ok(())) => vec![Action::Watch {
             generation: slot.generation,
         }],
-        Event::Started(Err(why)) => failure(slot, &why, now_ms),
+        Event::Started(Err(why)) => failure(slot, &why.0, now_ms),
         Event::Ended { generation, .. } | Event::Hung { generation, .. }
             if generation != slot.generation =>
         {

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use super::backend;
 use super::launch::{ask_worker, launch, wait_for_change, Shared};
+use super::session_core::{IdleStops, Settle, SettleSees, SettleStep, Sighting};
 use super::slots::SlotState;
 use crate::clock::{mono_ms, wall_ms};
 use crate::laws::idle_shutdown::{
     idle_shutdown_commits, QuiesceAnswer, QuiesceReply, ShutdownCommit,
 };
-use crate::laws::idle_stop::idle_stop_due;
 use crate::laws::removal::{removal_verdict, RemovalVerdict};
-use crate::laws::timing::{duration_in_words, IDLE_STOP_TICK_MS, QUIESCE_ANSWER_MS, TM};
+use crate::laws::timing::{QUIESCE_ANSWER_MS, TM};
 use crate::laws::work::WorkSet;
 use crate::protocol::message::{Request, Response};
 use crate::session::removed::{RemovalRecord, Removals};
@@ -61,42 +61,43 @@ impl Drop for InFlight {
 
 /// Wait while the session `id` is being stopped for idleness or removed:
 /// a request that arrives meanwhile is answered once that is over (an idle
-/// stop's then wakes the session; a removal's finds no session).
+/// stop's then wakes the session; a removal's finds no session), or
+/// refused at `session_settle` (`session_core::Settle` decides).
 pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
+    let mut wait = Settle::new(mono_ms(), TM.session_settle);
     let changed = supervisor.borrow().changed.clone();
-    let mut waited = false;
     loop {
         // Registered before the state is read, so no change slips between.
         let notified = changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
-        match state {
-            None => {
-                return Err(SupervisorError::Refused(
-                    crate::session::removed::no_longer_exists(id),
-                ))
+        let sees = match supervisor.borrow().slots.get(id).map(|s| &s.state) {
+            None => SettleSees::Gone,
+            Some(SlotState::IdleStopping | SlotState::Removing) => SettleSees::Stopping,
+            Some(_) => SettleSees::Settled,
+        };
+        match wait.step(sees, mono_ms()) {
+            SettleStep::Proceed => return Ok(()),
+            SettleStep::Gone => return Err(SupervisorError::Removed { id: id.to_string() }),
+            SettleStep::TimedOut => {
+                return Err(SupervisorError::StopTooLong { id: id.to_string() })
             }
-            Some(SlotState::IdleStopping | SlotState::Removing) => {
-                if !waited {
-                    waited = true;
+            SettleStep::Wait { first } => {
+                if first {
                     tracing::info!(
                         session = id,
                         "a request for session {id} waits for its stop to finish"
                     );
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(SupervisorError::Refused(format!(
-                        "session {id}: its stop did not finish within {}",
-                        duration_in_words(TM.session_settle)
-                    )));
-                }
-                let _ = tokio::time::timeout_at(deadline, notified).await;
+                let _ = tokio::time::timeout_at(instant_at(wait.poll_timeout()), notified).await;
             }
-            Some(_) => return Ok(()),
         }
     }
+}
+
+/// The tokio instant of the monotonic millisecond `at_ms`.
+pub(super) fn instant_at(at_ms: u64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_millis(at_ms.saturating_sub(mono_ms()))
 }
 
 /// Wait until every request naming `id` that the supervisor took before
@@ -110,44 +111,73 @@ async fn wait_handed(supervisor: &Shared, id: &str) {
     .await;
 }
 
-/// Look for sessions due for an idle stop, every `IDLE_STOP_TICK_MS`, and
-/// stop each (the gated stop runs on its own; requests wait for it).
+/// Stop each session due for an idle stop (the gated stop runs on its
+/// own; requests wait for it). The core (`session_core::IdleStops`) says
+/// which are due and when the next falls due; between looks this sleeps
+/// until then or until a session changes, and ends with the shutdown.
 pub async fn idle_stop_loop(supervisor: Shared) {
+    let (changed, mut shutdown, setting) = {
+        let s = supervisor.borrow();
+        (
+            s.changed.clone(),
+            s.shutdown.subscribe(),
+            s.config.idle_stop_ms,
+        )
+    };
+    let mut books = IdleStops::new(setting);
     loop {
-        tokio::time::sleep(Duration::from_millis(IDLE_STOP_TICK_MS)).await;
-        if supervisor.borrow().shutting_down {
+        // Registered before the sessions are read, so no change slips
+        // between.
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if supervisor.borrow().shutdown.decided() {
             return;
         }
         let now = mono_ms();
-        let mut due = Vec::new();
-        {
+        let due = {
             let mut s = supervisor.borrow_mut();
-            let setting = s.config.idle_stop_ms;
-            let ids: Vec<String> = s
+            let running: Vec<Sighting> = s
                 .slots
                 .iter()
-                .filter(|(_, slot)| {
-                    // A spare is idle by nature; it is there to be claimed.
-                    !slot.spare
-                        && matches!(slot.state, SlotState::Running { .. })
-                        && idle_stop_due(setting, slot.seen(), slot.last_active_ms, now)
+                // A spare is idle by nature; it is there to be claimed.
+                .filter(|(_, slot)| !slot.spare && matches!(slot.state, SlotState::Running { .. }))
+                .map(|(id, slot)| Sighting {
+                    id: id.clone(),
+                    seen: slot.seen(),
+                    last_active_ms: slot.last_active_ms,
                 })
-                .map(|(id, _)| id.clone())
                 .collect();
+            let due = books.look(&running, now);
             // Marked in the same step as the decision: a request that comes
             // after it waits for the stop (`settle`), one that came before
             // it kept the session in use.
-            for id in ids {
-                let slot = &s.slots[&id];
-                let (previous, idle_ms) =
-                    (slot.state.clone(), now.saturating_sub(slot.last_active_ms));
-                s.set_state(&id, SlotState::IdleStopping);
-                due.push((id, previous, idle_ms));
-            }
+            due.into_iter()
+                .map(|stop| {
+                    let previous = s.slots[&stop.id].state.clone();
+                    s.set_state(&stop.id, SlotState::IdleStopping);
+                    (stop, previous)
+                })
+                .collect::<Vec<_>>()
+        };
+        for (stop, previous) in due {
+            let task = idle_stop(supervisor.clone(), stop.id, previous, stop.idle_ms);
+            tokio::task::spawn_local(task);
         }
-        for (id, previous, idle_ms) in due {
-            tokio::task::spawn_local(idle_stop(supervisor.clone(), id, previous, idle_ms));
+        let next = books.poll_timeout();
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = shutdown.recv() => return,
+            _ = sleep_until_ms(next) => {}
         }
+    }
+}
+
+/// Until the monotonic millisecond `at_ms` (never: `None`).
+async fn sleep_until_ms(at_ms: Option<u64>) {
+    match at_ms {
+        Some(at_ms) => tokio::time::sleep_until(instant_at(at_ms)).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -423,7 +453,7 @@ async fn end_and_delete(
     backend::forget_session(supervisor, id).await?;
     if let Some(left) = backend::processes_left(supervisor, id).await {
         // Its directory holds the records that find those processes again.
-        return Err(SupervisorError::Refused(left));
+        return Err(SupervisorError::ProcessesLeft(left));
     }
     let (paths, dir) = {
         let s = supervisor.borrow();

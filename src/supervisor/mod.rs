@@ -13,6 +13,7 @@ pub mod lifecycle;
 mod manage;
 mod quiesce;
 mod routing;
+pub mod session_core;
 mod shutdown;
 mod slots;
 mod spare;
@@ -35,29 +36,25 @@ pub use slots::{Slot, SlotState};
 
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), SupervisorError> {
-    let paths = Paths::from_env().map_err(SupervisorError::Other)?;
+    let paths = Paths::from_env().map_err(SupervisorError::Paths)?;
     let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
     log::init(host, "daemon", None, Some(paths.state.join("daemon.log")));
     // A socket directory too deep for the per-session sockets would make
     // every session crash-loop: refused here, in one line.
-    paths.sockets_fit().map_err(SupervisorError::Refused)?;
+    paths.sockets_fit().map_err(SupervisorError::Paths)?;
     // Before anything else touches the state directory: a second daemon
     // refuses here, its sessions untouched.
     let _state_lock = state_lock::take(&paths, activated.is_some())?;
     // The runtime speaks in lines; what fails inside is typed until here.
     crate::runtime::block_on_local("supervisor", async move {
-        let config = Config::load(&paths.config).map_err(SupervisorError::Other)?;
+        let config = Config::load(&paths.config).map_err(SupervisorError::Config)?;
         let socket_activated = activated.is_some();
         let listener = match (activated, host) {
             (Some(listener), _) => UnixListener::from_std(listener)
                 .map_err(|e| SupervisorError::io("the activated socket", e))?,
             (None, HostKind::Process) => bind(&paths).await?,
-            (None, HostKind::Systemd) => {
-                return Err(SupervisorError::Refused(
-                    "on the systemd backend the socket comes from eukhe.socket: `systemctl --user start eukhe.socket`".into(),
-                ).into())
-            }
+            (None, HostKind::Systemd) => return Err(SupervisorError::NoActivatedSocket),
         };
         private_dir(&paths.state)?;
         let workers = crate::host::workers::chosen(host, &paths, &config).await?;
@@ -85,9 +82,8 @@ pub fn main() -> Result<(), SupervisorError> {
         // The socket file is removed when the shutdown is decided, before
         // the answer goes out: removing it later could delete the socket
         // of a daemon that started since.
-        Ok(routing::serve(supervisor, listener).await?)
+        routing::serve(supervisor, listener).await
     })
-    .map_err(SupervisorError::Other)
 }
 
 /// Listen on the socket (directory 0700, socket 0600). A live daemon on it

@@ -11,6 +11,8 @@ use tokio::net::UnixStream;
 
 use super::backend;
 use super::launch::{ask_worker, Shared};
+use super::manage::instant_at;
+use super::session_core::Drain;
 use super::slots::SlotState;
 use crate::build_id::build_id;
 use crate::clock::mono_ms;
@@ -284,7 +286,7 @@ pub(super) async fn stop_all(
     ids: &[String],
     request: Request,
 ) -> Vec<(String, bool)> {
-    let stops: Vec<_> = ids
+    let running: Vec<(String, crate::laws::adoption::ProcessIdentity)> = ids
         .iter()
         .filter_map(
             |id| match supervisor.borrow().slots.get(id).map(|s| s.state.clone()) {
@@ -292,25 +294,32 @@ pub(super) async fn stop_all(
                 _ => None,
             },
         )
-        .map(|(id, identity)| {
-            let (supervisor, request) = (supervisor.clone(), request.clone());
-            let stop = tokio::task::spawn_local({
-                let id = id.clone();
-                async move { backend::stop_worker(&supervisor, &id, identity, request).await }
-            });
-            (id, stop)
-        })
         .collect();
     // Each stop's escalation fits in the supervisor drain
     // (`timeouts_ordered`); the drain bounds them all, so a hung host call
     // cannot hold the shutdown's answer past the launcher's wait.
-    let mut outcomes: Vec<(String, bool)> =
-        stops.iter().map(|(id, _)| (id.clone(), false)).collect();
-    let _ = tokio::time::timeout(Duration::from_millis(TM.supervisor_drain), async {
-        for ((_, stop), outcome) in stops.into_iter().zip(outcomes.iter_mut()) {
-            outcome.1 = stop.await.unwrap_or(false);
+    let mut drain = Drain::begin(
+        running.iter().map(|(id, _)| id.clone()),
+        mono_ms(),
+        TM.supervisor_drain,
+    );
+    let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
+    for (id, identity) in running {
+        let (supervisor, request, ended) = (supervisor.clone(), request.clone(), ended.clone());
+        tokio::task::spawn_local(async move {
+            let gone = backend::stop_worker(&supervisor, &id, identity, request).await;
+            let _ = ended.send((id, gone));
+        });
+    }
+    drop(ended);
+    while !drain.over(mono_ms()) {
+        tokio::select! {
+            end = ends.recv() => match end {
+                Some((id, gone)) => drain.stop_ended(&id, gone),
+                None => break,
+            },
+            _ = tokio::time::sleep_until(instant_at(drain.poll_timeout())) => {}
         }
-    })
-    .await;
-    outcomes
+    }
+    drain.outcomes()
 }

@@ -11,7 +11,7 @@ use super::backend;
 use super::events;
 /// `manage` waits for a worker through this module.
 pub(super) use super::handover::wait_running;
-use super::handover::{damaged, hand_over, running_worker, Reached};
+use super::handover::{hand_over, running_worker, Reached};
 use super::launch::{launch, Shared};
 use super::manage::{self, settle, InFlight};
 use super::shutdown::shutdown;
@@ -21,7 +21,6 @@ use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::systemd;
 use crate::laws::restart::RestartBudget;
-use crate::laws::timing::{ACCEPT_WAKE_MS, POLL_MS};
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, StatusInfo};
@@ -36,32 +35,24 @@ use crate::session::transcript::Entry;
 
 pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), SupervisorError> {
     let own_uid = nix::unistd::getuid().as_raw();
-    let watchdog = systemd::watchdog_ping_interval();
-    let mut last_ping = tokio::time::Instant::now();
+    let mut watchdog = Watchdog::new();
     let mut last_status = String::new();
     let mut terms = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| SupervisorError::io("cannot handle SIGTERM", e))?;
+    let (mut decided, changed) = {
+        let s = supervisor.borrow();
+        (s.shutdown.subscribe(), s.changed.clone())
+    };
     loop {
-        // The watchdog is fed from this loop, so a hung loop gets killed.
-        if let Some(interval) = watchdog {
-            if last_ping.elapsed() >= interval {
-                systemd::notify("WATCHDOG=1");
-                last_ping = tokio::time::Instant::now();
-            }
-        }
+        // Registered before the status is read, so no change slips between.
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        watchdog.feed();
         let status = supervisor.borrow().status_line();
         if status != last_status {
             systemd::notify(&format!("STATUS={status}"));
             last_status = status;
-        }
-        // End only once the shutdown's answer is out: ending earlier would
-        // cut the connection that is still stopping workers and answering.
-        if supervisor.borrow().answered_shutdown {
-            return Ok(());
-        }
-        if supervisor.borrow().shutting_down {
-            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-            continue;
         }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -73,7 +64,10 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Sup
                 tracing::info!("stopping on SIGTERM; workers keep running");
                 return Ok(());
             }
-            _ = tokio::time::sleep(Duration::from_millis(ACCEPT_WAKE_MS)) => continue,
+            _ = decided.recv() => break,
+            // The status line changes only with a slot's state.
+            _ = &mut notified => continue,
+            _ = watchdog.due() => continue,
         };
         let Ok((mut stream, _)) = accepted else {
             continue;
@@ -85,16 +79,67 @@ pub async fn serve(supervisor: Shared, listener: UnixListener) -> Result<(), Sup
         }
         tokio::task::spawn_local(connection(supervisor.clone(), stream));
     }
+    // End only once every shutdown's answer is out: ending earlier would
+    // cut the connection that is still stopping workers and answering.
+    let all_answered = {
+        let mut s = supervisor.borrow_mut();
+        s.shutdown.stop_accepting();
+        s.shutdown.all_answered()
+    };
+    let Some(mut all_answered) = all_answered else {
+        return Ok(());
+    };
+    loop {
+        tokio::select! {
+            // Closed: every sender is dropped.
+            _ = all_answered.recv() => return Ok(()),
+            _ = watchdog.due() => watchdog.feed(),
+        }
+    }
+}
+
+/// The service manager's watchdog, fed from the accept loop (and while a
+/// shutdown finishes), so a hung loop gets killed.
+struct Watchdog {
+    interval: Option<Duration>,
+    last_ping: tokio::time::Instant,
+}
+
+impl Watchdog {
+    fn new() -> Watchdog {
+        Watchdog {
+            interval: systemd::watchdog_ping_interval(),
+            last_ping: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Ping if an interval passed since the last ping.
+    fn feed(&mut self) {
+        if let Some(interval) = self.interval {
+            if self.last_ping.elapsed() >= interval {
+                systemd::notify("WATCHDOG=1");
+                self.last_ping = tokio::time::Instant::now();
+            }
+        }
+    }
+
+    /// Until the next ping is due (never, without a watchdog).
+    async fn due(&self) {
+        match self.interval {
+            Some(interval) => tokio::time::sleep_until(self.last_ping + interval).await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Whether the peer of `stream` runs as `own_uid`; else why it is refused.
 fn same_user(stream: &UnixStream, own_uid: u32) -> Result<(), SupervisorError> {
     match stream.peer_cred() {
         Ok(cred) if cred.uid() == own_uid => Ok(()),
-        Ok(cred) => Err(SupervisorError::Refused(format!(
-            "connection refused: uid {} is not the daemon's uid {own_uid}",
-            cred.uid()
-        ))),
+        Ok(cred) => Err(SupervisorError::ForeignUser {
+            uid: cred.uid(),
+            own_uid,
+        }),
         Err(e) => Err(SupervisorError::io("connection refused", e)),
     }
 }
@@ -136,6 +181,10 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             return;
         }
     }
+    // A connection answering a shutdown keeps the daemon until its answer
+    // is out.
+    let _answering = matches!(request, Request::Shutdown { .. })
+        .then(|| supervisor.borrow().shutdown.answering());
     let response = match request {
         Request::Session { session, request } => {
             let zero_runs = theirs.has(Capability::ZeroRuns);
@@ -160,7 +209,6 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             message: format!("the daemon does not serve {other:?}"),
         },
     };
-    let stopped = matches!(response, Response::Shutdown { stopped: true, .. });
     if let Response::Shutdown {
         stopped: true,
         message,
@@ -169,9 +217,6 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         events::daemon_stopping(&supervisor, message).await;
     }
     let _ = write_frame(&mut stream, &response).await;
-    if stopped {
-        supervisor.borrow_mut().answered_shutdown = true;
-    }
 }
 
 /// `ls`: every session, once a starting daemon's adoptions settled.
@@ -195,7 +240,7 @@ async fn greet(
     match read_frame::<Request, _>(stream).await {
         Ok(Request::Hello(theirs)) => {
             let answered = write_frame(stream, &Response::Hello(hello(activated))).await;
-            let compatible = check_protocol(theirs.protocol).map_err(SupervisorError::Refused);
+            let compatible = check_protocol(theirs.protocol).map_err(SupervisorError::Protocol);
             answered.is_ok().then_some((theirs, compatible))
         }
         Ok(_) => {
@@ -323,13 +368,10 @@ pub(super) fn fresh_id(supervisor: &Shared) -> String {
 /// (a reference is an id first, so it would never reach this session) and
 /// not another session's name.
 fn name_free(supervisor: &Shared, name: &str) -> Result<(), SupervisorError> {
-    let refused = |why: String| Err(SupervisorError::Refused(why));
     validate_name(name)?;
     let s = supervisor.borrow();
     if s.slots.contains_key(name) {
-        return refused(format!(
-            "session name {name:?} is the id of another session: choose another name"
-        ));
+        return Err(SupervisorError::NameIsId { name: name.into() });
     }
     let taken = s
         .slots
@@ -337,10 +379,11 @@ fn name_free(supervisor: &Shared, name: &str) -> Result<(), SupervisorError> {
         .find(|slot| slot.meta.name == name)
         .map(|slot| (slot.meta.id.clone(), slot.state == SlotState::GivenUp));
     match taken {
-        Some((id, true)) => refused(format!(
-            "a session named {name:?} exists ({id}) and was given up; `eukhe restart {id}` starts it afresh"
-        )),
-        Some((id, false)) => refused(format!("a session named {name:?} exists already ({id})")),
+        Some((id, given_up)) => Err(SupervisorError::NameTaken {
+            name: name.into(),
+            id,
+            given_up,
+        }),
         None => Ok(()),
     }
 }
@@ -482,7 +525,8 @@ async fn restart(supervisor: &Shared, reference: &str) -> Response {
     );
     let kernel_lives = backend::kernel_lives(supervisor, &id);
     if let Err(problem) = supervisor.borrow_mut().recheck(&id, kernel_lives) {
-        return error(damaged(&id, &problem.to_string()));
+        let problem = problem.to_string();
+        return error(SupervisorError::Damaged { id, problem });
     }
     if was_damaged {
         // A mended session starts now, afresh.

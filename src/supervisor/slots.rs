@@ -164,10 +164,9 @@ pub struct Supervisor {
     pub paths: Paths,
     pub config: Config,
     pub slots: BTreeMap<String, Slot>,
-    /// A shutdown was decided: no new connections, no restarts.
-    pub shutting_down: bool,
-    /// The shutdown's answer is out: the process may end.
-    pub answered_shutdown: bool,
+    /// The shutdown: decided (no new connections, no restarts), and
+    /// whether its answers are out (the process may end).
+    pub shutdown: super::shutdown::ShutdownSignal,
     /// The socket came from the service manager, which owns its file.
     pub socket_activated: bool,
     /// The backend workers run on, chosen once at start.
@@ -238,8 +237,7 @@ impl Supervisor {
             paths,
             config,
             slots,
-            shutting_down: false,
-            answered_shutdown: false,
+            shutdown: Default::default(),
             socket_activated: false,
             changed: Default::default(),
             removed,
@@ -309,17 +307,17 @@ impl Supervisor {
             [] if self.removed.contains(reference)
                 || Removals::new(&self.paths.state).named(reference) =>
             {
-                Err(SupervisorError::Refused(
-                    crate::session::removed::no_longer_exists(reference),
-                ))
+                Err(SupervisorError::Removed {
+                    id: reference.to_string(),
+                })
             }
-            [] => Err(SupervisorError::Refused(format!(
-                "no session {reference:?}: `eukhe ls` lists them"
-            ))),
-            _ => Err(SupervisorError::Refused(format!(
-                "{} sessions are named {reference:?}: use an id (`eukhe ls`)",
-                named.len()
-            ))),
+            [] => Err(SupervisorError::NoSession {
+                reference: reference.to_string(),
+            }),
+            _ => Err(SupervisorError::Ambiguous {
+                reference: reference.to_string(),
+                count: named.len(),
+            }),
         }
     }
 

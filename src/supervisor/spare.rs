@@ -27,7 +27,7 @@ use crate::session::store::{create_session_dir, write_json, write_session, Sessi
 /// Whether this daemon keeps a spare session.
 pub fn wanted(supervisor: &Shared) -> bool {
     let s = supervisor.borrow();
-    s.config.spare_session && s.host.kind() == HostKind::Process && !s.shutting_down
+    s.config.spare_session && s.host.kind() == HostKind::Process && !s.shutdown.decided()
 }
 
 /// Have a spare ready: launch the one there is if it rests, else make

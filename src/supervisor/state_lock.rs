@@ -98,6 +98,8 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, SupervisorError
             !activated && std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
         match contended(&our_socket, holder.as_ref(), ours_listens) {
             Contended::WaitForHandover if Instant::now() < deadline => {
+                // No event says a flock was released short of a blocking
+                // lock without a deadline: tried again until the hand-over's.
                 std::thread::sleep(Duration::from_millis(POLL_MS));
             }
             Contended::AlreadyListening => {

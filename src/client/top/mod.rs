@@ -8,8 +8,6 @@ mod view;
 
 use std::io::{IsTerminal, Stdout};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crossterm::event::{
@@ -29,7 +27,7 @@ use super::error::ClientError;
 use super::events::subscribe;
 use crate::clock::wall_ms;
 use crate::laws::replace::ClientStart;
-use crate::laws::timing::{EVENTS_RECONNECT_MS, TOP_KEY_POLL_MS, TOP_PAUSE_POLL_MS, TOP_TICK_MS};
+use crate::laws::timing::{EVENTS_RECONNECT_MS, TOP_KEY_POLL_MS, TOP_TICK_MS};
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::transcript::Entry;
@@ -303,24 +301,34 @@ enum Input {
 /// block), pausing while an attach has the terminal.
 struct KeyReader {
     inputs: UnboundedReceiver<Input>,
-    paused: Arc<AtomicBool>,
-    /// The reader is between reads while paused: the attach gets every key.
-    resting: Arc<AtomicBool>,
+    /// Tells the reader to pause (`true`) or go on (`false`).
+    control: std::sync::mpsc::Sender<bool>,
+    /// The reader answers a pause once it is between reads: the attach
+    /// gets every key.
+    resting: std::sync::mpsc::Receiver<()>,
 }
 
 impl KeyReader {
     fn spawn() -> KeyReader {
         let (tx, inputs) = unbounded_channel();
-        let paused = Arc::new(AtomicBool::new(false));
-        let resting = Arc::new(AtomicBool::new(false));
-        let (thread_paused, thread_resting) = (paused.clone(), resting.clone());
+        let (control, control_rx) = std::sync::mpsc::channel::<bool>();
+        let (rested, resting) = std::sync::mpsc::channel();
         std::thread::spawn(move || loop {
-            if thread_paused.load(Ordering::SeqCst) {
-                thread_resting.store(true, Ordering::SeqCst);
-                std::thread::sleep(KEY_POLL);
-                continue;
+            if let Ok(true) = control_rx.try_recv() {
+                if rested.send(()).is_err() {
+                    return;
+                }
+                // Paused: blocked until told to go on (or the top ends).
+                loop {
+                    match control_rx.recv() {
+                        Ok(false) => break,
+                        Ok(true) if rested.send(()).is_ok() => continue,
+                        _ => return,
+                    }
+                }
             }
-            thread_resting.store(false, Ordering::SeqCst);
+            // Nothing wakes a terminal poll when a pause is asked: its
+            // deadline (KEY_POLL) bounds how long the pause waits.
             let input = match term_event::poll(KEY_POLL) {
                 Ok(true) => match term_event::read() {
                     Ok(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
@@ -343,21 +351,22 @@ impl KeyReader {
         });
         KeyReader {
             inputs,
-            paused,
+            control,
             resting,
         }
     }
 
     /// Stop reading keys (within one poll) before someone else reads them.
     fn pause(&mut self) {
-        self.paused.store(true, Ordering::SeqCst);
-        while !self.resting.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(TOP_PAUSE_POLL_MS));
+        if self.control.send(true).is_ok() {
+            // The reader answers within one poll; one that ended drops its
+            // sender, which ends this wait too.
+            let _ = self.resting.recv();
         }
     }
 
     fn resume(&mut self) {
-        self.paused.store(false, Ordering::SeqCst);
+        let _ = self.control.send(false);
     }
 }
 
