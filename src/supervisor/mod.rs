@@ -35,19 +35,21 @@ pub use slots::{Slot, SlotState};
 
 /// Run the supervisor in the foreground until it is shut down.
 pub fn main() -> Result<(), SupervisorError> {
-    let paths = Paths::from_env().map_err(SupervisorError::Other)?;
+    let paths = Paths::from_env().map_err(|e| SupervisorError::Other(e.into()))?;
     let host = HostKind::from_env()?;
     let activated = systemd::activated_listener()?;
     log::init(host, "daemon", None, Some(paths.state.join("daemon.log")));
     // A socket directory too deep for the per-session sockets would make
     // every session crash-loop: refused here, in one line.
-    paths.sockets_fit().map_err(SupervisorError::Refused)?;
+    paths
+        .sockets_fit()
+        .map_err(|e| SupervisorError::Refused(e.into()))?;
     // Before anything else touches the state directory: a second daemon
     // refuses here, its sessions untouched.
     let _state_lock = state_lock::take(&paths, activated.is_some())?;
     // The runtime speaks in lines; what fails inside is typed until here.
     crate::runtime::block_on_local("supervisor", async move {
-        let config = Config::load(&paths.config).map_err(SupervisorError::Other)?;
+        let config = Config::load(&paths.config).map_err(|e| SupervisorError::Other(e.into()))?;
         let socket_activated = activated.is_some();
         let listener = match (activated, host) {
             (Some(listener), _) => UnixListener::from_std(listener)

@@ -195,7 +195,8 @@ async fn greet(
     match read_frame::<Request, _>(stream).await {
         Ok(Request::Hello(theirs)) => {
             let answered = write_frame(stream, &Response::Hello(hello(activated))).await;
-            let compatible = check_protocol(theirs.protocol).map_err(SupervisorError::Refused);
+            let compatible = check_protocol(theirs.protocol)
+                .map_err(|e| SupervisorError::Refused(e.to_string()));
             answered.is_ok().then_some((theirs, compatible))
         }
         Ok(_) => {
