@@ -172,7 +172,13 @@ impl UserManager {
     /// The loaded units matching `pattern` that are active, activating or
     /// deactivating: `(unit name, its state)`.
     pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, HostError> {
-        let states = ["active", "activating", "deactivating", "reloading"];
+        let states = [
+            ActiveState::Active,
+            ActiveState::Activating,
+            ActiveState::Deactivating,
+            ActiveState::Reloading,
+        ];
+        let states = states.each_ref().map(ActiveState::word);
         let listed = self
             .manager
             .list_units_by_patterns(&states, &[pattern])
