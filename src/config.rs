@@ -45,7 +45,7 @@ use crate::laws::idle_stop::{IdleStop, IdleStopError};
 use crate::laws::orphan::{window_obeys_minimum, LostExitWindow, WindowError};
 use crate::laws::timing::{
     timeouts_ordered, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM,
-    WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS,
+    WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS, WORKER_WATCHDOG_MIN_MS,
 };
 
 /// A configuration refused: the file, a setting in it, or an environment
@@ -189,10 +189,6 @@ fn default_spare_session() -> bool {
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec`.
 pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = TM.worker_watchdog;
-
-/// Workers show a sign of life every second; a shorter watchdog would kill
-/// healthy ones.
-pub use crate::laws::timing::WORKER_WATCHDOG_MIN_MS;
 
 fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS

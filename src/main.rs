@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Worker { session } => report(eukhe::worker::main(&session)),
         Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),
         Command::Laws { json } => print_laws(json),
+        Command::Mcp => eukhe::mcp::run(),
         command => eukhe::client::run(command),
     }
 }

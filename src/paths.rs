@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::session::store::SESSION_ID_LEN;
+use serde::{Deserialize, Serialize};
+
+use crate::session::store::{read_json, SESSION_ID_LEN};
 
 /// The longest path a Unix socket can have: `sun_path` holds 108 bytes,
 /// the last of them the terminating NUL.
@@ -148,6 +150,29 @@ impl Paths {
     pub fn session_dir(&self, session: &str) -> PathBuf {
         self.state.join("sessions").join(session)
     }
+}
+
+/// The daemon holding a state directory's lock, as it wrote itself down
+/// beside the lock: written by the supervisor (`supervisor::state_lock`),
+/// read by it and by `eukhe doctor`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Holder {
+    /// The socket it serves.
+    pub socket: String,
+    /// Its process id.
+    pub pid: u32,
+}
+
+/// Where the lock's holder is written down in the state directory `state`.
+pub fn holder_path(state: &Path) -> PathBuf {
+    state.join("daemon.json")
+}
+
+/// The daemon that last took `state`'s lock, as it wrote itself down
+/// (`daemon.json`; it may have ended since: the caller checks its pid).
+pub fn recorded_holder(state: &Path) -> Option<Holder> {
+    read_json(&holder_path(state)).ok().flatten()
 }
 
 #[cfg(test)]

@@ -680,7 +680,7 @@ fn on_a_small_disk(name: &str) -> Option<(SmallDisk, Env)> {
     Some((disk, env))
 }
 
-/// Runs of zeros are kept without taking room (`session::zeros`): 40 MB
+/// Runs of zeros are kept without taking room (`protocol::zeros`): 40 MB
 /// of zeros on a 16 MiB state disk all arrive and are all in the
 /// transcript byte for byte (stored as bytes, they would not fit: the
 /// client would exit 125, as in the test below).
@@ -788,7 +788,7 @@ fn output_a_full_state_disk_could_not_keep_is_told_once_and_fails_the_client() {
         return;
     };
     let id = env.ok(&["new"]).trim().to_string();
-    // Not zeros: runs of zeros take no room (`session::zeros`).
+    // Not zeros: runs of zeros take no room (`protocol::zeros`).
     let out = env.run(&[
         "bash",
         &id,

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use eukhe::kernel::spool::Spool;
+use eukhe::session::spool::Spool;
 use libfuzzer_sys::fuzz_target;
 
 fn spool_dir() -> &'static PathBuf {

@@ -347,7 +347,12 @@ pub enum Command {
 
 /// Run a client command.
 pub fn run(command: Command) -> ExitCode {
-    match crate::runtime::block_on_client("client", client(command)) {
+    finish(crate::runtime::block_on_client("client", client(command)))
+}
+
+/// A client command's exit: its own status, or eukhe's failure in one line.
+pub fn finish(result: Result<ExitCode, ClientError>) -> ExitCode {
+    match result {
         Ok(code) => code,
         Err(message) => fail(message),
     }

@@ -47,14 +47,14 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,
-        Command::Mcp => crate::mcp::serve().await,
         Command::Doctor { json } => doctor(json).await,
         Command::Events { json, session } => super::events::events(json, session).await,
         Command::Top => super::top::top().await,
         Command::Daemon
         | Command::Worker { .. }
         | Command::Kernel { .. }
-        | Command::Laws { .. } => unreachable!("served without a client"),
+        | Command::Mcp
+        | Command::Laws { .. } => unreachable!("served by main"),
     }
 }
 

@@ -13,9 +13,8 @@ use crate::build_id::{build_id, version};
 use crate::config::Config;
 use crate::host::process::is_alive;
 use crate::host::HostKind;
-use crate::paths::Paths;
+use crate::paths::{recorded_holder, Paths};
 use crate::session::store::{check_files, read_json, valid_id, KernelRecord, SessionFiles};
-use crate::supervisor::state_lock::recorded_holder;
 
 #[derive(Serialize)]
 pub struct Check {

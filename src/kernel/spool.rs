@@ -1,19 +1,18 @@
 //! The kernel's spool: every job's output and end, on disk in the session's
 //! directory (0600), so output produced while no worker is connected is
 //! never lost and the end of a job that finished while no worker was there
-//! is known, even to the next kernel.
+//! is known, even to the next kernel. The kernel is its only writer; the
+//! layout and the record format are `session::spool`'s, which its readers
+//! share.
 //!
-//! - `<job>.out`: the job's output as records `[stream: u8][len: u32 BE][bytes]`
-//!   (stream 1 stdout, 2 stderr), or, for a run of at least a block of zero
-//!   bytes, `[stream: u8][len: u32 BE]` alone (3 stdout, 4 stderr: `len`
-//!   zeros, see `session::zeros`).
-//!   Creating it (exclusively) is the kernel accepting the job: a job whose
-//!   file exists is never executed again (`laws::runs::kernel_accepts`).
-//! - `<job>.end`: how the job ended (JSON), written once its status is known
-//!   and again when its output is settled (every writer closed).
-//! - `<job>.group`: the identity of the job's process group leader (JSON),
-//!   written when it starts: a job with a group and no end, found by the
-//!   next kernel, was left running by a kernel that died, and is ended.
+//! - Creating `<job>.out` (exclusively) is the kernel accepting the job: a
+//!   job whose file exists is never executed again
+//!   (`laws::runs::kernel_accepts`).
+//! - `<job>.end` is written once the job's status is known and again when
+//!   its output is settled (every writer closed).
+//! - `<job>.group` is written when the job starts: a job with a group and
+//!   no end, found by the next kernel, was left running by a kernel that
+//!   died, and is ended.
 //!
 //! A worker follows a job by byte offset into `<job>.out`; the transcript
 //! keeps the offset each stored output entry reaches, so a worker that
@@ -26,60 +25,34 @@
 //! moves to `output/<job>.out` if it has such a record (else it is
 //! removed). A job whose file is there is never accepted again.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, IoSlice, Seek, Write};
+use std::ops::Deref;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-
-use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use crate::laws::adoption::ProcessIdentity;
-pub use crate::session::entry::LostOutput;
-use crate::session::entry::Stream;
+pub use crate::protocol::entry::LostOutput;
+use crate::protocol::entry::Stream;
+pub use crate::protocol::kernel::JobEnd;
+use crate::protocol::zeros;
+use crate::session::spool::{self as layout, out_name, valid_job, RecordHeader, RECORD_HEADER};
 use crate::session::store::{private_subdir, read_json, write_json_unsynced};
 use crate::session::transcript::STORED_FROM_BYTES;
-use crate::session::{page_cache, zeros};
 
-/// The header of one output record.
-const RECORD_HEADER: usize = 5;
-/// Added to a stream's byte for a record of zeros.
-const ZERO_RUN: u8 = 2;
-
-/// How a job ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobEnd {
-    /// The exit status (128 + signal when a signal ended it).
-    pub status: i32,
-    /// The signal that ended it, if one did.
-    pub signal: Option<i32>,
-    /// Whether `eukhe cancel` ended it.
-    pub cancelled: bool,
-    /// Something the user should know about the shell state it left.
-    pub notice: Option<String>,
-    /// Whether every writer of its output has closed.
-    pub settled: bool,
-    /// Output it wrote that the spool could not keep (a full disk): no
-    /// client and no transcript has those bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost_output: Option<LostOutput>,
-}
-
-/// A job's output records read from an offset.
-#[derive(Debug, Default)]
-pub struct Chunk {
-    /// Each record's stream, bytes, and the offset just after it.
-    pub records: Vec<(Stream, Bytes, u64)>,
-    /// Where the next read starts.
-    pub next: u64,
-}
-
-/// One session's spool directory.
+/// One session's spool directory, as its writer holds it. It reads as any
+/// reader's spool does (`session::spool::Spool`).
 #[derive(Clone, Debug)]
 pub struct Spool {
-    dir: PathBuf,
+    files: layout::Spool,
+}
+
+impl Deref for Spool {
+    type Target = layout::Spool;
+
+    fn deref(&self) -> &layout::Spool {
+        &self.files
+    }
 }
 
 /// Write `header`, then `bytes`, counting in `written` what reached the
@@ -106,45 +79,12 @@ fn write_record(
     Ok(())
 }
 
-fn stream_byte(stream: Stream) -> u8 {
-    match stream {
-        Stream::Stdout => 1,
-        Stream::Stderr => 2,
-    }
-}
-
-fn record_header_bytes(kind: u8, len: usize) -> [u8; RECORD_HEADER] {
-    let mut header = [0u8; RECORD_HEADER];
-    header[0] = kind;
-    header[1..].copy_from_slice(&(len as u32).to_be_bytes());
-    header
-}
-
-fn valid_job(job: &str) -> bool {
-    !job.is_empty()
-        && job.len() <= 32
-        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
 impl Spool {
     /// The spool in `dir`, created 0700 if missing.
     pub fn open(dir: &Path) -> Result<Spool, String> {
-        private_subdir(dir)?;
         Ok(Spool {
-            dir: dir.to_path_buf(),
+            files: layout::Spool::open(dir)?,
         })
-    }
-
-    fn out_path(&self, job: &str) -> PathBuf {
-        self.dir.join(format!("{job}.out"))
-    }
-
-    fn end_path(&self, job: &str) -> PathBuf {
-        self.dir.join(format!("{job}.end"))
-    }
-
-    fn group_path(&self, job: &str) -> PathBuf {
-        self.dir.join(format!("{job}.group"))
     }
 
     /// Accept `job`: `Ok(Some(file))` to append its output to, or `Ok(None)`
@@ -154,7 +94,7 @@ impl Spool {
             return Err(format!("kernel: {job:?} is not a job name"));
         }
         // A forgotten job's output is kept there: it ran.
-        if self.output_dir().join(format!("{job}.out")).exists() {
+        if self.output_dir().join(out_name(job)).exists() {
             return Ok(None);
         }
         match OpenOptions::new()
@@ -208,9 +148,13 @@ impl Spool {
         if bytes.is_empty() {
             return Ok(());
         }
-        let header = record_header_bytes(stream_byte(stream), bytes.len());
+        let header = RecordHeader {
+            stream,
+            len: bytes.len(),
+            zero_run: false,
+        };
         let mut done = 0;
-        let wrote = write_record(file, &header, bytes, &mut done);
+        let wrote = write_record(file, &header.encode(), bytes, &mut done);
         *written += done;
         wrote
     }
@@ -223,9 +167,13 @@ impl Spool {
     ) -> std::io::Result<()> {
         while len > 0 {
             let run = len.min(zeros::RUN_MAX);
-            let header = record_header_bytes(stream_byte(stream) + ZERO_RUN, run);
+            let header = RecordHeader {
+                stream,
+                len: run,
+                zero_run: true,
+            };
             let mut done = 0;
-            let wrote = write_record(file, &header, &[], &mut done);
+            let wrote = write_record(file, &header.encode(), &[], &mut done);
             *written += done;
             wrote?;
             len -= run;
@@ -258,114 +206,6 @@ impl Spool {
             .collect()
     }
 
-    /// How `job` ended, if the spool knows.
-    pub fn end(&self, job: &str) -> Option<JobEnd> {
-        read_json(&self.end_path(job)).ok().flatten()
-    }
-
-    /// Every job in the spool, with its end when it has one.
-    pub fn jobs(&self) -> BTreeMap<String, Option<JobEnd>> {
-        let mut jobs = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return jobs;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(job) = name.strip_suffix(".out") {
-                jobs.insert(job.to_string(), self.end(job));
-            }
-        }
-        jobs
-    }
-
-    /// How far `job`'s output file has grown (0 when there is none).
-    pub fn len(&self, job: &str) -> u64 {
-        std::fs::metadata(self.out_path(job)).map_or(0, |m| m.len())
-    }
-
-    /// Whole records of `job` from `offset` that end by `until`, at most
-    /// about `max` bytes (always at least one whole record when there is
-    /// one).
-    pub fn read(&self, job: &str, offset: u64, until: u64, max: usize) -> Result<Chunk, String> {
-        let path = self.out_path(job);
-        let context = |e: std::io::Error| format!("spool {}: {e}", path.display());
-        let mut chunk = Chunk {
-            records: Vec::new(),
-            next: offset,
-        };
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(chunk),
-            Err(e) => return Err(context(e)),
-        };
-        let len = file.metadata().map_err(context)?.len().min(until);
-        let bad = |e: String| format!("spool {}: {e}", path.display());
-        // The span is read with few preads into one buffer, which the
-        // records then share (no copy, no allocation per record). A record
-        // that starts within `max` is taken whole: room for it is reserved
-        // up front, so the buffer is not moved when it grows.
-        let available = len.saturating_sub(offset);
-        let mut span = Vec::with_capacity(available.min(max.saturating_mul(2) as u64) as usize);
-        read_span(&file, offset, available.min(max as u64) as usize, &mut span).map_err(context)?;
-        let mut records = Vec::new();
-        let mut at = 0;
-        // What the records read so far stand for: their bytes in the file,
-        // and the zeros a run record stands for, so a chunk of zero runs is
-        // as bounded as any other.
-        let mut taken = 0;
-        while taken < max && offset + (at + RECORD_HEADER) as u64 <= len {
-            read_span(&file, offset, at + RECORD_HEADER, &mut span).map_err(context)?;
-            let Some((stream, size, run)) =
-                record_header(&span[at.min(span.len())..]).map_err(bad)?
-            else {
-                break; // the file was cut since its length was read
-            };
-            let start = at + RECORD_HEADER;
-            let stored = if run { 0 } else { size };
-            if offset + (start + stored) as u64 > len {
-                break; // a record still being written, or cut by a crash
-            }
-            read_span(&file, offset, start + stored, &mut span).map_err(context)?;
-            if span.len() < start + stored {
-                break; // cut since its length was read
-            }
-            at = start + stored;
-            taken += RECORD_HEADER + size;
-            let piece = match run {
-                true => Piece::Zeros(size),
-                false => Piece::Stored(start..at),
-            };
-            records.push((stream, piece, offset + at as u64));
-        }
-        let span = Bytes::from(span);
-        chunk.next = offset + at as u64;
-        chunk.records = records
-            .into_iter()
-            .map(|(stream, piece, next)| {
-                let bytes = match piece {
-                    Piece::Stored(range) => span.slice(range),
-                    Piece::Zeros(run) => Bytes::from_static(&zeros::ZEROS[..run]),
-                };
-                (stream, bytes, next)
-            })
-            .collect();
-        Ok(chunk)
-    }
-
-    /// `job`'s output before `upto` is in the transcript (written, or
-    /// pointed to): hand its pages back, as `session::page_cache` says (the
-    /// first call for a range starts writing the kernel's dirty pages, a
-    /// later one drops them once clean). Never punched: the transcript's
-    /// stored output records point into it.
-    pub fn release(&self, job: &str, upto: u64) {
-        if upto < page_cache::RECYCLE_BYTES || !valid_job(job) {
-            return;
-        }
-        if let Ok(file) = File::open(self.out_path(job)) {
-            page_cache::drop_synced(&file, 0, upto);
-        }
-    }
-
     /// Forget `job` (its end is in the transcript). Its output file is kept,
     /// moved to `output/<job>.out`, when the transcript may point into it
     /// (a record of `STORED_FROM_BYTES` or more: see
@@ -392,11 +232,6 @@ impl Spool {
         let _ = std::fs::remove_file(self.group_path(job));
     }
 
-    /// Where forgotten jobs' output files are kept.
-    fn output_dir(&self) -> PathBuf {
-        self.dir.with_file_name("output")
-    }
-
     /// Move `job`'s output file to `output/`, never over one there.
     fn keep_output(&self, job: &str) -> std::io::Result<()> {
         let dir = self.output_dir();
@@ -405,7 +240,7 @@ impl Spool {
             nix::fcntl::AT_FDCWD,
             &self.out_path(job),
             nix::fcntl::AT_FDCWD,
-            &dir.join(format!("{job}.out")),
+            &dir.join(out_name(job)),
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         )?;
         Ok(())
@@ -430,65 +265,17 @@ fn holds_stored_output(path: &Path) -> std::io::Result<bool> {
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(false),
             Err(e) => return Err(e),
         }
-        let Ok(Some((_, size, run))) = record_header(&header) else {
+        let Ok(Some(header)) = RecordHeader::decode(&header) else {
             return Ok(true);
         };
-        if run {
+        if header.zero_run {
             continue;
         }
-        if size >= STORED_FROM_BYTES {
+        if header.len >= STORED_FROM_BYTES {
             return Ok(true);
         }
-        records.seek_relative(size as i64)?;
+        records.seek_relative(header.len as i64)?;
     }
-}
-
-/// Where a record's output is: its bytes in the span read, or a run of
-/// zeros of that length.
-enum Piece {
-    Stored(std::ops::Range<usize>),
-    Zeros(usize),
-}
-
-/// Read `file` from `offset` into `span` until `span` holds `want` bytes
-/// (fewer at the end of the file), straight into its spare capacity: the
-/// buffer is not zeroed first, what it holds is not read again, and
-/// nothing past `want` is read (it belongs to a later read).
-fn read_span(file: &File, offset: u64, want: usize, span: &mut Vec<u8>) -> std::io::Result<()> {
-    span.reserve(want.saturating_sub(span.len()));
-    while span.len() < want {
-        let filled = span.len();
-        let spare = &mut span.spare_capacity_mut()[..want - filled];
-        let read = rustix::io::pread(file, spare, offset + filled as u64)?
-            .0
-            .len();
-        if read == 0 {
-            break;
-        }
-        // SAFETY: pread initialised the first `read` bytes past `filled`.
-        unsafe { span.set_len(filled + read) };
-    }
-    Ok(())
-}
-
-/// The stream and length of the record `bytes` start with, and whether it
-/// is a run of zeros (no bytes stored), if its header is there.
-fn record_header(bytes: &[u8]) -> Result<Option<(Stream, usize, bool)>, String> {
-    let Some(header) = bytes.get(..RECORD_HEADER) else {
-        return Ok(None);
-    };
-    let size = u32::from_be_bytes(header[1..].try_into().expect("four bytes")) as usize;
-    let (stream, run) = match header[0] {
-        1 => (Stream::Stdout, false),
-        2 => (Stream::Stderr, false),
-        3 => (Stream::Stdout, true),
-        4 => (Stream::Stderr, true),
-        other => return Err(format!("bad record {other}")),
-    };
-    if run && (size == 0 || size > zeros::RUN_MAX) {
-        return Err(format!("bad run of {size} zeros"));
-    }
-    Ok(Some((stream, size, run)))
 }
 
 #[cfg(test)]

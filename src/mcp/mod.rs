@@ -22,6 +22,7 @@ use rmcp::ServiceExt as _;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::mpsc;
 
+use crate::client::cli::finish;
 use crate::client::ClientError;
 use lines::{Gate, Verdict};
 
@@ -32,6 +33,11 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// How many of the filter's answers may wait for standard output: a
 /// client that sends faster than it reads is read more slowly.
 const ANSWERS_WAITING: usize = 64;
+
+/// `eukhe mcp`: serve, then exit as every client command does.
+pub fn run() -> ExitCode {
+    finish(crate::runtime::block_on_client("client", serve()))
+}
 
 /// Serve MCP on standard input and output until the client closes them.
 /// Standard output carries the protocol alone: nothing else may print

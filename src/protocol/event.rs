@@ -9,8 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::entry::{Entry, EntryBody};
 use crate::laws::restart::RestartVerdict;
-use crate::session::transcript::{Entry, EntryBody};
 
 /// The longest text an event carries (a run's command, a notice, an output
 /// line), in bytes: a subscriber's buffer holds a bounded number of events,
@@ -298,7 +298,7 @@ pub fn latest_line(data: &[u8]) -> Option<String> {
     const WINDOW: usize = 4096;
     let window = &data[data.len().saturating_sub(WINDOW)..];
     // Zeros, the commonest blank output, are known at vector speed.
-    if crate::session::zeros::all_zero(window) {
+    if super::zeros::all_zero(window) {
         return None;
     }
     window

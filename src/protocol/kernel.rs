@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::spool::JobEnd;
+use super::entry::LostOutput;
 
 /// The version of the link and of the spool's layout (8: the worker hangs
 /// up a user bash whose client went away, `ToKernel::HangUp`; an earlier
@@ -24,6 +24,26 @@ pub const KERNEL_PROTOCOL: u32 = 8;
 /// the kernel ends one that reaches it as not started.
 pub const NUL_IN_COMMAND: &str =
     "the command contains a NUL byte, which a shell command line cannot hold";
+
+/// How a job ended (the kernel keeps it in the spool as `<job>.end`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobEnd {
+    /// The exit status (128 + signal when a signal ended it).
+    pub status: i32,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Whether `eukhe cancel` ended it.
+    pub cancelled: bool,
+    /// Something the user should know about the shell state it left.
+    pub notice: Option<String>,
+    /// Whether every writer of its output has closed.
+    pub settled: bool,
+    /// Output it wrote that the spool could not keep (a full disk): no
+    /// client and no transcript has those bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_output: Option<LostOutput>,
+}
 
 /// What a kernel knows of one job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

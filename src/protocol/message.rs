@@ -1,16 +1,29 @@
 //! Requests and responses. Every message is one frame of JSON, tagged by
 //! `type`; an unknown type or field is a malformed message, never ignored.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
+use super::entry::{Entry, LostOutput, Stream};
 use super::event::Event;
 use super::hello::Hello;
-use crate::kernel::spool::LostOutput;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
-use crate::session::entry::Stream;
-use crate::session::env::SessionEnv;
-use crate::session::transcript::Entry;
+
+/// How a session's first environment is made: sent with `New`, kept in
+/// the session's `env.json` (`session::env` says which variables are
+/// carried).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionEnv {
+    /// The client's exported variables (those carried); `None` starts from
+    /// the daemon's (`--clean-env`).
+    pub client: Option<BTreeMap<String, String>>,
+    /// `--env KEY=VALUE`, set over either.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
 
 /// What a client (or the supervisor) asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -17,10 +17,10 @@
 
 use bytes::Bytes;
 
+use super::entry::{Entry, EntryBody, Stream};
 use super::frame::{decode, FrameError, Message};
 use super::message::Response;
-use crate::session::entry::{Entry, EntryBody, Stream};
-use crate::session::zeros;
+use super::zeros;
 
 const LIVE: u8 = 0x01;
 const ENTRY: u8 = 0x02;
@@ -262,7 +262,7 @@ mod tests {
         );
         round_trip(Response::Exit {
             status: 0,
-            lost: Some(crate::kernel::spool::LostOutput {
+            lost: Some(crate::protocol::entry::LostOutput {
                 bytes: 4096,
                 error: "No space left on device (os error 28)".into(),
             }),

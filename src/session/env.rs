@@ -32,7 +32,8 @@ use super::error::AssignmentProblem;
 use super::SessionError;
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+/// How a session's first environment is made (`env.json`), as `new` sends it.
+pub use crate::protocol::message::SessionEnv;
 
 /// Variables of one process that are never carried into a session (and
 /// see [`NEVER_CARRIED_PREFIXES`]).
@@ -65,18 +66,6 @@ pub fn is_shell_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
-/// How a session's first environment is made (`env.json`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionEnv {
-    /// The client's exported variables (those carried); `None` starts from
-    /// the daemon's (`--clean-env`).
-    pub client: Option<BTreeMap<String, String>>,
-    /// `--env KEY=VALUE`, set over either.
-    #[serde(default)]
-    pub set: BTreeMap<String, String>,
 }
 
 /// The variables of `vars` that are carried (shell names, not in

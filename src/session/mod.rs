@@ -13,8 +13,8 @@ pub mod numbers;
 pub mod page_cache;
 pub(crate) mod removed;
 pub mod snapshot;
+pub mod spool;
 pub(crate) mod store;
 
 pub use store::SessionMeta;
 pub mod transcript;
-pub mod zeros;

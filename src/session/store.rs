@@ -319,9 +319,9 @@ impl SessionFiles {
     pub fn kernel_lock(&self) -> PathBuf {
         self.dir.join("kernel.lock")
     }
-    /// Jobs' output and ends (`kernel::spool`).
+    /// Jobs' output and ends (`session::spool` is its layout).
     pub fn spool(&self) -> PathBuf {
-        self.dir.join("spool")
+        self.dir.join(super::spool::SPOOL_DIR)
     }
     pub fn kernel_log(&self) -> PathBuf {
         self.dir.join("kernel.log")

@@ -12,19 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
-use serde::{Deserialize, Serialize};
 
 use crate::laws::timing::{POLL_MS, TM};
-use crate::paths::Paths;
+use crate::paths::{holder_path, Holder, Paths};
 use crate::session::store::{private_dir, read_json, write_json};
-
-/// The daemon holding a state directory, as it wrote itself down.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Holder {
-    pub socket: String,
-    pub pid: u32,
-}
 
 /// The lock, held while this value lives (the process's life).
 pub struct StateLock {
@@ -59,16 +50,6 @@ pub fn contended(our_socket: &str, holder: Option<&Holder>, ours_listens: bool) 
 
 fn lock_path(state: &Path) -> PathBuf {
     state.join("daemon.lock")
-}
-
-fn holder_path(state: &Path) -> PathBuf {
-    state.join("daemon.json")
-}
-
-/// The daemon that last took `state`'s lock, as it wrote itself down
-/// (`daemon.json`; it may have ended since: the caller checks its pid).
-pub fn recorded_holder(state: &Path) -> Option<Holder> {
-    read_json(&holder_path(state)).ok().flatten()
 }
 
 /// Take the state directory's lock for this daemon, or say in one line

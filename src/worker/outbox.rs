@@ -16,8 +16,8 @@ use crate::laws::timing::CATCH_UP_RETRY_MS;
 use crate::protocol::frame::{write_frame, FrameError};
 use crate::protocol::message::Response;
 use crate::protocol::output::{live_header, zero_run_frame};
+use crate::protocol::zeros;
 use crate::session::entry::{EntryBody, Stream};
-use crate::session::zeros;
 
 /// What a message costs the outbox besides its output bytes.
 const MESSAGE_COST: usize = 64;

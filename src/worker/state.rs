@@ -14,7 +14,6 @@ use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::HostError;
-use crate::kernel::spool::Spool;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::events::OutputLine;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
@@ -25,6 +24,7 @@ use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
 use crate::session::numbers::NumberMark;
+use crate::session::spool::Spool;
 use crate::session::store::{read_json, SessionFiles, SessionMeta};
 use crate::session::transcript::{Entry, EntryBody, Transcript};
 

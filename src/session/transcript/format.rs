@@ -6,6 +6,7 @@ use std::io;
 
 use super::{Entry, EntryBody};
 use crate::session::entry::Stream;
+use crate::session::spool::{valid_job, JOB_NAME_MAX};
 
 /// The first 8 bytes of every transcript this build writes (v3: output
 /// may be stored in the spool, kind 3).
@@ -29,9 +30,6 @@ const OUTPUT_PREFIX: usize = 33;
 /// A stored output record's prefix: an output record's, then the bytes'
 /// length (u32) and CRC32 (u32); the job's name follows.
 const STORED_PREFIX: usize = OUTPUT_PREFIX + 8;
-/// The longest job name a stored output record carries (the spool's own
-/// limit).
-const JOB_MAX: usize = 32;
 
 /// Whether `head` (a file's first 8 bytes) is a transcript's magic.
 pub fn is_magic(head: &[u8]) -> bool {
@@ -168,12 +166,12 @@ pub fn decode_keeping(header: &Header, record: &[u8], output: OutputBytes) -> Op
 
 /// A stored output record: its entry (no bytes) and where they are.
 fn decode_stored(seq: u64, payload: &[u8]) -> Option<Decoded> {
-    if payload.len() <= STORED_PREFIX || payload.len() > STORED_PREFIX + JOB_MAX {
+    if payload.len() <= STORED_PREFIX || payload.len() > STORED_PREFIX + JOB_NAME_MAX {
         return None;
     }
     let word = |i: usize| u32::from_be_bytes(payload[i..i + 4].try_into().unwrap());
     let job = std::str::from_utf8(&payload[STORED_PREFIX..]).ok()?;
-    if !is_job_name(job) {
+    if !valid_job(job) {
         return None;
     }
     let len = word(OUTPUT_PREFIX);
@@ -306,13 +304,6 @@ pub fn encode_parts<'e>(
     Ok(tail)
 }
 
-/// Whether `job` is a name the spool gives a file (`kernel::spool`'s rule).
-fn is_job_name(job: &str) -> bool {
-    !job.is_empty()
-        && job.len() <= JOB_MAX
-        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
 /// A stored output record's own fields: the length and CRC32 of `data`,
 /// which stay in job `job`'s spool record (one that has an offset).
 fn push_stored(
@@ -323,7 +314,7 @@ fn push_stored(
 ) -> Result<(), SessionError> {
     let len = u32::try_from(data.len())
         .ok()
-        .filter(|&len| is_job_name(job) && has_offset && len as usize <= MAX_PAYLOAD);
+        .filter(|&len| valid_job(job) && has_offset && len as usize <= MAX_PAYLOAD);
     let Some(len) = len else {
         return Err(SessionError::NotInSpool {
             job: job.to_string(),

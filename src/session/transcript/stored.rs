@@ -1,11 +1,9 @@
 //! Output kept once: the bytes of a stored output record (kind 3) are the
 //! kernel's spool record the record points to, read back here.
 //!
-//! A job's spool file is `spool/<job>.out` while the kernel follows the
-//! job, and `output/<job>.out` once it is forgotten (the kernel renames it;
-//! the inode, so an open file, stays the same). Its records are
-//! `[stream][len u32 BE][bytes]`: the one a stored record names ends at the
-//! entry's `spool_end`, so it starts `5 + len` bytes before.
+//! A job's spool file is where `session::spool` says; the spool record a
+//! stored record names ends at the entry's `spool_end`, so it starts a
+//! header and `len` bytes before.
 
 use std::fs::File;
 use std::io;
@@ -17,9 +15,7 @@ use bytes::Bytes;
 use super::format::StoredOutput;
 use super::{Entry, EntryBody};
 use crate::session::entry::Stream;
-
-/// A spool record's header: stream byte and length.
-const SPOOL_RECORD_HEADER: u64 = 5;
+use crate::session::spool::{open_job, out_name, RecordHeader, RECORD_HEADER};
 
 /// Reads stored output's bytes for the transcript beside it.
 pub struct OutputStore {
@@ -86,28 +82,27 @@ impl OutputStore {
         end: u64,
         stored: &StoredOutput,
     ) -> Result<Bytes, String> {
-        let size = SPOOL_RECORD_HEADER + u64::from(stored.len);
+        let name = out_name(job);
+        let size = (RECORD_HEADER + stored.len as usize) as u64;
         let start = end
             .checked_sub(size)
-            .ok_or_else(|| format!("its record in {job}.out would start before the file"))?;
+            .ok_or_else(|| format!("its record in {name} would start before the file"))?;
         let file = self.file(job)?;
         let mut record = vec![0u8; size as usize];
         file.read_exact_at(&mut record, start)
             .map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof => format!("{job}.out ends before byte {end}"),
-                _ => format!("{job}.out: {e}"),
+                io::ErrorKind::UnexpectedEof => format!("{name} ends before byte {end}"),
+                _ => format!("{name}: {e}"),
             })?;
-        let stream_byte = match stream {
-            Stream::Stdout => 1,
-            Stream::Stderr => 2,
+        let header = RecordHeader {
+            stream,
+            len: stored.len as usize,
+            zero_run: false,
         };
-        let bytes = record.split_off(SPOOL_RECORD_HEADER as usize);
-        if record[0] != stream_byte
-            || record[1..5] != stored.len.to_be_bytes()
-            || crc32fast::hash(&bytes) != stored.crc
-        {
+        let bytes = record.split_off(RECORD_HEADER);
+        if record != header.encode() || crc32fast::hash(&bytes) != stored.crc {
             return Err(format!(
-                "bytes {start} to {end} of {job}.out are not what was stored (damaged)"
+                "bytes {start} to {end} of {name} are not what was stored (damaged)"
             ));
         }
         Ok(bytes.into())
@@ -121,44 +116,6 @@ impl OutputStore {
         }
         Ok(&self.open.as_ref().unwrap().1)
     }
-}
-
-/// The spool files of the jobs the kernel still follows (`spool/*.out`),
-/// read-only, by job. A writer that opens a transcript syncs them with its
-/// first sync: an earlier writer (a worker that died) may have written
-/// records pointing into them and never synced these files, and this
-/// writer's sync makes those records durable. Forgotten jobs' files
-/// (`output/`) need not be: a job is forgotten only after its end was
-/// stored, by a writer that synced its files or took them over this way.
-pub fn followed_jobs(session: &Path) -> Vec<(String, File)> {
-    let Ok(entries) = std::fs::read_dir(session.join("spool")) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let job = name.strip_suffix(".out")?.to_string();
-            let file = File::open(entry.path()).ok()?;
-            Some((job, file))
-        })
-        .collect()
-}
-
-/// `job`'s spool file in the session directory `session`, read-only
-/// (enough to read it and to fdatasync it).
-pub fn open_job(session: &Path, job: &str) -> Result<File, String> {
-    let name = format!("{job}.out");
-    // Forgotten jobs are in `output/`, followed ones in `spool/`; a job
-    // forgotten between the two looks is in `output/` again.
-    for place in ["output", "spool", "output"] {
-        match File::open(session.join(place).join(&name)) {
-            Ok(file) => return Ok(file),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{place}/{name}: {e}")),
-        }
-    }
-    Err(format!("{name} is in neither output/ nor spool/"))
 }
 
 /// The notice read in the place of stored output whose bytes are not

@@ -7,11 +7,12 @@ use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::session::{page_cache, zeros};
+use crate::protocol::zeros;
+use crate::session::{page_cache, spool};
 
 use super::format::{self, is_magic, Header, Marker, OutputBytes, FILE_HEADER};
 use super::scan::{Event, Scanner};
-use super::stored::{self, OutputStore};
+use super::stored::OutputStore;
 use super::{files, header, v1, Damage, Entry, EntryBody, Opened, Resume, TornTail};
 
 /// An open transcript, positioned for appending.
@@ -40,7 +41,7 @@ pub struct Transcript {
     last: Option<Resume>,
     /// The spool files that stored output records point into since the
     /// last sync made here (by job), and at open those of every job the
-    /// kernel still follows (`stored::followed_jobs`): synced before the
+    /// kernel still follows (`spool::followed_jobs`): synced before the
     /// transcript, so a durable record never points at bytes a power cut
     /// took. A group commit syncs them too, on its own copies, without
     /// clearing them: an end synced here before that commit is done must
@@ -113,7 +114,7 @@ impl Transcript {
                 streaming_from: read.end,
                 record: Vec::new(),
                 last: read.last,
-                stores: stored::followed_jobs(path.parent().unwrap_or(Path::new("."))),
+                stores: spool::followed_jobs(path.parent().unwrap_or(Path::new("."))),
             },
             torn: read.torn.or(torn),
             damage: read.damage,
@@ -210,7 +211,7 @@ impl Transcript {
     ) -> Result<Entry, SessionError> {
         if !self.stores.iter().any(|(known, _)| known == job) {
             let session = self.path.parent().unwrap_or(Path::new("."));
-            match stored::open_job(session, job) {
+            match spool::open_job(session, job) {
                 Ok(file) => self.stores.push((job.to_string(), file)),
                 Err(why) => {
                     tracing::warn!(

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 
 use super::{Action, ClientId, JobKind, RunBooks, RunCore};
-use crate::kernel::spool::{JobEnd, LostOutput};
 use crate::laws::runs::{
     end_is_recorded, reconcile, KernelView, RunAction, RunId, RunRecord, SpoolRun,
 };
-use crate::protocol::kernel::{JobState, ToKernel};
+use crate::protocol::entry::LostOutput;
+use crate::protocol::kernel::{JobEnd, JobState, ToKernel};
 use crate::protocol::message::Response;
 use crate::session::entry::Stream;
 use crate::session::notices;

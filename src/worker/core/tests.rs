@@ -4,9 +4,8 @@
 use super::*;
 use std::collections::BTreeMap;
 
-use crate::kernel::spool::JobEnd;
 use crate::laws::timing::TM;
-use crate::protocol::kernel::JobState;
+use crate::protocol::kernel::{JobEnd, JobState};
 use crate::session::entry::Stream;
 use crate::session::transcript::Entry;
 

@@ -9,11 +9,11 @@ use crate::build_id::build_id;
 use crate::clock::mono_ms;
 use crate::host::process::own_identity;
 use crate::host::HostKind;
-use crate::kernel::spool::Spool;
 use crate::laws::orphan::LostExitWindow;
 use crate::paths::Paths;
 use crate::session::notices;
 use crate::session::numbers::NumberMark;
+use crate::session::spool::Spool;
 use crate::session::store::{
     private_subdir, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,

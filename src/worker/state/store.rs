@@ -6,9 +6,10 @@ use crate::worker::WorkerError;
 
 use crate::clock::wall_ms;
 use crate::protocol::message::Response;
+use crate::protocol::zeros;
+use crate::session::page_cache;
 use crate::session::store::write_json_unsynced;
 use crate::session::transcript::{Entry, EntryBody, STORED_FROM_BYTES};
-use crate::session::{page_cache, zeros};
 use crate::worker::checkpoint::{self, Checkpoint};
 use crate::worker::outbox::Stored;
 
