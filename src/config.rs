@@ -37,16 +37,117 @@
 //! environment alike. Tests that need short windows set
 //! `EUKHE_TEST_SHORT_WINDOWS=1` (logged).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::laws::idle_stop::IdleStop;
-use crate::laws::orphan::{window_obeys_minimum, LostExitWindow};
+use crate::laws::idle_stop::{IdleStop, IdleStopError};
+use crate::laws::orphan::{window_obeys_minimum, LostExitWindow, WindowError};
 use crate::laws::timing::{
     timeouts_ordered, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM,
     WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS, WORKER_WATCHDOG_MIN_MS,
 };
+
+/// A configuration refused: the file, a setting in it, or an environment
+/// override, each naming the setting, the value and what it takes.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("config {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's answer.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's text is refused.
+    #[error("config {}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// toml (or a setting's reader) refuses the text, on a line if known.
+    #[error("{}{message}", where_in_text(*line, source_line))]
+    Text {
+        /// The line (from 1), if toml names one.
+        line: Option<usize>,
+        /// That line's text, when the message does not already name it.
+        source_line: Option<String>,
+        /// What is wrong, in toml's or the setting's words.
+        message: String,
+    },
+    /// The lost-exit window breaks the law's minimum.
+    #[error(transparent)]
+    LostExit(#[from] WindowError),
+    /// `worker_watchdog_ms` below the minimum.
+    #[error(
+        "worker_watchdog_ms = {0} is below the minimum {min}: workers show a sign of life only every second",
+        min = WORKER_WATCHDOG_MIN_MS
+    )]
+    WatchdogTooShort(u64),
+    /// `output_sync_ms` above the maximum.
+    #[error(
+        "output_sync_ms = {0} is too long: at most {max} (a power cut loses up to that much output)",
+        max = OUTPUT_SYNC_MAX_MS
+    )]
+    OutputSyncTooLong(u64),
+    /// `cancel_grace_ms = 0`.
+    #[error("cancel_grace_ms = 0: a cancelled run needs some time to end after SIGINT")]
+    CancelGraceZero,
+    /// A cancel grace a stop's grace cannot cover (law `timeouts_ordered`).
+    #[error(
+        "cancel_grace_ms = {0} is too long: a stop's grace ({grace} ms) must outlast it plus the delivery of a kill ({kill} ms), so at most {most}",
+        grace = TM.stop_grace,
+        kill = TM.kill_route,
+        most = TM.stop_grace.saturating_sub(TM.kill_route)
+    )]
+    CancelGraceTooLong(u64),
+    /// An environment override whose value is not one the setting takes.
+    #[error("{variable}={value:?}: expected {}", allowed(setting))]
+    Environment {
+        /// The variable, as `EUKHE_IDLE_STOP_MS`.
+        variable: &'static str,
+        /// The setting it overrides.
+        setting: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// An environment override that breaks a law.
+    #[error("{variable}: {source}")]
+    EnvironmentLaw {
+        /// The variable.
+        variable: &'static str,
+        /// The law it breaks.
+        #[source]
+        source: WindowError,
+    },
+    /// An idle-stop value refused.
+    #[error(transparent)]
+    IdleStop(#[from] IdleStopError),
+    /// Text that is neither decimal milliseconds nor `never`.
+    #[error("{0:?} is not a number of milliseconds or \"never\"")]
+    NotMilliseconds(String),
+}
+
+/// `line N: ` or `line N (text): `, as a refusal in a file starts.
+fn where_in_text(line: Option<usize>, source_line: &Option<String>) -> String {
+    match (line, source_line) {
+        (Some(line), Some(text)) => format!("line {line} ({text}): "),
+        (Some(line), None) => format!("line {line}: "),
+        (None, _) => String::new(),
+    }
+}
+
+/// Layers that still speak in strings take the failure as its line.
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
+}
 
 /// The daemon's settings (`config.toml`), each with its default.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -234,7 +335,7 @@ fn unknown_setting(message: &str) -> Option<String> {
 
 /// The window obeys the law's minimum (or the test-only setting allows a
 /// shorter one, with a warning).
-fn check_lost_exit(window: LostExitWindow) -> Result<(), String> {
+fn check_lost_exit(window: LostExitWindow) -> Result<(), WindowError> {
     let allowed = short_windows_allowed();
     window_obeys_minimum(window, allowed)?;
     if allowed && window_obeys_minimum(window, false).is_err() {
@@ -262,78 +363,88 @@ impl Default for Config {
 impl Config {
     /// Read the file at `path` (absent: the defaults), then apply the
     /// environment's overrides. Errors name the file and the problem.
-    pub fn load(path: &Path) -> Result<Config, String> {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let mut config = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                Self::parse(&text).map_err(|e| format!("config {}: {e}", path.display()))?
-            }
+            Ok(text) => Self::parse(&text).map_err(|e| ConfigError::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(e),
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-            Err(e) => return Err(format!("config {}: {e}", path.display())),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         };
         if let Ok(value) = std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
-            config.worker_lost_exit_ms = parse_window(&value).map_err(|_| {
-                format!(
-                    "EUKHE_WORKER_LOST_EXIT_MS={value:?}: expected {}",
-                    allowed("worker_lost_exit_ms")
-                )
+            const VARIABLE: &str = "EUKHE_WORKER_LOST_EXIT_MS";
+            config.worker_lost_exit_ms = match parse_window(&value) {
+                Ok(window) => window,
+                Err(_) => {
+                    return Err(ConfigError::Environment {
+                        variable: VARIABLE,
+                        setting: "worker_lost_exit_ms",
+                        value,
+                    })
+                }
+            };
+            check_lost_exit(config.worker_lost_exit_ms).map_err(|source| {
+                ConfigError::EnvironmentLaw {
+                    variable: VARIABLE,
+                    source,
+                }
             })?;
-            check_lost_exit(config.worker_lost_exit_ms)
-                .map_err(|e| format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))?;
         }
         if let Ok(value) = std::env::var("EUKHE_IDLE_STOP_MS") {
-            config.idle_stop_ms = parse_idle_stop(&value).map_err(|_| {
-                format!(
-                    "EUKHE_IDLE_STOP_MS={value:?}: expected {}",
-                    allowed("idle_stop_ms")
-                )
-            })?;
+            config.idle_stop_ms = match parse_idle_stop(&value) {
+                Ok(setting) => setting,
+                Err(_) => {
+                    return Err(ConfigError::Environment {
+                        variable: "EUKHE_IDLE_STOP_MS",
+                        setting: "idle_stop_ms",
+                        value,
+                    })
+                }
+            };
         }
         Ok(config)
     }
 
     /// Parse the file's text; an error names the line it is on.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let config: Config = toml::from_str(text).map_err(|e| match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count();
-                let source = text.lines().nth(line).unwrap_or("").trim();
-                let message = unknown_setting(e.message()).unwrap_or(e.message().to_string());
-                // A setting's own error names it and its value already.
-                let key = source.split('=').next().unwrap_or("").trim();
-                if !key.is_empty() && message.starts_with(&format!("{key} = ")) {
-                    format!("line {}: {message}", line + 1)
-                } else {
-                    format!("line {} ({source}): {message}", line + 1)
-                }
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let message = unknown_setting(e.message()).unwrap_or(e.message().to_string());
+            let Some(span) = e.span() else {
+                return ConfigError::Text {
+                    line: None,
+                    source_line: None,
+                    message,
+                };
+            };
+            let line = text[..span.start.min(text.len())].matches('\n').count();
+            let source = text.lines().nth(line).unwrap_or("").trim();
+            // A setting's own error names it and its value already.
+            let key = source.split('=').next().unwrap_or("").trim();
+            let named = !key.is_empty() && message.starts_with(&format!("{key} = "));
+            ConfigError::Text {
+                line: Some(line + 1),
+                source_line: (!named).then(|| source.to_string()),
+                message,
             }
-            None => unknown_setting(e.message()).unwrap_or(e.message().to_string()),
         })?;
         check_lost_exit(config.worker_lost_exit_ms)?;
         if config.worker_watchdog_ms < WORKER_WATCHDOG_MIN_MS {
-            return Err(format!(
-                "worker_watchdog_ms = {} is below the minimum {WORKER_WATCHDOG_MIN_MS}: workers show a sign of life only every second",
-                config.worker_watchdog_ms
-            ));
+            return Err(ConfigError::WatchdogTooShort(config.worker_watchdog_ms));
         }
         if config.output_sync_ms > OUTPUT_SYNC_MAX_MS {
-            return Err(format!(
-                "output_sync_ms = {} is too long: at most {OUTPUT_SYNC_MAX_MS} (a power cut loses up to that much output)",
-                config.output_sync_ms
-            ));
+            return Err(ConfigError::OutputSyncTooLong(config.output_sync_ms));
         }
         if config.cancel_grace_ms == 0 {
-            return Err(
-                "cancel_grace_ms = 0: a cancelled run needs some time to end after SIGINT".into(),
-            );
+            return Err(ConfigError::CancelGraceZero);
         }
         if !timeouts_ordered(&config.timeouts()) {
-            return Err(format!(
-                "cancel_grace_ms = {} is too long: a stop's grace ({} ms) must outlast it plus the delivery of a kill ({} ms), so at most {}",
-                config.cancel_grace_ms,
-                TM.stop_grace,
-                TM.kill_route,
-                TM.stop_grace.saturating_sub(TM.kill_route)
-            ));
+            return Err(ConfigError::CancelGraceTooLong(config.cancel_grace_ms));
         }
         Ok(config)
     }
@@ -349,22 +460,18 @@ impl Config {
 }
 
 /// A lost-exit window from text: milliseconds or `never`.
-pub fn parse_window(text: &str) -> Result<LostExitWindow, String> {
+pub fn parse_window(text: &str) -> Result<LostExitWindow, WindowError> {
     LostExitWindow::parse_text(text)
 }
 
 /// The idle-stop setting from text: milliseconds (at least 1) or `never`.
-pub fn parse_idle_stop(text: &str) -> Result<IdleStop, String> {
-    let wire = match text.parse::<u64>() {
-        Ok(ms) => serde_json::Value::from(ms),
-        Err(_) if text == "never" => serde_json::Value::from(text),
-        Err(_) => {
-            return Err(format!(
-                "{text:?} is not a number of milliseconds or \"never\""
-            ))
-        }
-    };
-    serde_json::from_value(wire).map_err(|e| e.to_string())
+pub fn parse_idle_stop(text: &str) -> Result<IdleStop, ConfigError> {
+    match text.parse::<u64>() {
+        Ok(0) => Err(IdleStopError::Zero.into()),
+        Ok(ms) => Ok(IdleStop::After(ms)),
+        Err(_) if text == "never" => Ok(IdleStop::Never),
+        Err(_) => Err(ConfigError::NotMilliseconds(text.to_string())),
+    }
 }
 
 /// The window as the environment variable carries it to a worker.
@@ -391,11 +498,15 @@ mod tests {
                 .worker_lost_exit_ms,
             LostExitWindow::Never
         );
-        let err = Config::parse("worker_lost_exit_ms = \"soon\"").unwrap_err();
+        let err = Config::parse("worker_lost_exit_ms = \"soon\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("soon"), "{err}");
-        let err = Config::parse("worker_lost_exit_ms = true").unwrap_err();
+        let err = Config::parse("worker_lost_exit_ms = true")
+            .unwrap_err()
+            .to_string();
         assert!(!err.is_empty());
-        let err = Config::parse("colour = \"blue\"").unwrap_err();
+        let err = Config::parse("colour = \"blue\"").unwrap_err().to_string();
         assert!(err.contains("colour"), "{err}");
     }
 
@@ -436,7 +547,7 @@ mod tests {
                  worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session",
             ),
         ] {
-            assert_eq!(Config::parse(line).unwrap_err(), said);
+            assert_eq!(Config::parse(line).unwrap_err().to_string(), said);
         }
     }
 
@@ -456,22 +567,29 @@ mod tests {
                 .idle_stop_ms,
             IdleStop::Never
         );
-        let err = Config::parse("idle_stop_ms = 0").unwrap_err();
+        let err = Config::parse("idle_stop_ms = 0").unwrap_err().to_string();
         assert!(
             err.contains("line 1") && err.contains("idle_stop_ms = 0"),
             "{err}"
         );
-        let err = Config::parse("idle_stop_ms = \"later\"").unwrap_err();
+        let err = Config::parse("idle_stop_ms = \"later\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("later"), "{err}");
         assert_eq!(parse_idle_stop("never").unwrap(), IdleStop::Never);
         assert_eq!(parse_idle_stop("250").unwrap(), IdleStop::After(250));
         assert!(parse_idle_stop("0").is_err());
-        assert!(parse_idle_stop("soon").unwrap_err().contains("soon"));
+        assert!(parse_idle_stop("soon")
+            .unwrap_err()
+            .to_string()
+            .contains("soon"));
     }
 
     #[test]
     fn a_lost_exit_window_below_the_minimum_is_refused_and_past_the_cap_is_never() {
-        let err = Config::parse("worker_lost_exit_ms = 500").unwrap_err();
+        let err = Config::parse("worker_lost_exit_ms = 500")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("worker_lost_exit_ms = 500 is shorter than the minimum 69000"),
             "{err}"
@@ -507,7 +625,9 @@ mod tests {
             Config::parse("output_sync_ms = 0").unwrap().output_sync_ms,
             0
         );
-        let err = Config::parse("output_sync_ms = 60001").unwrap_err();
+        let err = Config::parse("output_sync_ms = 60001")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("output_sync_ms = 60001 is too long"), "{err}");
     }
 
@@ -525,15 +645,23 @@ mod tests {
         let config = Config::parse(&format!("cancel_grace_ms = {longest}")).unwrap();
         assert_eq!(config.cancel_grace_ms, longest);
         assert!(timeouts_ordered(&config.timeouts()));
-        let err = Config::parse("cancel_grace_ms = 0").unwrap_err();
+        let err = Config::parse("cancel_grace_ms = 0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cancel_grace_ms = 0"), "{err}");
-        let err = Config::parse(&format!("cancel_grace_ms = {}", longest + 1)).unwrap_err();
+        let err = Config::parse(&format!("cancel_grace_ms = {}", longest + 1))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("too long"), "{err}");
         assert!(err.contains(&format!("at most {longest}")), "{err}");
         // The largest number TOML carries (sums saturate: nothing wraps).
-        let err = Config::parse(&format!("cancel_grace_ms = {}", i64::MAX)).unwrap_err();
+        let err = Config::parse(&format!("cancel_grace_ms = {}", i64::MAX))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("too long"), "{err}");
-        let err = Config::parse("cancel_grace_ms = -5").unwrap_err();
+        let err = Config::parse("cancel_grace_ms = -5")
+            .unwrap_err()
+            .to_string();
         assert!(!err.is_empty());
     }
 }

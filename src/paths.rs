@@ -18,6 +18,39 @@ use crate::session::store::{read_json, SESSION_ID_LEN};
 /// the last of them the terminating NUL.
 pub const SOCKET_PATH_MAX: usize = 107;
 
+/// Why eukhe cannot place its files.
+#[derive(Debug, thiserror::Error)]
+pub enum PathsError {
+    /// Neither `HOME` nor `EUKHE_STATE_DIR` (nor `XDG_STATE_HOME`) is set.
+    #[error("no state directory: set HOME or EUKHE_STATE_DIR")]
+    NoStateDir,
+    /// A socket path would not fit in `sun_path`.
+    #[error(
+        "the socket directory {} is too deep: {what} would be {} ({len} bytes), over the {} \
+         bytes a Unix socket path can hold; set EUKHE_SOCKET (or XDG_RUNTIME_DIR) to a shorter path",
+        dir.display(),
+        path.display(),
+        SOCKET_PATH_MAX
+    )]
+    SocketTooDeep {
+        /// The socket directory.
+        dir: PathBuf,
+        /// Which socket, as "a worker's socket".
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
+/// Layers that still speak in strings take the failure as its line.
+impl From<PathsError> for String {
+    fn from(e: PathsError) -> String {
+        e.to_string()
+    }
+}
+
 /// Where this daemon's files live.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
@@ -31,7 +64,7 @@ pub struct Paths {
 
 impl Paths {
     /// The paths for this process's environment.
-    pub fn from_env() -> Result<Paths, String> {
+    pub fn from_env() -> Result<Paths, PathsError> {
         let var = |name: &str| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
@@ -50,9 +83,7 @@ impl Paths {
             (Some(state), _, _) => state,
             (None, Some(xdg), _) => xdg.join("eukhe"),
             (None, None, Some(home)) => home.join(".local/state/eukhe"),
-            (None, None, None) => {
-                return Err("no state directory: set HOME or EUKHE_STATE_DIR".into())
-            }
+            (None, None, None) => return Err(PathsError::NoStateDir),
         };
         let config = match (var("XDG_CONFIG_HOME"), &home) {
             (Some(xdg), _) => xdg.join("eukhe/config.toml"),
@@ -98,17 +129,16 @@ impl Paths {
 
     /// Whether every socket path fits in `sun_path`: the longest one and
     /// its length, or which one does not fit, in one line.
-    pub fn sockets_fit(&self) -> Result<String, String> {
+    pub fn sockets_fit(&self) -> Result<String, PathsError> {
         let paths = self.socket_paths();
         let len = |p: &PathBuf| p.as_os_str().len();
         if let Some((what, path)) = paths.iter().find(|(_, p)| len(p) > SOCKET_PATH_MAX) {
-            return Err(format!(
-                "the socket directory {} is too deep: {what} would be {} ({} bytes), over the {SOCKET_PATH_MAX} \
-                 bytes a Unix socket path can hold; set EUKHE_SOCKET (or XDG_RUNTIME_DIR) to a shorter path",
-                self.socket_dir().display(),
-                path.display(),
-                len(path)
-            ));
+            return Err(PathsError::SocketTooDeep {
+                dir: self.socket_dir().to_path_buf(),
+                what,
+                path: path.clone(),
+                len: len(path),
+            });
         }
         let longest = paths.iter().map(|(_, p)| len(p)).max().unwrap_or(0);
         Ok(format!(
@@ -163,7 +193,7 @@ mod tests {
         let dir = format!("/{}", "d".repeat(90));
         let deep = paths(&format!("{dir}/e.sock"));
         assert!(deep.socket.as_os_str().len() <= SOCKET_PATH_MAX);
-        let err = deep.sockets_fit().unwrap_err();
+        let err = deep.sockets_fit().unwrap_err().to_string();
         assert!(
             err.contains("a worker's socket") && err.contains(&dir),
             "{err}"

@@ -415,9 +415,8 @@ fn fitting(line: String) -> Result<String, ClientError> {
     if encoded.saturating_add(REQUEST_OVERHEAD_BYTES) <= crate::protocol::MAX_FRAME_BYTES {
         return Ok(line);
     }
-    Err(ClientError::Refused(format!(
-        "the command line is {} bytes, over the {} KiB a request carries: put it in a script file and run that",
-        line.len(),
-        (crate::protocol::MAX_FRAME_BYTES - REQUEST_OVERHEAD_BYTES) / 1024
-    )))
+    Err(ClientError::CommandTooLong {
+        bytes: line.len(),
+        limit_kib: (crate::protocol::MAX_FRAME_BYTES - REQUEST_OVERHEAD_BYTES) / 1024,
+    })
 }

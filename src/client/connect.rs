@@ -68,7 +68,7 @@ fn our_hello(role: Role) -> Hello {
 async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientError> {
     // A socket directory too deep for any socket of eukhe's is said as
     // `eukhe doctor` says it, not as the system call's error.
-    paths.sockets_fit().map_err(ClientError::Refused)?;
+    paths.sockets_fit()?;
     let mut stream = match UnixStream::connect(&paths.socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -104,7 +104,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
     })?;
     match answer {
         Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
-        Ok(Response::Error { message }) => Err(ClientError::Refused(message)),
+        Ok(Response::Error { message }) => Err(ClientError::Daemon { message }),
         Ok(other) => Err(ClientError::NoDaemon(format!(
             "the daemon answered {other:?} to hello"
         ))),
@@ -118,7 +118,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
 
 /// Connect to a running daemon without starting one.
 pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
-    let paths = Paths::from_env().map_err(ClientError::Other)?;
+    let paths = Paths::from_env()?;
     handshake(&paths, Role::Interactive).await
 }
 
@@ -126,7 +126,7 @@ pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
 /// (`laws::replace::start_kind`): only an interactive start may replace an
 /// older daemon, as the replacement law says.
 pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
-    let paths = Paths::from_env().map_err(ClientError::Other)?;
+    let paths = Paths::from_env()?;
     let kind = start_kind(start);
     let role = match kind {
         ClientKind::Interactive => Role::Interactive,
@@ -141,8 +141,7 @@ pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
     };
     let ours = our_build();
     let theirs = their_hello(&client.daemon);
-    let verdict =
-        replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs).map_err(ClientError::Other)?;
+    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
     }
@@ -358,14 +357,13 @@ async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
 /// through a daemon's restart waits for the next daemon. None: no daemon
 /// listens yet.
 pub async fn connect_background_existing() -> Result<Option<Client>, ClientError> {
-    let paths = Paths::from_env().map_err(ClientError::Other)?;
+    let paths = Paths::from_env()?;
     let Some(client) = handshake(&paths, Role::Background).await? else {
         return Ok(None);
     };
     let ours = our_build();
     let theirs = their_hello(&client.daemon);
-    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)
-        .map_err(ClientError::Other)?;
+    let verdict = replace_verdict(&ours, PROTOCOL_VERSION, ClientKind::Background, &theirs)?;
     match verdict.action {
         // A background client never replaces: `ReplaceIfIdle` is never
         // its verdict, and a daemon it may not replace it uses.

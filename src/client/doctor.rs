@@ -224,24 +224,30 @@ fn lingering() -> Result<String, String> {
     ))
 }
 
+/// Whether the settings file is valid (or absent).
+fn config_valid(path: &std::path::Path) -> Result<String, String> {
+    Config::load(path)
+        .map(|_| format!("{} is valid (or absent)", path.display()))
+        .map_err(|e| e.to_string())
+}
+
 pub async fn run() -> Vec<Check> {
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
-        Err(e) => return vec![check("paths", Err(e))],
+        Err(e) => return vec![check("paths", Err(e.to_string()))],
     };
     let mut checks = vec![
-        check(
-            "config",
-            Config::load(&paths.config)
-                .map(|_| format!("{} is valid (or absent)", paths.config.display())),
-        ),
+        check("config", config_valid(&paths.config)),
         check("state directory", directory(&paths.state, "session state")),
         check("state disk space", disk_room(&paths.state)),
         check(
             "socket directory",
             directory(paths.socket_dir(), "daemon socket"),
         ),
-        check("socket paths", paths.sockets_fit()),
+        check(
+            "socket paths",
+            paths.sockets_fit().map_err(|e| e.to_string()),
+        ),
         check(
             "shell",
             std::process::Command::new("bash")

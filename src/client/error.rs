@@ -13,9 +13,46 @@ use crate::session::SessionError;
 /// A client command's failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The daemon refused the request, in its words (`Response::Error`).
-    #[error("{0}")]
-    Refused(String),
+    /// The daemon refused the request, in its words (`Response::Error`:
+    /// the wire carries a refusal as its line, nothing else).
+    #[error("{message}")]
+    Daemon {
+        /// The daemon's line.
+        message: String,
+    },
+    /// A command line too long for one request.
+    #[error(
+        "the command line is {bytes} bytes, over the {limit_kib} KiB a request carries: put it in a script file and run that"
+    )]
+    CommandTooLong {
+        /// Its length.
+        bytes: usize,
+        /// What a request carries.
+        limit_kib: usize,
+    },
+    /// `log --raw N` wrote output that the transcript says is not whole.
+    #[error(
+        "the output of input {input} written above is incomplete: {first}{}",
+        more_losses(*more)
+    )]
+    IncompleteOutput {
+        /// The input.
+        input: u64,
+        /// The first loss, as its notice says it.
+        first: String,
+        /// How many more losses follow.
+        more: usize,
+    },
+    /// An input withdrawn before it ran (it never runs).
+    #[error("{}", crate::session::log_query::withdrawn(*.0))]
+    Withdrawn(u64),
+    /// Where eukhe keeps its files cannot be placed.
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathsError),
+    /// The running daemon's version (or ours) is no version the
+    /// replacement law can rank.
+    #[error(transparent)]
+    Version(#[from] crate::laws::replace::NotAVersion),
     /// The session a client followed no longer exists (it was removed):
     /// nothing to reach again.
     #[error("{}", crate::session::removed::no_longer_exists(.0))]
@@ -95,10 +132,14 @@ pub enum ClientError {
         #[source]
         source: Box<ClientError>,
     },
-    /// The paths, configuration and the replacement law, which still
-    /// speak in words.
-    #[error("{0}")]
-    Other(String),
+}
+
+/// ` (and N more losses: ...)` after the first loss, when there are more.
+fn more_losses(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        n => format!(" (and {n} more losses: `eukhe log` shows each)"),
+    }
 }
 
 impl ClientError {
@@ -106,7 +147,7 @@ impl ClientError {
     /// its refusal, or what came instead.
     pub fn answer(response: Response) -> ClientError {
         match response {
-            Response::Error { message } => ClientError::Refused(message),
+            Response::Error { message } => ClientError::Daemon { message },
             other => ClientError::Unexpected(format!("{other:?}")),
         }
     }

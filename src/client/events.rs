@@ -85,8 +85,8 @@ pub async fn resubscribe(session: &Option<String>) -> Result<Client, ClientError
             // no daemon yet.
             match subscribe(client, session).await {
                 Ok(client) => return Ok(client),
-                Err(ClientError::Refused(e)) if e.starts_with("no session") => {
-                    return Err(ClientError::Refused(e))
+                Err(ClientError::Daemon { message }) if message.starts_with("no session") => {
+                    return Err(ClientError::Daemon { message })
                 }
                 Err(_) => {}
             }

@@ -17,7 +17,7 @@ use super::stdout;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::entry::{LostOutput, Stream};
-use crate::session::log_query::{ends, withdrawn};
+use crate::session::log_query::ends;
 use crate::session::notices::damaged_region;
 use crate::session::transcript::{input_of_lost_notice, Entry, EntryBody};
 
@@ -73,13 +73,11 @@ impl Sink {
             return None;
         };
         let first = missing.first()?;
-        let more = match missing.len() {
-            1 => String::new(),
-            n => format!(" (and {} more losses: `eukhe log` shows each)", n - 1),
-        };
-        Some(ClientError::Refused(format!(
-            "the output of input {input} written above is incomplete: {first}{more}"
-        )))
+        Some(ClientError::IncompleteOutput {
+            input,
+            first: first.clone(),
+            more: missing.len() - 1,
+        })
     }
 
     fn finish(self, out: &mut impl Write) -> std::io::Result<()> {
@@ -222,7 +220,7 @@ pub(super) async fn refusal(session: &str, message: String) -> ClientError {
         Err(_) => true,
     };
     if listed {
-        ClientError::Refused(message)
+        ClientError::Daemon { message }
     } else {
         ClientError::Gone(session.to_string())
     }
@@ -582,7 +580,7 @@ fn end_of_input(
         EntryBody::RunInterrupted { .. } => {
             cut_short(format!("run {input} was interrupted (its kernel is gone)"))
         }
-        EntryBody::Withdrawn { .. } => Some(Err(ClientError::Refused(withdrawn(input)))),
+        EntryBody::Withdrawn { .. } => Some(Err(ClientError::Withdrawn(input))),
         _ => None,
     }
 }

@@ -57,6 +57,28 @@ fn state_word(state: BusyState) -> &'static str {
     }
 }
 
+/// A journald entry: its message and its fields.
+type JournaldEntry = (String, Vec<(&'static str, String)>);
+
+/// A record as a journald entry: its message and the fields the
+/// supervisor reads it back by (priority: informational).
+fn journald_entry(line: &JournalLine) -> Result<JournaldEntry, HostError> {
+    let work = serde_json::to_string(&line.work)?;
+    let message = match line.state {
+        BusyState::Busy => format!("busy evidence: busy with {work}"),
+        BusyState::Idle => "busy evidence: idle".to_string(),
+    };
+    let fields = vec![
+        ("MESSAGE_ID", BUSY_MESSAGE_ID.to_string()),
+        ("SYSLOG_IDENTIFIER", "eukhe".to_string()),
+        ("EUKHE_SESSION", line.session.clone()),
+        ("EUKHE_BUSY", state_word(line.state).to_string()),
+        ("EUKHE_WORK", work),
+        ("EUKHE_BUILD", line.build.clone()),
+    ];
+    Ok((message, fields))
+}
+
 impl BusyJournal {
     /// The file journal of the process backend.
     pub fn file(state_dir: &Path) -> Self {
@@ -73,23 +95,11 @@ impl BusyJournal {
                     .map_err(|e| HostError::io(format!("busy journal {}", path.display()), e))
             }
             BusyJournal::Journald => {
-                let work = serde_json::to_string(&line.work)?;
-                let state = state_word(line.state);
-                let message = match line.state {
-                    BusyState::Busy => format!("busy evidence: busy with {work}"),
-                    BusyState::Idle => "busy evidence: idle".to_string(),
-                };
-                journald::send(&[
-                    ("MESSAGE", &message),
-                    ("MESSAGE_ID", BUSY_MESSAGE_ID),
-                    ("PRIORITY", "6"),
-                    ("SYSLOG_IDENTIFIER", "eukhe"),
-                    ("EUKHE_SESSION", &line.session),
-                    ("EUKHE_BUSY", state),
-                    ("EUKHE_WORK", &work),
-                    ("EUKHE_BUILD", &line.build),
-                ])
-                .map_err(|e| e.within(format!("busy evidence of session {}", line.session)))
+                let (message, fields) = journald_entry(line)?;
+                let fields: Vec<(&str, &str)> =
+                    fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                journald::send(&message, &fields)
+                    .map_err(|e| e.within(format!("busy evidence of session {}", line.session)))
             }
         }
     }
@@ -180,6 +190,32 @@ mod tests {
                 .collect(),
             received_ms,
         }
+    }
+
+    #[test]
+    fn a_journald_record_carries_the_fields_it_is_read_back_by() {
+        let line = JournalLine {
+            session: "1a2b3c4d".into(),
+            state: BusyState::Idle,
+            at_ms: None,
+            work: WorkSet::EMPTY,
+            build: "b1".into(),
+        };
+        let (message, fields) = journald_entry(&line).unwrap();
+        assert_eq!(message, "busy evidence: idle");
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("MESSAGE_ID", BUSY_MESSAGE_ID),
+                ("SYSLOG_IDENTIFIER", "eukhe"),
+                ("EUKHE_SESSION", "1a2b3c4d"),
+                ("EUKHE_BUSY", "idle"),
+                ("EUKHE_WORK", "[]"),
+                ("EUKHE_BUILD", "b1"),
+            ]
+        );
+        assert!(fields.iter().all(|(name, _)| journald::is_field_name(name)));
     }
 
     const GENUINE: &[(&str, &str)] = &[

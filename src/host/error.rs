@@ -54,6 +54,13 @@ pub enum HostError {
     /// Reading the journal through libsystemd.
     #[error("{0}")]
     Journal(String),
+    /// Sending an entry to journald.
+    /// (The crate's words name the socket.)
+    #[error("cannot write to journald: {0}")]
+    Journald(#[source] libsystemd::errors::SdError),
+    /// A journal field name journald would drop or keeps for itself.
+    #[error("{0:?} is not a journal field name")]
+    FieldName(String),
     /// A record that cannot be encoded.
     #[error("{0}")]
     Encode(#[from] serde_json::Error),
@@ -69,10 +76,15 @@ pub enum HostError {
     /// A session file the backend keeps (a log, a directory, a socket's).
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
-    /// Input the backend refuses (a setting, a field name, what socket
-    /// activation passed), in words.
-    #[error("{0}")]
-    Refused(String),
+    /// `EUKHE_HOST` names no backend.
+    #[error("EUKHE_HOST={0:?} is not a backend: use \"systemd\" or \"process\"")]
+    UnknownBackend(String),
+    /// Socket activation passed several sockets, none of them eukhe's.
+    #[error("socket activation passed {0} sockets and none is named eukhe.socket")]
+    NoEukheSocket(usize),
+    /// The activated socket was taken before.
+    #[error("the activated socket was already taken")]
+    ActivatedSocketTaken,
 }
 
 impl HostError {

@@ -1,7 +1,11 @@
-//! Unit names for sessions. An instance name is escaped exactly as
-//! `systemd-escape` does it (systemd's `unit_name_escape`): `/` becomes
-//! `-`; ASCII letters, digits, `:`, `_` and `.` stay (except a leading
-//! `.`); every other byte becomes `\xNN` with lowercase hex.
+//! Unit names for sessions. An instance name is escaped by
+//! `libsystemd::unit::escape_name`, exactly as `systemd-escape` does it
+//! (systemd's `unit_name_escape`): `/` becomes `-`; ASCII letters,
+//! digits, `:`, `_` and `.` stay (except a leading `.`); every other byte
+//! becomes `\xNN` with lowercase hex. The crate has no unescaping: that
+//! stays here, to read a unit's session back.
+
+use libsystemd::unit::escape_name;
 
 /// The glob that matches every worker unit.
 pub const WORKER_UNIT_PATTERN: &str = "eukhe@*.service";
@@ -9,26 +13,7 @@ pub const WORKER_UNIT_PATTERN: &str = "eukhe@*.service";
 /// Every kernel unit, as a pattern for the manager's unit listing.
 pub const KERNEL_UNIT_PATTERN: &str = "eukhe-kernel@*.service";
 
-/// `text` escaped as `systemd-escape` escapes it.
-pub fn systemd_escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for (index, &byte) in text.as_bytes().iter().enumerate() {
-        let kept = byte.is_ascii_alphanumeric()
-            || byte == b':'
-            || byte == b'_'
-            || (byte == b'.' && index > 0);
-        if byte == b'/' {
-            escaped.push('-');
-        } else if kept {
-            escaped.push(byte as char);
-        } else {
-            escaped.push_str(&format!("\\x{byte:02x}"));
-        }
-    }
-    escaped
-}
-
-/// The text `systemd_escape` made `escaped` from, if it is well formed.
+/// The text `escape_name` made `escaped` from, if it is well formed.
 pub fn systemd_unescape(escaped: &str) -> Option<String> {
     let bytes = escaped.as_bytes();
     let mut text = Vec::with_capacity(bytes.len());
@@ -58,12 +43,12 @@ pub fn systemd_unescape(escaped: &str) -> Option<String> {
 
 /// The worker unit of `session`: `eukhe@<escaped session>.service`.
 pub fn worker_unit(session: &str) -> String {
-    format!("eukhe@{}.service", systemd_escape(session))
+    format!("eukhe@{}.service", escape_name(session))
 }
 
 /// The kernel unit of `session`: `eukhe-kernel@<escaped session>.service`.
 pub fn kernel_unit(session: &str) -> String {
-    format!("eukhe-kernel@{}.service", systemd_escape(session))
+    format!("eukhe-kernel@{}.service", escape_name(session))
 }
 
 /// The session a worker unit serves, if `unit` is one.
@@ -88,26 +73,56 @@ pub fn session_of_kernel_unit(unit: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// What the hand-written escaper this module had before gave, and read
+    /// back: the crate's escaping must give the same names both ways.
+    const ESCAPED_BEFORE: [(&str, &str); 20] = [
+        ("1a2b3c4d", "1a2b3c4d"),
+        ("a/b-c", "a-b\\x2dc"),
+        (".hidden.x", "\\x2ehidden.x"),
+        ("a\\b:c_d", "a\\x5cb:c_d"),
+        ("Hallöchen, Meister", "Hall\\xc3\\xb6chen\\x2c\\x20Meister"),
+        ("tab\there", "tab\\x09here"),
+        ("\\x41", "\\x5cx41"),
+        ("", ""),
+        ("/", "-"),
+        (".", "\\x2e"),
+        ("..", "\\x2e."),
+        ("x.", "x."),
+        ("-", "\\x2d"),
+        ("--a", "\\x2d\\x2da"),
+        ("a b", "a\\x20b"),
+        ("ö€", "\\xc3\\xb6\\xe2\\x82\\xac"),
+        ("\u{1}", "\\x01"),
+        ("~%@", "\\x7e\\x25\\x40"),
+        ("ns:id_1.2", "ns:id_1.2"),
+        ("A-Z/0.9", "A\\x2dZ-0.9"),
+    ];
+
+    #[test]
+    fn the_crate_escapes_and_unescapes_as_the_hand_written_code_did() {
+        for (text, escaped) in ESCAPED_BEFORE {
+            assert_eq!(escape_name(text), escaped, "escaping {text:?}");
+            assert_eq!(systemd_unescape(escaped).as_deref(), Some(text));
+        }
+    }
+
     #[test]
     fn escapes_like_systemd_escape_documents() {
         // The examples of systemd-escape(1) and unit_name_escape's rules.
-        assert_eq!(systemd_escape("1a2b3c4d"), "1a2b3c4d");
+        assert_eq!(escape_name("1a2b3c4d"), "1a2b3c4d");
         assert_eq!(
-            systemd_escape("Hallöchen, Meister"),
+            escape_name("Hallöchen, Meister"),
             "Hall\\xc3\\xb6chen\\x2c\\x20Meister"
         );
-        assert_eq!(systemd_escape("a/b-c"), "a-b\\x2dc");
-        assert_eq!(systemd_escape(".hidden.x"), "\\x2ehidden.x");
-        assert_eq!(systemd_escape("a\\b:c_d"), "a\\x5cb:c_d");
+        assert_eq!(escape_name("a/b-c"), "a-b\\x2dc");
+        assert_eq!(escape_name(".hidden.x"), "\\x2ehidden.x");
+        assert_eq!(escape_name("a\\b:c_d"), "a\\x5cb:c_d");
     }
 
     #[test]
     fn unescape_inverts_escape_and_rejects_malformed_names() {
         for text in ["1a2b3c4d", "a/b-c", ".x", "Hallöchen", "tab\there", "\\x41"] {
-            assert_eq!(
-                systemd_unescape(&systemd_escape(text)).as_deref(),
-                Some(text)
-            );
+            assert_eq!(systemd_unescape(&escape_name(text)).as_deref(), Some(text));
         }
         assert_eq!(systemd_unescape("\\x4"), None);
         assert_eq!(systemd_unescape("\\y41"), None);
@@ -147,7 +162,7 @@ mod tests {
 
     /// The real `systemd-escape` agrees on random text, where it is installed.
     #[test]
-    fn agrees_with_the_real_systemd_escape() {
+    fn agrees_with_the_real_escape_name() {
         let tool = "/usr/bin/systemd-escape";
         if !std::path::Path::new(tool).exists() {
             crate::skip::skip_unless_ci(&format!("{tool} is not installed; not compared"));
@@ -182,7 +197,7 @@ mod tests {
         let theirs: Vec<&str> = theirs.split_whitespace().collect();
         assert_eq!(theirs.len(), samples.len());
         for (text, expected) in samples.iter().zip(theirs) {
-            assert_eq!(systemd_escape(text), expected, "escaping {text:?}");
+            assert_eq!(escape_name(text), expected, "escaping {text:?}");
         }
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::laws::timing::TM;
 
 use super::escape::kernel_unit;
+use super::unit_state::ServiceResult;
 use super::units::{UnitState, UserManager};
 
 /// How long a kernel unit may take to come up: a stop still in progress
@@ -27,12 +28,12 @@ const STOP_WITHIN: Duration = Duration::from_millis(TM.kernel_stop_wait);
 
 /// Why a kernel unit is not up, in words for a log line.
 fn why_not_up(unit: &str, state: &UnitState) -> HostError {
-    let why = match state.result.as_str() {
-        "success" if state.is_down() => "stopped".to_string(),
-        "exit-code" => "its kernel exited with an error".to_string(),
-        "signal" | "core-dump" => "its kernel was killed by a signal".to_string(),
-        "timeout" => "it timed out".to_string(),
-        "success" | "" => format!("it is {} ({})", state.active, state.sub),
+    let why = match &state.result {
+        ServiceResult::Success if state.is_down() => "stopped".to_string(),
+        ServiceResult::ExitCode => "its kernel exited with an error".to_string(),
+        killed if killed.killed() => "its kernel was killed by a signal".to_string(),
+        ServiceResult::Timeout => "it timed out".to_string(),
+        ServiceResult::Success => format!("it is {} ({})", state.active, state.sub),
         other => format!("it failed ({other})"),
     };
     HostError::State {
@@ -50,7 +51,7 @@ pub async fn start(session: &str) -> Result<(), HostError> {
     // refuse a start the budget allows.
     units.reset_failed(&unit).await;
     let state = units.start_and_wait(&unit, START_WITHIN).await?;
-    if state.active == "active" {
+    if state.is_up() {
         tracing::info!("started the session's kernel ({unit})");
         Ok(())
     } else {
@@ -85,12 +86,13 @@ pub async fn stop(session: &str) -> Result<(), HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::unit_state::{ActiveState, SubState};
 
     fn state(active: &str, sub: &str, result: &str) -> UnitState {
         UnitState {
-            active: active.into(),
-            sub: sub.into(),
-            result: result.into(),
+            active: ActiveState::parse(active),
+            sub: SubState::parse(sub),
+            result: ServiceResult::parse(result),
             main_pid: 0,
         }
     }

@@ -21,6 +21,7 @@ pub mod sd_journal;
 pub mod socket;
 pub mod systemd;
 pub mod systemd1;
+pub mod unit_state;
 pub(crate) mod units;
 pub mod workers;
 
@@ -40,9 +41,7 @@ impl HostKind {
         match std::env::var("EUKHE_HOST").as_deref() {
             Err(_) | Ok("") | Ok("process") => Ok(HostKind::Process),
             Ok("systemd") => Ok(HostKind::Systemd),
-            Ok(other) => Err(HostError::Refused(format!(
-                "EUKHE_HOST={other:?} is not a backend: use \"systemd\" or \"process\""
-            ))),
+            Ok(other) => Err(HostError::UnknownBackend(other.to_string())),
         }
     }
 

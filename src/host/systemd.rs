@@ -5,7 +5,8 @@
 //! and these functions do nothing.
 
 use super::HostError;
-use std::os::unix::net::{UnixDatagram, UnixListener};
+use libsystemd::daemon::NotifyState;
+use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 /// The listening socket this process was activated with, if any (the
@@ -23,46 +24,30 @@ pub fn activated_listener() -> Result<Option<UnixListener>, HostError> {
         (0, _) => return Ok(None),
         (_, Some(index)) => index,
         (1, None) => 0,
-        (count, None) => {
-            return Err(HostError::Refused(format!(
-                "socket activation passed {count} sockets and none is named eukhe.socket"
-            )))
-        }
+        (count, None) => return Err(HostError::NoEukheSocket(count)),
     };
     let listener = passed
         .take_unix_listener(index)
         .map_err(|e| HostError::io("the activated socket", e))?
-        .ok_or_else(|| HostError::Refused("the activated socket was already taken".into()))?;
+        .ok_or(HostError::ActivatedSocketTaken)?;
     listener
         .set_nonblocking(true)
         .map_err(|e| HostError::io("the activated socket", e))?;
     Ok(Some(listener))
 }
 
-/// Tell the service manager `state` (e.g. `READY=1`); nothing without one.
-///
-/// Written here rather than taken from the sd-notify crate: its `notify`
-/// connects to `NOTIFY_SOCKET` as a path, so a manager that names an
-/// abstract socket (`@...`, as sd_notify(3) allows) would never hear from
-/// eukhe. `NOTIFY_SOCKET` stays set in this process (it is read at every
-/// call) and is removed from every child's environment instead (a worker's
-/// in `supervisor::backend`, a command's in `session::env`).
+/// Tell the service manager `state`, one `KEY=value` a line (e.g.
+/// `READY=1`); nothing without one. libsystemd's `notify` reaches an
+/// abstract `NOTIFY_SOCKET` (`@...`, as sd_notify(3) allows) as well as a
+/// path. `NOTIFY_SOCKET` stays set in this process (it is read at every
+/// call) and is removed from every child's environment instead (a
+/// worker's in `supervisor::backend`, a command's in `session::env`).
 pub fn notify(state: &str) {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let Ok(socket) = UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = path.as_encoded_bytes();
-    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(name)
-            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
-    } else {
-        socket.send_to(state.as_bytes(), &path)
-    };
-    if let Err(e) = sent {
+    let states: Vec<NotifyState> = state
+        .lines()
+        .map(|line| NotifyState::Other(line.to_string()))
+        .collect();
+    if let Err(e) = libsystemd::daemon::notify(false, &states) {
         eprintln!("eukhe: cannot notify the service manager: {e}");
     }
 }
@@ -74,4 +59,30 @@ pub fn watchdog_ping_interval() -> Option<Duration> {
     sd_notify::watchdog_enabled()
         .filter(|interval| !interval.is_zero())
         .map(|interval| interval / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+
+    /// A manager that names an abstract socket hears every state.
+    #[test]
+    fn notifications_reach_an_abstract_notify_socket() {
+        let name = format!("eukhe-notify-test-{}", std::process::id());
+        let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let manager = UnixDatagram::bind_addr(&address).unwrap();
+        manager
+            .set_read_timeout(Some(std::time::Duration::from_millis(
+                crate::laws::timing::KERNEL_ANSWER_MS,
+            )))
+            .unwrap();
+        std::env::set_var("NOTIFY_SOCKET", format!("@{name}"));
+        notify("READY=1\nSTATUS=serving session s1");
+        std::env::remove_var("NOTIFY_SOCKET");
+        let mut buf = [0u8; 256];
+        let n = manager.recv(&mut buf).expect("the notification");
+        assert_eq!(&buf[..n], b"READY=1\nSTATUS=serving session s1\n");
+    }
 }

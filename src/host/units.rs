@@ -20,6 +20,8 @@ use zbus::proxy::CacheProperties;
 use zbus::zvariant::OwnedObjectPath;
 
 use super::systemd1::{JobProxy, ManagerProxy, ServiceProxy, UnitProxy};
+pub use super::unit_state::UnitState;
+use super::unit_state::{ActiveState, ServiceResult, SubState};
 
 /// The manager's error for a unit it does not know.
 const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
@@ -31,38 +33,6 @@ pub struct UserManager {
     manager: ManagerProxy<'static>,
     /// Bumped at every unit or job signal: waiters re-read what they wait on.
     changes: watch::Receiver<u64>,
-}
-
-/// Where a unit stands, as the manager says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UnitState {
-    /// `active`, `activating`, `deactivating`, `inactive`, `failed`, ...
-    pub active: String,
-    pub sub: String,
-    /// The service's result: `success`, `exit-code`, `signal`,
-    /// `core-dump`, `watchdog`, `timeout`, ...
-    pub result: String,
-    /// The main process, 0 when there is none.
-    pub main_pid: u32,
-}
-
-impl UnitState {
-    /// The unit has no processes left to wait for.
-    pub fn is_down(&self) -> bool {
-        self.active == "inactive" || self.active == "failed"
-    }
-
-    /// Why a unit that went down did so, in words for a log line.
-    pub fn why_down(&self) -> String {
-        match self.result.as_str() {
-            "success" => "its worker unit stopped".into(),
-            "exit-code" => "its worker unit exited with an error".into(),
-            "signal" | "core-dump" => "its worker unit was killed by a signal".into(),
-            "watchdog" => "its worker unit was killed by the watchdog (hung)".into(),
-            "timeout" => "its worker unit timed out".into(),
-            other => format!("its worker unit failed ({other})"),
-        }
-    }
 }
 
 fn dbus_error(action: &str, unit: &str, source: zbus::Error) -> HostError {
@@ -202,7 +172,13 @@ impl UserManager {
     /// The loaded units matching `pattern` that are active, activating or
     /// deactivating: `(unit name, its state)`.
     pub async fn live_units(&self, pattern: &str) -> Result<Vec<(String, UnitState)>, HostError> {
-        let states = ["active", "activating", "deactivating", "reloading"];
+        let states = [
+            ActiveState::Active,
+            ActiveState::Activating,
+            ActiveState::Deactivating,
+            ActiveState::Reloading,
+        ];
+        let states = states.each_ref().map(ActiveState::word);
         let listed = self
             .manager
             .list_units_by_patterns(&states, &[pattern])
@@ -229,13 +205,16 @@ impl UserManager {
         };
         let as_unit: UnitProxy = self.object(&path).await.map_err(|e| read("the unit", e))?;
         let service: ServiceProxy = self.object(&path).await.map_err(|e| read("the unit", e))?;
+        let active = as_unit
+            .active_state()
+            .await
+            .map_err(|e| read("ActiveState", e))?;
+        let sub = as_unit.sub_state().await.map_err(|e| read("SubState", e))?;
+        let result = service.result().await.map_err(|e| read("Result", e))?;
         Ok(UnitState {
-            active: as_unit
-                .active_state()
-                .await
-                .map_err(|e| read("ActiveState", e))?,
-            sub: as_unit.sub_state().await.map_err(|e| read("SubState", e))?,
-            result: service.result().await.map_err(|e| read("Result", e))?,
+            active: ActiveState::parse(&active),
+            sub: SubState::parse(&sub),
+            result: ServiceResult::parse(&result),
             main_pid: service.main_pid().await.map_err(|e| read("MainPID", e))?,
         })
     }

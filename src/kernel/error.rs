@@ -85,11 +85,11 @@ pub enum KernelError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// The daemon's paths, as their layer says.
-    #[error("{0}")]
-    Paths(String),
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathsError),
     /// The configuration file, as its layer says.
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// The layers that still speak in words take it as its line.

@@ -55,27 +55,37 @@ impl From<IdleStop> for IdleStopWire {
     }
 }
 
-impl TryFrom<IdleStopWire> for IdleStop {
-    type Error = String;
+/// An `idle_stop_ms` value refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdleStopError {
+    /// Zero would stop a session the moment its last client left,
+    /// between two commands of one script.
+    #[error(
+        "idle_stop_ms = 0: a session needs some time between two requests; give milliseconds or \"never\""
+    )]
+    Zero,
+    /// A word other than `never`.
+    #[error("idle_stop_ms {0:?}: expected milliseconds or \"never\"")]
+    Word(String),
+    /// A negative number.
+    #[error("idle_stop_ms = {0}: expected milliseconds (a whole number above 0) or \"never\"")]
+    Negative(i64),
+    /// Neither a number nor a word.
+    #[error("idle_stop_ms: expected milliseconds (a whole number above 0) or \"never\"")]
+    NotANumber,
+}
 
-    fn try_from(wire: IdleStopWire) -> Result<Self, String> {
+impl TryFrom<IdleStopWire> for IdleStop {
+    type Error = IdleStopError;
+
+    fn try_from(wire: IdleStopWire) -> Result<Self, IdleStopError> {
         match wire {
-            // Zero would stop a session the moment its last client left,
-            // between two commands of one script: say "never" or a time.
-            IdleStopWire::Ms(0) => Err(
-                "idle_stop_ms = 0: a session needs some time between two requests; give milliseconds or \"never\"".to_string(),
-            ),
+            IdleStopWire::Ms(0) => Err(IdleStopError::Zero),
             IdleStopWire::Ms(ms) => Ok(IdleStop::After(ms)),
             IdleStopWire::Word(word) if word == "never" => Ok(IdleStop::Never),
-            IdleStopWire::Word(word) => Err(format!(
-                "idle_stop_ms {word:?}: expected milliseconds or \"never\""
-            )),
-            IdleStopWire::Negative(ms) => Err(format!(
-                "idle_stop_ms = {ms}: expected milliseconds (a whole number above 0) or \"never\""
-            )),
-            IdleStopWire::Other(_) => Err(
-                "idle_stop_ms: expected milliseconds (a whole number above 0) or \"never\"".to_string(),
-            ),
+            IdleStopWire::Word(word) => Err(IdleStopError::Word(word)),
+            IdleStopWire::Negative(ms) => Err(IdleStopError::Negative(ms)),
+            IdleStopWire::Other(_) => Err(IdleStopError::NotANumber),
         }
     }
 }

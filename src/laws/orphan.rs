@@ -64,18 +64,54 @@ pub fn orphan_decision(
 /// worker sees a relaunched supervisor before it exits, so the window is
 /// at least `WORKER_LOST_EXIT_MIN_MS` (an attached client's relaunch, then
 /// a launcher's whole wait). `short_allowed` is the test-only setting that
-/// lets tests use short windows. Returns the error line.
-pub fn window_obeys_minimum(window: LostExitWindow, short_allowed: bool) -> Result<(), String> {
+/// lets tests use short windows.
+pub fn window_obeys_minimum(
+    window: LostExitWindow,
+    short_allowed: bool,
+) -> Result<(), WindowError> {
     match window {
         LostExitWindow::After(ms) if ms < WORKER_LOST_EXIT_MIN_MS && !short_allowed => {
-            Err(format!(
-                "worker_lost_exit_ms = {ms} is shorter than the minimum {WORKER_LOST_EXIT_MIN_MS}: a lost worker must see a relaunched daemon before it exits (a client relaunches one within {}, then waits up to {} for it)",
-                duration_in_words(TM.client_relaunch_within),
-                duration_in_words(TM.launcher_wait)
-            ))
+            Err(WindowError::BelowMinimum { ms })
         }
         _ => Ok(()),
     }
+}
+
+/// A lost-exit window refused, as setting, wire value or text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WindowError {
+    /// Shorter than `WORKER_LOST_EXIT_MIN_MS` (law `timeouts_ordered`).
+    #[error(
+        "worker_lost_exit_ms = {ms} is shorter than the minimum {}: a lost worker must see a relaunched daemon before it exits (a client relaunches one within {}, then waits up to {} for it)",
+        WORKER_LOST_EXIT_MIN_MS,
+        duration_in_words(TM.client_relaunch_within),
+        duration_in_words(TM.launcher_wait)
+    )]
+    BelowMinimum {
+        /// The window asked for.
+        ms: u64,
+    },
+    /// A number past the wire's range on the wire.
+    #[error(
+        "lost-exit window {ms} ms is past the wire's range ({} ms); say \"never\"",
+        WIRE_MS_MAX
+    )]
+    PastWireRange {
+        /// The number sent.
+        ms: u64,
+    },
+    /// A word other than `never` on the wire.
+    #[error("lost-exit window {word:?}: expected milliseconds or \"never\"")]
+    Word {
+        /// The word sent.
+        word: String,
+    },
+    /// Text that is neither decimal milliseconds nor `never`.
+    #[error("{text:?} is not a number of milliseconds or \"never\"")]
+    Text {
+        /// The text given.
+        text: String,
+    },
 }
 
 /// The lost-exit window: a number of milliseconds within the wire's range,
@@ -117,18 +153,14 @@ impl From<LostExitWindow> for LostExitWire {
 }
 
 impl TryFrom<LostExitWire> for LostExitWindow {
-    type Error = String;
+    type Error = WindowError;
 
-    fn try_from(wire: LostExitWire) -> Result<Self, String> {
+    fn try_from(wire: LostExitWire) -> Result<Self, WindowError> {
         match wire {
             LostExitWire::Ms(ms) if ms <= WIRE_MS_MAX => Ok(LostExitWindow::After(ms)),
-            LostExitWire::Ms(ms) => Err(format!(
-                "lost-exit window {ms} ms is past the wire's range ({WIRE_MS_MAX} ms); say \"never\""
-            )),
+            LostExitWire::Ms(ms) => Err(WindowError::PastWireRange { ms }),
             LostExitWire::Word(word) if word == "never" => Ok(LostExitWindow::Never),
-            LostExitWire::Word(word) => Err(format!(
-                "lost-exit window {word:?}: expected milliseconds or \"never\""
-            )),
+            LostExitWire::Word(word) => Err(WindowError::Word { word }),
         }
     }
 }
@@ -148,11 +180,13 @@ impl LostExitWindow {
     /// The window read from that text: ASCII digits (at least one, at most
     /// `u64::MAX`; past the wire's range the window never expires) or
     /// exactly `never`. A sign, a space or a unit is refused.
-    pub fn parse_text(text: &str) -> Result<Self, String> {
+    pub fn parse_text(text: &str) -> Result<Self, WindowError> {
         if text == "never" {
             return Ok(LostExitWindow::Never);
         }
-        let refused = || format!("{text:?} is not a number of milliseconds or \"never\"");
+        let refused = || WindowError::Text {
+            text: text.to_string(),
+        };
         if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
             return Err(refused());
         }

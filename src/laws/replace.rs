@@ -36,10 +36,23 @@ pub struct Rank {
     pub release: bool,
 }
 
+/// A version string that semver does not read.
+#[derive(Debug, thiserror::Error)]
+#[error("{version:?} is not a semantic version: {source}")]
+pub struct NotAVersion {
+    /// The string given.
+    pub version: String,
+    /// Why semver refuses it.
+    #[source]
+    pub source: semver::Error,
+}
+
 /// The rank of `version`, or why it is not a version.
-pub fn version_rank(version: &str) -> Result<Rank, String> {
-    let parsed = semver::Version::parse(version)
-        .map_err(|e| format!("{version:?} is not a semantic version: {e}"))?;
+pub fn version_rank(version: &str) -> Result<Rank, NotAVersion> {
+    let parsed = semver::Version::parse(version).map_err(|source| NotAVersion {
+        version: version.to_string(),
+        source,
+    })?;
     Ok(Rank {
         major: parsed.major,
         minor: parsed.minor,
@@ -73,7 +86,7 @@ pub enum Relation {
 }
 
 /// The relation of `client` to `daemon`.
-pub fn replace_relation(client: &Build, daemon: &Build) -> Result<Relation, String> {
+pub fn replace_relation(client: &Build, daemon: &Build) -> Result<Relation, NotAVersion> {
     let ours = version_rank(&client.version)?;
     let theirs = version_rank(&daemon.version)?;
     Ok(match ours.cmp(&theirs) {
@@ -294,7 +307,7 @@ pub fn replace_verdict(
     client_protocol: u32,
     kind: ClientKind,
     daemon: &DaemonHello,
-) -> Result<ReplaceVerdict, String> {
+) -> Result<ReplaceVerdict, NotAVersion> {
     let relation = replace_relation(client, &daemon.build)?;
     let (c, d) = (&client.version, &daemon.build.version);
     let message = match relation {

@@ -137,21 +137,48 @@ impl From<RestartVerdict> for RestartVerdictWire {
     }
 }
 
-impl TryFrom<RestartVerdictWire> for RestartVerdict {
-    type Error = String;
+/// A restart verdict from the wire that no decision could have made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RestartWireError {
+    /// A restart counts 1 to `RESTART_GIVE_UP_AFTER` failures.
+    #[error(
+        "restart verdict with {failures} failures: a restart has 1 to {}",
+        RESTART_GIVE_UP_AFTER
+    )]
+    RestartFailures {
+        /// The failures it names.
+        failures: u32,
+    },
+    /// The pause is not the one the failures give.
+    #[error("restart verdict pause {pause_ms} ms does not match {failures} failures")]
+    Pause {
+        /// The pause it names.
+        pause_ms: u64,
+        /// The failures it names.
+        failures: u32,
+    },
+    /// Giving up needs more than `RESTART_GIVE_UP_AFTER` failures.
+    #[error(
+        "give-up verdict with {failures} failures: giving up needs more than {}",
+        RESTART_GIVE_UP_AFTER
+    )]
+    GiveUpFailures {
+        /// The failures it names.
+        failures: u32,
+    },
+}
 
-    fn try_from(wire: RestartVerdictWire) -> Result<Self, String> {
+impl TryFrom<RestartVerdictWire> for RestartVerdict {
+    type Error = RestartWireError;
+
+    fn try_from(wire: RestartVerdictWire) -> Result<Self, RestartWireError> {
         match wire {
             RestartVerdictWire::Restart { pause_ms, failures } => {
                 if failures == 0 || failures > RESTART_GIVE_UP_AFTER {
-                    return Err(format!(
-                        "restart verdict with {failures} failures: a restart has 1 to {RESTART_GIVE_UP_AFTER}"
-                    ));
+                    return Err(RestartWireError::RestartFailures { failures });
                 }
                 if pause_ms != restart_pause_ms(failures) {
-                    return Err(format!(
-                        "restart verdict pause {pause_ms} ms does not match {failures} failures"
-                    ));
+                    return Err(RestartWireError::Pause { pause_ms, failures });
                 }
                 Ok(Self::Restart {
                     pause_ms,
@@ -160,9 +187,7 @@ impl TryFrom<RestartVerdictWire> for RestartVerdict {
             }
             RestartVerdictWire::GiveUp { failures } => {
                 if failures <= RESTART_GIVE_UP_AFTER {
-                    return Err(format!(
-                        "give-up verdict with {failures} failures: giving up needs more than {RESTART_GIVE_UP_AFTER}"
-                    ));
+                    return Err(RestartWireError::GiveUpFailures { failures });
                 }
                 Ok(Self::GiveUp {
                     failures_in_window: failures,

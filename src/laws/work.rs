@@ -92,15 +92,20 @@ impl WorkSet {
     }
 }
 
-impl TryFrom<Vec<WorkKind>> for WorkSet {
-    type Error = String;
+/// A list of work kinds that names one twice: no set reads so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a work set names a kind twice")]
+pub struct RepeatedKind;
 
-    fn try_from(kinds: Vec<WorkKind>) -> Result<Self, String> {
+impl TryFrom<Vec<WorkKind>> for WorkSet {
+    type Error = RepeatedKind;
+
+    fn try_from(kinds: Vec<WorkKind>) -> Result<Self, RepeatedKind> {
         let set = kinds
             .iter()
             .fold(WorkSet::EMPTY, |set, &kind| set.with(kind));
         if set.kinds().len() != kinds.len() {
-            return Err("a work set names a kind twice".to_string());
+            return Err(RepeatedKind);
         }
         Ok(set)
     }

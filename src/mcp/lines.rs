@@ -128,44 +128,70 @@ fn valid_id(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
 }
 
+/// Why a JSON object is no JSON-RPC 2.0 message.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum Malformed {
+    #[error("\"jsonrpc\" must be \"2.0\"")]
+    Version,
+    #[error("\"id\" must be a string or a whole number, not {0}")]
+    Id(Value),
+    #[error("\"params\" must be an object")]
+    Params,
+    #[error("\"method\" must be a string")]
+    Method,
+    #[error("a request needs \"method\" (and \"id\" when it wants an answer)")]
+    NoMethod,
+}
+
 /// Why `object` is no JSON-RPC 2.0 message, if it is not.
-fn well_formed(object: &Map<String, Value>) -> Result<(), String> {
+fn well_formed(object: &Map<String, Value>) -> Result<(), Malformed> {
     if object.get("jsonrpc") != Some(&Value::from("2.0")) {
-        return Err("\"jsonrpc\" must be \"2.0\"".into());
+        return Err(Malformed::Version);
     }
     if let Some(id) = object.get("id") {
         if !valid_id(id) {
-            return Err(format!(
-                "\"id\" must be a string or a whole number, not {id}"
-            ));
+            return Err(Malformed::Id(id.clone()));
         }
     }
     match object.get("method") {
         Some(Value::String(_)) => match object.get("params") {
             None | Some(Value::Object(_) | Value::Array(_)) => Ok(()),
-            Some(_) => Err("\"params\" must be an object".into()),
+            Some(_) => Err(Malformed::Params),
         },
-        Some(_) => Err("\"method\" must be a string".into()),
+        Some(_) => Err(Malformed::Method),
         None if object.contains_key("id")
             && (object.contains_key("result") || object.contains_key("error")) =>
         {
             Ok(())
         }
-        None => Err("a request needs \"method\" (and \"id\" when it wants an answer)".into()),
+        None => Err(Malformed::NoMethod),
     }
 }
 
 /// Why an `initialize` request's parameters cannot start a connection.
-fn initialize_params(object: &Map<String, Value>) -> Result<(), String> {
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum BadInitialize {
+    #[error("\"params\" must be an object with protocolVersion, capabilities and clientInfo")]
+    Params,
+    #[error("\"protocolVersion\" must be a string, such as \"2025-06-18\"")]
+    ProtocolVersion,
+    #[error("\"capabilities\" must be an object ({{}} for none)")]
+    Capabilities,
+    #[error("\"clientInfo\" must be an object with \"name\" and \"version\" strings")]
+    ClientInfo,
+}
+
+/// Whether an `initialize` request's parameters can start a connection.
+fn initialize_params(object: &Map<String, Value>) -> Result<(), BadInitialize> {
     let params = object
         .get("params")
         .and_then(Value::as_object)
-        .ok_or("\"params\" must be an object with protocolVersion, capabilities and clientInfo")?;
+        .ok_or(BadInitialize::Params)?;
     if !params.get("protocolVersion").is_some_and(Value::is_string) {
-        return Err("\"protocolVersion\" must be a string, such as \"2025-06-18\"".into());
+        return Err(BadInitialize::ProtocolVersion);
     }
     if !params.get("capabilities").is_some_and(Value::is_object) {
-        return Err("\"capabilities\" must be an object ({} for none)".into());
+        return Err(BadInitialize::Capabilities);
     }
     let info = params.get("clientInfo").and_then(Value::as_object);
     let named = info.is_some_and(|info| {
@@ -173,9 +199,7 @@ fn initialize_params(object: &Map<String, Value>) -> Result<(), String> {
             && info.get("version").is_some_and(Value::is_string)
     });
     if !named {
-        return Err(
-            "\"clientInfo\" must be an object with \"name\" and \"version\" strings".into(),
-        );
+        return Err(BadInitialize::ClientInfo);
     }
     Ok(())
 }

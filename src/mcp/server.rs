@@ -236,7 +236,7 @@ impl ServerHandler for Tools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         check_arguments(&request.name, request.arguments.as_ref())
-            .map_err(|message| McpError::invalid_params(message, None))?;
+            .map_err(|refused| McpError::invalid_params(refused.to_string(), None))?;
         let call = ToolCallContext::new(self, request, context);
         Self::tool_router().call(call).await
     }
@@ -503,13 +503,13 @@ mod tests {
         for tool in tools {
             let refused = check_arguments(&tool.name, stray.as_object());
             assert!(
-                refused.is_err_and(|e| e.contains("unknown field")),
+                refused.is_err_and(|e| e.to_string().contains("unknown field")),
                 "{} took an argument its schema does not name",
                 tool.name
             );
         }
         assert_eq!(
-            check_arguments("bash", None).unwrap_err(),
+            check_arguments("bash", None).unwrap_err().to_string(),
             "invalid arguments: missing field `session`"
         );
     }

@@ -113,15 +113,21 @@ pub struct RemoveArgs {
     pub force: bool,
 }
 
+/// Arguments that do not fit a tool's schema, in serde's words (which name
+/// the field).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid arguments: {0}")]
+pub struct InvalidArguments(#[source] pub serde_json::Error);
+
 /// Whether `arguments` fit tool `tool`'s schema, or why not (one line).
 /// A call whose arguments do not fit is refused as the protocol's invalid
 /// params, before the tool runs; an unknown tool is the router's to refuse.
-pub fn check_arguments(tool: &str, arguments: Option<&JsonObject>) -> Result<(), String> {
-    fn fits<T: DeserializeOwned>(arguments: Option<&JsonObject>) -> Result<(), String> {
+pub fn check_arguments(tool: &str, arguments: Option<&JsonObject>) -> Result<(), InvalidArguments> {
+    fn fits<T: DeserializeOwned>(arguments: Option<&JsonObject>) -> Result<(), InvalidArguments> {
         let value = serde_json::Value::Object(arguments.cloned().unwrap_or_default());
         serde_json::from_value::<T>(value)
             .map(drop)
-            .map_err(|e| format!("invalid arguments: {e}"))
+            .map_err(InvalidArguments)
     }
     match tool {
         "new_session" => fits::<NewSessionArgs>(arguments),

@@ -80,15 +80,25 @@ impl Hello {
     }
 }
 
-/// Whether a peer speaking `protocol` can be served, or the one-line reason.
-pub fn check_protocol(protocol: u32) -> Result<(), String> {
+/// A peer whose protocol this eukhe does not speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolMismatch {
+    /// The peer is newer.
+    #[error(
+        "protocol version {0} is from the future: this eukhe speaks {ours}; update it",
+        ours = PROTOCOL_VERSION
+    )]
+    Newer(u32),
+    /// The peer is older.
+    #[error("protocol version {0} is too old: this eukhe speaks {ours}", ours = PROTOCOL_VERSION)]
+    Older(u32),
+}
+
+/// Whether a peer speaking `protocol` can be served, or why not.
+pub fn check_protocol(protocol: u32) -> Result<(), ProtocolMismatch> {
     match protocol.cmp(&PROTOCOL_VERSION) {
         std::cmp::Ordering::Equal => Ok(()),
-        std::cmp::Ordering::Greater => Err(format!(
-            "protocol version {protocol} is from the future: this eukhe speaks {PROTOCOL_VERSION}; update it"
-        )),
-        std::cmp::Ordering::Less => Err(format!(
-            "protocol version {protocol} is too old: this eukhe speaks {PROTOCOL_VERSION}"
-        )),
+        std::cmp::Ordering::Greater => Err(ProtocolMismatch::Newer(protocol)),
+        std::cmp::Ordering::Less => Err(ProtocolMismatch::Older(protocol)),
     }
 }

@@ -28,6 +28,7 @@
 //! - `PWD`, `OLDPWD`, `SHLVL`, `_`: the shell's own, set by the session's
 //!   shell (its working directory is the session's, not these).
 
+use super::error::AssignmentProblem;
 use super::SessionError;
 use std::collections::BTreeMap;
 
@@ -100,19 +101,20 @@ pub fn first_environment(
 
 /// One `--env KEY=VALUE`, checked.
 pub fn parse_assignment(text: &str) -> Result<(String, String), SessionError> {
-    let refused = |why: String| Err(SessionError::Refused(why));
+    let refused = |problem: AssignmentProblem| {
+        Err(SessionError::Assignment {
+            text: text.to_string(),
+            problem,
+        })
+    };
     let Some((name, value)) = text.split_once('=') else {
-        return refused(format!("--env {text:?}: expected KEY=VALUE"));
+        return refused(AssignmentProblem::NoEquals);
     };
     if !is_shell_name(name) {
-        return refused(format!(
-            "--env {text:?}: {name:?} is not a shell variable name"
-        ));
+        return refused(AssignmentProblem::NotAName(name.to_string()));
     }
     if !is_carried(name) {
-        return refused(format!(
-            "--env {text:?}: {name} is never carried into a session (it describes one process, not the session; see `eukhe new --help`)"
-        ));
+        return refused(AssignmentProblem::NeverCarried(name.to_string()));
     }
     Ok((name.to_string(), value.to_string()))
 }

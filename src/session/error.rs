@@ -86,10 +86,104 @@ pub enum SessionError {
         #[source]
         source: Box<SessionError>,
     },
-    /// Input refused (a session name, an `--env` assignment, an entry or
-    /// a state capture that cannot be kept), in words.
+    /// A session name refused.
     #[error("{0}")]
-    Refused(String),
+    Name(#[from] NameRefused),
+    /// An `--env KEY=VALUE` refused.
+    #[error("--env {text:?}: {problem}")]
+    Assignment {
+        /// The assignment as given.
+        text: String,
+        /// What is wrong with it.
+        problem: AssignmentProblem,
+    },
+    /// An output entry whose numbers the record format cannot hold (0 and
+    /// `u64::MAX` stand for none).
+    #[error("output entry with an unrepresentable number")]
+    Unrepresentable,
+    /// An entry over the record format's payload limit.
+    #[error("entry of {len} bytes is too large (at most {max})")]
+    EntryTooLarge {
+        /// Its payload's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Output that cannot be kept as a reference into its job's spool.
+    #[error("output of job {job:?} cannot be stored in its spool")]
+    NotInSpool {
+        /// The job.
+        job: String,
+    },
+    /// A shell state capture that ends before its last field.
+    #[error("the shell's state capture is cut short ({bytes} bytes)")]
+    CaptureCutShort {
+        /// How many bytes came.
+        bytes: usize,
+    },
+}
+
+/// Why a session name is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameRefused {
+    /// No name at all.
+    #[error("a session name cannot be empty")]
+    Empty,
+    /// Over 64 characters.
+    #[error("session name {0:?} is longer than 64 characters")]
+    TooLong(String),
+    /// It holds `/` or `\\`.
+    #[error("session name {0:?} contains a path separator")]
+    PathSeparator(String),
+    /// It is `.`.
+    #[error("session name \".\" reads as the current directory: choose another name")]
+    CurrentDirectory,
+    /// It holds `..`.
+    #[error("session name {0:?} contains \"..\"")]
+    DotDot(String),
+    /// It starts with `-`.
+    #[error(
+        "session name {0:?} starts with '-', which a command would read as an option: choose another name"
+    )]
+    LeadingDash(String),
+    /// It holds a control character.
+    #[error("session name {name:?} contains the control character {control:?}")]
+    Control {
+        /// The name.
+        name: String,
+        /// The first control character in it.
+        control: char,
+    },
+    /// It holds an invisible format character.
+    #[error(
+        "session name {name:?} contains the invisible character U+{:04X}: names show as they are",
+        u32::from(*invisible)
+    )]
+    Invisible {
+        /// The name.
+        name: String,
+        /// The first such character in it.
+        invisible: char,
+    },
+    /// It is only whitespace.
+    #[error("session name {0:?} is only whitespace: a name must show")]
+    Whitespace(String),
+}
+
+/// What is wrong with an `--env` assignment.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentProblem {
+    /// No `=`.
+    #[error("expected KEY=VALUE")]
+    NoEquals,
+    /// The key is no shell variable name.
+    #[error("{0:?} is not a shell variable name")]
+    NotAName(String),
+    /// The key describes one process, never a session.
+    #[error(
+        "{0} is never carried into a session (it describes one process, not the session; see `eukhe new --help`)"
+    )]
+    NeverCarried(String),
 }
 
 impl SessionError {

@@ -3,6 +3,7 @@
 //! spool/, scratch/, given-up}` (`namespace.json` is an earlier version's snapshot).
 //! Directories are 0700 and files 0600: nobody else reads a session.
 
+use super::error::NameRefused;
 use super::SessionError;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -44,50 +45,43 @@ pub struct WorkerRecord {
 /// no NUL or other control character.
 pub fn validate_name(name: &str) -> Result<(), SessionError> {
     use unicode_general_category::{get_general_category, GeneralCategory};
-    let refused = |why: String| Err(SessionError::Refused(why));
+    let refused = |why: NameRefused| Err(SessionError::Name(why));
+    let owned = || name.to_string();
     if name.is_empty() {
-        return refused("a session name cannot be empty".into());
+        return refused(NameRefused::Empty);
     }
     if name.chars().count() > 64 {
-        return refused(format!(
-            "session name {name:?} is longer than 64 characters"
-        ));
+        return refused(NameRefused::TooLong(owned()));
     }
     if name.contains('/') || name.contains('\\') {
-        return refused(format!("session name {name:?} contains a path separator"));
+        return refused(NameRefused::PathSeparator(owned()));
     }
     if name == "." {
-        return refused(
-            "session name \".\" reads as the current directory: choose another name".into(),
-        );
+        return refused(NameRefused::CurrentDirectory);
     }
     if name.contains("..") {
-        return refused(format!("session name {name:?} contains \"..\""));
+        return refused(NameRefused::DotDot(owned()));
     }
     if name.starts_with('-') {
-        return refused(format!(
-            "session name {name:?} starts with '-', which a command would read as an option: choose another name"
-        ));
+        return refused(NameRefused::LeadingDash(owned()));
     }
-    if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return refused(format!(
-            "session name {name:?} contains the control character {:?}",
-            c
-        ));
+    if let Some(control) = name.chars().find(|c| c.is_control()) {
+        return refused(NameRefused::Control {
+            name: owned(),
+            control,
+        });
     }
     let invisible = name
         .chars()
         .find(|&c| get_general_category(c) == GeneralCategory::Format);
-    if let Some(c) = invisible {
-        return refused(format!(
-            "session name {name:?} contains the invisible character U+{:04X}: names show as they are",
-            u32::from(c)
-        ));
+    if let Some(invisible) = invisible {
+        return refused(NameRefused::Invisible {
+            name: owned(),
+            invisible,
+        });
     }
     if name.chars().all(char::is_whitespace) {
-        return refused(format!(
-            "session name {name:?} is only whitespace: a name must show"
-        ));
+        return refused(NameRefused::Whitespace(owned()));
     }
     Ok(())
 }

@@ -108,17 +108,17 @@ pub enum SupervisorError {
         own_uid: u32,
     },
     /// A client of another protocol asked for more than hello and shutdown.
-    #[error("{0}")]
-    Protocol(String),
+    #[error(transparent)]
+    Protocol(#[from] crate::protocol::hello::ProtocolMismatch),
     /// On the systemd backend the daemon was started without its socket.
     #[error("on the systemd backend the socket comes from eukhe.socket: `systemctl --user start eukhe.socket`")]
     NoActivatedSocket,
     /// The state, socket or config paths (as `paths` words it).
-    #[error("{0}")]
-    Paths(String),
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathsError),
     /// The settings file (as `config` words it).
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The async runtime could not start.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -27,7 +27,7 @@ pub(crate) use state::Worker;
 
 /// Run the worker of `session` until it stops.
 pub fn main(session: &str) -> Result<(), WorkerError> {
-    let paths = Paths::from_env().map_err(WorkerError::Other)?;
+    let paths = Paths::from_env().map_err(|e| WorkerError::Other(e.into()))?;
     let log = crate::session::store::SessionFiles::new(paths.session_dir(session)).log();
     crate::host::log::init(
         crate::host::HostKind::from_env()?,

@@ -70,7 +70,7 @@ impl WorkerHost for SystemdHost {
             // Until the start job is done: a unit read just after
             // `StartUnit` may still be inactive, its job queued.
             let state = self.units.start_and_wait(&unit, UNIT_START_WITHIN).await?;
-            if state.active == "active" {
+            if state.is_up() {
                 Ok(())
             } else {
                 Err(HostError::State {

@@ -40,10 +40,7 @@ pub fn parse_capture(bytes: &[u8], started_from: &Snapshot) -> Result<Capture, S
     let text = String::from_utf8_lossy(bytes);
     let fields: Vec<&str> = text.split('\0').collect();
     if fields.len() < 4 || fields.len() % 3 != 1 {
-        return Err(SessionError::Refused(format!(
-            "the shell's state capture is cut short ({} bytes)",
-            bytes.len()
-        )));
+        return Err(SessionError::CaptureCutShort { bytes: bytes.len() });
     }
     let mut capture = Capture::default();
     let mut function_names: Vec<&str> = Vec::new();

@@ -263,9 +263,7 @@ pub fn encode_parts<'e>(
             // 0 and u64::MAX stand for None, so they cannot be stored as
             // numbers; runs, bash commands and spool offsets never are.
             if *input == Some(0) || *bash == Some(0) || *spool_end == Some(u64::MAX) {
-                return Err(SessionError::Refused(
-                    "output entry with an unrepresentable number".into(),
-                ));
+                return Err(SessionError::Unrepresentable);
             }
             head.extend_from_slice(&entry.at_ms.to_be_bytes());
             head.extend_from_slice(&input.unwrap_or(0).to_be_bytes());
@@ -290,9 +288,10 @@ pub fn encode_parts<'e>(
     };
     let len = head.len() - HEADER + tail.len();
     if len > MAX_PAYLOAD {
-        return Err(SessionError::Refused(format!(
-            "entry of {len} bytes is too large (at most {MAX_PAYLOAD})"
-        )));
+        return Err(SessionError::EntryTooLarge {
+            len,
+            max: MAX_PAYLOAD,
+        });
     }
     head[16] = kind;
     head[17..21].copy_from_slice(&(len as u32).to_be_bytes());
@@ -317,9 +316,9 @@ fn push_stored(
         .ok()
         .filter(|&len| valid_job(job) && has_offset && len as usize <= MAX_PAYLOAD);
     let Some(len) = len else {
-        return Err(SessionError::Refused(format!(
-            "output of job {job:?} cannot be stored in its spool"
-        )));
+        return Err(SessionError::NotInSpool {
+            job: job.to_string(),
+        });
     };
     head.extend_from_slice(&len.to_be_bytes());
     head.extend_from_slice(&crc32fast::hash(data).to_be_bytes());

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use super::format::StoredOutput;
 use super::{Entry, EntryBody};
 use crate::session::entry::Stream;
-use crate::session::spool::{open_job, out_name, RecordHeader, RECORD_HEADER};
+use crate::session::spool::{open_job, out_name, RecordHeader, SpoolError, RECORD_HEADER};
 
 /// Reads stored output's bytes for the transcript beside it.
 pub struct OutputStore {
@@ -65,7 +65,7 @@ impl OutputStore {
                 };
                 Entry {
                     body: EntryBody::Notice {
-                        text: lost_notice(stored.len, &whose, stream, &why),
+                        text: lost_notice(stored.len, &whose, stream, &why.to_string()),
                         restore: None,
                         restore_id: None,
                     },
@@ -81,18 +81,24 @@ impl OutputStore {
         stream: Stream,
         end: u64,
         stored: &StoredOutput,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Bytes, Unreadable> {
         let name = out_name(job);
         let size = (RECORD_HEADER + stored.len as usize) as u64;
         let start = end
             .checked_sub(size)
-            .ok_or_else(|| format!("its record in {name} would start before the file"))?;
+            .ok_or(Unreadable::BeforeStart { name: name.clone() })?;
         let file = self.file(job)?;
         let mut record = vec![0u8; size as usize];
         file.read_exact_at(&mut record, start)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof => format!("{name} ends before byte {end}"),
-                _ => format!("{name}: {e}"),
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::UnexpectedEof => Unreadable::EndsBefore {
+                    name: name.clone(),
+                    end,
+                },
+                _ => Unreadable::Io {
+                    name: name.clone(),
+                    source,
+                },
             })?;
         let header = RecordHeader {
             stream,
@@ -101,14 +107,12 @@ impl OutputStore {
         };
         let bytes = record.split_off(RECORD_HEADER);
         if record != header.encode() || crc32fast::hash(&bytes) != stored.crc {
-            return Err(format!(
-                "bytes {start} to {end} of {name} are not what was stored (damaged)"
-            ));
+            return Err(Unreadable::Damaged { name, start, end });
         }
         Ok(bytes.into())
     }
 
-    fn file(&mut self, job: &str) -> Result<&File, String> {
+    fn file(&mut self, job: &str) -> Result<&File, Unreadable> {
         if self.open.as_ref().is_none_or(|(open, _)| open != job) {
             self.open = None;
             let file = open_job(&self.session, job)?;
@@ -116,6 +120,27 @@ impl OutputStore {
         }
         Ok(&self.open.as_ref().unwrap().1)
     }
+}
+
+/// Why stored output cannot be read back whole and good: the end of the
+/// notice read in its place.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// The record would start before the file does.
+    #[error("its record in {name} would start before the file")]
+    BeforeStart { name: String },
+    /// The file is shorter than the record's end.
+    #[error("{name} ends before byte {end}")]
+    EndsBefore { name: String, end: u64 },
+    /// Reading the file failed.
+    #[error("{name}: {source}")]
+    Io { name: String, source: io::Error },
+    /// The bytes there are not the ones stored.
+    #[error("bytes {start} to {end} of {name} are not what was stored (damaged)")]
+    Damaged { name: String, start: u64, end: u64 },
+    /// The job's output file cannot be opened.
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
 }
 
 /// The notice read in the place of stored output whose bytes are not

@@ -38,7 +38,8 @@ impl Worker {
         let (opened, replay, restore_notices) = replay_transcript(&files)?;
         let shadow = Replay::resume(replay.books().clone(), std::process::id());
         let core = replay.finish();
-        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
+        let config =
+            crate::config::Config::load(&paths.config).map_err(|e| WorkerError::Other(e.into()))?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
         let spool = Spool::open(&files.spool()).map_err(|e| WorkerError::Other(e.into()))?;
