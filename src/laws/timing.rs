@@ -265,9 +265,6 @@ pub const IDLE_STOP_DEFAULT_MS: u64 = 3_600_000;
 /// worker, a kernel and a shell starting. Not a law's timeout: nothing
 /// waits for it (a `new` that finds no spare makes its session itself).
 pub const SPARE_REMAKE_MS: u64 = 500;
-/// How often the supervisor looks for sessions due for an idle stop: how
-/// late past `idle_stop_ms` a stop may begin.
-pub const IDLE_STOP_TICK_MS: u64 = 250;
 /// How long `eukhe mcp`'s `bash` tool waits for its command by default
 /// before it answers with the output so far, the command still running in
 /// the session. Not a law's timeout: it stays below the request timeouts
@@ -293,8 +290,6 @@ pub const EVENTS_FLUSH_MS: u64 = 200;
 /// How often a waiter re-checks a condition it has no signal for (a
 /// process gone, a socket free, a unit down).
 pub const POLL_MS: u64 = 20;
-/// How often the supervisor wakes from `accept` to look at its state.
-pub const ACCEPT_WAKE_MS: u64 = 200;
 /// How often the supervisor retries a just-launched worker's socket (a
 /// worker binds it within milliseconds: a short retry keeps starts fast).
 pub const WORKER_CONNECT_RETRY_MS: u64 = 2;
@@ -323,8 +318,6 @@ pub const RELAUNCH_RETRY_MS: u64 = 200;
 /// How often `eukhe top`'s key reader looks whether it is paused (an
 /// attach has the terminal).
 pub const TOP_KEY_POLL_MS: u64 = 50;
-/// How often `eukhe top` looks whether its key reader has paused.
-pub const TOP_PAUSE_POLL_MS: u64 = 5;
 
 // The ticks that write due busy refreshes come at least as often as the
 // lateness `busy_tick` allows, and a worker's signs of life come at least
