@@ -126,6 +126,8 @@ async fn connect(
                 );
                 said_waiting = true;
             }
+            // A kernel of another protocol tells this worker nothing it
+            // can read: its runs' ends are asked about again after a pause.
             tokio::time::sleep(Duration::from_millis(KERNEL_RUNS_POLL_MS)).await;
             continue;
         }
@@ -258,7 +260,7 @@ async fn read_spooled(
     while from < end {
         let chunk = spool
             .read(job, from, end, SPOOL_READ_BYTES)
-            .map_err(WorkerError::Other)?;
+            .map_err(WorkerError::Spool)?;
         if chunk.records.is_empty() {
             // The file is shorter than the kernel said: it is gone (the
             // job was forgotten) or was cut; nothing more to read.

@@ -255,7 +255,7 @@ async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<()
                 ],
                 pid: Some(std::process::id()),
             }));
-            Some(check_protocol(hello.protocol).map_err(WorkerError::Refused))
+            Some(check_protocol(hello.protocol).map_err(WorkerError::Protocol))
         }
         Ok(_) => {
             let _ = tx.send(Response::Error {

@@ -88,6 +88,8 @@ pub struct Worker {
     /// The task that records busy evidence: its wake-up, and the lock it
     /// holds while it writes.
     pub evidence: std::rc::Rc<Evidence>,
+    /// Wakes the tick: a deadline may have come nearer.
+    pub reschedule: std::rc::Rc<tokio::sync::Notify>,
     /// Wakes requests waiting for the kernel link (`notify_waiters`).
     pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
     /// The tick's books: signs of life, watchdog pings, busy evidence
@@ -209,6 +211,7 @@ impl Worker {
                 Action::Kernel(message) => {
                     if let ToKernel::Start { job, .. } = &message {
                         self.link_owes.watch.asked(job, mono_ms());
+                        self.reschedule.notify_one();
                     }
                     self.send_kernel(message)
                 }
@@ -314,6 +317,7 @@ impl Worker {
     pub fn work_changed(&mut self) {
         self.tell_kernel_queued();
         self.evidence.due.notify_one();
+        self.reschedule.notify_one();
         let info = self.info();
         if let Some(supervisor) = &self.supervisor {
             let _ = supervisor.send(Response::Worker(info));
@@ -338,9 +342,12 @@ impl Worker {
     /// line to write (off this thread: on the process backend the write
     /// waits for the disk), with the state and the time to enter in the
     /// books once it is written (`evidence_written`).
-    pub fn evidence_to_write(&self) -> Option<(BusyJournal, JournalLine, BusyState, u64)> {
+    pub fn evidence_to_write(&mut self) -> Option<(BusyJournal, JournalLine, BusyState, u64)> {
         let now = mono_ms();
-        let state = self.books.evidence_due(self.work(), now)?;
+        let Some(state) = self.books.evidence_due(self.work(), now) else {
+            self.books.record_not_needed();
+            return None;
+        };
         let (journal, line) = self.evidence_line(state);
         Some((journal, line, state, now))
     }
@@ -354,8 +361,27 @@ impl Worker {
     ) {
         match written {
             Ok(()) => self.books.recorded(state, now_ms),
-            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
+            Err(e) => {
+                tracing::error!("cannot record busy evidence: {e}");
+                self.books.record_failed(mono_ms());
+                self.reschedule.notify_one();
+            }
         }
+    }
+
+    /// The earliest instant (monotonic milliseconds) the tick has
+    /// something to do: the books', the run gate's, the kernel watch's
+    /// and the output line's deadlines, whichever comes first.
+    pub fn next_tick_ms(&self) -> u64 {
+        let gate = self.core.poll_timeout().map(|us| us.div_ceil(1000));
+        [
+            gate,
+            self.link_owes.watch.poll_timeout(),
+            self.output_line.due_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(self.books.poll_timeout(self.work()), u64::min)
     }
 
     fn evidence_line(&self, state: BusyState) -> (BusyJournal, JournalLine) {
@@ -401,15 +427,18 @@ impl Worker {
     }
 
     pub fn gate_event(&mut self, event: GateEvent) -> GateOutput {
+        self.reschedule.notify_one();
         self.core.gate_event(event, mono_us())
     }
 
     pub fn quiesce(&mut self) -> QuiesceAnswer {
+        self.reschedule.notify_one();
         self.core.quiesce(mono_us())
     }
 
     /// Quiesce for an idle stop: busy with work or with a client connected.
     pub fn quiesce_for_idle_stop(&mut self) -> QuiesceAnswer {
+        self.reschedule.notify_one();
         self.core
             .quiesce_for_idle_stop(self.open_clients.get(), mono_us())
     }
@@ -426,10 +455,19 @@ impl Worker {
     fn report(&mut self, entry: &Entry) {
         let kind = match &entry.body {
             EntryBody::Output { data, .. } => match latest_line(data) {
-                Some(line) => match self.output_line.seen(line, mono_ms()) {
-                    Some(line) => EventKind::Output { line },
-                    None => return,
-                },
+                Some(line) => {
+                    let waited = self.output_line.due_at().is_some();
+                    match self.output_line.seen(line, mono_ms()) {
+                        Some(line) => EventKind::Output { line },
+                        // Its turn comes at the tick (told once it waits).
+                        None => {
+                            if !waited {
+                                self.reschedule.notify_one();
+                            }
+                            return;
+                        }
+                    }
+                }
                 None => return,
             },
             _ => match entry_event(entry) {
@@ -464,6 +502,7 @@ impl Worker {
     pub fn supervisor_lost(&mut self) {
         self.supervisor = None;
         self.books.supervisor_lost(mono_ms());
+        self.reschedule.notify_one();
     }
 
     pub fn subscribe(&mut self, tx: tokio::sync::mpsc::UnboundedSender<Response>) {

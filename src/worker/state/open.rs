@@ -38,10 +38,10 @@ impl Worker {
         let (opened, replay, restore_notices) = replay_transcript(&files)?;
         let shadow = Replay::resume(replay.books().clone(), std::process::id());
         let core = replay.finish();
-        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Other)?;
+        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Config)?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
-        let spool = Spool::open(&files.spool()).map_err(WorkerError::Other)?;
+        let spool = Spool::open(&files.spool()).map_err(WorkerError::Spool)?;
         let mut worker = Worker {
             spool,
             meta,
@@ -59,6 +59,7 @@ impl Worker {
             next_client: 1,
             evidence: Default::default(),
             kernel_connected: Default::default(),
+            reschedule: Default::default(),
             books: Books::new(
                 mono_ms(),
                 lost_window,
@@ -169,7 +170,7 @@ fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, Wo
     // started by systemd reads the configuration itself.
     match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
         Ok(text) => crate::config::parse_window(&text)
-            .map_err(|e| WorkerError::Other(format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))),
+            .map_err(|e| WorkerError::Config(format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))),
         Err(_) => Ok(config.worker_lost_exit_ms),
     }
 }
