@@ -89,7 +89,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Worke
                     refuse(stream, "eukhe: connection refused: another user's process").await;
                     continue;
                 }
-                let counted = ClientConnection::open(&worker.borrow());
+                let counted = ClientConnection::open(&worker.borrow().clients);
                 tokio::task::spawn_local(connection(worker.clone(), stream, signals.clone(), counted));
             }
             _ = signals.exit.notified() => break,

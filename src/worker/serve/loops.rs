@@ -123,7 +123,7 @@ pub(super) async fn record_evidence(worker: Rc<RefCell<Worker>>) {
 pub(super) async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
     let (signals, wait) = {
         let w = worker.borrow();
-        (w.commit_signals.clone(), w.output_sync)
+        (w.store.commit_signals.clone(), w.store.output_sync)
     };
     loop {
         signals.due.notified().await;
@@ -204,7 +204,7 @@ pub(super) async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
 /// Tell the supervisor whenever the number of client connections changes,
 /// so it knows when the last client left (the idle-stop clock starts).
 pub(super) async fn tell_client_changes(worker: Rc<RefCell<Worker>>) {
-    let changed = worker.borrow().clients_changed.clone();
+    let changed = worker.borrow().clients.changed.clone();
     loop {
         changed.notified().await;
         let w = worker.borrow();

@@ -3,7 +3,6 @@
 //! recorded.
 
 use crate::worker::WorkerError;
-use std::collections::HashMap;
 
 use crate::build_id::build_id;
 use crate::clock::mono_ms;
@@ -13,7 +12,6 @@ use crate::kernel::spool::Spool;
 use crate::laws::orphan::LostExitWindow;
 use crate::paths::Paths;
 use crate::session::notices;
-use crate::session::numbers::NumberMark;
 use crate::session::store::{
     private_subdir, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
@@ -24,7 +22,7 @@ use crate::worker::checkpoint::{self};
 use crate::worker::core::{Replay, RunCore};
 use crate::worker::engine;
 
-use super::{CommitSignals, LinkOwes, Worker};
+use super::{Clients, LinkOwes, TranscriptStore, Worker};
 
 impl Worker {
     /// Open the session: transcript (cutting a torn tail), kernel (over the
@@ -42,45 +40,34 @@ impl Worker {
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
         let spool = Spool::open(&files.spool()).map_err(WorkerError::Spool)?;
-        let mut worker = Worker {
+        let output_sync = std::time::Duration::from_millis(config.output_sync_ms);
+        let store = TranscriptStore::new(
+            opened.transcript,
             spool,
+            (shadow, opened.read_from),
+            restore_notices,
+            output_sync,
+        );
+        let mut worker = Worker {
             meta,
             files,
-            transcript: opened.transcript,
+            store,
             core,
-            output_sync: std::time::Duration::from_millis(config.output_sync_ms),
-            commit_signals: CommitSignals::default(),
-            sync_pending: false,
-            spool_stored: HashMap::new(),
-            kernel: None,
-            clients: HashMap::new(),
-            last_output: None,
-            restore_notices,
-            next_client: 1,
-            evidence: Default::default(),
-            kernel_connected: Default::default(),
-            reschedule: Default::default(),
             books: Books::new(
                 mono_ms(),
                 lost_window,
                 crate::host::systemd::watchdog_ping_interval()
                     .map(|every| every.as_millis() as u64),
             ),
-            journal: HostKind::from_env()?.busy_journal(&paths.state),
-            subscribers: Vec::new(),
-            waiters: HashMap::new(),
-            supervisor: None,
-            stopping: false,
+            clients: Clients::default(),
+            kernel: None,
             link_owes: LinkOwes::default(),
-            unstored_output: 0,
-            unstored_of: Default::default(),
+            kernel_connected: Default::default(),
+            evidence: Default::default(),
+            journal: HostKind::from_env()?.busy_journal(&paths.state),
+            reschedule: Default::default(),
+            stopping: false,
             identity: own_identity(),
-            open_clients: Default::default(),
-            clients_changed: Default::default(),
-            output_line: Default::default(),
-            shadow,
-            checkpointed_at: opened.read_from,
-            numbers: NumberMark::default(),
         };
         let damaged = (opened.damaged.as_slice(), opened.numbered_until);
         worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;
