@@ -31,9 +31,8 @@ pub(super) async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             next.map(|run| w.start_run(run))
         };
         match started {
-            // Not stored (a full disk): retry once there may be room.
-            // A full disk tells nothing when it has room again: the start
-            // is tried again after the retry pause.
+            // Not stored (a full disk): a disk tells nothing when it has
+            // room again, so the start is tried again after the pause.
             Some(Err(e)) => {
                 tracing::error!("{e}");
                 tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
@@ -43,7 +42,13 @@ pub(super) async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             // the kernel link up, the gate released, or the instant a
             // quiesced gate reopens by itself.
             None => {
-                let reopens = worker.borrow().core.poll_timeout();
+                // Time first: a gate whose hold has passed is open, and
+                // needs no wake-up.
+                let reopens = {
+                    let mut w = worker.borrow_mut();
+                    w.core.tick(mono_us());
+                    w.core.poll_timeout()
+                };
                 let reopens = async {
                     match reopens {
                         Some(at_us) => tokio::time::sleep_until(mono_instant_us(at_us)).await,
