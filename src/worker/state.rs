@@ -76,7 +76,8 @@ pub struct Worker {
     pub kernel: Option<tokio::sync::mpsc::UnboundedSender<ToKernel>>,
     /// What the kernel link must still do or expect.
     pub link_owes: LinkOwes,
-    /// Wakes requests waiting for the kernel link (`notify_waiters`).
+    /// Wakes requests waiting for the kernel link (`notify_waiters`): as
+    /// it comes up, and as the worker stops.
     pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
     /// The task that records busy evidence: its wake-up, and the lock it
     /// holds while it writes.

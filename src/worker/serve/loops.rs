@@ -250,6 +250,8 @@ pub(super) async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
         systemd::notify("STOPPING=1");
         w.record_busy_now();
         w.stopping = true;
+        // Requests waiting for the kernel link wait no longer.
+        w.kernel_connected.notify_waiters();
     }
     signals.exit.notify_one();
 }
