@@ -100,6 +100,15 @@ impl OutputLine {
         self.due(now_ms)
     }
 
+    /// When the waiting line's turn comes (none: no line waits).
+    pub fn due_at(&self) -> Option<u64> {
+        self.waiting.as_ref()?;
+        Some(match self.last_sent_ms {
+            None => 0,
+            Some(sent) => sent.saturating_add(EVENT_OUTPUT_LINE_MS),
+        })
+    }
+
     /// The waiting line, if its turn has come at `now_ms`.
     pub fn due(&mut self, now_ms: u64) -> Option<String> {
         let turn = match self.last_sent_ms {

@@ -8,7 +8,7 @@
 
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
 use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::timing::TM;
+use crate::laws::timing::{BUSY_REFRESH_MS, TM, WORKER_RETRY_MS};
 use crate::laws::work::WorkSet;
 
 /// What the tick asks of its driver.
@@ -43,6 +43,11 @@ pub struct Books {
     lost_since_ms: Option<u64>,
     /// The latest busy evidence this worker wrote.
     latest_record: Option<OwnRecord>,
+    /// The tick asked for a record that is not written yet: it asks no
+    /// second time meanwhile.
+    record_asked: bool,
+    /// A record that could not be written is asked for again no earlier.
+    retry_at_ms: Option<u64>,
 }
 
 impl Books {
@@ -56,6 +61,8 @@ impl Books {
             last_ping_ms: now_ms,
             lost_since_ms: Some(now_ms),
             latest_record: None,
+            record_asked: false,
+            retry_at_ms: None,
         }
     }
 
@@ -76,6 +83,21 @@ impl Books {
             state,
             at_ms: now_ms,
         });
+        self.record_asked = false;
+        self.retry_at_ms = None;
+    }
+
+    /// Busy evidence could not be written at `now_ms`: asked for again
+    /// after the retry pause.
+    pub fn record_failed(&mut self, now_ms: u64) {
+        self.record_asked = false;
+        self.retry_at_ms = Some(now_ms.saturating_add(WORKER_RETRY_MS));
+    }
+
+    /// The evidence task found nothing to write (another record came
+    /// first): the tick may ask again.
+    pub fn record_not_needed(&mut self) {
+        self.record_asked = false;
     }
 
     /// The busy evidence due at `now_ms` for `work`, if any (on the tick,
@@ -102,8 +124,14 @@ impl Books {
                 self.last_ping_ms = now_ms;
             }
         }
-        if let Some(state) = self.evidence_due(work, now_ms) {
+        let retry_waits = self.retry_at_ms.is_some_and(|at| now_ms < at);
+        if let (Some(state), false, false) = (
+            self.evidence_due(work, now_ms),
+            self.record_asked,
+            retry_waits,
+        ) {
             actions.push(TickAction::Record(state));
+            self.record_asked = true;
         }
         let verdict = match self.lost_since_ms {
             None => OrphanVerdict::Wait,
@@ -116,12 +144,62 @@ impl Books {
         }
         actions
     }
+
+    /// The earliest instant (monotonic milliseconds) at which [`Books::tick`]
+    /// has something to do for `work`, as long as nothing else changes:
+    /// the next sign of life, watchdog ping, busy evidence due or
+    /// lost-supervisor verdict. A record asked for and not yet written
+    /// needs no time: its writing ends the wait.
+    pub fn poll_timeout(&self, work: WorkSet) -> u64 {
+        let sign_of_life = self.last_sign_of_life_ms.saturating_add(TM.sign_of_life);
+        let ping = self
+            .watchdog_every_ms
+            .map(|every| self.last_ping_ms.saturating_add(every));
+        [
+            Some(sign_of_life),
+            ping,
+            self.evidence_at(work),
+            self.lost_exit_at(work),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(sign_of_life)
+    }
+
+    /// When busy evidence for `work` is next due (the refresh law: at once
+    /// when the work's state is not on record, else a refresh after
+    /// `busy_refresh`), no earlier than a retry's pause.
+    fn evidence_at(&self, work: WorkSet) -> Option<u64> {
+        if self.record_asked {
+            return None;
+        }
+        let due = match (work.is_empty(), self.latest_record) {
+            (false, Some(record)) if record.state == BusyState::Busy => {
+                record.at_ms.saturating_add(BUSY_REFRESH_MS)
+            }
+            (false, _) => 0,
+            (true, Some(record)) if record.state == BusyState::Busy => 0,
+            (true, _) => return None,
+        };
+        Some(due.max(self.retry_at_ms.unwrap_or(0)))
+    }
+
+    /// When a lost supervisor's window ends for `work` (the orphan law:
+    /// one window without work, two with it).
+    fn lost_exit_at(&self, work: WorkSet) -> Option<u64> {
+        let (since, LostExitWindow::After(window)) = (self.lost_since_ms?, self.lost_window) else {
+            return None;
+        };
+        let windows = if work.is_empty() { 1 } else { 2 };
+        Some(since.saturating_add(window.saturating_mul(windows)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::laws::timing::{BUSY_REFRESH_MS, WORKER_TICK_MS};
+    use crate::laws::timing::WORKER_TICK_MS;
     use crate::laws::work::WorkKind;
 
     const WINDOW_MS: u64 = 300_000;
@@ -222,6 +300,91 @@ mod tests {
         assert_eq!(
             times(&seen, TickAction::WatchdogPing),
             [5_000, 10_000, 15_000, 20_000]
+        );
+    }
+
+    /// Drive `books` as the worker does now: it sleeps until the books'
+    /// own deadline, ticks there, and each record asked for is written at
+    /// once. Every action with the time it came; also every instant it
+    /// woke, so a test can see nothing came between them.
+    fn run_by_deadlines(
+        books: &mut Books,
+        from_ms: u64,
+        to_ms: u64,
+        work: WorkSet,
+    ) -> Vec<(u64, TickAction)> {
+        let mut seen = Vec::new();
+        let mut now = from_ms;
+        while now <= to_ms {
+            for action in books.tick(now, work) {
+                seen.push((now, action));
+                match action {
+                    TickAction::Record(state) => books.recorded(state, now),
+                    TickAction::ExitResumable | TickAction::CloseSession => return seen,
+                    _ => {}
+                }
+            }
+            let next = books.poll_timeout(work);
+            assert!(next > now, "the books ask for time ahead, not at {next}");
+            // A fake clock read just before the deadline: nothing is due.
+            assert_eq!(
+                books.tick(next - 1, work),
+                Vec::<TickAction>::new(),
+                "nothing happens just before the deadline {next}"
+            );
+            now = next;
+        }
+        seen
+    }
+
+    #[test]
+    fn the_busy_refresh_is_due_at_busy_refresh_and_not_before() {
+        let mut books = Books::new(0, LostExitWindow::Never, None);
+        books.supervised();
+        books.recorded(BusyState::Busy, 0);
+        assert_eq!(books.evidence_due(busy(), BUSY_REFRESH_MS - 1), None);
+        assert_eq!(
+            books.evidence_due(busy(), BUSY_REFRESH_MS),
+            Some(BusyState::Busy)
+        );
+        let seen = run_by_deadlines(&mut books, 1, 3 * BUSY_REFRESH_MS, busy());
+        assert_eq!(
+            times(&seen, TickAction::Record(BusyState::Busy)),
+            [BUSY_REFRESH_MS, 2 * BUSY_REFRESH_MS, 3 * BUSY_REFRESH_MS]
+        );
+    }
+
+    #[test]
+    fn a_lost_worker_exits_at_its_window_and_not_before() {
+        // With work: two windows; without: one.
+        for (work, windows, wanted) in [
+            (busy(), 2, TickAction::ExitResumable),
+            (WorkSet::EMPTY, 1, TickAction::CloseSession),
+        ] {
+            let mut books = Books::new(0, LostExitWindow::After(WINDOW_MS), None);
+            books.supervised();
+            let lost_at = 7_000;
+            books.supervisor_lost(lost_at);
+            let seen = run_by_deadlines(&mut books, lost_at, 10 * WINDOW_MS, work);
+            assert_eq!(times(&seen, wanted), [lost_at + windows * WINDOW_MS]);
+            assert_eq!(seen.last().map(|(_, action)| *action), Some(wanted));
+        }
+    }
+
+    #[test]
+    fn a_record_not_written_is_asked_for_once_and_again_after_a_failure() {
+        let mut books = Books::new(0, LostExitWindow::Never, None);
+        books.supervised();
+        assert_eq!(books.tick(0, busy()), [TickAction::Record(BusyState::Busy)]);
+        // Asked, not written yet: not asked again, and no time needed for it.
+        assert!(books.tick(10, busy()).is_empty());
+        assert_eq!(books.poll_timeout(busy()), TM.sign_of_life);
+        books.record_failed(20);
+        assert!(books.tick(20 + WORKER_RETRY_MS - 1, busy()).is_empty());
+        assert_eq!(books.poll_timeout(busy()), 20 + WORKER_RETRY_MS);
+        assert_eq!(
+            books.tick(20 + WORKER_RETRY_MS, busy()),
+            [TickAction::Record(BusyState::Busy)]
         );
     }
 

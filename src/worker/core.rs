@@ -19,6 +19,7 @@ use crate::laws::idle_shutdown::{
 };
 use crate::laws::idle_stop::idle_stop_answer;
 use crate::laws::runs::{may_withdraw, next_run, RunId, RunRecord, SpoolRun};
+use crate::laws::timing::QUIESCE_HOLD_MS;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{QueuedInput, Response};
@@ -258,6 +259,22 @@ impl RunCore {
         output
     }
 
+    /// The earliest instant (monotonic microseconds) this core next needs
+    /// time: a quiesced gate reopens once its hold has passed (the first
+    /// millisecond after it, as `laws::idle_shutdown::gate_at` reads it).
+    /// None: nothing here waits for time.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.gate {
+            RunGate::Quiesced { since_ms } => Some(
+                since_ms
+                    .saturating_add(QUIESCE_HOLD_MS)
+                    .saturating_add(1)
+                    .saturating_mul(1000),
+            ),
+            RunGate::Open | RunGate::Stopping => None,
+        }
+    }
+
     /// Time passes: a quiesced gate reopens by itself after its hold.
     pub fn tick(&mut self, now_us: u64) {
         self.gate = gate_at(self.gate, ms(now_us));
@@ -282,11 +299,11 @@ impl RunCore {
         if may_withdraw(&self.book, run) {
             return Ok(());
         }
-        Err(WorkerError::Refused(match self.book.get(&run) {
-            None => format!("there is no run {run}"),
-            Some(RunRecord::Withdrawn) => format!("run {run} is already withdrawn"),
-            Some(_) => format!("run {run} is not queued: it has started"),
-        }))
+        Err(match self.book.get(&run) {
+            None => WorkerError::NoRun(run),
+            Some(RunRecord::Withdrawn) => WorkerError::AlreadyWithdrawn(run),
+            Some(_) => WorkerError::RunStarted(run),
+        })
     }
 
     /// `run`'s withdrawal is stored: it never runs.
@@ -335,13 +352,11 @@ impl RunCore {
         if may_withdraw(&self.book, input) {
             return Ok(InputCancel::Withdraw);
         }
-        Err(WorkerError::Refused(
-            if input == 0 || input >= self.next_input {
-                crate::session::log_query::no_input(input)
-            } else {
-                format!("input {input} is neither running nor queued: it has ended")
-            },
-        ))
+        Err(if input == 0 || input >= self.next_input {
+            WorkerError::NoInput(input)
+        } else {
+            WorkerError::InputEnded(input)
+        })
     }
 
     /// `run`'s start is stored: hand it to the kernel.

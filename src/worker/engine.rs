@@ -13,9 +13,9 @@ pub fn check(name: &str) -> Result<(), WorkerError> {
     if ENGINES.contains(&name) {
         Ok(())
     } else {
-        Err(WorkerError::Refused(format!(
-            "no engine {name:?} in this build (engines: {})",
-            ENGINES.join(", ")
-        )))
+        Err(WorkerError::NoEngine {
+            name: name.to_string(),
+            known: ENGINES.join(", "),
+        })
     }
 }

@@ -97,6 +97,15 @@ impl KernelWatch {
         *self = KernelWatch::default();
     }
 
+    /// When the silence is next to be told (none: nothing waits, or it
+    /// was told).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match (&self.waiting, self.told) {
+            (Some((_, since)), false) => Some(since.saturating_add(KERNEL_ANSWER_MS)),
+            _ => None,
+        }
+    }
+
     /// At `now_ms`: the silence to tell, once.
     pub fn tick(&mut self, now_ms: u64) -> Option<KernelSilence> {
         let (job, since) = self.waiting.as_ref()?;
@@ -130,7 +139,10 @@ mod tests {
         let mut watch = KernelWatch::default();
         watch.asked("b2", 0);
         watch.asked("r3", 100);
+        assert_eq!(watch.poll_timeout(), Some(KERNEL_ANSWER_MS));
+        assert_eq!(watch.tick(KERNEL_ANSWER_MS - 1), None, "not before");
         let silent = watch.tick(KERNEL_ANSWER_MS).expect("told at the deadline");
+        assert_eq!(watch.poll_timeout(), None, "told: no time needed");
         assert_eq!(
             silent,
             KernelSilence::Silent {

@@ -126,6 +126,8 @@ async fn connect(
                 );
                 said_waiting = true;
             }
+            // A kernel of another protocol tells this worker nothing it
+            // can read: its runs' ends are asked about again after a pause.
             tokio::time::sleep(Duration::from_millis(KERNEL_RUNS_POLL_MS)).await;
             continue;
         }
@@ -189,9 +191,9 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
         log_revival(&w.meta.id, &jobs, w.core.queue().count());
     }
     if let Some(text) = restored {
-        let held = w.restore_ids();
+        let held = w.store.restore_ids();
         if let Some(MessageKind::RestoreNotice { restore }) =
-            offered_restore_notice(restore_id, &held, w.restores())
+            offered_restore_notice(restore_id, &held, w.store.restores())
         {
             w.append(EntryBody::Notice {
                 text: format!("kernel restored from its snapshot (restore {restore}): {text}"),
@@ -254,11 +256,11 @@ async fn read_spooled(
     mut from: u64,
     end: u64,
 ) -> Result<(), WorkerError> {
-    let spool = worker.borrow().spool.clone();
+    let spool = worker.borrow().store.spool.clone();
     while from < end {
         let chunk = spool
             .read(job, from, end, SPOOL_READ_BYTES)
-            .map_err(|e| WorkerError::Other(e.into()))?;
+            .map_err(WorkerError::Spool)?;
         if chunk.records.is_empty() {
             // The file is shorter than the kernel said: it is gone (the
             // job was forgotten) or was cut; nothing more to read.
@@ -267,7 +269,7 @@ async fn read_spooled(
         {
             let mut w = worker.borrow_mut();
             let stored = w.core.follows(job);
-            let unstored = w.unstored_output;
+            let unstored = w.store.unstored_output;
             for (stream, bytes, record_end) in chunk.records {
                 let actions = w.core.output(job, stream, record_end, bytes);
                 w.apply(actions);
@@ -279,12 +281,12 @@ async fn read_spooled(
             // (advice only: the bytes stay, and the transcript's stored
             // records point to them). The next group commit, which syncs
             // them, releases the rest.
-            if stored && w.core.follows(job) && w.unstored_output == unstored {
+            if stored && w.core.follows(job) && w.store.unstored_output == unstored {
                 let step = |at: u64| at / page_cache::RECYCLE_BYTES;
                 if step(chunk.next) > step(from) {
                     spool.release(job, chunk.next);
                 }
-                w.spool_stored.insert(job.to_string(), chunk.next);
+                w.store.spool_stored.insert(job.to_string(), chunk.next);
             }
         }
         from = chunk.next;

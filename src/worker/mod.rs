@@ -27,7 +27,7 @@ pub(crate) use state::Worker;
 
 /// Run the worker of `session` until it stops.
 pub fn main(session: &str) -> Result<(), WorkerError> {
-    let paths = Paths::from_env().map_err(|e| WorkerError::Other(e.into()))?;
+    let paths = Paths::from_env().map_err(WorkerError::Paths)?;
     let log = crate::session::store::SessionFiles::new(paths.session_dir(session)).log();
     crate::host::log::init(
         crate::host::HostKind::from_env()?,
@@ -35,10 +35,8 @@ pub fn main(session: &str) -> Result<(), WorkerError> {
         Some(session),
         Some(log),
     );
-    // The runtime speaks in lines; what fails inside is typed until here.
     crate::runtime::block_on_local("worker", async move {
         let worker = Rc::new(RefCell::new(Worker::open(&paths, session)?));
-        Ok(serve::run(worker, &paths).await?)
+        serve::run(worker, &paths).await
     })
-    .map_err(WorkerError::Other)
 }

@@ -30,8 +30,8 @@ impl Worker {
         });
         let opened = numbers::Opened {
             next_input: self.core.next_input(),
-            transcript_len: self.transcript.end_offset(),
-            transcript_marker: self.transcript.marker(),
+            transcript_len: self.store.transcript.end_offset(),
+            transcript_marker: self.store.transcript.marker(),
             damaged: damaged.iter().map(|(offset, _)| *offset).collect(),
             numbered_until,
             torn,
@@ -40,10 +40,10 @@ impl Worker {
         self.core.number_inputs_from(settled.next_input);
         if mark.as_ref() != Some(&settled.mark) {
             // What the mark records must be on disk before it is recorded.
-            self.transcript.sync_written()?;
+            self.store.transcript.sync_written()?;
             write_json(&path, &settled.mark)?;
         }
-        self.numbers = settled.mark;
+        self.store.numbers = settled.mark;
         if let Some(lost) = settled.lost {
             tracing::warn!("{lost}");
             self.append(notices::history_lost(&lost, settled.next_input))?;
@@ -54,13 +54,16 @@ impl Worker {
     /// Before input number `number` is given: renew the mark, durably,
     /// when the number is past it (one input in `numbers::RESERVED`).
     pub fn reserve_input(&mut self, number: u64) -> Result<(), WorkerError> {
-        let Some(mark) = numbers::reserve(&self.numbers, number, self.transcript.end_offset())
-        else {
+        let Some(mark) = numbers::reserve(
+            &self.store.numbers,
+            number,
+            self.store.transcript.end_offset(),
+        ) else {
             return Ok(());
         };
-        self.transcript.sync_written()?;
+        self.store.transcript.sync_written()?;
         write_json(&self.files.numbers(), &mark)?;
-        self.numbers = mark;
+        self.store.numbers = mark;
         Ok(())
     }
 }

@@ -89,7 +89,7 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Worke
                     refuse(stream, "eukhe: connection refused: another user's process").await;
                     continue;
                 }
-                let counted = ClientConnection::open(&worker.borrow());
+                let counted = ClientConnection::open(&worker.borrow().clients);
                 tokio::task::spawn_local(connection(worker.clone(), stream, signals.clone(), counted));
             }
             _ = signals.exit.notified() => break,
@@ -255,7 +255,7 @@ async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<()
                 ],
                 pid: Some(std::process::id()),
             }));
-            Some(check_protocol(hello.protocol).map_err(|e| WorkerError::Refused(e.to_string())))
+            Some(check_protocol(hello.protocol).map_err(WorkerError::Protocol))
         }
         Ok(_) => {
             let _ = tx.send(Response::Error {

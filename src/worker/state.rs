@@ -1,21 +1,21 @@
-//! The worker's state: the run core (`core`, sans-IO) and the I/O it is
-//! driven with (transcript, clients, the kernel link, busy evidence). Every
-//! decision is a call into `core` or `laws`; this file carries them out.
+//! The worker's state, by job: the transcript store (`transcript_store`:
+//! the transcript, its group commit, the spool behind it), the clients
+//! (`clients`: who hears what), the books (the run core, sans-IO, and the
+//! tick's `Books`), the kernel link and busy evidence. Every decision is a
+//! call into `core`, `books` or `laws`; this file carries them out.
 //! Opening a worker (`open`) and storing entries (`store`) live beside it.
 
 use super::WorkerError;
-use std::collections::HashMap;
 
 use super::books::Books;
-use super::core::{Action, ClientId, JobKind, Replay, RunCore};
+use super::core::{Action, ClientId, JobKind, RunCore};
 use super::kernel_watch::{KernelSilence, KernelWatch};
-use super::outbox::{Outbox, Stored};
+use super::outbox::Outbox;
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, mono_us, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::host::HostError;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::events::OutputLine;
 use crate::laws::idle_shutdown::{GateEvent, GateOutput, QuiesceAnswer};
 use crate::laws::revival::BusyState;
 use crate::laws::runs::RunId;
@@ -23,23 +23,16 @@ use crate::laws::work::WorkSet;
 use crate::protocol::event::{entry_event, latest_line, Event, EventKind};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, WorkerInfo};
-use crate::session::numbers::NumberMark;
-use crate::session::spool::Spool;
 use crate::session::store::{read_json, SessionFiles, SessionMeta};
-use crate::session::transcript::{Entry, EntryBody, Transcript};
+use crate::session::transcript::{Entry, EntryBody};
 
+mod clients;
 mod open;
 mod store;
+mod transcript_store;
 
-/// What wakes the task that group-commits output (`output_sync_loop`).
-#[derive(Clone, Default)]
-pub struct CommitSignals {
-    /// Output was written: commit within `output_sync_ms`.
-    pub due: std::rc::Rc<tokio::sync::Notify>,
-    /// Commit now: a flood of output (`page_cache::COMMIT_EARLY_BYTES`)
-    /// waits for it.
-    pub now: std::rc::Rc<tokio::sync::Notify>,
-}
+pub use clients::{ClientConnection, Clients};
+pub use transcript_store::TranscriptStore;
 
 /// Busy evidence is written off the worker's thread (on the process
 /// backend each record waits for the disk), one record at a time.
@@ -70,115 +63,34 @@ pub struct LinkOwes {
 pub struct Worker {
     pub meta: SessionMeta,
     pub files: SessionFiles,
-    /// The kernel's spool: the worker reads output records from it.
-    pub spool: Spool,
-    pub(super) transcript: Transcript,
+    /// The transcript, its group commit and the spool behind it.
+    pub store: TranscriptStore,
     /// The run lifecycle's books and decisions.
     pub core: RunCore,
-    /// The link to the session's kernel, once connected.
-    pub kernel: Option<tokio::sync::mpsc::UnboundedSender<ToKernel>>,
-    /// Clients waiting for user bash, by the core's numbers.
-    clients: HashMap<ClientId, (Outbox, u64)>,
-    /// Where the latest output entry was stored (none: it could not be).
-    last_output: Option<Stored>,
-    /// Every restore notice stored: an attach shows them all (the notice
-    /// law) even when it replays only the transcript's last entries.
-    pub restore_notices: Vec<Entry>,
-    next_client: ClientId,
-    /// The task that records busy evidence: its wake-up, and the lock it
-    /// holds while it writes.
-    pub evidence: std::rc::Rc<Evidence>,
-    /// Wakes requests waiting for the kernel link (`notify_waiters`).
-    pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
     /// The tick's books: signs of life, watchdog pings, busy evidence
     /// and the lost-supervisor clock.
     pub books: Books,
-    journal: BusyJournal,
-    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<Response>>,
-    waiters: HashMap<u64, Vec<Outbox>>,
-    supervisor: Option<Outbox>,
-    pub stopping: bool,
+    /// Who hears what: bash clients, waiters, subscribers, the supervisor.
+    pub clients: Clients,
+    /// The link to the session's kernel, once connected.
+    pub kernel: Option<tokio::sync::mpsc::UnboundedSender<ToKernel>>,
     /// What the kernel link must still do or expect.
     pub link_owes: LinkOwes,
-    /// Output bytes shown but not stored (the disk was full).
-    pub unstored_output: u64,
-    /// What wrote them ("run 3", "bash 2").
-    unstored_of: std::collections::BTreeSet<String>,
-    /// How long output may wait for its fsync (`output_sync_ms`).
-    pub output_sync: std::time::Duration,
-    /// Wakes the task that group-commits output.
-    pub commit_signals: CommitSignals,
-    /// Output was written and its fsync is scheduled.
-    pub sync_pending: bool,
-    /// How far each job's spool is in the transcript since the last group
-    /// commit, which releases what the steps of `link::read_spooled` left
-    /// (`Spool::release`).
-    pub spool_stored: HashMap<String, u64>,
+    /// Wakes requests waiting for the kernel link (`notify_waiters`): as
+    /// it comes up, and as the worker stops.
+    pub kernel_connected: std::rc::Rc<tokio::sync::Notify>,
+    /// The task that records busy evidence: its wake-up, and the lock it
+    /// holds while it writes.
+    pub evidence: std::rc::Rc<Evidence>,
+    journal: BusyJournal,
+    /// Wakes the tick: a deadline may have come nearer.
+    pub reschedule: std::rc::Rc<tokio::sync::Notify>,
+    pub stopping: bool,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
-    /// Client connections open now (`ClientConnection`): an idle stop
-    /// waits for them.
-    pub open_clients: std::rc::Rc<std::cell::Cell<u32>>,
-    /// Wakes the task that tells the supervisor the client count changed.
-    pub clients_changed: std::rc::Rc<tokio::sync::Notify>,
-    /// The latest output line, reported at a bounded rate.
-    output_line: OutputLine,
-    /// The books as the stored transcript leaves them, kept up entry by
-    /// entry for the replay checkpoint.
-    shadow: Replay,
-    /// The transcript's offset the last checkpoint covers (or where this
-    /// worker began reading).
-    checkpointed_at: u64,
-    /// How far input numbering may have gone (`session::numbers`).
-    pub(super) numbers: NumberMark,
-}
-
-/// One client connection, counted while it is open (`Worker::open_clients`).
-/// A connection counts from the moment it is accepted, before its first
-/// request is read, so a client the supervisor has handed over is counted
-/// before any later quiesce is answered; the supervisor's own connections
-/// stop counting once they say what they are.
-pub struct ClientConnection {
-    clients: std::rc::Rc<std::cell::Cell<u32>>,
-    changed: std::rc::Rc<tokio::sync::Notify>,
-}
-
-impl ClientConnection {
-    /// Count a connection just accepted.
-    pub fn open(worker: &Worker) -> ClientConnection {
-        worker.open_clients.set(worker.open_clients.get() + 1);
-        worker.clients_changed.notify_one();
-        ClientConnection {
-            clients: worker.open_clients.clone(),
-            changed: worker.clients_changed.clone(),
-        }
-    }
-}
-
-impl Drop for ClientConnection {
-    fn drop(&mut self) {
-        self.clients.set(self.clients.get().saturating_sub(1));
-        self.changed.notify_one();
-    }
 }
 
 impl Worker {
-    /// How many restore notices the transcript holds.
-    pub fn restores(&self) -> u32 {
-        self.restore_notices.len() as u32
-    }
-
-    /// The ids of the restores whose notices the transcript holds.
-    pub fn restore_ids(&self) -> Vec<u64> {
-        self.restore_notices
-            .iter()
-            .filter_map(|entry| match entry.body {
-                EntryBody::Notice { restore_id, .. } => restore_id,
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Carry out the core's actions. When an end that must be stored
     /// cannot be yet (a full disk), it and every action after it are
     /// returned, not carried out: nobody hears of an end before it is on
@@ -209,6 +121,7 @@ impl Worker {
                 Action::Kernel(message) => {
                     if let ToKernel::Start { job, .. } = &message {
                         self.link_owes.watch.asked(job, mono_ms());
+                        self.reschedule.notify_one();
                     }
                     self.send_kernel(message)
                 }
@@ -216,13 +129,13 @@ impl Worker {
                 Action::EndWaiters(run, exit) => self.last_to_waiters(run, exit),
                 Action::Client(client, response) => {
                     let last = matches!(response, Response::Exit { .. });
-                    if let Some((tx, number)) = self.clients.get(&client) {
+                    if let Some((tx, number)) = self.clients.bash_client(client) {
                         match response {
                             Response::Output { .. } => tx.send_output(
                                 response,
                                 *number,
-                                self.last_output,
-                                self.transcript.path(),
+                                self.store.last_output,
+                                self.store.transcript.path(),
                             ),
                             other => {
                                 let _ = tx.send_after_output(other);
@@ -230,7 +143,7 @@ impl Worker {
                         }
                     }
                     if last {
-                        self.clients.remove(&client);
+                        self.clients.forget_bash(client);
                     }
                 }
             }
@@ -240,10 +153,7 @@ impl Worker {
 
     /// Number a client that waits for user bash `number`.
     pub fn add_client(&mut self, tx: Outbox, number: u64) -> ClientId {
-        let id = self.next_client;
-        self.next_client += 1;
-        self.clients.insert(id, (tx, number));
-        id
+        self.clients.add_bash(tx, number)
     }
 
     /// `eukhe new` claimed this spare session: its metadata is the
@@ -314,10 +224,8 @@ impl Worker {
     pub fn work_changed(&mut self) {
         self.tell_kernel_queued();
         self.evidence.due.notify_one();
-        let info = self.info();
-        if let Some(supervisor) = &self.supervisor {
-            let _ = supervisor.send(Response::Worker(info));
-        }
+        self.reschedule.notify_one();
+        self.clients.to_supervisor(Response::Worker(self.info()));
     }
 
     /// Tell the kernel how many inputs wait, when that changed since it
@@ -338,9 +246,12 @@ impl Worker {
     /// line to write (off this thread: on the process backend the write
     /// waits for the disk), with the state and the time to enter in the
     /// books once it is written (`evidence_written`).
-    pub fn evidence_to_write(&self) -> Option<(BusyJournal, JournalLine, BusyState, u64)> {
+    pub fn evidence_to_write(&mut self) -> Option<(BusyJournal, JournalLine, BusyState, u64)> {
         let now = mono_ms();
-        let state = self.books.evidence_due(self.work(), now)?;
+        let Some(state) = self.books.evidence_due(self.work(), now) else {
+            self.books.record_not_needed();
+            return None;
+        };
         let (journal, line) = self.evidence_line(state);
         Some((journal, line, state, now))
     }
@@ -354,8 +265,27 @@ impl Worker {
     ) {
         match written {
             Ok(()) => self.books.recorded(state, now_ms),
-            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
+            Err(e) => {
+                tracing::error!("cannot record busy evidence: {e}");
+                self.books.record_failed(mono_ms());
+                self.reschedule.notify_one();
+            }
         }
+    }
+
+    /// The earliest instant (monotonic milliseconds) the tick has
+    /// something to do: the books', the run gate's, the kernel watch's
+    /// and the output line's deadlines, whichever comes first.
+    pub fn next_tick_ms(&self) -> u64 {
+        let gate = self.core.poll_timeout().map(|us| us.div_ceil(1000));
+        [
+            gate,
+            self.link_owes.watch.poll_timeout(),
+            self.clients.output_line.due_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(self.books.poll_timeout(self.work()), u64::min)
     }
 
     fn evidence_line(&self, state: BusyState) -> (BusyJournal, JournalLine) {
@@ -395,29 +325,32 @@ impl Worker {
             work: self.work(),
             background: self.core.background(),
             kernel_pid: self.core.kernel_pid(),
-            clients: self.open_clients.get(),
+            clients: self.clients.open_count(),
             bash: self.core.bash_list().iter().map(|q| q.run).collect(),
         }
     }
 
     pub fn gate_event(&mut self, event: GateEvent) -> GateOutput {
+        self.reschedule.notify_one();
         self.core.gate_event(event, mono_us())
     }
 
     pub fn quiesce(&mut self) -> QuiesceAnswer {
+        self.reschedule.notify_one();
         self.core.quiesce(mono_us())
     }
 
     /// Quiesce for an idle stop: busy with work or with a client connected.
     pub fn quiesce_for_idle_stop(&mut self) -> QuiesceAnswer {
+        self.reschedule.notify_one();
         self.core
-            .quiesce_for_idle_stop(self.open_clients.get(), mono_us())
+            .quiesce_for_idle_stop(self.clients.open_count(), mono_us())
     }
 
     /// Tell the supervisor this worker lives (its watchdog's ping).
     pub fn sign_of_life(&self) {
-        if let Some(supervisor) = &self.supervisor {
-            let _ = supervisor.send(Response::Worker(self.info()));
+        if self.clients.supervised() {
+            self.clients.to_supervisor(Response::Worker(self.info()));
         }
     }
 
@@ -426,10 +359,19 @@ impl Worker {
     fn report(&mut self, entry: &Entry) {
         let kind = match &entry.body {
             EntryBody::Output { data, .. } => match latest_line(data) {
-                Some(line) => match self.output_line.seen(line, mono_ms()) {
-                    Some(line) => EventKind::Output { line },
-                    None => return,
-                },
+                Some(line) => {
+                    let waited = self.clients.output_line.due_at().is_some();
+                    match self.clients.output_line.seen(line, mono_ms()) {
+                        Some(line) => EventKind::Output { line },
+                        // Its turn comes at the tick (told once it waits).
+                        None => {
+                            if !waited {
+                                self.reschedule.notify_one();
+                            }
+                            return;
+                        }
+                    }
+                }
                 None => return,
             },
             _ => match entry_event(entry) {
@@ -442,7 +384,7 @@ impl Worker {
 
     /// The latest output line, once its turn has come (from the tick).
     pub fn report_output_line(&mut self) {
-        if let Some(line) = self.output_line.due(mono_ms()) {
+        if let Some(line) = self.clients.output_line.due(mono_ms()) {
             self.tell_event(wall_ms(), EventKind::Output { line });
         }
     }
@@ -450,28 +392,29 @@ impl Worker {
     /// Send an event of this session to the supervisor (which stamps it
     /// with the session's current name), if one supervises.
     pub fn tell_event(&self, at_ms: u64, kind: EventKind) {
-        if let Some(supervisor) = &self.supervisor {
+        if self.clients.supervised() {
             let event = Event::session(at_ms, &self.meta.id, &self.meta.name, kind);
-            let _ = supervisor.send(Response::Event(event));
+            self.clients.to_supervisor(Response::Event(event));
         }
     }
 
     pub fn supervised_by(&mut self, tx: Outbox) {
-        self.supervisor = Some(tx);
+        self.clients.supervised_by(tx);
         self.books.supervised();
     }
 
     pub fn supervisor_lost(&mut self) {
-        self.supervisor = None;
+        self.clients.supervisor_lost();
         self.books.supervisor_lost(mono_ms());
+        self.reschedule.notify_one();
     }
 
     pub fn subscribe(&mut self, tx: tokio::sync::mpsc::UnboundedSender<Response>) {
-        self.subscribers.push(tx);
+        self.clients.subscribe(tx);
     }
 
     pub fn wait_for(&mut self, input: u64, tx: Outbox) {
-        self.waiters.entry(input).or_default().push(tx);
+        self.clients.wait_for(input, tx);
     }
 
     /// The clients that follow `job`'s output live.
@@ -482,39 +425,25 @@ impl Worker {
                 ..
             }) => self
                 .clients
-                .get(&client)
+                .bash_client(client)
                 .map(|(tx, _)| tx.clone())
                 .into_iter()
                 .collect(),
-            Some(JobKind::Run { input, .. }) => {
-                self.waiters.get(&input).cloned().unwrap_or_default()
-            }
+            Some(JobKind::Run { input, .. }) => self.clients.waiters_of(input),
             Some(JobKind::Bash { client: None, .. }) | None => Vec::new(),
         }
     }
 
     pub fn tell_waiters(&mut self, input: u64, response: Response) {
-        if let Some(waiters) = self.waiters.get_mut(&input) {
-            waiters.retain(|w| !w.is_closed());
-            for w in waiters.iter() {
-                w.send_output(
-                    response.clone(),
-                    input,
-                    self.last_output,
-                    self.transcript.path(),
-                );
-            }
-        }
+        let (last_output, transcript) = (self.store.last_output, self.store.transcript.path());
+        self.clients
+            .tell_waiters(input, response, last_output, transcript);
     }
 
     /// Send the clients waiting for `input` their last answer, after the
     /// output queued for them, and forget them.
     fn last_to_waiters(&mut self, input: u64, last: Response) {
-        if let Some(waiters) = self.waiters.remove(&input) {
-            for w in waiters {
-                let _ = w.send_after_output(last.clone());
-            }
-        }
+        self.clients.last_to_waiters(input, last);
     }
 }
 

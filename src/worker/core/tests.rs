@@ -205,6 +205,29 @@ fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
     assert_eq!(core.next_start(t0 + hold_us + 1_000), Some(1));
 }
 
+/// The core says when it next needs time: an open gate needs none, a
+/// quiesced one the instant it reopens, and the run waits until then.
+#[test]
+fn a_quiesced_core_asks_for_time_exactly_when_its_gate_reopens() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    assert_eq!(core.poll_timeout(), None, "an open gate waits for nothing");
+    let t0 = 1_000_000_000u64;
+    assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
+    core.queued(1, "echo late".into(), 0);
+    let reopens = core.poll_timeout().expect("a quiesced gate needs time");
+    assert_eq!(reopens, t0 + (TM.quiesce_hold + 1) * 1000);
+    // Nothing happens before that instant, however the clock is read.
+    for before in [t0, t0 + 1_000, reopens - 1_000, reopens - 1] {
+        core.tick(before);
+        assert_eq!(core.next_start(before), None, "still held at {before}");
+        assert_eq!(core.poll_timeout(), Some(reopens));
+    }
+    core.tick(reopens);
+    assert_eq!(core.next_start(reopens), Some(1), "open at its deadline");
+    assert_eq!(core.poll_timeout(), None);
+}
+
 #[test]
 fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
     let mut core = RunCore::from_transcript(&[], 7);

@@ -12,7 +12,7 @@ use crate::clock::{mono_ms, mono_us};
 use crate::host::process::is_alive;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
-use crate::laws::timing::{duration_in_words, POLL_MS, TM, WORKER_RETRY_MS, WORKER_TICK_MS};
+use crate::laws::timing::{duration_in_words, POLL_MS, TM, WORKER_RETRY_MS};
 use crate::protocol::kernel::ToKernel;
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
@@ -31,16 +31,33 @@ pub(super) async fn run_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
             next.map(|run| w.start_run(run))
         };
         match started {
-            // Not stored (a full disk): retry once there may be room.
+            // Not stored (a full disk): a disk tells nothing when it has
+            // room again, so the start is tried again after the pause.
             Some(Err(e)) => {
                 tracing::error!("{e}");
                 tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)).await;
             }
             Some(Ok(())) => {}
+            // Until something may start a run: input queued, a run ended,
+            // the kernel link up, the gate released, or the instant a
+            // quiesced gate reopens by itself.
             None => {
+                // Time first: a gate whose hold has passed is open, and
+                // needs no wake-up.
+                let reopens = {
+                    let mut w = worker.borrow_mut();
+                    w.core.tick(mono_us());
+                    w.core.poll_timeout()
+                };
+                let reopens = async {
+                    match reopens {
+                        Some(at_us) => tokio::time::sleep_until(mono_instant_us(at_us)).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = signals.run.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
+                    _ = reopens => {}
                 }
             }
         }
@@ -95,7 +112,7 @@ pub(super) async fn record_evidence(worker: Rc<RefCell<Worker>>) {
         if worker.borrow().stopping {
             return;
         }
-        let Some((journal, line, state, now)) = worker.borrow().evidence_to_write() else {
+        let Some((journal, line, state, now)) = worker.borrow_mut().evidence_to_write() else {
             continue;
         };
         let written = tokio::task::spawn_blocking(move || journal.record(&line))
@@ -111,7 +128,7 @@ pub(super) async fn record_evidence(worker: Rc<RefCell<Worker>>) {
 pub(super) async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
     let (signals, wait) = {
         let w = worker.borrow();
-        (w.commit_signals.clone(), w.output_sync)
+        (w.store.commit_signals.clone(), w.store.output_sync)
     };
     loop {
         signals.due.notified().await;
@@ -128,9 +145,22 @@ pub(super) async fn output_sync_loop(worker: Rc<RefCell<Worker>>) {
     }
 }
 
+/// The tokio instant at monotonic microsecond `at_us` (now, if it has passed).
+fn mono_instant_us(at_us: u64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_micros(at_us.saturating_sub(mono_us()))
+}
+
+/// The worker's clock-driven work: it sleeps until the earliest deadline
+/// its books and run core name (`Worker::next_tick_ms`), or until one of
+/// them may have come nearer, and does what is due then.
 pub(super) async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
+    let reschedule = worker.borrow().reschedule.clone();
     loop {
-        tokio::time::sleep(Duration::from_millis(WORKER_TICK_MS)).await;
+        let due_ms = worker.borrow().next_tick_ms();
+        tokio::select! {
+            _ = tokio::time::sleep_until(mono_instant_us(due_ms.saturating_mul(1000))) => {}
+            _ = reschedule.notified() => continue,
+        }
         let actions = {
             let mut w = worker.borrow_mut();
             if w.stopping {
@@ -179,7 +209,7 @@ pub(super) async fn tick_loop(worker: Rc<RefCell<Worker>>, signals: Signals) {
 /// Tell the supervisor whenever the number of client connections changes,
 /// so it knows when the last client left (the idle-stop clock starts).
 pub(super) async fn tell_client_changes(worker: Rc<RefCell<Worker>>) {
-    let changed = worker.borrow().clients_changed.clone();
+    let changed = worker.borrow().clients.changed.clone();
     loop {
         changed.notified().await;
         let w = worker.borrow();
@@ -220,6 +250,8 @@ pub(super) async fn stop(worker: &Rc<RefCell<Worker>>, signals: &Signals) {
         systemd::notify("STOPPING=1");
         w.record_busy_now();
         w.stopping = true;
+        // Requests waiting for the kernel link wait no longer.
+        w.kernel_connected.notify_waiters();
     }
     signals.exit.notify_one();
 }
@@ -257,6 +289,8 @@ pub(super) async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Sig
     };
     // Until the kernel process is gone, so nobody finds it alive after:
     // its teardown, once, inside the stop grace with the transcript's close.
+    // The kernel is no child of this worker: its end has no event to wait
+    // on, so it is looked at until the deadline.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown);
     while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;

@@ -34,7 +34,7 @@ pub(super) fn send_log(worker: &Rc<RefCell<Worker>>, query: LogQuery, follow: bo
     }
     let (path, notices) = {
         let w = worker.borrow();
-        (w.files.transcript(), w.restore_notices.clone())
+        (w.files.transcript(), w.store.restore_notices.clone())
     };
     tokio::task::spawn_local(replay(path, query, notices, tx.clone()));
 }
@@ -54,7 +54,7 @@ pub(super) fn follow_entries(
     let (path, notices) = {
         let mut w = worker.borrow_mut();
         w.subscribe(live_tx);
-        (w.files.transcript(), w.restore_notices.clone())
+        (w.files.transcript(), w.store.restore_notices.clone())
     };
     let notices = match (&start, only) {
         (ReplayStart::Tail(_), None) => notices,

@@ -4,7 +4,6 @@
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::rc::Rc;
-use std::time::Duration;
 
 use tokio::net::unix::OwnedReadHalf;
 
@@ -15,7 +14,6 @@ use crate::clock::{mono_us, wall_ms};
 use crate::host::handoff;
 use crate::host::socket::from_own_user;
 use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
-use crate::laws::timing::WORKER_RETRY_MS;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::log_query::LogQuery;
 use crate::session::transcript::EntryBody;
@@ -239,14 +237,12 @@ async fn bash_request(
     // User bash work from the moment it is taken: a quiesce (idle
     // shutdown, rm) meanwhile answers busy.
     worker.borrow_mut().core.bash_requested();
-    // A worker just started connects to its kernel first. (One
-    // thread: nothing can connect between the check and the wait.)
+    // A worker just started connects to its kernel first; the link
+    // coming up, or the worker stopping, wakes the wait. (One thread:
+    // nothing can connect between the check and the wait.)
     let connected = worker.borrow().kernel_connected.clone();
     while !worker.borrow().core.connected() && !worker.borrow().stopping {
-        tokio::select! {
-            _ = connected.notified() => {}
-            _ = tokio::time::sleep(Duration::from_millis(WORKER_RETRY_MS)) => {}
-        }
+        connected.notified().await;
     }
     worker.borrow_mut().core.bash_request_taken_up();
     user_bash(worker, command, stdin, tx)

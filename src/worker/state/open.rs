@@ -3,7 +3,6 @@
 //! recorded.
 
 use crate::worker::WorkerError;
-use std::collections::HashMap;
 
 use crate::build_id::build_id;
 use crate::clock::mono_ms;
@@ -12,7 +11,6 @@ use crate::host::HostKind;
 use crate::laws::orphan::LostExitWindow;
 use crate::paths::Paths;
 use crate::session::notices;
-use crate::session::numbers::NumberMark;
 use crate::session::spool::Spool;
 use crate::session::store::{
     private_subdir, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
@@ -24,7 +22,7 @@ use crate::worker::checkpoint::{self};
 use crate::worker::core::{Replay, RunCore};
 use crate::worker::engine;
 
-use super::{CommitSignals, LinkOwes, Worker};
+use super::{Clients, LinkOwes, TranscriptStore, Worker};
 
 impl Worker {
     /// Open the session: transcript (cutting a torn tail), kernel (over the
@@ -38,49 +36,38 @@ impl Worker {
         let (opened, replay, restore_notices) = replay_transcript(&files)?;
         let shadow = Replay::resume(replay.books().clone(), std::process::id());
         let core = replay.finish();
-        let config =
-            crate::config::Config::load(&paths.config).map_err(|e| WorkerError::Other(e.into()))?;
+        let config = crate::config::Config::load(&paths.config).map_err(WorkerError::Config)?;
         let lost_window = lost_exit_window(&config)?;
         engine::check(&meta.engine)?;
-        let spool = Spool::open(&files.spool()).map_err(|e| WorkerError::Other(e.into()))?;
-        let mut worker = Worker {
+        let spool = Spool::open(&files.spool()).map_err(WorkerError::Spool)?;
+        let output_sync = std::time::Duration::from_millis(config.output_sync_ms);
+        let store = TranscriptStore::new(
+            opened.transcript,
             spool,
+            (shadow, opened.read_from),
+            restore_notices,
+            output_sync,
+        );
+        let mut worker = Worker {
             meta,
             files,
-            transcript: opened.transcript,
+            store,
             core,
-            output_sync: std::time::Duration::from_millis(config.output_sync_ms),
-            commit_signals: CommitSignals::default(),
-            sync_pending: false,
-            spool_stored: HashMap::new(),
-            kernel: None,
-            clients: HashMap::new(),
-            last_output: None,
-            restore_notices,
-            next_client: 1,
-            evidence: Default::default(),
-            kernel_connected: Default::default(),
             books: Books::new(
                 mono_ms(),
                 lost_window,
                 crate::host::systemd::watchdog_ping_interval()
                     .map(|every| every.as_millis() as u64),
             ),
-            journal: HostKind::from_env()?.busy_journal(&paths.state),
-            subscribers: Vec::new(),
-            waiters: HashMap::new(),
-            supervisor: None,
-            stopping: false,
+            clients: Clients::default(),
+            kernel: None,
             link_owes: LinkOwes::default(),
-            unstored_output: 0,
-            unstored_of: Default::default(),
+            kernel_connected: Default::default(),
+            evidence: Default::default(),
+            journal: HostKind::from_env()?.busy_journal(&paths.state),
+            reschedule: Default::default(),
+            stopping: false,
             identity: own_identity(),
-            open_clients: Default::default(),
-            clients_changed: Default::default(),
-            output_line: Default::default(),
-            shadow,
-            checkpointed_at: opened.read_from,
-            numbers: NumberMark::default(),
         };
         let damaged = (opened.damaged.as_slice(), opened.numbered_until);
         worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;
@@ -169,8 +156,12 @@ fn lost_exit_window(config: &crate::config::Config) -> Result<LostExitWindow, Wo
     // The supervisor passes its setting on the process backend; a unit
     // started by systemd reads the configuration itself.
     match std::env::var("EUKHE_WORKER_LOST_EXIT_MS") {
-        Ok(text) => crate::config::parse_window(&text)
-            .map_err(|e| WorkerError::Other(format!("EUKHE_WORKER_LOST_EXIT_MS: {e}"))),
+        Ok(text) => crate::config::parse_window(&text).map_err(|source| {
+            WorkerError::Config(crate::config::ConfigError::EnvironmentLaw {
+                variable: "EUKHE_WORKER_LOST_EXIT_MS",
+                source,
+            })
+        }),
         Err(_) => Ok(config.worker_lost_exit_ms),
     }
 }
