@@ -4,22 +4,14 @@
 
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
-#[path = "daemon/env.rs"]
-mod env;
-#[path = "support/skip.rs"]
-mod skip;
-#[path = "support/small_disk.rs"]
-mod small_disk;
-#[path = "support/wire.rs"]
-mod wire;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::support::process::Signal;
+use crate::support::small_disk::{self, fill, SmallDisk};
+use crate::support::wire::frame;
+use crate::support::{kill9, signal, wait_until, Env};
 use base64::Engine;
-use env::Env;
-use small_disk::{fill, SmallDisk};
-use wire::frame;
 
 /// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
 fn random_bytes(len: usize) -> Vec<u8> {
@@ -392,13 +384,12 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
         .spawn()
         .unwrap();
     // Stopped once its command has started (so its request is out).
-    env::wait_until(
+    wait_until(
         std::time::Duration::from_secs(10),
         "the command starts",
         || env.session(&id)["state"] == "busy",
     );
-    // SAFETY: kill(2) on the child this test just started.
-    unsafe { libc::kill(client.id() as i32, libc::SIGSTOP) };
+    signal(client.id(), Signal::SIGSTOP);
     let mut peak = (0, 0);
     let start = std::time::Instant::now();
     // The run writes everything while its client is stopped: its end is
@@ -423,8 +414,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     );
     assert!(peak.0 < 64 * 1024, "the worker grew to {} KiB", peak.0);
     assert!(peak.1 < 64 * 1024, "the supervisor grew to {} KiB", peak.1);
-    // SAFETY: as above.
-    unsafe { libc::kill(client.id() as i32, libc::SIGCONT) };
+    signal(client.id(), Signal::SIGCONT);
     let mut stdout = client.stdout.take().unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut at: u64 = 0;
@@ -599,8 +589,8 @@ fn worker_log(env: &Env, id: &str) -> String {
 /// SIGKILL the session's worker and wait for the supervisor's next one.
 fn kill_worker_and_wait_for_the_next(env: &Env, id: &str) {
     let worker = env.worker_pid(id).expect("a worker");
-    env::kill9(worker);
-    env::wait_until(
+    kill9(worker);
+    wait_until(
         std::time::Duration::from_secs(10),
         "the next worker",
         || env.worker_pid(id).is_some_and(|pid| pid != worker),
@@ -632,7 +622,7 @@ fn a_restarted_worker_reads_only_what_the_transcript_gained_since_its_checkpoint
     assert!(queue.contains("echo four"), "{queue}");
     env.ok(&["cancel", &id]);
     assert_eq!(env.ok(&["send", &id, "echo five"]), "queued as run 5\n");
-    env::wait_until(std::time::Duration::from_secs(10), "run 5", || {
+    wait_until(std::time::Duration::from_secs(10), "run 5", || {
         env.log(&id).contains("five\n")
     });
     let log = env.log(&id);
@@ -848,7 +838,7 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
     let env = env.with("EUKHE_IDLE_STOP_MS", "1000");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "kept=yes"]);
-    env::wait_until(Duration::from_secs(20), "the session saved", || {
+    wait_until(Duration::from_secs(20), "the session saved", || {
         env.session(&id)["state"] == "saved"
     });
     let filler = fill(&disk);
@@ -923,7 +913,7 @@ fn output_lost_is_told_to_a_client_that_follows_the_transcript() {
         .unwrap();
     // The first line is written on a full disk; then there is room
     // again, for the next worker and for what the command writes after.
-    env::wait_until(std::time::Duration::from_secs(10), "the run starts", || {
+    wait_until(std::time::Duration::from_secs(10), "the run starts", || {
         env.session(&id)["state"] == "busy"
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -997,7 +987,7 @@ fn log_raw_of_damaged_output_fails_saying_what_is_missing() {
         .join("state/sessions")
         .join(&id)
         .join("output/r1.out");
-    env::wait_until(Duration::from_secs(10), "the output is kept", || {
+    wait_until(Duration::from_secs(10), "the output is kept", || {
         kept.exists()
     });
     env.ok(&["shutdown", "--force"]);

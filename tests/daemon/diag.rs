@@ -5,8 +5,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::env::{kill9, wait_until, Env};
-use super::skip::skip_unless_ci;
+use crate::support::skip::skip_unless_ci;
+use crate::support::{kill9, wait_until, Env};
 
 /// Run `command` to its end within `within`, or kill it (by its pid, a
 /// child this test started) and fail.
@@ -322,7 +322,7 @@ fn doctor_fails_a_read_only_state_directory() {
 /// nearly full (a full disk refuses inputs and loses output).
 #[test]
 fn doctor_fails_a_nearly_full_state_disk() {
-    use super::small_disk::{self, fill};
+    use crate::support::small_disk::{self, fill};
     let env = Env::new("doctor-room");
     env.ok(&["status"]);
     let report = env.ok(&["doctor"]);

@@ -7,8 +7,9 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::env::{kill9, wait_until, Env};
-use super::skip::skip_unless_ci;
+use crate::support::process::Signal;
+use crate::support::skip::skip_unless_ci;
+use crate::support::{kill9, signal, wait_until, Env};
 
 /// An `eukhe events` client whose lines are collected as they come.
 struct Subscriber {
@@ -256,11 +257,6 @@ fn rss_anon_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) on an `eukhe events` process this test started.
-    unsafe { libc::kill(pid as i32, signal) };
-}
-
 #[test]
 fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it_missed() {
     const SUBSCRIBERS: usize = 6;
@@ -272,7 +268,7 @@ fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it
         .collect();
     until_subscribed(&env, &id, &subscribers.iter().collect::<Vec<_>>());
     for subscriber in &subscribers {
-        signal(subscriber.child.id(), libc::SIGSTOP);
+        signal(subscriber.child.id(), Signal::SIGSTOP);
     }
     let daemon = env.daemon_pid();
     let before = rss_anon_kib(daemon);
@@ -291,7 +287,7 @@ fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it
         "the daemon grew by {growth} KiB ({before} -> {after}) while {SUBSCRIBERS} subscribers were stopped"
     );
     for subscriber in &subscribers {
-        signal(subscriber.child.id(), libc::SIGCONT);
+        signal(subscriber.child.id(), Signal::SIGCONT);
     }
     for subscriber in &subscribers {
         wait_until(

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::env::{alive, kill9, wait_until, Env};
+use crate::support::{alive, kill9, wait_until, Env};
 
 fn session_dir(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id)

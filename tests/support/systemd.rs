@@ -51,8 +51,7 @@ pub struct PrivateSystemd {
 
 /// Why a private systemd cannot run here, if it cannot.
 pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         return Some("needs root to create namespaces and mount an overlay".into());
     }
     for tool in [
@@ -127,11 +126,9 @@ impl PrivateSystemd {
     /// Kill the private PID 1 (its death ends its PID namespace) and the
     /// `unshare` that started it, and wait for both.
     fn power_off(&mut self) {
-        // SAFETY: kill(2) on the private PID 1 this harness started.
+        // The private PID 1 this harness started.
         if self.pid != 0 {
-            unsafe {
-                libc::kill(self.pid as i32, libc::SIGKILL);
-            }
+            super::kill9(self.pid);
         }
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();
