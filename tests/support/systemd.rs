@@ -15,24 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-/// Units the private systemd must never start.
-const MASKED: &[&str] = &[
-    "getty@.service",
-    "serial-getty@.service",
-    "console-getty.service",
-    "container-getty@.service",
-    "getty.target",
-    "systemd-networkd.service",
-    "systemd-resolved.service",
-    "systemd-timesyncd.service",
-    "cron.service",
-    "ssh.service",
-    "apt-daily.timer",
-    "apt-daily-upgrade.timer",
-];
-
-const TARGET: &str = "eukhe-test.target";
-
 /// eukhe's user units (in `units/`, installed in `/usr/lib/systemd/user`).
 pub const UNITS: &[&str] = &[
     "eukhe.socket",
@@ -79,18 +61,19 @@ fn cgroup2_root() -> PathBuf {
 impl PrivateSystemd {
     /// Boot a private systemd and wait until it has reached its target.
     pub fn boot(name: &str) -> Result<PrivateSystemd, String> {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("systemd-{name}-{}", std::process::id()));
+        let instance = format!("{}-{}", std::process::id(), super::unique());
+        let dir =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("systemd-{name}-{instance}"));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["upper", "work", "root"] {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        let cgroup = cgroup2_root().join(format!("eukhe-test-{}-{name}", std::process::id()));
+        let cgroup = cgroup2_root().join(format!("eukhe-test-{instance}-{name}"));
         std::fs::create_dir_all(&cgroup)
             .map_err(|e| format!("cannot make cgroup {}: {e}", cgroup.display()))?;
         let script = dir.join("boot.sh");
-        std::fs::write(&script, boot_script(&dir)).map_err(|e| e.to_string())?;
+        std::fs::write(&script, BOOT_SCRIPT).map_err(|e| e.to_string())?;
         let unshare = Self::spawn(&dir, &cgroup)?;
         let mut booted = PrivateSystemd {
             dir,
@@ -150,6 +133,8 @@ impl PrivateSystemd {
                 "/bin/bash",
             ])
             .arg(&script)
+            .arg(dir)
+            .arg("test")
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(dir.join("boot.log")).map_err(|e| e.to_string())?)
             .stderr(std::fs::File::create(dir.join("boot.err")).map_err(|e| e.to_string())?);
@@ -348,34 +333,9 @@ fn collect_dirs(dir: &Path, dirs: &mut Vec<PathBuf>) {
     }
 }
 
-/// The script that runs as PID 1's parent inside the new namespaces: mount
-/// the overlay and the API filesystems, write the minimal target and the
-/// masks into the overlay, and become systemd.
-fn boot_script(dir: &Path) -> String {
-    let d = dir.display();
-    let masks: String = MASKED
-        .iter()
-        .map(|unit| format!("ln -sf /dev/null \"$root/etc/systemd/system/{unit}\"\n"))
-        .collect();
-    format!(
-        r#"set -eu
-root={d}/root
-mount --make-rprivate /
-mount -t overlay overlay -o lowerdir=/,upperdir={d}/upper,workdir={d}/work "$root"
-mount -t proc proc "$root/proc"
-mount -t sysfs sysfs "$root/sys"
-mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
-mount --rbind /dev "$root/dev"
-mount -t tmpfs tmpfs "$root/run"
-mount -t tmpfs tmpfs "$root/tmp"
-mkdir -p "$root/etc/systemd/system" "$root/var/log/journal"
-{masks}cat > "$root/etc/systemd/system/{TARGET}" <<'UNIT'
-[Unit]
-Description=eukhe test target (a minimal boot)
-Wants=systemd-journald.service systemd-logind.service
-UNIT
-echo eukhe-test > "$root/etc/hostname"
-exec chroot "$root" /lib/systemd/systemd --system --unit={TARGET}
-"#
-    )
-}
+/// The script that runs as PID 1's parent inside the new namespaces
+/// (shared with the soak, `soak/hosts.py`): it mounts the overlay and the
+/// API filesystems, writes the minimal target and the masks into the
+/// overlay, and becomes systemd. Its arguments: the directory, and the
+/// name of the target, `eukhe-test.target`.
+const BOOT_SCRIPT: &str = include_str!("boot-systemd.sh");
