@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::process::Signal;
 use crate::support::wire::frame;
-use crate::support::{alive, kill9, signal, wait_until, Env};
+use crate::support::{alive, kill9, signal, wait_for, wait_until, Env};
 
 #[test]
 fn sessions_run_commands_and_keep_their_namespace() {
@@ -116,6 +116,8 @@ fn a_request_sent_the_moment_its_worker_dies_waits_for_the_next_worker() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Time for the daemon to hand the request to the stopped worker: a
+    // request in a socket's buffer shows nowhere a test could wait on.
     std::thread::sleep(Duration::from_millis(300));
     kill9(worker);
     let out = client.wait_with_output().unwrap();
@@ -212,12 +214,11 @@ fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
     );
     // The give-up notice is written once the last worker is gone (the
     // transcript has one writer), a moment after the state says given up.
-    let mut log = env.log(&id);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !log.contains("given up") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+    let mut log = String::new();
+    wait_for(Duration::from_secs(5), || {
         log = env.log(&id);
-    }
+        log.contains("given up")
+    });
     assert!(
         log.contains("before the crashes") && log.contains("given up"),
         "{log}"

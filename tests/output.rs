@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::process::Signal;
 use crate::support::small_disk::{self, fill, SmallDisk};
 use crate::support::wire::frame;
-use crate::support::{kill9, signal, wait_until, Env};
+use crate::support::{kill9, signal, wait_for, wait_until, Env};
 use base64::Engine;
 
 /// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
@@ -336,10 +336,7 @@ fn a_flood_is_written_once_and_small_output_leaves_no_spool_file() {
     // Once the runs are forgotten, the flood's spool file is kept whole,
     // private, and the small one is gone.
     let kept = dir.join("output/r1.out");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !kept.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(std::time::Duration::from_secs(10), || kept.exists());
     let meta = std::fs::metadata(&kept).expect("the flood's output kept in output/");
     assert!(meta.len() > size, "{} bytes", meta.len());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -394,18 +391,14 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     let start = std::time::Instant::now();
     // The run writes everything while its client is stopped: its end is
     // stored once the kernel has read all of it.
-    loop {
-        peak = (peak.0.max(rss_kib(worker)), peak.1.max(rss_kib(daemon)));
-        let log = env.ok(&["log", &id, "--tail", "3"]);
-        if log.contains("exited 0]") {
-            break;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(300),
-            "the run did not finish"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_until(
+        std::time::Duration::from_secs(300),
+        "the run finishes",
+        || {
+            peak = (peak.0.max(rss_kib(worker)), peak.1.max(rss_kib(daemon)));
+            env.ok(&["log", &id, "--tail", "3"]).contains("exited 0]")
+        },
+    );
     println!(
         "1 GiB written to a stopped client in {:?}: worker peak {} KiB, supervisor peak {} KiB",
         start.elapsed(),
@@ -440,7 +433,8 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
         .spawn()
         .unwrap();
     let mut worker_peak = 0;
-    let client_peak = loop {
+    let mut client_peak = 0;
+    wait_until(std::time::Duration::from_secs(600), "`log` ends", || {
         worker_peak = worker_peak.max(rss_kib(worker));
         let mut status = 0;
         // SAFETY: wait4(2) on the child this test started, with buffers we own.
@@ -449,10 +443,10 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
             unsafe { libc::wait4(log.id() as i32, &mut status, libc::WNOHANG, &mut usage) };
         if reaped == log.id() as i32 {
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-            break usage.ru_maxrss as u64;
+            client_peak = usage.ru_maxrss as u64;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        reaped == log.id() as i32
+    });
     let _ = log.try_wait();
     println!(
         "log of 1 GiB of output: client peak {client_peak} KiB, worker peak {worker_peak} KiB"
@@ -545,20 +539,17 @@ fn a_long_runs_output_is_on_disk_once_in_its_spool_while_it_runs() {
     let spool = session.join(format!("spool/r{input}.out"));
     // The output is written within a second; the worker stores it as it
     // is read, a record per spool record.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    loop {
+    let (mut len, mut stored) = (0, 0);
+    let whole = wait_for(std::time::Duration::from_secs(3), || {
         // Until the run starts, there is no spool file.
-        let len = std::fs::metadata(&spool).map_or(0, |m| m.len());
-        let stored = log_raw_len(&env, &id, &input);
-        if len >= data.len() as u64 && stored == data.len() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the spool has {len} bytes, the transcript {stored} of its output"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        len = std::fs::metadata(&spool).map_or(0, |m| m.len());
+        stored = log_raw_len(&env, &id, &input);
+        len >= data.len() as u64 && stored == data.len()
+    });
+    assert!(
+        whole,
+        "the spool has {len} bytes, the transcript {stored} of its output"
+    );
     let on_disk = |path: &Path| std::fs::metadata(path).unwrap().blocks() * 512;
     let transcript = on_disk(&session.join("transcript3"));
     assert!(
@@ -916,6 +907,8 @@ fn output_lost_is_told_to_a_client_that_follows_the_transcript() {
     wait_until(std::time::Duration::from_secs(10), "the run starts", || {
         env.session(&id)["state"] == "busy"
     });
+    // Time for the first line to meet the full disk: its loss shows
+    // nowhere a test could wait on.
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::remove_file(filler).unwrap();
     kill_worker_and_wait_for_the_next(&env, &id);

@@ -5,6 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use crate::support::process::{signal_group, Signal};
+use crate::support::wait_for;
 
 /// Every law the specification names for the Bend side, by section.
 const LAWS: &[&str] = &[
@@ -79,21 +80,21 @@ fn every_law_holds_over_its_bounded_domain() {
     let stderr = child.stderr.take().unwrap();
     let out = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
     let err = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > PROOF_RUN_LIMIT {
-            signal_group(child.id(), Signal::SIGKILL);
-            let _ = child.wait();
-            panic!(
-                "bend run-c PROOF.bend did not end within {} s: HVM may have filled a \
-                 thread's bag of pending redexes (a large structure dropped at once) and spun",
-                PROOF_RUN_LIMIT.as_secs()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let mut status = None;
+    let limit = PROOF_RUN_LIMIT.saturating_sub(started.elapsed());
+    if !wait_for(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    }) {
+        signal_group(child.id(), Signal::SIGKILL);
+        let _ = child.wait();
+        panic!(
+            "bend run-c PROOF.bend did not end within {} s: HVM may have filled a \
+             thread's bag of pending redexes (a large structure dropped at once) and spun",
+            PROOF_RUN_LIMIT.as_secs()
+        );
+    }
+    let status = status.unwrap();
     let stdout = out.join().unwrap();
     let stderr = err.join().unwrap();
     assert!(

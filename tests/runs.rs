@@ -14,7 +14,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::support::process::{descendants, descendants_running, recorded, still, Signal};
-use crate::support::{alive, kill9, signal, skip, wait_until, Env};
+use crate::support::{alive, kill9, never, signal, skip, wait_for, wait_until, Env};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -104,11 +104,13 @@ fn kill_the_kernel_of_a_busy_run(name: &str, before_kill: impl Fn(&Env, &str)) {
     wait_until(Duration::from_secs(5), "the run's process ends", || {
         !still(run)
     });
-    std::thread::sleep(Duration::from_secs(4));
-    assert!(
-        !file.exists(),
-        "the run went on after its kernel died: {} was written",
-        file.display()
+    never(
+        Duration::from_secs(4),
+        &format!(
+            "the run went on after its kernel died: {} was written",
+            file.display()
+        ),
+        || file.exists(),
     );
     let out = t.run(&["send", &id, "echo later", "--wait"]);
     assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
@@ -166,7 +168,8 @@ fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
         .arg(format!("of={}", filler.display()))
         .stderr(std::process::Stdio::null())
         .status();
-    // The run ends in the kernel while the disk is full.
+    // The run ends in the kernel while the disk is full: its end is the
+    // kernel's, which shows nowhere until the disk has room again.
     std::thread::sleep(Duration::from_secs(3));
     std::fs::remove_file(&filler).unwrap();
     let mut status = None;
@@ -1197,7 +1200,7 @@ fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
     wait_until(Duration::from_secs(10), "the session is busy", || {
         t.session(&id)["state"] == "busy"
     });
-    std::thread::sleep(Duration::from_millis(300));
+    t.run_process(t.kernel(&id), "sleep 30");
     let interrupted = Instant::now();
     signal(client.id(), Signal::SIGINT);
     let out = client.wait_with_output().unwrap();
@@ -1256,13 +1259,9 @@ fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
 /// `child`'s output once it ends, which it must within `within` (else it
 /// is killed and the test fails, rather than hang).
 fn output_within(mut child: std::process::Child, within: Duration, what: &str) -> Output {
-    let deadline = Instant::now() + within;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("timed out waiting until {what}");
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    if !wait_for(within, || child.try_wait().unwrap().is_some()) {
+        let _ = child.kill();
+        panic!("timed out waiting until {what}");
     }
     child.wait_with_output().unwrap()
 }

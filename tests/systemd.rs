@@ -8,7 +8,7 @@ use eukhe::host::busy_journal::BUSY_MESSAGE_ID;
 use crate::support::installed::{self, Installed};
 use crate::support::skip::skip_unless_ci;
 use crate::support::systemd::{unavailable, PrivateSystemd};
-use crate::support::wait_until;
+use crate::support::{never, wait_until};
 
 /// Why these tests cannot run here, printed as the reason they did not.
 fn skip() -> bool {
@@ -169,11 +169,10 @@ fn a_killed_worker_unit_restarts_after_the_pause_and_the_sixth_failure_gives_up(
     assert!(eukhe
         .journal("eukhe.service")
         .contains("given up after 6 failures"));
-    std::thread::sleep(Duration::from_millis(500));
-    assert_ne!(
-        eukhe.unit(&worker(&id), "ActiveState"),
-        "active",
-        "systemd does not restart a given-up worker"
+    never(
+        Duration::from_millis(500),
+        "systemd restarted a given-up worker",
+        || eukhe.unit(&worker(&id), "ActiveState") == "active",
     );
 }
 
@@ -193,9 +192,12 @@ fn a_hung_worker_is_killed_by_the_watchdog_and_counted_as_a_failure() {
     );
     let id = eukhe.eukhe("new").trim().to_string();
     // Alive and pinging: well past the interval, it still runs.
-    std::thread::sleep(Duration::from_secs(3));
     let hung = eukhe.main_pid(&worker(&id));
-    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+    never(
+        Duration::from_secs(3),
+        "the watchdog ended a worker that pings it",
+        || eukhe.main_pid(&worker(&id)) != hung || eukhe.session(&id)["failures_in_window"] != 0,
+    );
     eukhe.kill("STOP", hung);
     wait_until(
         Duration::from_secs(30),
@@ -473,6 +475,8 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
         "systemctl status shows the run's process:\n{}",
         String::from_utf8_lossy(&status.stdout)
     );
+    // The kill lands a second into the run, not at its very start: time in
+    // the run, which no state of the session shows.
     std::thread::sleep(Duration::from_secs(1).saturating_sub(sent.elapsed()));
     let first_worker = eukhe.main_pid(&worker(&id));
     eukhe.user_ok(&format!("systemctl --user kill -s KILL {}", worker(&id)));

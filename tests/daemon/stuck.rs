@@ -166,7 +166,9 @@ fn a_stopped_supervisor_leaves_a_streaming_client_going_and_a_new_one_gets_one_l
     // The run's client was handed to the worker: the daemon is not on its
     // path. Stopped while the run goes on, it is not missed.
     let streaming = std::thread::spawn(move || run.output());
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(Duration::from_secs(10), "the run runs", || {
+        env.session(&id)["state"] == "busy"
+    });
     signal(daemon, Signal::SIGSTOP);
     let out = streaming.join().unwrap().unwrap();
     assert_eq!(out.status.code(), Some(7), "{out:?}");

@@ -1,6 +1,9 @@
 //! What every integration test shares: one private installation ([`Env`]),
 //! eukhe installed in a private systemd ([`installed::Installed`]), one
-//! [`wait_until`], and processes by pid ([`process`]).
+//! polling loop ([`wait_for`], asserted by [`wait_until`] and [`never`]),
+//! and processes by pid ([`process`]). The loop is the only sleep a test
+//! needs to wait on a condition; a fixed sleep says why no condition can
+//! be awaited.
 
 pub mod cleanup;
 pub mod env;
@@ -25,6 +28,12 @@ pub fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> b
         wait_for(within, &mut condition),
         "timed out waiting until {what}"
     );
+}
+
+/// Fail the test if `happens` comes to hold within `within`: how a test
+/// shows that something does not happen (`what` names it).
+pub fn never(within: Duration, what: &str, happens: impl FnMut() -> bool) {
+    assert!(!wait_for(within, happens), "{what} within {within:?}");
 }
 
 /// Whether `condition` came to hold within `within` (checked at once, then

@@ -13,7 +13,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// eukhe's user units (in `units/`, installed in `/usr/lib/systemd/user`).
 pub const UNITS: &[&str] = &[
@@ -153,52 +153,41 @@ impl PrivateSystemd {
     }
 
     fn wait_for_pid1(&mut self) -> Result<u32, String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let children =
-                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.unshare.id()))
-                    .unwrap_or_default();
-            if let Some(pid) = children
-                .split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                if comm.trim() == "systemd" {
-                    return Ok(pid);
-                }
-            }
-            if let Ok(Some(status)) = self.unshare.try_wait() {
-                return Err(format!(
-                    "the private systemd did not start ({status}): {}",
-                    self.boot_log()
-                ));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the private systemd did not start within 20 s: {}",
-                    self.boot_log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let mut pid1 = None;
+        let mut ended = None;
+        let unshare = &mut self.unshare;
+        super::wait_for(Duration::from_secs(20), || {
+            pid1 = systemd_child(unshare.id());
+            ended = unshare.try_wait().ok().flatten();
+            pid1.is_some() || ended.is_some()
+        });
+        match (pid1, ended) {
+            (Some(pid), _) => Ok(pid),
+            (None, Some(status)) => Err(format!(
+                "the private systemd did not start ({status}): {}",
+                self.boot_log()
+            )),
+            (None, None) => Err(format!(
+                "the private systemd did not start within 20 s: {}",
+                self.boot_log()
+            )),
         }
     }
 
     fn wait_until_running(&self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let state = self.exec(&["systemctl", "is-system-running"]);
-            let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
-            if state == "running" || state == "degraded" {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the private systemd is {state:?} after 30 s: {}",
-                    self.boot_log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut state = String::new();
+        let running = super::wait_for(Duration::from_secs(30), || {
+            let out = self.exec(&["systemctl", "is-system-running"]);
+            state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            state == "running" || state == "degraded"
+        });
+        if running {
+            Ok(())
+        } else {
+            Err(format!(
+                "the private systemd is {state:?} after 30 s: {}",
+                self.boot_log()
+            ))
         }
     }
 
@@ -304,21 +293,26 @@ impl Drop for PrivateSystemd {
     }
 }
 
+/// The first child of `unshare` once it is systemd (the private PID 1).
+fn systemd_child(unshare: u32) -> Option<u32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).ok()?;
+    let pid = children.split_whitespace().next()?.parse::<u32>().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "systemd").then_some(pid)
+}
+
 /// Remove a cgroup and the ones below it, deepest first, once empty.
 fn remove_cgroup(cgroup: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    super::wait_for(Duration::from_secs(5), || {
         let mut dirs = Vec::new();
         collect_dirs(cgroup, &mut dirs);
         dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for dir in &dirs {
             let _ = std::fs::remove_dir(dir);
         }
-        if !cgroup.exists() || Instant::now() > deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        !cgroup.exists()
+    });
 }
 
 fn collect_dirs(dir: &Path, dirs: &mut Vec<PathBuf>) {
