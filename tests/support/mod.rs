@@ -10,6 +10,7 @@ pub mod env;
 pub mod installed;
 pub mod process;
 pub mod skip;
+mod sleeps;
 pub mod small_disk;
 pub mod systemd;
 pub mod wire;
