@@ -220,12 +220,9 @@ USER, UID = "eukhe-soak", 4243
 HOME = f"/home/{USER}"
 STATE_INSIDE = f"{HOME}/.local/state/eukhe"
 STATE_IMAGE = "/var/lib/eukhe-soak/state.ext4"
-# Units the private systemd must never start (as in tests/systemd/harness.rs).
-MASKED = ["getty@.service", "serial-getty@.service", "console-getty.service",
-          "container-getty@.service", "getty.target", "systemd-networkd.service",
-          "systemd-resolved.service", "systemd-timesyncd.service", "cron.service", "ssh.service",
-          "apt-daily.timer", "apt-daily-upgrade.timer"]
-TARGET = "eukhe-soak.target"
+# The private systemd's boot, shared with the tests: run as
+# `bash boot-systemd.sh DIR soak`, it boots the target eukhe-soak.target.
+BOOT_SCRIPT = os.path.join(ROOT, "tests", "support", "boot-systemd.sh")
 
 
 def cgroup2_root():
@@ -233,33 +230,10 @@ def cgroup2_root():
     return unified if os.path.exists(os.path.join(unified, "cgroup.procs")) else "/sys/fs/cgroup"
 
 
-def boot_script(d):
-    masks = "".join(f'ln -sf /dev/null "$root/etc/systemd/system/{u}"\n' for u in MASKED)
-    return f"""set -eu
-root={d}/root
-mount --make-rprivate /
-mount -t overlay overlay -o lowerdir=/,upperdir={d}/upper,workdir={d}/work "$root"
-mount -t proc proc "$root/proc"
-mount -t sysfs sysfs "$root/sys"
-mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
-mount --rbind /dev "$root/dev"
-mount -t tmpfs tmpfs "$root/run"
-mount -t tmpfs tmpfs "$root/tmp"
-mkdir -p "$root/etc/systemd/system" "$root/var/log/journal"
-{masks}cat > "$root/etc/systemd/system/{TARGET}" <<'UNIT'
-[Unit]
-Description=eukhe soak target (a minimal boot)
-Wants=systemd-journald.service systemd-logind.service
-UNIT
-echo eukhe-soak > "$root/etc/hostname"
-exec chroot "$root" /lib/systemd/systemd --system --unit={TARGET}
-"""
-
-
 class SystemdHost:
     """eukhe installed from its .deb in a private systemd (PID 1 of new PID,
     mount, UTS, IPC and cgroup namespaces over a copy-on-write overlay of
-    this machine, as tests/systemd/harness.rs boots it), driven as a user
+    this machine, as tests/support/systemd.rs boots it), driven as a user
     whose manager runs the enabled `eukhe.socket`. The state directory is
     a small ext4 image, so it survives a reboot and can be filled. Nothing
     is written outside the soak's directory under target/; teardown kills
@@ -281,8 +255,7 @@ class SystemdHost:
         shutil.rmtree(self.dir, ignore_errors=True)
         for sub in ("upper", "work", "root"):
             os.makedirs(os.path.join(self.dir, sub))
-        with open(os.path.join(self.dir, "boot.sh"), "w") as f:
-            f.write(boot_script(self.dir))
+        shutil.copy(BOOT_SCRIPT, os.path.join(self.dir, "boot.sh"))
         self.image_made = False
         self.cgroup = os.path.join(cgroup2_root(), f"eukhe-soak-{os.getpid()}")
         os.makedirs(self.cgroup, exist_ok=True)
@@ -311,7 +284,7 @@ class SystemdHost:
                 f.write(str(os.getpid()))
         self.unshare = subprocess.Popen(
             ["/usr/bin/unshare", "--fork", "--pid", "--mount", "--uts", "--ipc", "--cgroup",
-             "/bin/bash", os.path.join(self.dir, "boot.sh")],
+             "/bin/bash", os.path.join(self.dir, "boot.sh"), self.dir, "soak"],
             stdin=subprocess.DEVNULL, stdout=open(os.path.join(self.dir, "boot.log"), "w"),
             stderr=open(os.path.join(self.dir, "boot.err"), "w"), preexec_fn=join_cgroup)
         deadline = time.monotonic() + 20

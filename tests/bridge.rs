@@ -8,7 +8,7 @@
 //! Transcripts land in `target/tmp/bridge-<model>/`.
 
 #[path = "bridge/harness.rs"]
-mod harness;
+pub mod harness;
 
 #[path = "bridge/supervise.rs"]
 mod supervise;

@@ -1,8 +1,6 @@
 //! The daemon on the process backend, driven through the real binary:
 //! real processes, real sockets, temporary directories.
 
-#[path = "daemon/env.rs"]
-mod env;
 #[path = "daemon/sessions.rs"]
 mod sessions;
 
@@ -30,17 +28,11 @@ mod restore;
 #[path = "daemon/messages.rs"]
 mod messages;
 
-#[path = "support/skip.rs"]
-mod skip;
-#[path = "support/small_disk.rs"]
-mod small_disk;
-#[path = "support/wire.rs"]
-mod wire;
-
 use std::time::{Duration, Instant};
 
-use env::{alive, kill9, wait_until, Env};
-use wire::frame;
+use crate::support::process::Signal;
+use crate::support::wire::frame;
+use crate::support::{alive, kill9, never, signal, wait_for, wait_until, Env};
 
 #[test]
 fn sessions_run_commands_and_keep_their_namespace() {
@@ -117,14 +109,15 @@ fn a_request_sent_the_moment_its_worker_dies_waits_for_the_next_worker() {
     // dies before answering: the request is served by the next worker,
     // not refused with the dead one's connection error.
     let worker = env.worker_pid(&id).unwrap();
-    // SAFETY: kill(2) on the worker of the daemon this test started.
-    unsafe { libc::kill(worker as i32, libc::SIGSTOP) };
+    signal(worker, Signal::SIGSTOP);
     let client = env
         .command(&["bash", &id, "--", "echo $KEPT"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Time for the daemon to hand the request to the stopped worker: a
+    // request in a socket's buffer shows nowhere a test could wait on.
     std::thread::sleep(Duration::from_millis(300));
     kill9(worker);
     let out = client.wait_with_output().unwrap();
@@ -221,12 +214,11 @@ fn six_failures_in_the_window_give_the_session_up_and_keep_its_transcript() {
     );
     // The give-up notice is written once the last worker is gone (the
     // transcript has one writer), a moment after the state says given up.
-    let mut log = env.log(&id);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !log.contains("given up") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+    let mut log = String::new();
+    wait_for(Duration::from_secs(5), || {
         log = env.log(&id);
-    }
+        log.contains("given up")
+    });
     assert!(
         log.contains("before the crashes") && log.contains("given up"),
         "{log}"
@@ -271,11 +263,7 @@ fn a_worker_of_another_build_is_replaced_on_this_build() {
     old.ok(&["bash", &id, "--", "export KEPT=yes"]);
     let old_worker = old.worker_pid(&id).unwrap();
     kill9(old.daemon_pid());
-    let new = Env {
-        dir: old.dir.clone(),
-        vars: old.vars.clone(),
-    }
-    .with("EUKHE_BUILD_ID", "new-build");
+    let new = old.sharing().with("EUKHE_BUILD_ID", "new-build");
     wait_until(
         Duration::from_secs(10),
         "the session runs on the new build",
@@ -320,11 +308,7 @@ fn shutdown_if_idle_refuses_while_busy_and_stops_when_idle() {
 fn an_older_client_uses_a_newer_daemon_and_says_so() {
     let newer = Env::new("older-client").with("EUKHE_VERSION", "9.0.0");
     newer.ok(&["status"]);
-    let older = Env {
-        dir: newer.dir.clone(),
-        vars: newer.vars.clone(),
-    }
-    .with("EUKHE_VERSION", "1.0.0");
+    let older = newer.sharing().with("EUKHE_VERSION", "1.0.0");
     let out = older.run(&["ls"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr)
@@ -337,11 +321,7 @@ fn eukhe_send_keeps_an_older_idle_daemon_and_names_the_way_to_upgrade() {
     let older = Env::new("send-keeps").with("EUKHE_VERSION", "1.0.0");
     let id = older.ok(&["new"]).trim().to_string();
     let old_daemon = older.daemon_pid();
-    let newer = Env {
-        dir: older.dir.clone(),
-        vars: older.vars.clone(),
-    }
-    .with("EUKHE_VERSION", "2.0.0");
+    let newer = older.sharing().with("EUKHE_VERSION", "2.0.0");
     // A background start (a cron job's `eukhe send`) never replaces.
     let out = newer.run(&["send", &id, "echo from cron", "--wait"]);
     assert!(out.status.success(), "{out:?}");
@@ -367,11 +347,7 @@ fn a_newer_interactive_client_replaces_an_idle_daemon_and_sessions_survive() {
     let id = older.ok(&["new"]).trim().to_string();
     older.ok(&["bash", &id, "--", "export KEPT=1"]);
     let old_daemon = older.daemon_pid();
-    let newer = Env {
-        dir: older.dir.clone(),
-        vars: older.vars.clone(),
-    }
-    .with("EUKHE_VERSION", "2.0.0");
+    let newer = older.sharing().with("EUKHE_VERSION", "2.0.0");
     // An attach without a terminal (from cron, or fed by a pipe) is a
     // background start: it keeps the older daemon.
     newer.ok(&["attach", &id]);
@@ -549,7 +525,7 @@ fn garbage_oversized_truncated_and_future_frames_get_clear_errors_and_the_daemon
 
 #[test]
 fn another_uid_is_refused() {
-    if skip::not_root("another_uid_is_refused needs root to play a second uid") {
+    if crate::support::skip::not_root("another_uid_is_refused needs root to play a second uid") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -713,8 +689,7 @@ fn in_attach_ctrl_c_cancels_the_running_run_ctrl_backslash_detaches_and_eof_wait
         env.session(&id)["state"] == "busy"
     });
     let client = attached.child.id();
-    // SAFETY: kill(2) on the attach client this test started.
-    unsafe { libc::kill(client as i32, libc::SIGINT) };
+    signal(client, Signal::SIGINT);
     // SIGINT, or SIGTERM a cancel grace later when SIGINT fell between
     // bash's fork and its exec of `sleep` (the child drops a signal its
     // parent's handler took there; seen on a loaded machine).
@@ -724,8 +699,7 @@ fn in_attach_ctrl_c_cancels_the_running_run_ctrl_backslash_detaches_and_eof_wait
         alive(client),
         "Ctrl-C ended the client instead of cancelling"
     );
-    // SAFETY: as above.
-    unsafe { libc::kill(client as i32, libc::SIGQUIT) };
+    signal(client, Signal::SIGQUIT);
     let status = attached.child.wait().unwrap();
     assert!(status.success(), "Ctrl-\\ should detach cleanly: {status}");
 
@@ -959,11 +933,13 @@ fn a_hung_worker_is_killed_by_the_supervisors_watchdog_and_counted() {
     let env = Env::new("watchdog").with_config("worker_watchdog_ms = 2000\n");
     let id = env.ok(&["new"]).trim().to_string();
     // Well past the interval, a live worker is left alone.
-    std::thread::sleep(Duration::from_millis(3000));
-    assert_eq!(env.session(&id)["failures_in_window"], 0);
+    never(
+        Duration::from_millis(3000),
+        "a live worker was counted a failure",
+        || env.session(&id)["failures_in_window"] != 0,
+    );
     let hung = env.worker_pid(&id).unwrap();
-    // SAFETY: kill(2) on the worker this test's daemon started.
-    unsafe { libc::kill(hung as i32, libc::SIGSTOP) };
+    signal(hung, Signal::SIGSTOP);
     wait_until(
         Duration::from_secs(15),
         "the hung worker is replaced",

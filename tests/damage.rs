@@ -6,13 +6,10 @@
 
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
-#[path = "daemon/env.rs"]
-mod env;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use env::Env;
+use crate::support::Env;
 
 const NOTICE: &str = "damaged transcript: ";
 

@@ -3,17 +3,13 @@
 //! input for `bash`, eukhe's own exit status, a closed standard output,
 //! and commands that ride through a lost worker or daemon.
 
-#[path = "daemon/env.rs"]
-#[allow(dead_code)]
-mod env;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use env::{kill9, wait_until, Env};
+use crate::support::{kill9, wait_until, Env};
 
 /// eukhe's own failures (as `env` and `timeout` exit).
 const EUKHE_FAILED: i32 = 125;

@@ -5,17 +5,13 @@
 //! starts it) and checks each step an agent relies on.
 
 #[allow(dead_code)]
-#[path = "daemon/env.rs"]
-mod env;
 #[path = "mcp/raw.rs"]
 mod raw;
-#[path = "support/skip.rs"]
-mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use env::Env;
+use crate::support::{skip, Env};
 
 /// The virtual environment's Python with the SDK, or why there is none.
 fn sdk_python() -> Result<PathBuf, String> {

@@ -4,22 +4,14 @@
 
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
-#[path = "daemon/env.rs"]
-mod env;
-#[path = "support/skip.rs"]
-mod skip;
-#[path = "support/small_disk.rs"]
-mod small_disk;
-#[path = "support/wire.rs"]
-mod wire;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::support::process::Signal;
+use crate::support::small_disk::{self, fill, SmallDisk};
+use crate::support::wire::frame;
+use crate::support::{kill9, signal, wait_for, wait_until, Env};
 use base64::Engine;
-use env::Env;
-use small_disk::{fill, SmallDisk};
-use wire::frame;
 
 /// Bytes that are not UTF-8 anywhere: every value, in a scrambled order.
 fn random_bytes(len: usize) -> Vec<u8> {
@@ -344,10 +336,7 @@ fn a_flood_is_written_once_and_small_output_leaves_no_spool_file() {
     // Once the runs are forgotten, the flood's spool file is kept whole,
     // private, and the small one is gone.
     let kept = dir.join("output/r1.out");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !kept.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(std::time::Duration::from_secs(10), || kept.exists());
     let meta = std::fs::metadata(&kept).expect("the flood's output kept in output/");
     assert!(meta.len() > size, "{} bytes", meta.len());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -392,29 +381,24 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
         .spawn()
         .unwrap();
     // Stopped once its command has started (so its request is out).
-    env::wait_until(
+    wait_until(
         std::time::Duration::from_secs(10),
         "the command starts",
         || env.session(&id)["state"] == "busy",
     );
-    // SAFETY: kill(2) on the child this test just started.
-    unsafe { libc::kill(client.id() as i32, libc::SIGSTOP) };
+    signal(client.id(), Signal::SIGSTOP);
     let mut peak = (0, 0);
     let start = std::time::Instant::now();
     // The run writes everything while its client is stopped: its end is
     // stored once the kernel has read all of it.
-    loop {
-        peak = (peak.0.max(rss_kib(worker)), peak.1.max(rss_kib(daemon)));
-        let log = env.ok(&["log", &id, "--tail", "3"]);
-        if log.contains("exited 0]") {
-            break;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(300),
-            "the run did not finish"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_until(
+        std::time::Duration::from_secs(300),
+        "the run finishes",
+        || {
+            peak = (peak.0.max(rss_kib(worker)), peak.1.max(rss_kib(daemon)));
+            env.ok(&["log", &id, "--tail", "3"]).contains("exited 0]")
+        },
+    );
     println!(
         "1 GiB written to a stopped client in {:?}: worker peak {} KiB, supervisor peak {} KiB",
         start.elapsed(),
@@ -423,8 +407,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
     );
     assert!(peak.0 < 64 * 1024, "the worker grew to {} KiB", peak.0);
     assert!(peak.1 < 64 * 1024, "the supervisor grew to {} KiB", peak.1);
-    // SAFETY: as above.
-    unsafe { libc::kill(client.id() as i32, libc::SIGCONT) };
+    signal(client.id(), Signal::SIGCONT);
     let mut stdout = client.stdout.take().unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut at: u64 = 0;
@@ -450,7 +433,8 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
         .spawn()
         .unwrap();
     let mut worker_peak = 0;
-    let client_peak = loop {
+    let mut client_peak = 0;
+    wait_until(std::time::Duration::from_secs(600), "`log` ends", || {
         worker_peak = worker_peak.max(rss_kib(worker));
         let mut status = 0;
         // SAFETY: wait4(2) on the child this test started, with buffers we own.
@@ -459,10 +443,10 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_still_gets_every_byte() 
             unsafe { libc::wait4(log.id() as i32, &mut status, libc::WNOHANG, &mut usage) };
         if reaped == log.id() as i32 {
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-            break usage.ru_maxrss as u64;
+            client_peak = usage.ru_maxrss as u64;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        reaped == log.id() as i32
+    });
     let _ = log.try_wait();
     println!(
         "log of 1 GiB of output: client peak {client_peak} KiB, worker peak {worker_peak} KiB"
@@ -555,20 +539,17 @@ fn a_long_runs_output_is_on_disk_once_in_its_spool_while_it_runs() {
     let spool = session.join(format!("spool/r{input}.out"));
     // The output is written within a second; the worker stores it as it
     // is read, a record per spool record.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    loop {
+    let (mut len, mut stored) = (0, 0);
+    let whole = wait_for(std::time::Duration::from_secs(3), || {
         // Until the run starts, there is no spool file.
-        let len = std::fs::metadata(&spool).map_or(0, |m| m.len());
-        let stored = log_raw_len(&env, &id, &input);
-        if len >= data.len() as u64 && stored == data.len() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the spool has {len} bytes, the transcript {stored} of its output"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        len = std::fs::metadata(&spool).map_or(0, |m| m.len());
+        stored = log_raw_len(&env, &id, &input);
+        len >= data.len() as u64 && stored == data.len()
+    });
+    assert!(
+        whole,
+        "the spool has {len} bytes, the transcript {stored} of its output"
+    );
     let on_disk = |path: &Path| std::fs::metadata(path).unwrap().blocks() * 512;
     let transcript = on_disk(&session.join("transcript3"));
     assert!(
@@ -599,8 +580,8 @@ fn worker_log(env: &Env, id: &str) -> String {
 /// SIGKILL the session's worker and wait for the supervisor's next one.
 fn kill_worker_and_wait_for_the_next(env: &Env, id: &str) {
     let worker = env.worker_pid(id).expect("a worker");
-    env::kill9(worker);
-    env::wait_until(
+    kill9(worker);
+    wait_until(
         std::time::Duration::from_secs(10),
         "the next worker",
         || env.worker_pid(id).is_some_and(|pid| pid != worker),
@@ -632,7 +613,7 @@ fn a_restarted_worker_reads_only_what_the_transcript_gained_since_its_checkpoint
     assert!(queue.contains("echo four"), "{queue}");
     env.ok(&["cancel", &id]);
     assert_eq!(env.ok(&["send", &id, "echo five"]), "queued as run 5\n");
-    env::wait_until(std::time::Duration::from_secs(10), "run 5", || {
+    wait_until(std::time::Duration::from_secs(10), "run 5", || {
         env.log(&id).contains("five\n")
     });
     let log = env.log(&id);
@@ -848,7 +829,7 @@ fn a_worker_that_cannot_start_on_a_full_disk_says_why_to_the_client() {
     let env = env.with("EUKHE_IDLE_STOP_MS", "1000");
     let id = env.ok(&["new"]).trim().to_string();
     env.ok(&["bash", &id, "--", "kept=yes"]);
-    env::wait_until(Duration::from_secs(20), "the session saved", || {
+    wait_until(Duration::from_secs(20), "the session saved", || {
         env.session(&id)["state"] == "saved"
     });
     let filler = fill(&disk);
@@ -923,9 +904,11 @@ fn output_lost_is_told_to_a_client_that_follows_the_transcript() {
         .unwrap();
     // The first line is written on a full disk; then there is room
     // again, for the next worker and for what the command writes after.
-    env::wait_until(std::time::Duration::from_secs(10), "the run starts", || {
+    wait_until(std::time::Duration::from_secs(10), "the run starts", || {
         env.session(&id)["state"] == "busy"
     });
+    // Time for the first line to meet the full disk: its loss shows
+    // nowhere a test could wait on.
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::remove_file(filler).unwrap();
     kill_worker_and_wait_for_the_next(&env, &id);
@@ -997,7 +980,7 @@ fn log_raw_of_damaged_output_fails_saying_what_is_missing() {
         .join("state/sessions")
         .join(&id)
         .join("output/r1.out");
-    env::wait_until(Duration::from_secs(10), "the output is kept", || {
+    wait_until(Duration::from_secs(10), "the output is kept", || {
         kept.exists()
     });
     env.ok(&["shutdown", "--force"]);

@@ -7,21 +7,13 @@
 //! and, with lingering on, a reboot revives a busy session with no client
 //! (the supervisor starts with the user's manager).
 
-#[allow(dead_code)]
-#[path = "systemd/eukhe.rs"]
-mod eukhe;
-#[allow(dead_code)]
-#[path = "systemd/harness.rs"]
-mod harness;
-#[path = "support/skip.rs"]
-mod skip;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use eukhe::{wait_until, Installed};
-use skip::skip_unless_ci;
+use crate::support::installed::{self, Installed};
+use crate::support::skip::skip_unless_ci;
+use crate::support::wait_until;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -125,7 +117,7 @@ fn built_from_these_sources(deb: &Path) -> bool {
 
 /// Why the package test cannot run here, if it cannot.
 fn unavailable() -> Option<String> {
-    if let Some(why) = harness::unavailable() {
+    if let Some(why) = crate::support::systemd::unavailable() {
         return Some(why);
     }
     for tool in [
@@ -323,7 +315,7 @@ fn with_lingering_a_reboot_revives_a_busy_session_with_no_client() {
     );
 
     // Lingering on: logind starts the user's manager now and at every boot.
-    eukhe.root(&format!("loginctl enable-linger {}", eukhe::USER));
+    eukhe.root(&format!("loginctl enable-linger {}", installed::USER));
     eukhe.log_in();
     assert!(lingering(&eukhe).starts_with("ok"), "{}", lingering(&eukhe));
     assert_eq!(eukhe.unit("eukhe.service", "UnitFileState"), "enabled");
@@ -334,7 +326,7 @@ fn with_lingering_a_reboot_revives_a_busy_session_with_no_client() {
     );
 
     let id = eukhe.eukhe("new").trim().to_string();
-    let home = format!("/home/{}", eukhe::USER);
+    let home = format!("/home/{}", installed::USER);
     eukhe.eukhe(&format!(
         "send {id} 'echo started >> {home}/started; sleep 600'"
     ));

@@ -1,12 +1,11 @@
 //! Runs `PROOF.bend` (the whole file, as `bend run-c PROOF.bend`) and fails when any law does not
 //! hold or any law the specification names is missing from its report.
 
-#[path = "bridge/harness.rs"]
-#[allow(dead_code)]
-mod harness;
-
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+
+use crate::support::process::{signal_group, Signal};
+use crate::support::wait_for;
 
 /// Every law the specification names for the Bend side, by section.
 const LAWS: &[&str] = &[
@@ -64,11 +63,11 @@ const PROOF_RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(20 *
 /// one list did). The run is bounded so such a regression fails, saying so.
 #[test]
 fn every_law_holds_over_its_bounded_domain() {
-    let repo = harness::repo();
+    let repo = crate::bridge::harness::repo();
     let started = std::time::Instant::now();
     // Its own process group: bend runs hvm as a child, and a run ended at
     // the bound must not leave hvm spinning.
-    let mut child = Command::new(harness::bend())
+    let mut child = Command::new(crate::bridge::harness::bend())
         .arg("run-c")
         .arg("PROOF.bend")
         .current_dir(&repo)
@@ -81,22 +80,21 @@ fn every_law_holds_over_its_bounded_domain() {
     let stderr = child.stderr.take().unwrap();
     let out = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
     let err = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > PROOF_RUN_LIMIT {
-            // SAFETY: kill(2) on the process group this test started.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            panic!(
-                "bend run-c PROOF.bend did not end within {} s: HVM may have filled a \
-                 thread's bag of pending redexes (a large structure dropped at once) and spun",
-                PROOF_RUN_LIMIT.as_secs()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let mut status = None;
+    let limit = PROOF_RUN_LIMIT.saturating_sub(started.elapsed());
+    if !wait_for(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    }) {
+        signal_group(child.id(), Signal::SIGKILL);
+        let _ = child.wait();
+        panic!(
+            "bend run-c PROOF.bend did not end within {} s: HVM may have filled a \
+             thread's bag of pending redexes (a large structure dropped at once) and spun",
+            PROOF_RUN_LIMIT.as_secs()
+        );
+    }
+    let status = status.unwrap();
     let stdout = out.join().unwrap();
     let stderr = err.join().unwrap();
     assert!(
@@ -104,7 +102,7 @@ fn every_law_holds_over_its_bounded_domain() {
         "bend run-c PROOF.bend failed ({status}): {}\n{stderr}",
         stdout.chars().take(3000).collect::<String>()
     );
-    let lines = harness::result_strings(&stdout);
+    let lines = crate::bridge::harness::result_strings(&stdout);
     eprintln!(
         "bend run-c PROOF.bend: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -133,8 +131,10 @@ fn every_model_type_checks() {
         "replace",
         "runs",
     ] {
-        let path = harness::repo().join("bend").join(format!("{model}.bend"));
-        let output = Command::new(harness::bend())
+        let path = crate::bridge::harness::repo()
+            .join("bend")
+            .join(format!("{model}.bend"));
+        let output = Command::new(crate::bridge::harness::bend())
             .args(["check", "-A", "missing-main", "-A", "unused-definition"])
             .arg(&path)
             .output()
@@ -249,14 +249,14 @@ const CHANGED_CONSTANTS: &[ChangedConstant] = &[
 /// The result lines of `PROOF.bend` run (compiled) in `dir`, a copy of
 /// the models; `label` names the run in a failure.
 fn run_proof_in(dir: &std::path::Path, label: &str) -> Vec<String> {
-    let output = Command::new(harness::bend())
+    let output = Command::new(crate::bridge::harness::bend())
         .arg("run-c")
         .arg("PROOF.bend")
         .current_dir(dir)
         .output()
         .expect("cannot run bend");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let lines = harness::result_strings(&stdout);
+    let lines = crate::bridge::harness::result_strings(&stdout);
     assert!(
         output.status.success() && !lines.is_empty(),
         "{label}: bend run-c failed: {}\n{}",
@@ -293,7 +293,7 @@ fn change_in_function(text: &str, function: &str, from: &str, to: &str) -> Strin
 /// the copy's constants section (and the supervisor's) is run.
 #[test]
 fn a_changed_specification_constant_in_any_model_fails_a_law() {
-    let repo = harness::repo();
+    let repo = crate::bridge::harness::repo();
     let proof = std::fs::read_to_string(repo.join("PROOF.bend")).unwrap();
     let main_at = proof
         .find("def main() -> Tree(String):")
@@ -358,7 +358,7 @@ fn a_changed_specification_constant_in_any_model_fails_a_law() {
 /// specification's first home (the project states it in `docs/laws.md`).
 #[test]
 fn no_tracked_file_points_outside_the_repository() {
-    let repo = harness::repo();
+    let repo = crate::bridge::harness::repo();
     let outside = ["..", "/shared"].concat();
     let listed = Command::new("git")
         .args(["ls-files", "-z"])
@@ -608,7 +608,7 @@ const MUTATION_RUNS_DEPTH: &str = "def runs_proof_depth() -> u24:\n  return 4\n"
 /// same partial proofs: run on a copy of the models, laws and proof.
 #[test]
 fn each_law_from_the_sentences_fails_on_a_mutated_model() {
-    let repo = harness::repo();
+    let repo = crate::bridge::harness::repo();
     let proof = std::fs::read_to_string(repo.join("PROOF.bend")).unwrap();
     let proof = proof.replacen(
         "def runs_proof_depth() -> u24:\n  return 7\n",

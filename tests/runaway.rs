@@ -5,15 +5,11 @@
 //! lost daemon hangs up nothing (`tests/lifecycle.rs`,
 //! `send_wait_and_bash_ride_through_a_lost_daemon_and_a_lost_worker`).
 
-#[path = "daemon/env.rs"]
-#[allow(dead_code)]
-mod env;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use env::{kill9, wait_until, Env};
+use crate::support::{kill9, wait_until, Env};
 
 /// A client this test started, killed (by pid) if the test ends first.
 struct Client(Option<std::process::Child>);

@@ -8,129 +8,18 @@
 //! directory in their environment, and in `worker.json` and `kernel.json`),
 //! and every process left in a kernel's session (runs and their children).
 
-#[path = "daemon/env.rs"]
-mod env;
-#[path = "support/skip.rs"]
-mod skip;
-
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use env::{alive, kill9, wait_until, Env};
-
-/// A process by pid and start time, so a reused pid is never taken for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Identity {
-    pid: u32,
-    start: u64,
-}
-
-/// The fields of `/proc/<pid>/stat` after the command name (index 0 is the
-/// state), unless the process is gone or a zombie.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<String> = rest.split_whitespace().map(String::from).collect();
-    match fields.first().map(String::as_str) {
-        Some("Z") | Some("X") | None => None,
-        _ => Some(fields),
-    }
-}
-
-fn identity(pid: u32) -> Option<Identity> {
-    let fields = stat_fields(pid)?;
-    Some(Identity {
-        pid,
-        start: fields.get(19)?.parse().ok()?,
-    })
-}
-
-fn still(who: Identity) -> bool {
-    identity(who.pid) == Some(who)
-}
-
-/// The session (`setsid`) a live process belongs to.
-fn session_of(pid: u32) -> Option<u32> {
-    stat_fields(pid)?.get(3)?.parse().ok()
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|bytes| {
-            String::from_utf8_lossy(&bytes)
-                .trim_end_matches('\0')
-                .replace('\0', " ")
-        })
-        .unwrap_or_default()
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    children
-}
-
-/// Every live descendant of `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = Vec::new();
-    let mut next = children(pid);
-    while let Some(child) = next.pop() {
-        if !all.contains(&child) {
-            all.push(child);
-            next.extend(children(child));
-        }
-    }
-    all.retain(|&p| alive(p));
-    all
-}
-
-/// The live descendants of `pid` whose command line is `command`.
-fn descendants_running(pid: u32, command: &str) -> Vec<Identity> {
-    descendants(pid)
-        .into_iter()
-        .filter(|&p| cmdline(p) == command)
-        .filter_map(identity)
-        .collect()
-}
-
-fn all_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The identity recorded in a `worker.json` or `kernel.json`.
-fn recorded(path: &std::path::Path) -> Option<Identity> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(Identity {
-        pid: json["identity"]["pid"].as_u64()? as u32,
-        start: json["identity"]["start_time"].as_u64()?,
-    })
-}
+use crate::support::process::{descendants, descendants_running, recorded, still, Signal};
+use crate::support::{alive, kill9, never, signal, skip, wait_for, wait_until, Env};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// How many lines of `log` are exactly `line`.
 /// Run 1 (`sleep N; echo x >> F; echo done`) ran once, to its end, and
 /// its end is recorded once and is not an interruption.
 fn ran_once_and_whole(log: &str, file: &std::path::Path) {
@@ -141,245 +30,16 @@ fn ran_once_and_whole(log: &str, file: &std::path::Path) {
     assert_eq!(std::fs::read_to_string(file).unwrap(), "x\n", "F");
 }
 
+/// How many lines of `log` are exactly `line`.
 fn lines_equal(log: &str, line: &str) -> usize {
     log.lines().filter(|l| *l == line).count()
-}
-
-/// A private installation that ends everything it started when dropped.
-struct Install {
-    env: Env,
-    /// Daemons, workers and kernels this test has seen.
-    seen: RefCell<BTreeSet<Identity>>,
-}
-
-impl std::ops::Deref for Install {
-    type Target = Env;
-    fn deref(&self) -> &Env {
-        &self.env
-    }
-}
-
-impl Install {
-    fn new(name: &str) -> Install {
-        Install::from(Env::new(&format!("runs-{name}")))
-    }
-
-    fn from(env: Env) -> Install {
-        Install {
-            env,
-            seen: RefCell::new(BTreeSet::new()),
-        }
-    }
-
-    fn set_var(&mut self, name: &str, value: &str) {
-        self.env.vars.retain(|(n, _)| n != name);
-        self.env.vars.push((name.into(), value.into()));
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self.env.dir.join("state")
-    }
-
-    fn session_dir(&self, id: &str) -> PathBuf {
-        self.state_dir().join("sessions").join(id)
-    }
-
-    /// The names in session `id`'s scratch directory.
-    fn scratch_names(&self, id: &str) -> BTreeSet<String> {
-        std::fs::read_dir(self.session_dir(id).join("scratch"))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    fn note(&self, pid: u32) {
-        if let Some(who) = identity(pid) {
-            self.seen.borrow_mut().insert(who);
-        }
-    }
-
-    fn new_session(&self) -> String {
-        let id = self.ok(&["new"]).trim().to_string();
-        assert_eq!(id.len(), 8, "{id}");
-        id
-    }
-
-    fn send(&self, id: &str, input: &str) {
-        self.ok(&["send", id, input]);
-    }
-
-    fn bash(&self, id: &str, command: &str) -> String {
-        self.ok(&["bash", id, "--", command])
-    }
-
-    /// Wait until a kernel other than `gone` serves session `id`; it is
-    /// ended with the test.
-    fn wait_for_kernel_after(&self, id: &str, gone: Identity) -> Identity {
-        let mut next = gone;
-        wait_until(
-            Duration::from_secs(15),
-            "a new kernel serves the session",
-            || {
-                next = recorded(&self.session_dir(id).join("kernel.json"))
-                    .filter(|&k| k != gone && still(k))
-                    .unwrap_or(gone);
-                next != gone && self.session(id)["kernel_pid"] == next.pid
-            },
-        );
-        self.note(next.pid);
-        next
-    }
-
-    fn worker(&self, id: &str) -> u32 {
-        let pid = self.env.worker_pid(id).expect("the session has a worker");
-        self.note(pid);
-        pid
-    }
-
-    fn daemon(&self) -> u32 {
-        let pid = self.env.daemon_pid();
-        self.note(pid);
-        pid
-    }
-
-    /// The session's live kernel, as `kernel.json` names it.
-    fn kernel(&self, id: &str) -> Identity {
-        let path = self.session_dir(id).join("kernel.json");
-        let mut found = None;
-        wait_until(
-            Duration::from_secs(10),
-            "the session has a live kernel",
-            || {
-                found = recorded(&path).filter(|&k| still(k));
-                found.is_some()
-            },
-        );
-        let kernel = found.unwrap();
-        self.seen.borrow_mut().insert(kernel);
-        kernel
-    }
-
-    /// Wait until the log of `id` holds `needle`; returns the log. While a
-    /// worker restarts, `eukhe log` may be refused (it asks the worker):
-    /// that is retried until the deadline.
-    fn log_with(&self, id: &str, needle: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        let mut last = String::new();
-        loop {
-            let out = self.run(&["log", id]);
-            if out.status.success() {
-                last = text(&out.stdout);
-                if last.contains(needle) {
-                    return last;
-                }
-            } else {
-                last = format!("(`eukhe log` failed: {})\n{last}", text(&out.stderr));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the log never showed {needle:?} within {within:?}:\n{last}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Wait until a run's process `command` runs under the kernel.
-    fn run_process(&self, kernel: Identity, command: &str) -> Identity {
-        let mut found = Vec::new();
-        wait_until(
-            Duration::from_secs(10),
-            &format!("`{command}` runs under the kernel"),
-            || {
-                found = descendants_running(kernel.pid, command);
-                !found.is_empty()
-            },
-        );
-        found[0]
-    }
-
-    /// Processes of this installation: their environment names its state
-    /// directory (daemon, workers, kernels), or its files record them.
-    fn own_processes(&self) -> BTreeSet<Identity> {
-        let mut own = self.seen.borrow().clone();
-        let marker = format!("EUKHE_STATE_DIR={}", self.state_dir().display());
-        for pid in all_pids() {
-            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            if environ
-                .split(|&b| b == 0)
-                .any(|var| var == marker.as_bytes())
-            {
-                if let Some(who) = identity(pid) {
-                    own.insert(who);
-                }
-            }
-        }
-        if let Ok(sessions) = std::fs::read_dir(self.state_dir().join("sessions")) {
-            for session in sessions.flatten() {
-                for file in ["worker.json", "kernel.json"] {
-                    if let Some(who) = recorded(&session.path().join(file)) {
-                        own.insert(who);
-                    }
-                }
-            }
-        }
-        own
-    }
-}
-
-impl Drop for Install {
-    fn drop(&mut self) {
-        // The orderly way first: the daemon stops every worker and kernel.
-        let _ = self.env.command(&["shutdown", "--force"]).output();
-        let own = self.own_processes();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while own.iter().any(|&who| still(who)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // What is left, and every process in the sessions they lead (a
-        // kernel's runs, their children, the kernel's shell).
-        let mut leftovers: Vec<u32> = own
-            .iter()
-            .filter(|&&who| still(who))
-            .map(|who| who.pid)
-            .collect();
-        for pid in all_pids() {
-            let (Some(who), Some(sid)) = (identity(pid), session_of(pid)) else {
-                continue;
-            };
-            let led_by_ours = own.iter().any(|leader| {
-                leader.pid == sid
-                    && who.start >= leader.start
-                    && match identity(leader.pid) {
-                        Some(now) => now == *leader,
-                        None => true,
-                    }
-            });
-            if led_by_ours && pid != std::process::id() {
-                leftovers.push(pid);
-            }
-        }
-        leftovers.sort_unstable();
-        leftovers.dedup();
-        if !leftovers.is_empty() {
-            eprintln!("ending processes left behind: {leftovers:?}");
-        }
-        for pid in leftovers {
-            kill9(pid);
-        }
-    }
 }
 
 // Done when 1: a SIGKILLed worker leaves its run running; the next worker
 // records its end once.
 #[test]
 fn a_run_outlives_a_sigkilled_worker_and_its_end_is_recorded_once() {
-    let t = Install::new("worker-kill");
+    let t = Env::new("worker-kill");
     let id = t.new_session();
     let file = t.dir.join("F");
     t.send(
@@ -431,8 +91,8 @@ fn a_run_whose_group_its_dead_kernel_never_recorded_does_not_go_on() {
 /// SIGKILL the kernel of a run that writes a file after 3 s (`before_kill`
 /// runs just before), then check the run is recorded interrupted, never
 /// writes the file, and the session serves the next input.
-fn kill_the_kernel_of_a_busy_run(name: &str, before_kill: impl Fn(&Install, &str)) {
-    let t = Install::new(name);
+fn kill_the_kernel_of_a_busy_run(name: &str, before_kill: impl Fn(&Env, &str)) {
+    let t = Env::new(name);
     let id = t.new_session();
     let file = t.dir.join("F");
     t.send(&id, &format!("sleep 3; echo x >> {}", file.display()));
@@ -444,11 +104,13 @@ fn kill_the_kernel_of_a_busy_run(name: &str, before_kill: impl Fn(&Install, &str
     wait_until(Duration::from_secs(5), "the run's process ends", || {
         !still(run)
     });
-    std::thread::sleep(Duration::from_secs(4));
-    assert!(
-        !file.exists(),
-        "the run went on after its kernel died: {} was written",
-        file.display()
+    never(
+        Duration::from_secs(4),
+        &format!(
+            "the run went on after its kernel died: {} was written",
+            file.display()
+        ),
+        || file.exists(),
     );
     let out = t.run(&["send", &id, "echo later", "--wait"]);
     assert_eq!(text(&out.stdout), "later\n", "{}", text(&out.stderr));
@@ -464,7 +126,7 @@ fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
     if skip::not_root("needs root to mount a small tmpfs as the state directory") {
         return;
     }
-    let t = Install::new("full-disk");
+    let t = Env::new("full-disk");
     let state = t.state_dir();
     std::fs::create_dir_all(&state).unwrap();
     let mounted = std::process::Command::new("mount")
@@ -506,7 +168,8 @@ fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
         .arg(format!("of={}", filler.display()))
         .stderr(std::process::Stdio::null())
         .status();
-    // The run ends in the kernel while the disk is full.
+    // The run ends in the kernel while the disk is full: its end is the
+    // kernel's, which shows nowhere until the disk has room again.
     std::thread::sleep(Duration::from_secs(3));
     std::fs::remove_file(&filler).unwrap();
     let mut status = None;
@@ -526,7 +189,7 @@ fn a_run_that_ends_on_a_full_disk_ends_once_space_returns() {
 // worker exits, the run goes on, the next client's supervisor resumes it.
 #[test]
 fn a_run_outlives_its_lost_supervisor_and_the_next_supervisor_resumes_it() {
-    let mut t = Install::new("orphan");
+    let mut t = Env::new("orphan");
     t.set_var("EUKHE_WORKER_LOST_EXIT_MS", "500");
     t.set_var("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = t.new_session();
@@ -559,7 +222,7 @@ fn a_run_outlives_its_lost_supervisor_and_the_next_supervisor_resumes_it() {
 // the run goes on under the new worker and its end is recorded once.
 #[test]
 fn a_busy_run_survives_the_replacement_of_another_builds_worker() {
-    let mut t = Install::new("builds");
+    let mut t = Env::new("builds");
     t.set_var("EUKHE_BUILD_ID", "old-build");
     let id = t.new_session();
     let file = t.dir.join("F");
@@ -595,7 +258,7 @@ fn a_busy_run_survives_the_replacement_of_another_builds_worker() {
 // once and in order.
 #[test]
 fn output_written_while_no_worker_is_connected_is_kept_once_in_order() {
-    let t = Install::new("spool");
+    let t = Env::new("spool");
     let id = t.new_session();
     t.send(
         &id,
@@ -632,7 +295,7 @@ const STATE_SHOWN: &str = "fn:x\nalias-hi\nsecret:a b\nchild:unset\n0027\npipefa
 // kernel is killed.
 #[test]
 fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
-    let t = Install::new("state");
+    let t = Env::new("state");
     let id = t.new_session();
     assert_eq!(t.bash(&id, SET_STATE), "");
     assert_eq!(t.bash(&id, SHOW_STATE), STATE_SHOWN);
@@ -663,7 +326,7 @@ fn shell_state_persists_between_commands_and_across_a_kernel_kill() {
 // lists them again, and the change holds.
 #[test]
 fn options_turned_on_then_off_again_stay_off() {
-    let t = Install::new("options");
+    let t = Env::new("options");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "set -o pipefail; shopt -s extglob"), "");
     assert_eq!(t.bash(&id, "true"), "");
@@ -680,7 +343,7 @@ fn options_turned_on_then_off_again_stay_off() {
 // ever changes) the next run must wait for the merge.
 #[test]
 fn a_run_queued_right_behind_another_starts_from_the_state_it_left() {
-    let t = Install::new("behind");
+    let t = Env::new("behind");
     let id = t.new_session();
     let fill = "for i in {1..4000}; do declare \"filler_$i=$i\"; done";
     assert_eq!(t.bash(&id, fill), "");
@@ -703,7 +366,7 @@ fn a_run_queued_right_behind_another_starts_from_the_state_it_left() {
 // the user set.
 #[test]
 fn the_users_shell_has_only_the_traps_the_user_set() {
-    let t = Install::new("traps");
+    let t = Env::new("traps");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "trap -p"), "", "in a new session");
     assert_eq!(t.bash(&id, "trap -p"), "", "in the next command");
@@ -728,7 +391,7 @@ fn without_queued_line(stderr: &[u8]) -> String {
 // `set -v` the command's text is echoed once.
 #[test]
 fn under_set_x_the_trace_shows_only_the_users_commands() {
-    let t = Install::new("xtrace");
+    let t = Env::new("xtrace");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "set -x"), "");
     let only_traced = |what: &str, stderr: &[u8], command: &str| {
@@ -746,7 +409,7 @@ fn under_set_x_the_trace_shows_only_the_users_commands() {
     let bash = t.run(&["bash", &id, "--", "echo one; echo two"]);
     assert_eq!(text(&bash.stdout), "one\ntwo\n");
     only_traced("user bash", &bash.stderr, "echo one; echo two");
-    let input = t.env.dir.join("input");
+    let input = t.dir.join("input");
     std::fs::write(&input, "from a file\n").unwrap();
     let piped = t
         .command(&["bash", &id, "--", "cat"])
@@ -789,7 +452,7 @@ fn under_set_x_the_trace_shows_only_the_users_commands() {
 // the snapshot: a template's or its own).
 #[test]
 fn aliases_and_functions_named_like_the_restores_commands_change_nothing() {
-    let t = Install::new("aliased");
+    let t = Env::new("aliased");
     let id = t.new_session();
     let setup = "shopt -s expand_aliases; set -o pipefail; trap 'echo usr1' USR1; \
                  alias ll='echo listed' set=false trap=false builtin=false; \
@@ -812,7 +475,7 @@ fn aliases_and_functions_named_like_the_restores_commands_change_nothing() {
 // script, a job's capture), and the session works on.
 #[test]
 fn a_new_kernel_removes_what_a_killed_one_left_in_scratch() {
-    let t = Install::new("sweep");
+    let t = Env::new("sweep");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "echo one"), "one\n");
     let scratch = t.session_dir(&id).join("scratch");
@@ -829,7 +492,7 @@ fn a_new_kernel_removes_what_a_killed_one_left_in_scratch() {
 // renamed `worker.log.1` and the worker logs on into a new `worker.log`.
 #[test]
 fn a_full_worker_log_is_rotated_and_the_worker_logs_on() {
-    let t = Install::new("logrotate");
+    let t = Env::new("logrotate");
     let id = t.new_session();
     let sent = t.run(&["send", &id, "echo one", "--wait"]);
     assert!(sent.status.success(), "{}", text(&sent.stderr));
@@ -852,7 +515,7 @@ fn a_full_worker_log_is_rotated_and_the_worker_logs_on() {
 // or affects only its own run; eukhe's shell code is immune.
 #[test]
 fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
-    let t = Install::new("hostile");
+    let t = Env::new("hostile");
     let id = t.new_session();
     t.bash(&id, "KEEP=kept");
     let cases: [(&str, Option<i32>); 7] = [
@@ -914,7 +577,7 @@ fn a_command_that_ends_or_bends_its_shell_affects_only_its_own_run() {
 // the inputs queued behind it.
 #[test]
 fn a_queued_read_does_not_swallow_the_inputs_queued_behind_it() {
-    let t = Install::new("read");
+    let t = Env::new("read");
     let id = t.new_session();
     t.send(&id, "sleep 0.5");
     t.send(&id, "read x; echo \"got:$x\"");
@@ -933,7 +596,7 @@ fn a_queued_read_does_not_swallow_the_inputs_queued_behind_it() {
 // Done when 5: `export PATH=/nowhere` loses nothing.
 #[test]
 fn resetting_path_after_export_path_nowhere_keeps_home_and_the_exports() {
-    let t = Install::new("path");
+    let t = Env::new("path");
     let id = t.new_session();
     let home = std::env::var("HOME").expect("HOME is set for the tests");
     assert_eq!(t.bash(&id, "export PATH=/nowhere; export KEEP=1"), "");
@@ -950,7 +613,7 @@ fn resetting_path_after_export_path_nowhere_keeps_home_and_the_exports() {
 // Done when 6: user bash beside a busy run; every change is kept.
 #[test]
 fn twenty_parallel_exports_beside_a_busy_run_are_all_kept() {
-    let t = Install::new("parallel");
+    let t = Env::new("parallel");
     let id = t.new_session();
     t.send(&id, "sleep 5");
     let kernel = t.kernel(&id);
@@ -997,7 +660,7 @@ impl OutputInThread for std::process::Command {
 // until it ends, and does not hold the queue.
 #[test]
 fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
-    let t = Install::new("background");
+    let t = Env::new("background");
     let id = t.new_session();
     t.kernel(&id);
     let start = Instant::now();
@@ -1073,7 +736,7 @@ fn a_background_job_returns_at_once_and_keeps_the_session_busy_until_it_ends() {
 // (`kernel::core::tests::an_idle_sessions_templates_go_at_template_idle_and_not_before_nor_again`).
 #[test]
 fn an_idle_sessions_template_goes_and_comes_back_with_the_next_command() {
-    let mut t = Install::new("idle-template");
+    let mut t = Env::new("idle-template");
     t.set_var("EUKHE_TEST_SHORT_WINDOWS", "1");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "echo hi"), "hi\n");
@@ -1108,7 +771,7 @@ fn an_idle_sessions_template_goes_and_comes_back_with_the_next_command() {
 // disowned job whose output goes elsewhere too.
 #[test]
 fn a_run_that_closes_its_output_still_runs_to_its_end_and_what_it_leaves_is_counted() {
-    let t = Install::new("closed-output");
+    let t = Env::new("closed-output");
     let id = t.new_session();
     t.kernel(&id);
     let done = t.dir.join("done");
@@ -1149,7 +812,7 @@ fn a_run_that_closes_its_output_still_runs_to_its_end_and_what_it_leaves_is_coun
 // cancelled with its signal, the next input runs, and nothing of it is left.
 #[test]
 fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
-    let t = Install::new("cancel");
+    let t = Env::new("cancel");
     let id = t.new_session();
     // A session in use: a command has run before (user bash 1; the runs
     // are inputs 2 and 3).
@@ -1197,7 +860,7 @@ fn cancel_ends_the_running_run_within_the_grace_and_leaves_no_process() {
 // Done when 8: a run that ignores SIGINT gets SIGTERM after the grace.
 #[test]
 fn cancel_escalates_to_sigterm_after_the_grace_for_a_run_that_ignores_sigint() {
-    let t = Install::from(Env::new("runs-cancel-term").with_config("cancel_grace_ms = 500\n"));
+    let t = Env::new("runs-cancel-term").with_config("cancel_grace_ms = 500\n");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "cd /tmp && echo ready"), "ready\n");
     t.send(&id, "trap '' INT; sleep 1000; echo not-reached");
@@ -1222,7 +885,7 @@ fn cancel_escalates_to_sigterm_after_the_grace_for_a_run_that_ignores_sigint() {
 // queue; `queue --json` lists inputs; `withdraw` refuses a running run.
 #[test]
 fn cancel_queue_and_withdraw_do_what_they_say_and_refuse_clearly() {
-    let t = Install::new("queue");
+    let t = Env::new("queue");
     let id = t.new_session();
     let nothing = t.run(&["cancel", &id]);
     assert_eq!(nothing.status.code(), Some(1));
@@ -1307,7 +970,7 @@ fn cancel_queue_and_withdraw_do_what_they_say_and_refuse_clearly() {
 // goes on once the cause is gone.
 #[test]
 fn a_run_the_kernel_cannot_start_ends_with_the_reason_not_interrupted() {
-    let t = Install::new("cannot-start");
+    let t = Env::new("cannot-start");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "echo warm"), "warm\n");
     let scratch = t.session_dir(&id).join("scratch");
@@ -1343,7 +1006,7 @@ fn a_run_the_kernel_cannot_start_ends_with_the_reason_not_interrupted() {
 // what it sets is there for the next.
 #[test]
 fn a_claimed_spares_first_command_finds_its_shell_restored_ahead() {
-    let mut t = Install::new("claimed");
+    let mut t = Env::new("claimed");
     t.set_var("FROM_THE_CLIENT", "client value");
     t.ok(&["status"]);
     let sessions = t.state_dir().join("sessions");
@@ -1413,7 +1076,7 @@ fn a_claimed_spares_first_command_finds_its_shell_restored_ahead() {
 // directory holds only the spare pair and the template's files, no job's.
 #[test]
 fn each_job_gets_its_own_output_pipes_made_ahead_and_none_outlives_its_job() {
-    let t = Install::new("spare-pipes");
+    let t = Env::new("spare-pipes");
     let id = t.new_session();
     for n in 0..5 {
         let out = t.run(&["bash", &id, "--", &format!("echo out{n}; echo err{n} >&2")]);
@@ -1438,7 +1101,7 @@ fn each_job_gets_its_own_output_pipes_made_ahead_and_none_outlives_its_job() {
 // `bash` alike, and takes no number (the next input gets the next one).
 #[test]
 fn an_empty_command_is_refused_and_takes_no_run_number() {
-    let t = Install::new("empty-command");
+    let t = Env::new("empty-command");
     let id = t.new_session();
     for words in [
         vec!["send", &id, ""],
@@ -1464,7 +1127,7 @@ fn an_empty_command_is_refused_and_takes_no_run_number() {
 // retry for the minute a lost worker or daemon gets.
 #[test]
 fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
-    let t = Install::new("removed-under");
+    let t = Env::new("removed-under");
     const COMMAND: &str = "echo following; sleep 30";
     for words in [
         &["bash", "{id}", "--", COMMAND][..],
@@ -1521,7 +1184,7 @@ fn a_client_whose_session_is_removed_ends_at_once_saying_so() {
 // the command running with nobody waiting for it.
 #[test]
 fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
-    let t = Install::new("bash-ctrl-c");
+    let t = Env::new("bash-ctrl-c");
     let id = t.new_session();
     let marker = t.dir.join("after");
     let command = format!("echo start; sleep 30; touch {}", marker.display());
@@ -1543,12 +1206,9 @@ fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
     wait_until(Duration::from_secs(10), "the session is busy", || {
         t.session(&id)["state"] == "busy"
     });
-    std::thread::sleep(Duration::from_millis(300));
+    t.run_process(t.kernel(&id), "sleep 30");
     let interrupted = Instant::now();
-    // SAFETY: kill(2) on the client this test started.
-    unsafe {
-        libc::kill(client.id() as i32, libc::SIGINT);
-    }
+    signal(client.id(), Signal::SIGINT);
     let out = client.wait_with_output().unwrap();
     let took = interrupted.elapsed();
     assert!(took < Duration::from_secs(3), "took {took:?}");
@@ -1572,7 +1232,7 @@ fn ctrl_c_on_bash_cancels_its_command_and_exits_with_its_status() {
 // end that never comes.
 #[test]
 fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
-    let t = Install::new("wait-withdrawn");
+    let t = Env::new("wait-withdrawn");
     let id = t.new_session();
     t.send(&id, "sleep 30");
     for (n, withdraw) in [
@@ -1605,13 +1265,9 @@ fn a_client_waiting_for_a_withdrawn_run_ends_at_once_saying_so() {
 /// `child`'s output once it ends, which it must within `within` (else it
 /// is killed and the test fails, rather than hang).
 fn output_within(mut child: std::process::Child, within: Duration, what: &str) -> Output {
-    let deadline = Instant::now() + within;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("timed out waiting until {what}");
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    if !wait_for(within, || child.try_wait().unwrap().is_some()) {
+        let _ = child.kill();
+        panic!("timed out waiting until {what}");
     }
     child.wait_with_output().unwrap()
 }
@@ -1620,7 +1276,7 @@ fn output_within(mut child: std::process::Child, within: Duration, what: &str) -
 // line, whether the session runs or rests (read from disk by the daemon).
 #[test]
 fn log_raw_of_an_input_that_never_was_is_refused_running_or_resting() {
-    let t = Install::new("raw-no-input");
+    let t = Env::new("raw-no-input");
     let id = t.new_session();
     assert_eq!(t.bash(&id, "echo one"), "one\n");
     for state in ["running", "resting"] {
@@ -1648,7 +1304,7 @@ fn log_raw_of_an_input_that_never_was_is_refused_running_or_resting() {
 // started from until the session is given up.
 #[test]
 fn a_daemon_whose_executable_was_removed_still_starts_workers_and_kernels() {
-    let t = Install::new("exe-removed");
+    let t = Env::new("exe-removed");
     let copy = t.dir.join("bin/eukhe");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_eukhe"), &copy).unwrap();
@@ -1678,7 +1334,7 @@ fn a_daemon_whose_executable_was_removed_still_starts_workers_and_kernels() {
 // `/proc/self/exe`), not whatever the path it started from leads to now.
 #[test]
 fn an_attached_client_relaunches_a_daemon_of_its_own_build_after_an_upgrade() {
-    let t = Install::new("relaunch-own-build");
+    let t = Env::new("relaunch-own-build");
     let copy = t.dir.join("bin/eukhe");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(env!("CARGO_BIN_EXE_eukhe"), &copy).unwrap();
@@ -1746,7 +1402,7 @@ fn assert_fails_saying(out: &Output, line: &str, what: &str) {
 // the first two ends then, not a grace after.
 #[test]
 fn a_cancel_kills_a_command_that_ignores_it_two_graces_after_asking() {
-    let t = Install::new("cancel-times");
+    let t = Env::new("cancel-times");
     let id = t.new_session();
     t.send(&id, "trap '' INT TERM; echo trapped; sleep 30");
     wait_until(Duration::from_secs(10), "the run traps", || {
@@ -1771,7 +1427,7 @@ fn a_cancel_kills_a_command_that_ignores_it_two_graces_after_asking() {
 // --wait` does for a run (it used to exit 255 with nothing said).
 #[test]
 fn a_bash_whose_kernel_dies_exits_255_saying_why() {
-    let t = Install::new("bash-kernel-lost");
+    let t = Env::new("bash-kernel-lost");
     let id = t.new_session();
     let shown = t.dir.join("shown");
     let mut command = t.command(&["bash", &id, "--", "echo started; sleep 30"]);

@@ -3,14 +3,10 @@
 //! it (its own `$$`, `$0`, `$LINENO` and error messages; `kill $$` ends
 //! that run alone), and never in another directory than the session's.
 
-#[path = "daemon/env.rs"]
-#[allow(dead_code)]
-mod env;
-
 use std::process::Output;
 use std::time::Duration;
 
-use env::{wait_until, Env};
+use crate::support::{wait_until, Env};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

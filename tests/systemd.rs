@@ -1,19 +1,14 @@
-//! Tests against a real systemd, booted privately (see `systemd/harness.rs`).
+//! Tests against a real systemd, booted privately (see `support/systemd.rs`).
 //! They need root; elsewhere each says why it did not run.
-
-#[path = "systemd/eukhe.rs"]
-mod eukhe;
-#[path = "systemd/harness.rs"]
-mod harness;
-#[path = "support/skip.rs"]
-mod skip;
 
 use std::time::Duration;
 
-use ::eukhe::host::busy_journal::BUSY_MESSAGE_ID;
-use eukhe::{wait_until, Installed};
-use harness::{unavailable, PrivateSystemd};
-use skip::skip_unless_ci;
+use eukhe::host::busy_journal::BUSY_MESSAGE_ID;
+
+use crate::support::installed::{self, Installed};
+use crate::support::skip::skip_unless_ci;
+use crate::support::systemd::{unavailable, PrivateSystemd};
+use crate::support::{never, wait_until};
 
 /// Why these tests cannot run here, printed as the reason they did not.
 fn skip() -> bool {
@@ -174,11 +169,10 @@ fn a_killed_worker_unit_restarts_after_the_pause_and_the_sixth_failure_gives_up(
     assert!(eukhe
         .journal("eukhe.service")
         .contains("given up after 6 failures"));
-    std::thread::sleep(Duration::from_millis(500));
-    assert_ne!(
-        eukhe.unit(&worker(&id), "ActiveState"),
-        "active",
-        "systemd does not restart a given-up worker"
+    never(
+        Duration::from_millis(500),
+        "systemd restarted a given-up worker",
+        || eukhe.unit(&worker(&id), "ActiveState") == "active",
     );
 }
 
@@ -198,9 +192,12 @@ fn a_hung_worker_is_killed_by_the_watchdog_and_counted_as_a_failure() {
     );
     let id = eukhe.eukhe("new").trim().to_string();
     // Alive and pinging: well past the interval, it still runs.
-    std::thread::sleep(Duration::from_secs(3));
     let hung = eukhe.main_pid(&worker(&id));
-    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+    never(
+        Duration::from_secs(3),
+        "the watchdog ended a worker that pings it",
+        || eukhe.main_pid(&worker(&id)) != hung || eukhe.session(&id)["failures_in_window"] != 0,
+    );
     eukhe.kill("STOP", hung);
     wait_until(
         Duration::from_secs(30),
@@ -454,7 +451,7 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
         kernel_pid,
         "the session's kernel is its unit's main process"
     );
-    let file = format!("/home/{}/F", eukhe::USER);
+    let file = format!("/home/{}/F", installed::USER);
     let sent = std::time::Instant::now();
     eukhe.eukhe(&format!(
         "send {id} {}",
@@ -478,6 +475,8 @@ fn a_run_outlives_its_killed_worker_unit_in_the_kernel_unit_and_cancel_empties_i
         "systemctl status shows the run's process:\n{}",
         String::from_utf8_lossy(&status.stdout)
     );
+    // The kill lands a second into the run, not at its very start: time in
+    // the run, which no state of the session shows.
     std::thread::sleep(Duration::from_secs(1).saturating_sub(sent.elapsed()));
     let first_worker = eukhe.main_pid(&worker(&id));
     eukhe.user_ok(&format!("systemctl --user kill -s KILL {}", worker(&id)));
@@ -628,7 +627,7 @@ fn after_a_reboot_the_run_in_flight_is_interrupted_once_and_the_shell_state_is_r
         "bash {id} -- {}",
         shell_quote("f() { echo from f; }; alias a='echo from a'; v='from v'")
     ));
-    let file = format!("/home/{}/G", eukhe::USER);
+    let file = format!("/home/{}/G", installed::USER);
     eukhe.eukhe(&format!(
         "send {id} {}",
         shell_quote(&format!("echo started >> {file}; sleep 600"))
@@ -700,7 +699,7 @@ fn a_kernel_alone_with_a_run_records_busy_evidence_from_its_unit() {
                 .user_ok(&format!(
                     "journalctl --user MESSAGE_ID={BUSY_MESSAGE_ID} EUKHE_SESSION={id} EUKHE_BUSY=busy _SYSTEMD_USER_UNIT={} _UID={} -o cat --no-pager",
                     kernel(&id),
-                    eukhe::UID
+                    installed::UID
                 ))
                 .contains("busy evidence: busy")
         },
@@ -800,7 +799,7 @@ fn rm_stops_both_units_and_no_reboot_brings_the_session_back() {
     );
     assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
     assert!(runs(&eukhe.cgroup_processes(&kernel(&id)), "sleep 600"));
-    let state_dir = format!("/home/{}/.local/state/eukhe/sessions", eukhe::USER);
+    let state_dir = format!("/home/{}/.local/state/eukhe/sessions", installed::USER);
     // What a removal cut short by a crash could leave behind.
     eukhe.root(&format!("cp -a {state_dir}/{id} /root/{id}"));
 
@@ -919,7 +918,7 @@ fn the_units_verify_clean_with_systemd_analyze() {
             .unwrap_or_else(|e| panic!("{e}"))
     };
     install(env!("CARGO_BIN_EXE_eukhe"), "/usr/bin/eukhe", 0o755);
-    for unit in harness::UNITS {
+    for unit in crate::support::systemd::UNITS {
         let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
         install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
     }

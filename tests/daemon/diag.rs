@@ -5,8 +5,23 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::env::{kill9, wait_until, Env};
-use super::skip::skip_unless_ci;
+use crate::support::skip::skip_unless_ci;
+use crate::support::{kill9, never, wait_for, wait_until, Env};
+
+/// Wait until the wall clock reads a later millisecond than now, so the
+/// activity that follows is stamped later than any before it.
+fn next_millisecond() {
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    let now = now_ms();
+    wait_until(Duration::from_secs(1), "the clock moves on", || {
+        now_ms() > now
+    });
+}
 
 /// Run `command` to its end within `within`, or kill it (by its pid, a
 /// child this test started) and fail.
@@ -16,14 +31,10 @@ fn finish_within(mut command: Command, within: Duration, what: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start eukhe");
-    let deadline = Instant::now() + within;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() >= deadline {
-            kill9(child.id());
-            let _ = child.wait();
-            panic!("{what}: still running after {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !wait_for(within, || child.try_wait().expect("wait").is_some()) {
+        kill9(child.id());
+        let _ = child.wait();
+        panic!("{what}: still running after {within:?}");
     }
     child.wait_with_output().expect("output")
 }
@@ -231,13 +242,18 @@ fn damaged_session_files_are_named_in_one_line_and_do_not_crash_loop() {
     }
 
     // No crash loop: no worker, no failure counted, still damaged.
-    std::thread::sleep(Duration::from_secs(2));
-    for (id, _) in damaged {
-        let session = env.session(id);
-        assert_eq!(session["state"], "damaged", "{session}");
-        assert_eq!(session["failures_in_window"], 0, "{session}");
-        assert!(session["pid"].is_null(), "{session}");
-    }
+    never(
+        Duration::from_secs(2),
+        "a damaged session was started or counted a failure",
+        || {
+            damaged.iter().any(|(id, _)| {
+                let session = env.session(id);
+                session["state"] != "damaged"
+                    || session["failures_in_window"] != 0
+                    || !session["pid"].is_null()
+            })
+        },
+    );
     // The sound session is untouched.
     assert_eq!(env.ok(&["bash", &sound, "--", "f"]), "kept\n");
 
@@ -322,7 +338,7 @@ fn doctor_fails_a_read_only_state_directory() {
 /// nearly full (a full disk refuses inputs and loses output).
 #[test]
 fn doctor_fails_a_nearly_full_state_disk() {
-    use super::small_disk::{self, fill};
+    use crate::support::small_disk::{self, fill};
     let env = Env::new("doctor-room");
     env.ok(&["status"]);
     let report = env.ok(&["doctor"]);
@@ -480,7 +496,7 @@ fn ls_lists_by_last_activity_with_the_directory_and_aligns_wide_names() {
     // Activity in this order: plain, then the CJK one, then the emoji one.
     // (The emoji one's shell moves: `ls` shows where it is now.)
     for (id, command) in [(&plain, "true"), (&cjk, "true"), (&emoji, "cd /usr")] {
-        std::thread::sleep(Duration::from_millis(30));
+        next_millisecond();
         env.ok(&["bash", id, "--", command]);
     }
     let listed = env.sessions();
@@ -495,7 +511,7 @@ fn ls_lists_by_last_activity_with_the_directory_and_aligns_wide_names() {
     assert_eq!(listed[1]["cwd"], "/tmp");
     assert_eq!(listed[2]["cwd"], "/usr");
     // Activity moves a session to the end.
-    std::thread::sleep(Duration::from_millis(30));
+    next_millisecond();
     env.ok(&["bash", &plain, "--", "true"]);
     let again = env.sessions();
     assert_eq!(

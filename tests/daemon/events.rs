@@ -5,10 +5,11 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::env::{kill9, wait_until, Env};
-use super::skip::skip_unless_ci;
+use crate::support::process::Signal;
+use crate::support::skip::skip_unless_ci;
+use crate::support::{kill9, never, signal, wait_for, wait_until, Env};
 
 /// An `eukhe events` client whose lines are collected as they come.
 struct Subscriber {
@@ -63,24 +64,24 @@ impl Drop for Subscriber {
 /// Rename `session` until `subscribers` have each seen a rename: from then
 /// on they are subscribed. Returns the session's name at the end.
 fn until_subscribed(env: &Env, session: &str, subscribers: &[&Subscriber]) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut round = 0;
-    loop {
-        round += 1;
-        let name = format!("warm-{round}");
-        env.ok(&["rename", session, &name]);
-        std::thread::sleep(Duration::from_millis(100));
-        if subscribers
+    let mut name = String::new();
+    let subscribed = || {
+        subscribers
             .iter()
             .all(|s| s.lines().iter().any(|l| l.contains("renamed")))
-        {
-            return name;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the subscribers never subscribed"
-        );
-    }
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "the subscribers subscribed",
+        || {
+            round += 1;
+            name = format!("warm-{round}");
+            env.ok(&["rename", session, &name]);
+            wait_for(Duration::from_millis(100), subscribed)
+        },
+    );
+    name
 }
 
 /// Whether an event is the one expected next.
@@ -213,9 +214,12 @@ fn events_ride_through_a_daemon_restart_and_say_so_once() {
     let first = env.daemon_pid();
     env.ok(&["shutdown"]);
     // Waiting for the next daemon: a background client starts none.
-    std::thread::sleep(Duration::from_millis(600));
     let socket = env.dir.join("run/eukhe.sock");
-    assert!(!socket.exists(), "events started a daemon");
+    never(
+        Duration::from_millis(600),
+        "events started a daemon",
+        || socket.exists(),
+    );
     let second = env.daemon_pid();
     assert_ne!(first, second);
     wait_until(Duration::from_secs(10), "events reconnect", || {
@@ -256,11 +260,6 @@ fn rss_anon_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) on an `eukhe events` process this test started.
-    unsafe { libc::kill(pid as i32, signal) };
-}
-
 #[test]
 fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it_missed() {
     const SUBSCRIBERS: usize = 6;
@@ -272,7 +271,7 @@ fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it
         .collect();
     until_subscribed(&env, &id, &subscribers.iter().collect::<Vec<_>>());
     for subscriber in &subscribers {
-        signal(subscriber.child.id(), libc::SIGSTOP);
+        signal(subscriber.child.id(), Signal::SIGSTOP);
     }
     let daemon = env.daemon_pid();
     let before = rss_anon_kib(daemon);
@@ -291,7 +290,7 @@ fn a_stopped_subscriber_costs_the_daemon_a_bounded_buffer_and_hears_once_what_it
         "the daemon grew by {growth} KiB ({before} -> {after}) while {SUBSCRIBERS} subscribers were stopped"
     );
     for subscriber in &subscribers {
-        signal(subscriber.child.id(), libc::SIGCONT);
+        signal(subscriber.child.id(), Signal::SIGCONT);
     }
     for subscriber in &subscribers {
         wait_until(
@@ -414,18 +413,16 @@ impl Tmux {
     }
 
     fn until(&self, what: &str, condition: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let screen = self.screen();
-            if condition(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting until {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut screen = String::new();
+        let shown = wait_for(Duration::from_secs(15), || {
+            screen = self.screen();
+            condition(&screen)
+        });
+        assert!(
+            shown,
+            "timed out waiting until {what}; the screen:\n{screen}"
+        );
+        screen
     }
 }
 

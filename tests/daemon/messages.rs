@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 
-use super::env::Env;
+use crate::support::Env;
 
 fn bytes(raw: &[u8]) -> &OsStr {
     OsStr::from_bytes(raw)

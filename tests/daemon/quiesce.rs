@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use super::env::{alive, kill9, wait_until, Env};
+use crate::support::{alive, kill9, wait_until, Env};
 
 /// A process by identity: its pid and its start time (clock ticks since
 /// boot), so a pid used again is never taken for it.

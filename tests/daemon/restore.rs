@@ -6,8 +6,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use super::env::{alive, kill9, wait_until, Env};
-use super::wire::frame;
+use crate::support::wire::frame;
+use crate::support::{alive, kill9, wait_until, Env};
 
 /// Greet the kernel of `id` as a worker would and read its hello; then
 /// hang up, as a worker killed before it stored anything.

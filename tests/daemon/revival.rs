@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::env::{alive, kill9, wait_until, Env};
+use crate::support::{alive, kill9, wait_until, Env};
 
 fn wall_ms() -> u64 {
     SystemTime::now()

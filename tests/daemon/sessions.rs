@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::env::{alive, kill9, wait_until, Env};
+use crate::support::{alive, kill9, never, wait_until, Env};
 
 fn session_dir(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id)
@@ -407,6 +407,8 @@ fn a_request_racing_rm_is_either_served_before_it_or_told_the_session_is_gone() 
         let spawn = |args: Vec<String>, after_ms: u64| {
             let mut command = env.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
             std::thread::spawn(move || {
+                // The gap between the two requests is the test's subject:
+                // a time, not a condition.
                 std::thread::sleep(Duration::from_millis(after_ms));
                 command.output().unwrap()
             })
@@ -474,9 +476,11 @@ fn the_environment_overrides_idle_stop_ms_and_never_keeps_sessions() {
         .with("EUKHE_IDLE_STOP_MS", "never");
     let id = env.ok(&["new"]).trim().to_string();
     let worker = env.worker_pid(&id).unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(env.session(&id)["state"], "idle");
-    assert_eq!(env.worker_pid(&id), Some(worker));
+    never(
+        Duration::from_millis(2500),
+        "the session was stopped after its idle_stop_ms of the file",
+        || env.session(&id)["state"] != "idle" || env.worker_pid(&id) != Some(worker),
+    );
 }
 
 /// The spare session the daemon keeps ready for the next `new`, if one is
@@ -635,19 +639,19 @@ fn a_first_command_that_changes_nothing_keeps_the_first_snapshot_and_its_templat
         "the session's template replaces the spare's",
         || present("template-2.fifo") && !present("template-1.fifo"),
     );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        std::fs::read(dir.join("snapshot.json")).unwrap() == first,
-        "a first command that changed nothing changed the snapshot"
+    never(
+        Duration::from_millis(300),
+        "a first command that changed nothing changed the snapshot",
+        || std::fs::read(dir.join("snapshot.json")).unwrap() != first,
     );
     assert_eq!(
         env.ok(&["bash", &id, "--", "echo \"$QUOTED\""]),
         format!("{quoted}\n")
     );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        present("template-2.fifo") && !present("template-3.fifo"),
-        "the template made after the first command was made again"
+    never(
+        Duration::from_millis(300),
+        "the template made after the first command was made again",
+        || !present("template-2.fifo") || present("template-3.fifo"),
     );
     // A command that changes the state changes both.
     env.ok(&["bash", &id, "--", "export CHANGED=1"]);
@@ -666,13 +670,18 @@ fn no_spare_session_when_the_config_says_so() {
     let env = Env::new("no-spare").with_config("spare_session = false\n");
     let id = env.ok(&["new"]).trim().to_string();
     assert_eq!(env.ok(&["bash", &id, "--", "echo up"]), "up\n");
-    std::thread::sleep(Duration::from_millis(1_000));
-    let dirs: Vec<_> = std::fs::read_dir(env.dir.join("state/sessions"))
-        .unwrap()
-        .flatten()
-        .map(|d| d.file_name().to_string_lossy().to_string())
-        .collect();
-    assert_eq!(dirs, [id], "a spare was made against the config");
+    let dirs = || -> Vec<_> {
+        std::fs::read_dir(env.dir.join("state/sessions"))
+            .unwrap()
+            .flatten()
+            .map(|d| d.file_name().to_string_lossy().to_string())
+            .collect()
+    };
+    never(
+        Duration::from_millis(1_000),
+        "a spare was made against the config",
+        || dirs() != [id.clone()],
+    );
 }
 
 #[test]

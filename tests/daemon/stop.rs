@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use eukhe::laws::timing::TM;
 
-use super::env::{alive, wait_until, Env};
+use crate::support::{alive, wait_until, Env};
 
 /// The children of `pid` (its main thread's), as the kernel sees them.
 fn children(pid: u32) -> usize {

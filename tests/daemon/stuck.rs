@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::env::{alive, kill9, wait_until, Env};
+use crate::support::process::Signal;
+use crate::support::{alive, kill9, signal, wait_until, Env};
 
 /// What "answers" means here: a command that needs no stuck peer.
 const ANSWERS_WITHIN: Duration = Duration::from_secs(5);
@@ -14,11 +15,6 @@ const ANSWERS_WITHIN: Duration = Duration::from_secs(5);
 /// The worker watchdog (30 s), the longest restart pause of a first
 /// failure and a stop grace, with room for a slow machine.
 const SERVED_AGAIN_WITHIN: Duration = Duration::from_secs(45);
-
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) on a pid this test read from its own installation.
-    unsafe { libc::kill(pid as i32, signal) };
-}
 
 /// Run `args`, timed; fails the test if it fails.
 fn timed(env: &Env, args: &[&str]) -> (String, Duration) {
@@ -41,7 +37,7 @@ fn a_stopped_worker_freezes_no_other_session_when_the_daemon_restarts() {
     let stuck = env.ok(&["new", "--name", "a"]).trim().to_string();
     let other = env.ok(&["new", "--name", "b"]).trim().to_string();
     let worker = env.worker_pid(&stuck).expect("a's worker");
-    signal(worker, libc::SIGSTOP);
+    signal(worker, Signal::SIGSTOP);
     kill_daemon(&env);
 
     let (_, ls) = timed(&env, &["ls"]);
@@ -170,8 +166,10 @@ fn a_stopped_supervisor_leaves_a_streaming_client_going_and_a_new_one_gets_one_l
     // The run's client was handed to the worker: the daemon is not on its
     // path. Stopped while the run goes on, it is not missed.
     let streaming = std::thread::spawn(move || run.output());
-    std::thread::sleep(Duration::from_millis(300));
-    signal(daemon, libc::SIGSTOP);
+    wait_until(Duration::from_secs(10), "the run runs", || {
+        env.session(&id)["state"] == "busy"
+    });
+    signal(daemon, Signal::SIGSTOP);
     let out = streaming.join().unwrap().unwrap();
     assert_eq!(out.status.code(), Some(7), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "finished\n");
@@ -179,7 +177,7 @@ fn a_stopped_supervisor_leaves_a_streaming_client_going_and_a_new_one_gets_one_l
     let started = Instant::now();
     let refused = env.run(&["ls"]);
     let took = started.elapsed();
-    signal(daemon, libc::SIGCONT);
+    signal(daemon, Signal::SIGCONT);
     eprintln!("ls against a stopped daemon answered in {took:?}");
     assert_eq!(refused.status.code(), Some(125), "{refused:?}");
     let said = String::from_utf8_lossy(&refused.stderr);
@@ -201,7 +199,7 @@ fn a_stopped_kernel_under_a_busy_run_leaves_ls_log_and_cancel_answering_and_says
         env.log(&id).contains("started\n")
     });
     let kernel = env.kernel_pid(&id).expect("a live kernel");
-    signal(kernel, libc::SIGSTOP);
+    signal(kernel, Signal::SIGSTOP);
 
     let (_, ls) = timed(&env, &["ls"]);
     let (log, log_took) = timed(&env, &["log", &id]);
@@ -223,7 +221,7 @@ fn a_stopped_kernel_under_a_busy_run_leaves_ls_log_and_cancel_answering_and_says
         || env.log(&id).contains(&silent),
     );
     assert_eq!(env.log(&id).matches(&silent).count(), 1, "said once");
-    signal(kernel, libc::SIGCONT);
+    signal(kernel, Signal::SIGCONT);
     let out = waiting.join().unwrap().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "late\n", "{out:?}");
     let log = env.log(&id);
@@ -240,7 +238,7 @@ fn a_stopped_kernel_under_a_busy_run_leaves_ls_log_and_cancel_answering_and_says
 #[test]
 fn a_full_state_disk_during_adoption_freezes_nothing_and_a_session_comes_back_with_room() {
     let env = Env::new("stuck-full-disk");
-    let Some(disk) = super::small_disk::for_test(&env.dir.join("state")) else {
+    let Some(disk) = crate::support::small_disk::for_test(&env.dir.join("state")) else {
         return;
     };
     let env = env.with("EUKHE_STATE_DIR", &disk.path.display().to_string());
@@ -250,7 +248,7 @@ fn a_full_state_disk_during_adoption_freezes_nothing_and_a_session_comes_back_wi
     let worker = env.worker_pid(&busy).expect("a's worker");
     kill_daemon(&env);
     kill9(worker);
-    let filler = super::small_disk::fill(&disk);
+    let filler = crate::support::small_disk::fill(&disk);
 
     let started = Instant::now();
     let listed = env.run(&["ls"]);

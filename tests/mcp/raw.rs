@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::env::Env;
+use crate::support::Env;
 
 /// How long one answer may take (a tool call may start the daemon).
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);

@@ -51,14 +51,14 @@ impl Drop for SmallDisk {
 /// A 16 MiB disk over `at` for a test, or `None` when the test must end
 /// early (not root, or no mount namespace here), said as `skip` says it.
 pub fn for_test(at: &Path) -> Option<SmallDisk> {
-    if crate::skip::not_root(
+    if super::skip::not_root(
         "it mounts a 16 MiB tmpfs (in a mount namespace of its own) as the state disk",
     ) {
         return None;
     }
     let disk = SmallDisk::mount(at, 16);
     if disk.is_none() {
-        crate::skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
+        super::skip::skip_unless_ci("`unshare --mount` cannot mount a tmpfs here");
     }
     disk
 }

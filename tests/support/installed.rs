@@ -3,9 +3,10 @@
 //! it comes back after a reboot), and helpers to drive it as that user.
 
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::harness::PrivateSystemd;
+use super::systemd::PrivateSystemd;
+use super::wait_until;
 
 pub const USER: &str = "eukhe-test";
 pub const UID: u32 = 4242;
@@ -21,15 +22,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// Wait until `done` holds, or panic naming `what`.
-pub fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 impl Installed {
@@ -48,7 +40,7 @@ impl Installed {
         let binary = std::env::var("EUKHE_TEST_BINARY")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_eukhe").to_string());
         install(&binary, "/usr/bin/eukhe", 0o755);
-        for unit in super::harness::UNITS {
+        for unit in super::systemd::UNITS {
             let from = format!("{}/units/{unit}", env!("CARGO_MANIFEST_DIR"));
             install(&from, &format!("/usr/lib/systemd/user/{unit}"), 0o644);
         }

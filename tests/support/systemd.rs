@@ -13,25 +13,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
-
-/// Units the private systemd must never start.
-const MASKED: &[&str] = &[
-    "getty@.service",
-    "serial-getty@.service",
-    "console-getty.service",
-    "container-getty@.service",
-    "getty.target",
-    "systemd-networkd.service",
-    "systemd-resolved.service",
-    "systemd-timesyncd.service",
-    "cron.service",
-    "ssh.service",
-    "apt-daily.timer",
-    "apt-daily-upgrade.timer",
-];
-
-const TARGET: &str = "eukhe-test.target";
+use std::time::Duration;
 
 /// eukhe's user units (in `units/`, installed in `/usr/lib/systemd/user`).
 pub const UNITS: &[&str] = &[
@@ -51,8 +33,7 @@ pub struct PrivateSystemd {
 
 /// Why a private systemd cannot run here, if it cannot.
 pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         return Some("needs root to create namespaces and mount an overlay".into());
     }
     for tool in [
@@ -80,18 +61,19 @@ fn cgroup2_root() -> PathBuf {
 impl PrivateSystemd {
     /// Boot a private systemd and wait until it has reached its target.
     pub fn boot(name: &str) -> Result<PrivateSystemd, String> {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("systemd-{name}-{}", std::process::id()));
+        let instance = format!("{}-{}", std::process::id(), super::unique());
+        let dir =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("systemd-{name}-{instance}"));
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["upper", "work", "root"] {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        let cgroup = cgroup2_root().join(format!("eukhe-test-{}-{name}", std::process::id()));
+        let cgroup = cgroup2_root().join(format!("eukhe-test-{instance}-{name}"));
         std::fs::create_dir_all(&cgroup)
             .map_err(|e| format!("cannot make cgroup {}: {e}", cgroup.display()))?;
         let script = dir.join("boot.sh");
-        std::fs::write(&script, boot_script(&dir)).map_err(|e| e.to_string())?;
+        std::fs::write(&script, BOOT_SCRIPT).map_err(|e| e.to_string())?;
         let unshare = Self::spawn(&dir, &cgroup)?;
         let mut booted = PrivateSystemd {
             dir,
@@ -127,11 +109,9 @@ impl PrivateSystemd {
     /// Kill the private PID 1 (its death ends its PID namespace) and the
     /// `unshare` that started it, and wait for both.
     fn power_off(&mut self) {
-        // SAFETY: kill(2) on the private PID 1 this harness started.
+        // The private PID 1 this harness started.
         if self.pid != 0 {
-            unsafe {
-                libc::kill(self.pid as i32, libc::SIGKILL);
-            }
+            super::kill9(self.pid);
         }
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();
@@ -153,6 +133,8 @@ impl PrivateSystemd {
                 "/bin/bash",
             ])
             .arg(&script)
+            .arg(dir)
+            .arg("test")
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(dir.join("boot.log")).map_err(|e| e.to_string())?)
             .stderr(std::fs::File::create(dir.join("boot.err")).map_err(|e| e.to_string())?);
@@ -171,52 +153,41 @@ impl PrivateSystemd {
     }
 
     fn wait_for_pid1(&mut self) -> Result<u32, String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let children =
-                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.unshare.id()))
-                    .unwrap_or_default();
-            if let Some(pid) = children
-                .split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                if comm.trim() == "systemd" {
-                    return Ok(pid);
-                }
-            }
-            if let Ok(Some(status)) = self.unshare.try_wait() {
-                return Err(format!(
-                    "the private systemd did not start ({status}): {}",
-                    self.boot_log()
-                ));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the private systemd did not start within 20 s: {}",
-                    self.boot_log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let mut pid1 = None;
+        let mut ended = None;
+        let unshare = &mut self.unshare;
+        super::wait_for(Duration::from_secs(20), || {
+            pid1 = systemd_child(unshare.id());
+            ended = unshare.try_wait().ok().flatten();
+            pid1.is_some() || ended.is_some()
+        });
+        match (pid1, ended) {
+            (Some(pid), _) => Ok(pid),
+            (None, Some(status)) => Err(format!(
+                "the private systemd did not start ({status}): {}",
+                self.boot_log()
+            )),
+            (None, None) => Err(format!(
+                "the private systemd did not start within 20 s: {}",
+                self.boot_log()
+            )),
         }
     }
 
     fn wait_until_running(&self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let state = self.exec(&["systemctl", "is-system-running"]);
-            let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
-            if state == "running" || state == "degraded" {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the private systemd is {state:?} after 30 s: {}",
-                    self.boot_log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut state = String::new();
+        let running = super::wait_for(Duration::from_secs(30), || {
+            let out = self.exec(&["systemctl", "is-system-running"]);
+            state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            state == "running" || state == "degraded"
+        });
+        if running {
+            Ok(())
+        } else {
+            Err(format!(
+                "the private systemd is {state:?} after 30 s: {}",
+                self.boot_log()
+            ))
         }
     }
 
@@ -322,21 +293,26 @@ impl Drop for PrivateSystemd {
     }
 }
 
+/// The first child of `unshare` once it is systemd (the private PID 1).
+fn systemd_child(unshare: u32) -> Option<u32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).ok()?;
+    let pid = children.split_whitespace().next()?.parse::<u32>().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "systemd").then_some(pid)
+}
+
 /// Remove a cgroup and the ones below it, deepest first, once empty.
 fn remove_cgroup(cgroup: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    super::wait_for(Duration::from_secs(5), || {
         let mut dirs = Vec::new();
         collect_dirs(cgroup, &mut dirs);
         dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for dir in &dirs {
             let _ = std::fs::remove_dir(dir);
         }
-        if !cgroup.exists() || Instant::now() > deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        !cgroup.exists()
+    });
 }
 
 fn collect_dirs(dir: &Path, dirs: &mut Vec<PathBuf>) {
@@ -351,34 +327,9 @@ fn collect_dirs(dir: &Path, dirs: &mut Vec<PathBuf>) {
     }
 }
 
-/// The script that runs as PID 1's parent inside the new namespaces: mount
-/// the overlay and the API filesystems, write the minimal target and the
-/// masks into the overlay, and become systemd.
-fn boot_script(dir: &Path) -> String {
-    let d = dir.display();
-    let masks: String = MASKED
-        .iter()
-        .map(|unit| format!("ln -sf /dev/null \"$root/etc/systemd/system/{unit}\"\n"))
-        .collect();
-    format!(
-        r#"set -eu
-root={d}/root
-mount --make-rprivate /
-mount -t overlay overlay -o lowerdir=/,upperdir={d}/upper,workdir={d}/work "$root"
-mount -t proc proc "$root/proc"
-mount -t sysfs sysfs "$root/sys"
-mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
-mount --rbind /dev "$root/dev"
-mount -t tmpfs tmpfs "$root/run"
-mount -t tmpfs tmpfs "$root/tmp"
-mkdir -p "$root/etc/systemd/system" "$root/var/log/journal"
-{masks}cat > "$root/etc/systemd/system/{TARGET}" <<'UNIT'
-[Unit]
-Description=eukhe test target (a minimal boot)
-Wants=systemd-journald.service systemd-logind.service
-UNIT
-echo eukhe-test > "$root/etc/hostname"
-exec chroot "$root" /lib/systemd/systemd --system --unit={TARGET}
-"#
-    )
-}
+/// The script that runs as PID 1's parent inside the new namespaces
+/// (shared with the soak, `soak/hosts.py`): it mounts the overlay and the
+/// API filesystems, writes the minimal target and the masks into the
+/// overlay, and becomes systemd. Its arguments: the directory, and the
+/// name of the target, `eukhe-test.target`.
+const BOOT_SCRIPT: &str = include_str!("boot-systemd.sh");

@@ -1,0 +1,19 @@
+//! The integration tests, one binary: each file beside this one is a
+//! module (with its folder, if it has one), and `support` is what they
+//! share. `cargo nextest run` runs each test in a process of its own;
+//! `cargo test --test eukhe <module>::` runs one module.
+
+mod support;
+
+mod bridge;
+mod daemon;
+mod damage;
+mod lifecycle;
+mod mcp;
+mod output;
+mod packages;
+mod proof;
+mod runaway;
+mod runs;
+mod shell;
+mod systemd;

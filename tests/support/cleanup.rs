@@ -1,0 +1,94 @@
+//! The end of a test's installation: every process it started is ended
+//! by pid (never by name), then its directory is removed.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use eukhe::laws::adoption::ProcessIdentity;
+
+use super::env::Env;
+use super::process::{all_pids, identity, kill9, recorded, session_of, signal, still, Signal};
+
+/// How long the processes of an installation get to end once told to.
+const GRACE: Duration = Duration::from_secs(5);
+
+impl Env {
+    /// Processes of this installation: their environment names its state
+    /// directory (daemon, workers, kernels), or its files record them.
+    fn own_processes(&self) -> HashSet<ProcessIdentity> {
+        let mut own = self.seen.borrow().clone();
+        let marker = format!("EUKHE_STATE_DIR={}", self.state_dir().display());
+        for pid in all_pids() {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if environ
+                .split(|&b| b == 0)
+                .any(|var| var == marker.as_bytes())
+            {
+                own.extend(identity(pid));
+            }
+        }
+        if let Ok(sessions) = std::fs::read_dir(self.state_dir().join("sessions")) {
+            for session in sessions.flatten() {
+                for file in ["worker.json", "kernel.json"] {
+                    own.extend(recorded(&session.path().join(file)));
+                }
+            }
+        }
+        own
+    }
+
+    /// What is left of `own`, and every process in the sessions they lead
+    /// (a kernel's runs, their children, the kernel's shell).
+    fn leftovers(own: &HashSet<ProcessIdentity>) -> Vec<u32> {
+        let mut leftovers: Vec<u32> = own
+            .iter()
+            .filter(|&&who| still(who))
+            .map(|who| who.pid)
+            .collect();
+        for pid in all_pids() {
+            let (Some(who), Some(sid)) = (identity(pid), session_of(pid)) else {
+                continue;
+            };
+            let led_by_ours = own.iter().any(|leader| {
+                leader.pid == sid
+                    && who.start_time >= leader.start_time
+                    && match identity(leader.pid) {
+                        Some(now) => now == *leader,
+                        None => true,
+                    }
+            });
+            if led_by_ours && pid != std::process::id() {
+                leftovers.push(pid);
+            }
+        }
+        leftovers.sort_unstable();
+        leftovers.dedup();
+        leftovers
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // The orderly way first: the daemon stops every worker and kernel.
+        let _ = self.command(&["shutdown", "--force"]).output();
+        let own = self.own_processes();
+        // Kernels outlive their workers: SIGTERM ends every process of a
+        // kernel's session.
+        for kernel in self.kernel_pids() {
+            signal(kernel, Signal::SIGTERM);
+        }
+        super::wait_for(GRACE, || !own.iter().any(|&who| still(who)));
+        let leftovers = Env::leftovers(&own);
+        if !leftovers.is_empty() {
+            eprintln!("ending processes left behind: {leftovers:?}");
+        }
+        for pid in leftovers {
+            kill9(pid);
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
