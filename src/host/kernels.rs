@@ -20,7 +20,7 @@ pub async fn end(id: &str, kernel: ProcessIdentity) {
     if matches!(HostKind::from_env(), Ok(HostKind::Systemd)) {
         stop_unit(id).await;
     } else {
-        terminate(kernel, TM.kernel_term_wait).await;
+        terminate(kernel, TM.kernel.kernel_term_wait).await;
     }
 }
 

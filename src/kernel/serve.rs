@@ -655,8 +655,8 @@ async fn stop(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
     }
     tracing::info!("stopping: every process of the session ends");
     let killed = tree::end_descendants(
-        Duration::from_millis(TM.run_term_grace),
-        Duration::from_millis(TM.child_drain),
+        Duration::from_millis(TM.kernel.run_term_grace),
+        Duration::from_millis(TM.supervisor.child_drain),
     );
     if killed > 0 {
         tracing::warn!("{killed} processes did not end on SIGTERM and were killed");

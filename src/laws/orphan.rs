@@ -70,8 +70,8 @@ pub fn window_obeys_minimum(window: LostExitWindow, short_allowed: bool) -> Resu
         LostExitWindow::After(ms) if ms < WORKER_LOST_EXIT_MIN_MS && !short_allowed => {
             Err(format!(
                 "worker_lost_exit_ms = {ms} is shorter than the minimum {WORKER_LOST_EXIT_MIN_MS}: a lost worker must see a relaunched daemon before it exits (a client relaunches one within {}, then waits up to {} for it)",
-                duration_in_words(TM.client_relaunch_within),
-                duration_in_words(TM.launcher_wait)
+                duration_in_words(TM.client.client_relaunch_within),
+                duration_in_words(TM.client.launcher_wait)
             ))
         }
         _ => Ok(()),

@@ -63,7 +63,8 @@ impl Drop for InFlight {
 /// a request that arrives meanwhile is answered once that is over (an idle
 /// stop's then wakes the session; a removal's finds no session).
 pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(TM.supervisor.session_settle);
     let changed = supervisor.borrow().changed.clone();
     let mut waited = false;
     loop {
@@ -89,7 +90,7 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
                 if tokio::time::Instant::now() >= deadline {
                     return Err(SupervisorError::Refused(format!(
                         "session {id}: its stop did not finish within {}",
-                        duration_in_words(TM.session_settle)
+                        duration_in_words(TM.supervisor.session_settle)
                     )));
                 }
                 let _ = tokio::time::timeout_at(deadline, notified).await;
@@ -103,7 +104,8 @@ pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError
 /// the session began to stop has been handed to its worker (the worker
 /// then counts it in its work or its clients), within `session_settle`.
 async fn wait_handed(supervisor: &Shared, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(TM.supervisor.session_settle);
     wait_for_change(supervisor, deadline, |s| {
         s.slots.get(id).map_or(0, |slot| slot.requests_in_flight) == 0
     })

@@ -81,7 +81,8 @@ pub(super) async fn shutdown_if_idle(supervisor: &Shared, stop_serving: fn(&Shar
     match idle_shutdown_commits(asked_at, &replies) {
         ShutdownCommit::StopWorkers => {
             stop_serving(supervisor);
-            let drained = tokio::time::Instant::now() + Duration::from_millis(TM.supervisor_drain);
+            let drained =
+                tokio::time::Instant::now() + Duration::from_millis(TM.supervisor.supervisor_drain);
             // Kernels no worker drives stop beside the workers.
             let lone: Vec<String> = asked
                 .iter()
@@ -306,11 +307,14 @@ pub(super) async fn stop_all(
     // cannot hold the shutdown's answer past the launcher's wait.
     let mut outcomes: Vec<(String, bool)> =
         stops.iter().map(|(id, _)| (id.clone(), false)).collect();
-    let _ = tokio::time::timeout(Duration::from_millis(TM.supervisor_drain), async {
-        for ((_, stop), outcome) in stops.into_iter().zip(outcomes.iter_mut()) {
-            outcome.1 = stop.await.unwrap_or(false);
-        }
-    })
+    let _ = tokio::time::timeout(
+        Duration::from_millis(TM.supervisor.supervisor_drain),
+        async {
+            for ((_, stop), outcome) in stops.into_iter().zip(outcomes.iter_mut()) {
+                outcome.1 = stop.await.unwrap_or(false);
+            }
+        },
+    )
     .await;
     outcomes
 }

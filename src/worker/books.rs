@@ -92,7 +92,7 @@ impl Books {
     /// a close comes last, and ends the tick loop).
     pub fn tick(&mut self, now_ms: u64, work: WorkSet) -> Vec<TickAction> {
         let mut actions = Vec::new();
-        if now_ms.saturating_sub(self.last_sign_of_life_ms) >= TM.sign_of_life {
+        if now_ms.saturating_sub(self.last_sign_of_life_ms) >= TM.worker.sign_of_life {
             actions.push(TickAction::SignOfLife);
             self.last_sign_of_life_ms = now_ms;
         }
@@ -215,8 +215,8 @@ mod tests {
         books.supervised();
         let seen = run(&mut books, 0, 20_000, WorkSet::EMPTY);
         let lives = times(&seen, TickAction::SignOfLife);
-        let expected: Vec<u64> = (1..=20_000 / TM.sign_of_life)
-            .map(|n| n * TM.sign_of_life)
+        let expected: Vec<u64> = (1..=20_000 / TM.worker.sign_of_life)
+            .map(|n| n * TM.worker.sign_of_life)
             .collect();
         assert_eq!(lives, expected);
         assert_eq!(

@@ -341,7 +341,7 @@ impl Kernel {
 /// Whether a template has waited too long for a job: none runs and the
 /// last one started or ended more than `template_idle` ago.
 fn template_expired(job_running: bool, last_job_ms: u64, now_ms: u64) -> bool {
-    !job_running && now_ms.saturating_sub(last_job_ms) > TM.template_idle
+    !job_running && now_ms.saturating_sub(last_job_ms) > TM.kernel.template_idle
 }
 
 #[cfg(test)]
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_template_outlives_a_busy_spell_and_goes_after_an_idle_one() {
-        let idle = TM.template_idle;
+        let idle = TM.kernel.template_idle;
         assert!(!template_expired(false, 1_000, 1_000 + idle));
         assert!(template_expired(false, 1_000, 1_000 + idle + 1));
         assert!(

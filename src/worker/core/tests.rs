@@ -199,7 +199,7 @@ fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
     core.queued(1, "echo late".into(), 0);
     assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
     // Closed through the hold's last millisecond, open just after it.
-    let hold_us = TM.quiesce_hold * 1000;
+    let hold_us = TM.supervisor.quiesce_hold * 1000;
     core.tick(t0 + hold_us);
     assert_eq!(core.next_start(t0 + hold_us), None);
     core.tick(t0 + hold_us + 1_000);
