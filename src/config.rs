@@ -44,8 +44,8 @@ use serde::Deserialize;
 use crate::laws::idle_stop::{IdleStop, IdleStopError};
 use crate::laws::orphan::{window_obeys_minimum, LostExitWindow, WindowError};
 use crate::laws::timing::{
-    timeouts_ordered, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS, TM,
-    WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS, WORKER_WATCHDOG_MIN_MS,
+    timeouts_ordered, KernelTimeouts, Tm, IDLE_STOP_DEFAULT_MS, OUTPUT_SYNC_MAX_MS, OUTPUT_SYNC_MS,
+    TM, WORKER_LOST_EXIT_DEFAULT_MS, WORKER_LOST_EXIT_MIN_MS, WORKER_WATCHDOG_MIN_MS,
 };
 
 /// A configuration refused: the file, a setting in it, or an environment
@@ -101,9 +101,9 @@ pub enum ConfigError {
     /// A cancel grace a stop's grace cannot cover (law `timeouts_ordered`).
     #[error(
         "cancel_grace_ms = {0} is too long: a stop's grace ({grace} ms) must outlast it plus the delivery of a kill ({kill} ms), so at most {most}",
-        grace = TM.stop_grace,
-        kill = TM.kill_route,
-        most = TM.stop_grace.saturating_sub(TM.kill_route)
+        grace = TM.worker.stop_grace,
+        kill = TM.supervisor.kill_route,
+        most = TM.worker.stop_grace.saturating_sub(TM.supervisor.kill_route)
     )]
     CancelGraceTooLong(u64),
     /// An environment override whose value is not one the setting takes.
@@ -188,14 +188,14 @@ fn default_spare_session() -> bool {
 }
 
 /// The process backend's worker watchdog, as the units' `WatchdogSec`.
-pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = TM.worker_watchdog;
+pub const WORKER_WATCHDOG_DEFAULT_MS: u64 = TM.worker.worker_watchdog;
 
 fn default_watchdog() -> u64 {
     WORKER_WATCHDOG_DEFAULT_MS
 }
 
 fn default_cancel_grace() -> u64 {
-    TM.cancel_grace
+    TM.kernel.cancel_grace
 }
 
 fn default_output_sync() -> u64 {
@@ -244,7 +244,9 @@ fn allowed(key: &str) -> String {
         "worker_watchdog_ms" => format!("milliseconds, at least {WORKER_WATCHDOG_MIN_MS}"),
         "cancel_grace_ms" => format!(
             "milliseconds, from 1 to {}",
-            TM.stop_grace.saturating_sub(TM.kill_route)
+            TM.worker
+                .stop_grace
+                .saturating_sub(TM.supervisor.kill_route)
         ),
         "output_sync_ms" => format!("milliseconds, from 0 to {OUTPUT_SYNC_MAX_MS}"),
         "idle_stop_ms" => "milliseconds (at least 1) or \"never\"".to_string(),
@@ -453,7 +455,10 @@ impl Config {
     /// (the cancel grace; the other timeouts are the law module's).
     pub fn timeouts(&self) -> Tm {
         Tm {
-            cancel_grace: self.cancel_grace_ms,
+            kernel: KernelTimeouts {
+                cancel_grace: self.cancel_grace_ms,
+                ..TM.kernel
+            },
             ..TM
         }
     }
@@ -633,7 +638,7 @@ mod tests {
 
     #[test]
     fn the_cancel_grace_is_at_least_one_ms_and_a_stop_outlasts_it() {
-        assert_eq!(Config::default().cancel_grace_ms, TM.cancel_grace);
+        assert_eq!(Config::default().cancel_grace_ms, TM.kernel.cancel_grace);
         assert_eq!(Config::parse("").unwrap().cancel_grace_ms, 1_000);
         assert_eq!(
             Config::parse("cancel_grace_ms = 1")
@@ -641,7 +646,7 @@ mod tests {
                 .cancel_grace_ms,
             1
         );
-        let longest = TM.stop_grace - TM.kill_route;
+        let longest = TM.worker.stop_grace - TM.supervisor.kill_route;
         let config = Config::parse(&format!("cancel_grace_ms = {longest}")).unwrap();
         assert_eq!(config.cancel_grace_ms, longest);
         assert!(timeouts_ordered(&config.timeouts()));

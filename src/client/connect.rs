@@ -91,7 +91,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
     // A daemon that accepts and never answers (stopped, wedged) is waited
     // for as long as a starting one, and no longer.
     let answer = tokio::time::timeout(
-        Duration::from_millis(TM.daemon_start_wait),
+        Duration::from_millis(TM.client.daemon_start_wait),
         read_frame::<Response, _>(&mut stream),
     )
     .await
@@ -99,7 +99,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
         ClientError::NoDaemon(format!(
             "the daemon on {} accepted but did not answer within {}: it is stopped or wedged; `eukhe doctor` names its process",
             paths.socket.display(),
-            duration_in_words(TM.daemon_start_wait)
+            duration_in_words(TM.client.daemon_start_wait)
         ))
     })?;
     match answer {
@@ -190,7 +190,7 @@ async fn replace_if_idle(
 ) -> Result<Client, ClientError> {
     // The launcher waits for the whole supervisor drain (the
     // quiesce answers, then every worker's stop), and no longer.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.launcher_wait);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.client.launcher_wait);
     let answer = tokio::time::timeout_at(
         deadline,
         asking.ask(Request::Shutdown {
@@ -202,7 +202,7 @@ async fn replace_if_idle(
         ClientError::NoDaemon(format!(
             "the daemon on {} did not finish its idle shutdown within {}",
             paths.socket.display(),
-            duration_in_words(TM.launcher_wait)
+            duration_in_words(TM.client.launcher_wait)
         ))
     })??;
     match answer {
@@ -287,7 +287,7 @@ async fn wait_for_daemon(
     role: Role,
     mut daemon: std::process::Child,
 ) -> Result<Client, ClientError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.client.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
@@ -310,7 +310,7 @@ async fn wait_for_daemon(
         if tokio::time::Instant::now() >= deadline {
             return Err(ClientError::NoDaemon(format!(
                 "the daemon did not start within {}; see {}",
-                duration_in_words(TM.daemon_start_wait),
+                duration_in_words(TM.client.daemon_start_wait),
                 paths.state.join("daemon.log").display()
             )));
         }
@@ -323,7 +323,7 @@ async fn wait_for_daemon(
 /// Connect until a daemon other than the one that just stopped answers
 /// (the old one may still accept while it ends).
 async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, ClientError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.daemon_start_wait);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.client.daemon_start_wait);
     loop {
         if let Some(client) = handshake(paths, role).await? {
             return Ok(client);
@@ -332,7 +332,7 @@ async fn wait_for_activation(paths: &Paths, role: Role) -> Result<Client, Client
             return Err(ClientError::NoDaemon(format!(
                 "no daemon answered on {} within {} after the old one stopped; `systemctl --user status eukhe.service` says why",
                 paths.socket.display(),
-                duration_in_words(TM.daemon_start_wait)
+                duration_in_words(TM.client.daemon_start_wait)
             )));
         }
         // No event says the service manager's next daemon answers: it is

@@ -20,11 +20,11 @@ use super::units::{UnitState, UserManager};
 /// How long a kernel unit may take to come up: a stop still in progress
 /// (the unit's `TimeoutStopSec`, 6 s, while it empties its cgroup) and
 /// then the start itself (`Type=notify`: until the kernel's READY=1).
-const START_WITHIN: Duration = Duration::from_millis(TM.kernel_start_wait);
+const START_WITHIN: Duration = Duration::from_millis(TM.kernel.kernel_start_wait);
 
 /// How long a kernel unit may take to go down: its `TimeoutStopSec` (6 s),
 /// after which the manager SIGKILLs the cgroup, with a margin.
-const STOP_WITHIN: Duration = Duration::from_millis(TM.kernel_stop_wait);
+const STOP_WITHIN: Duration = Duration::from_millis(TM.kernel.kernel_stop_wait);
 
 /// Why a kernel unit is not up, in words for a log line.
 fn why_not_up(unit: &str, state: &UnitState) -> HostError {

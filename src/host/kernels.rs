@@ -24,7 +24,7 @@ pub async fn end(id: &str, kernel: ProcessIdentity) {
     if matches!(HostKind::from_env(), Ok(HostKind::Systemd)) {
         stop_unit(id).await;
     } else {
-        terminate(kernel, TM.kernel_term_wait).await;
+        terminate(kernel, TM.kernel.kernel_term_wait).await;
     }
 }
 
@@ -143,10 +143,10 @@ mod tests {
     async fn a_kernel_that_ends_on_sigterm_is_waited_for_until_its_end_only() {
         let (mut child, kernel) = spawn("exec sleep 1000");
         let started = std::time::Instant::now();
-        terminate(kernel, TM.kernel_term_wait).await;
+        terminate(kernel, TM.kernel.kernel_term_wait).await;
         assert!(!is_alive(kernel));
         assert!(
-            started.elapsed() < Duration::from_millis(TM.kernel_term_wait),
+            started.elapsed() < Duration::from_millis(TM.kernel.kernel_term_wait),
             "{:?}",
             started.elapsed()
         );
@@ -160,7 +160,8 @@ mod tests {
         // The ignored SIGTERM is inherited across the exec.
         let (mut child, kernel) = spawn("trap '' TERM; exec sleep 1000");
         // The shell sets its trap before the exec: wait until it runs sleep.
-        let deadline = std::time::Instant::now() + Duration::from_millis(TM.kernel_term_wait);
+        let deadline =
+            std::time::Instant::now() + Duration::from_millis(TM.kernel.kernel_term_wait);
         while std::fs::read_to_string(format!("/proc/{}/comm", kernel.pid))
             .is_ok_and(|comm| comm.trim() != "sleep")
             && std::time::Instant::now() < deadline
@@ -168,8 +169,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
         let started = std::time::Instant::now();
-        terminate(kernel, TM.kernel_term_wait).await;
-        assert!(started.elapsed() >= Duration::from_millis(TM.kernel_term_wait));
+        terminate(kernel, TM.kernel.kernel_term_wait).await;
+        assert!(started.elapsed() >= Duration::from_millis(TM.kernel.kernel_term_wait));
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(libc::SIGKILL), "killed at the grace");

@@ -259,7 +259,7 @@ fn start_kernel(
 fn template_idle() -> u64 {
     let short = std::env::var(crate::config::TEST_SHORT_WINDOWS).is_ok_and(|v| v == "1");
     if !short {
-        return TM.template_idle;
+        return TM.kernel.template_idle;
     }
     tracing::warn!(
         "{}=1 (test only): templates go after {TEST_TEMPLATE_IDLE_MS} ms idle",

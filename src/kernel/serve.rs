@@ -631,8 +631,8 @@ async fn stop(ctx: &Context) {
     tracing::info!("stopping: every process of the session ends");
     let ended = tokio::task::spawn_blocking(|| {
         tree::end_descendants(
-            Duration::from_millis(TM.run_term_grace),
-            Duration::from_millis(TM.child_drain),
+            Duration::from_millis(TM.kernel.run_term_grace),
+            Duration::from_millis(TM.supervisor.child_drain),
         )
     });
     match ended.await {

@@ -84,8 +84,8 @@ pub enum WindowError {
     #[error(
         "worker_lost_exit_ms = {ms} is shorter than the minimum {}: a lost worker must see a relaunched daemon before it exits (a client relaunches one within {}, then waits up to {} for it)",
         WORKER_LOST_EXIT_MIN_MS,
-        duration_in_words(TM.client_relaunch_within),
-        duration_in_words(TM.launcher_wait)
+        duration_in_words(TM.client.client_relaunch_within),
+        duration_in_words(TM.client.launcher_wait)
     )]
     BelowMinimum {
         /// The window asked for.

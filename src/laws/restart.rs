@@ -18,7 +18,7 @@ pub const RESTART_GIVE_UP_AFTER: u32 = 5;
 /// The pause before the first restart in a window.
 pub const RESTART_PAUSE_MIN_MS: u64 = 250;
 /// The longest pause before a restart.
-pub const RESTART_PAUSE_MAX_MS: u64 = TM.restart_pause_max;
+pub const RESTART_PAUSE_MAX_MS: u64 = TM.supervisor.restart_pause_max;
 
 /// What the supervisor does about a worker that just failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -93,7 +93,7 @@ pub fn busy_evidence_fresh(at_ms: u64, now_ms: u64, origin: RecordOrigin) -> boo
     };
     let from_future = at_ms.saturating_sub(now_ms);
     let age = now_ms.saturating_sub(at_ms);
-    from_future <= skew && age <= TM.busy_evidence_ttl + skew
+    from_future <= skew && age <= TM.evidence.busy_evidence_ttl + skew
 }
 
 /// The latest busy-evidence record of a session, as read back at boot.
@@ -193,8 +193,8 @@ mod tests {
         // A run that has refreshed for ten hours crashes just before its
         // next refresh; the boot comes a whole revival window later.
         let last_refresh = 10 * 3_600_000;
-        let crash = last_refresh + BUSY_REFRESH_MS + TM.busy_tick - 1;
-        let boot = crash + TM.revival_window;
+        let crash = last_refresh + BUSY_REFRESH_MS + TM.evidence.busy_tick - 1;
+        let boot = crash + TM.evidence.revival_window;
         let record = BusyRecord {
             state: BusyState::Busy,
             at_ms: Some(last_refresh),
@@ -239,7 +239,7 @@ mod tests {
             1_000,
             RecordOrigin::ThisProcess
         ));
-        let old = TM.busy_evidence_ttl + REVIVAL_CLOCK_SKEW_MS;
+        let old = TM.evidence.busy_evidence_ttl + REVIVAL_CLOCK_SKEW_MS;
         assert!(busy_evidence_fresh(0, old, RecordOrigin::OtherProcess));
         assert!(!busy_evidence_fresh(0, old, RecordOrigin::ThisProcess));
         assert!(!busy_evidence_fresh(

@@ -55,28 +55,138 @@ pub const TIMEOUT_NAMES: [&str; TIMEOUT_COUNT] = [
 /// How many timeouts [`Tm`] holds.
 pub const TIMEOUT_COUNT: usize = 37;
 
-/// Every timeout constant of the daemon.
+/// Every timeout constant of the daemon, by who waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tm {
+    /// A worker's own waits, and the waits on a worker.
+    pub worker: WorkerTimeouts,
+    /// The kernel's waits, and the waits on a kernel and its runs.
+    pub kernel: KernelTimeouts,
+    /// The supervisor's waits: shutdown, kills, quiesce, restarts, settling.
+    pub supervisor: SupervisorTimeouts,
+    /// A client's waits on a daemon.
+    pub client: ClientTimeouts,
+    /// Busy evidence and revival after a reboot or crash.
+    pub evidence: EvidenceTimeouts,
+}
+
+/// A worker's own waits, and the waits on a worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerTimeouts {
     /// A worker asked to stop gets this long before it is killed.
     pub stop_grace: u64,
-    /// The kernel (persistent shell) gets this long to exit after SIGTERM.
-    pub kernel_teardown: u64,
     /// The engine harness gets this long to flush and close the transcript.
     pub harness_close: u64,
-    /// A client replacing a daemon waits this long for it to go away.
-    pub launcher_wait: u64,
+    /// A worker gives a lost supervisor this long before it acts alone.
+    pub worker_lost_exit: u64,
+    /// A worker shows its supervisor a sign of life this often (the process
+    /// backend's watchdog hears it).
+    pub sign_of_life: u64,
+    /// A worker that shows no sign of life this long is hung: `WatchdogSec`
+    /// of `eukhe@.service`, and the process backend's default.
+    pub worker_watchdog: u64,
+    /// The supervisor waits this long for a worker to answer a connect, a
+    /// hello or a request (a healthy one answers within milliseconds): a
+    /// worker that does not (stopped, wedged, accepting and never replying)
+    /// is unreachable, a failure under the restart budget when it is found
+    /// at start, and nothing else waits for it.
+    pub worker_answer: u64,
+    /// The supervisor waits this long for a launched worker to be under
+    /// supervision (its unit active, its socket answering).
+    pub worker_start_wait: u64,
+    /// `TimeoutStopSec` of `eukhe@.service`: the manager kills a worker
+    /// unit's processes this long after asking them to stop.
+    pub worker_unit_stop: u64,
+    /// How long a worker unit may take to go down once its worker hung up:
+    /// its unit's stop timeout, then the manager's kill and the reaping.
+    pub worker_stop_wait: u64,
+}
+
+/// The kernel's waits, and the waits on a kernel and its runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelTimeouts {
+    /// The kernel (persistent shell) gets this long to exit after SIGTERM.
+    pub kernel_teardown: u64,
+    /// A cancelled run gets this long after SIGINT before SIGTERM, and again
+    /// before SIGKILL.
+    pub cancel_grace: u64,
+    /// A kernel keeps the shell it prepared for the next job (a template,
+    /// the snapshot already restored) this long after its last job: an idle
+    /// session holds no shell beyond its own.
+    pub template_idle: u64,
+    /// A worker waits this long for its kernel unit to come up: a stop
+    /// still in progress (`kernel_stop_wait`), then the start itself.
+    pub kernel_start_wait: u64,
+    /// How long a kernel unit may take to go down: its unit's stop timeout,
+    /// then the manager's kill and the reaping.
+    pub kernel_stop_wait: u64,
+    /// `TimeoutStopSec` of `eukhe-kernel@.service`.
+    pub kernel_unit_stop: u64,
+    /// A stopping kernel gives the session's processes this long after
+    /// SIGTERM before it kills what is left.
+    pub run_term_grace: u64,
+    /// A parent ending a kernel process (SIGTERM) waits this long for it
+    /// to go before SIGKILL: the kernel's whole teardown.
+    pub kernel_term_wait: u64,
+}
+
+/// The supervisor's waits: shutdown, kills, quiesce, restarts, settling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisorTimeouts {
     /// The supervisor's whole shutdown: stop every worker, then kill survivors.
     pub supervisor_drain: u64,
     /// Delivering a kill order to a child (signal or `KillUnit`).
     pub kill_route: u64,
     /// A killed child is reaped within this long.
     pub child_drain: u64,
+    /// The supervisor waits this long for every worker's quiesce answer.
+    pub quiesce_answer: u64,
+    /// A quiesced run gate reopens by itself after this long.
+    pub quiesce_hold: u64,
+    /// Failures inside this monotonic window count towards giving up.
+    pub restart_window: u64,
+    /// The longest pause before restarting a failed worker.
+    pub restart_pause_max: u64,
+    /// A daemon starting on the socket of a daemon that is ending (a
+    /// replacement: the old one removed its socket and drains) waits this
+    /// long for it to release the state directory's lock.
+    pub state_lock_handover: u64,
+    /// A request naming a session waits this long for that session's idle
+    /// stop or removal to finish before it is answered.
+    pub session_settle: u64,
+    /// `WatchdogSec` of `eukhe.service`: a supervisor that pings nothing
+    /// this long is killed by the manager.
+    pub supervisor_watchdog: u64,
+    /// `TimeoutStopSec` of `eukhe.service`: the manager kills a supervisor
+    /// this long after asking it to stop.
+    pub supervisor_unit_stop: u64,
+    /// The stated slack for scheduling delay: a waiter whose sum is tight
+    /// waits this much longer than the sum, so a loaded machine's late
+    /// wake-up never makes it give up on a peer still within its time.
+    pub scheduling_slack: u64,
+}
+
+/// A client's waits on a daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTimeouts {
+    /// A client replacing a daemon waits this long for it to go away.
+    pub launcher_wait: u64,
     /// An attached client relaunches a lost supervisor within this long.
     pub client_relaunch_within: u64,
-    /// A worker gives a lost supervisor this long before it acts alone.
-    pub worker_lost_exit: u64,
+    /// A client waits this long for a daemon it started (or the service
+    /// manager activated) to answer.
+    pub daemon_start_wait: u64,
+}
+
+/// Busy evidence and revival after a reboot or crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceTimeouts {
     /// A worker with work re-records busy evidence this often.
     pub busy_refresh: u64,
     /// The worker's busy-evidence tick: how late a due refresh may be written.
@@ -87,137 +197,77 @@ pub struct Tm {
     pub busy_evidence_ttl: u64,
     /// Bound on wall-clock disagreement between processes (journal timestamps).
     pub revival_clock_skew: u64,
-    /// The supervisor waits this long for every worker's quiesce answer.
-    pub quiesce_answer: u64,
-    /// A quiesced run gate reopens by itself after this long.
-    pub quiesce_hold: u64,
-    /// Failures inside this monotonic window count towards giving up.
-    pub restart_window: u64,
-    /// The longest pause before restarting a failed worker.
-    pub restart_pause_max: u64,
-    /// A cancelled run gets this long after SIGINT before SIGTERM, and again
-    /// before SIGKILL.
-    pub cancel_grace: u64,
-    /// A kernel keeps the shell it prepared for the next job (a template,
-    /// the snapshot already restored) this long after its last job: an idle
-    /// session holds no shell beyond its own.
-    pub template_idle: u64,
-    /// A client waits this long for a daemon it started (or the service
-    /// manager activated) to answer.
-    pub daemon_start_wait: u64,
-    /// The supervisor waits this long for a launched worker to be under
-    /// supervision (its unit active, its socket answering).
-    pub worker_start_wait: u64,
-    /// A worker waits this long for its kernel unit to come up: a stop
-    /// still in progress (`kernel_stop_wait`), then the start itself.
-    pub kernel_start_wait: u64,
-    /// How long a kernel unit may take to go down: its unit's stop timeout,
-    /// then the manager's kill and the reaping.
-    pub kernel_stop_wait: u64,
-    /// `TimeoutStopSec` of `eukhe@.service`: the manager kills a worker
-    /// unit's processes this long after asking them to stop.
-    pub worker_unit_stop: u64,
-    /// `TimeoutStopSec` of `eukhe-kernel@.service`.
-    pub kernel_unit_stop: u64,
-    /// A worker shows its supervisor a sign of life this often (the process
-    /// backend's watchdog hears it).
-    pub sign_of_life: u64,
-    /// The stated slack for scheduling delay: a waiter whose sum is tight
-    /// waits this much longer than the sum, so a loaded machine's late
-    /// wake-up never makes it give up on a peer still within its time.
-    pub scheduling_slack: u64,
-    /// A stopping kernel gives the session's processes this long after
-    /// SIGTERM before it kills what is left.
-    pub run_term_grace: u64,
-    /// A parent ending a kernel process (SIGTERM) waits this long for it
-    /// to go before SIGKILL: the kernel's whole teardown.
-    pub kernel_term_wait: u64,
-    /// How long a worker unit may take to go down once its worker hung up:
-    /// its unit's stop timeout, then the manager's kill and the reaping.
-    pub worker_stop_wait: u64,
-    /// A daemon starting on the socket of a daemon that is ending (a
-    /// replacement: the old one removed its socket and drains) waits this
-    /// long for it to release the state directory's lock.
-    pub state_lock_handover: u64,
-    /// A request naming a session waits this long for that session's idle
-    /// stop or removal to finish before it is answered.
-    pub session_settle: u64,
-    /// A worker that shows no sign of life this long is hung: `WatchdogSec`
-    /// of `eukhe@.service`, and the process backend's default.
-    pub worker_watchdog: u64,
-    /// `WatchdogSec` of `eukhe.service`: a supervisor that pings nothing
-    /// this long is killed by the manager.
-    pub supervisor_watchdog: u64,
-    /// `TimeoutStopSec` of `eukhe.service`: the manager kills a supervisor
-    /// this long after asking it to stop.
-    pub supervisor_unit_stop: u64,
-    /// The supervisor waits this long for a worker to answer a connect, a
-    /// hello or a request (a healthy one answers within milliseconds): a
-    /// worker that does not (stopped, wedged, accepting and never replying)
-    /// is unreachable, a failure under the restart budget when it is found
-    /// at start, and nothing else waits for it.
-    pub worker_answer: u64,
 }
 
 /// The daemon's timeouts.
 pub const TM: Tm = Tm {
-    stop_grace: 4_000,
-    kernel_teardown: 2_500,
-    harness_close: 1_000,
-    launcher_wait: 9_000,
-    supervisor_drain: 6_500,
-    kill_route: 1_000,
-    child_drain: 1_000,
-    client_relaunch_within: 60_000,
-    worker_lost_exit: 300_000,
-    busy_refresh: 300_000,
-    busy_tick: 10_000,
-    revival_window: 1_500_000,
-    busy_evidence_ttl: 1_810_000,
-    revival_clock_skew: 60_000,
-    quiesce_answer: 2_000,
-    quiesce_hold: 5_000,
-    restart_window: 900_000,
-    restart_pause_max: 30_000,
-    cancel_grace: 1_000,
-    template_idle: 60_000,
-    daemon_start_wait: 10_000,
-    worker_start_wait: 10_000,
-    kernel_start_wait: 20_000,
-    kernel_stop_wait: 10_000,
-    worker_unit_stop: 5_000,
-    kernel_unit_stop: 6_000,
-    sign_of_life: 1_000,
-    scheduling_slack: 500,
-    run_term_grace: 1_000,
-    kernel_term_wait: 3_000,
-    worker_stop_wait: 8_000,
-    state_lock_handover: 7_500,
-    session_settle: 30_000,
-    worker_watchdog: 30_000,
-    supervisor_watchdog: 30_000,
-    supervisor_unit_stop: 10_000,
-    worker_answer: 5_000,
+    worker: WorkerTimeouts {
+        stop_grace: 4_000,
+        harness_close: 1_000,
+        worker_lost_exit: 300_000,
+        sign_of_life: 1_000,
+        worker_watchdog: 30_000,
+        worker_answer: 5_000,
+        worker_start_wait: 10_000,
+        worker_unit_stop: 5_000,
+        worker_stop_wait: 8_000,
+    },
+    kernel: KernelTimeouts {
+        kernel_teardown: 2_500,
+        cancel_grace: 1_000,
+        template_idle: 60_000,
+        kernel_start_wait: 20_000,
+        kernel_stop_wait: 10_000,
+        kernel_unit_stop: 6_000,
+        run_term_grace: 1_000,
+        kernel_term_wait: 3_000,
+    },
+    supervisor: SupervisorTimeouts {
+        supervisor_drain: 6_500,
+        kill_route: 1_000,
+        child_drain: 1_000,
+        quiesce_answer: 2_000,
+        quiesce_hold: 5_000,
+        restart_window: 900_000,
+        restart_pause_max: 30_000,
+        state_lock_handover: 7_500,
+        session_settle: 30_000,
+        supervisor_watchdog: 30_000,
+        supervisor_unit_stop: 10_000,
+        scheduling_slack: 500,
+    },
+    client: ClientTimeouts {
+        launcher_wait: 9_000,
+        client_relaunch_within: 60_000,
+        daemon_start_wait: 10_000,
+    },
+    evidence: EvidenceTimeouts {
+        busy_refresh: 300_000,
+        busy_tick: 10_000,
+        revival_window: 1_500_000,
+        busy_evidence_ttl: 1_810_000,
+        revival_clock_skew: 60_000,
+    },
 };
 
 /// `CLIENT_RELAUNCH_WITHIN_MS` of the specification.
-pub const CLIENT_RELAUNCH_WITHIN_MS: u64 = TM.client_relaunch_within;
+pub const CLIENT_RELAUNCH_WITHIN_MS: u64 = TM.client.client_relaunch_within;
 /// `WORKER_LOST_EXIT_DEFAULT_MS` of the specification.
-pub const WORKER_LOST_EXIT_DEFAULT_MS: u64 = TM.worker_lost_exit;
+pub const WORKER_LOST_EXIT_DEFAULT_MS: u64 = TM.worker.worker_lost_exit;
 /// `QUIESCE_ANSWER_MS` of the specification.
-pub const QUIESCE_ANSWER_MS: u64 = TM.quiesce_answer;
+pub const QUIESCE_ANSWER_MS: u64 = TM.supervisor.quiesce_answer;
 /// `QUIESCE_HOLD_MS` of the specification.
-pub const QUIESCE_HOLD_MS: u64 = TM.quiesce_hold;
+pub const QUIESCE_HOLD_MS: u64 = TM.supervisor.quiesce_hold;
 /// `REVIVAL_CLOCK_SKEW_MS` of the specification.
-pub const REVIVAL_CLOCK_SKEW_MS: u64 = TM.revival_clock_skew;
+pub const REVIVAL_CLOCK_SKEW_MS: u64 = TM.evidence.revival_clock_skew;
 /// The busy refresh interval (5 minutes).
-pub const BUSY_REFRESH_MS: u64 = TM.busy_refresh;
+pub const BUSY_REFRESH_MS: u64 = TM.evidence.busy_refresh;
 /// The revival window (25 minutes).
-pub const REVIVAL_WINDOW_MS: u64 = TM.revival_window;
+pub const REVIVAL_WINDOW_MS: u64 = TM.evidence.revival_window;
 /// The restart window (15 minutes, monotonic).
-pub const RESTART_WINDOW_MS: u64 = TM.restart_window;
+pub const RESTART_WINDOW_MS: u64 = TM.supervisor.restart_window;
 /// The cancel grace: SIGINT, this long, SIGTERM, this long, SIGKILL.
-pub const CANCEL_GRACE_MS: u64 = TM.cancel_grace;
+pub const CANCEL_GRACE_MS: u64 = TM.kernel.cancel_grace;
 /// Output is group-committed: fsynced at most this long after it was
 /// written (and at its run's end). Not a law's timeout: it bounds what a
 /// power cut can take, never what a crash of a process can.
@@ -322,26 +372,26 @@ pub const TOP_KEY_POLL_MS: u64 = 50;
 // The ticks that write due busy refreshes come at least as often as the
 // lateness `busy_tick` allows, and a worker's signs of life come at least
 // twice inside the shortest watchdog (checked when the crate compiles).
-const _: () = assert!(WORKER_TICK_MS <= TM.busy_tick);
-const _: () = assert!(KERNEL_TICK_MS <= TM.busy_tick);
-const _: () = assert!(TM.sign_of_life * 2 <= WORKER_WATCHDOG_MIN_MS);
+const _: () = assert!(WORKER_TICK_MS <= TM.evidence.busy_tick);
+const _: () = assert!(KERNEL_TICK_MS <= TM.evidence.busy_tick);
+const _: () = assert!(TM.worker.sign_of_life * 2 <= WORKER_WATCHDOG_MIN_MS);
 
 /// The shortest worker watchdog a configuration may set: two signs of
 /// life, so a healthy worker is never killed.
-pub const WORKER_WATCHDOG_MIN_MS: u64 = TM.sign_of_life * 2;
+pub const WORKER_WATCHDOG_MIN_MS: u64 = TM.worker.sign_of_life * 2;
 
 /// The shortest lost-exit window a configuration may set: an attached
 /// client's relaunch of a lost supervisor, then a launcher's whole wait
 /// (`worker_lost_exit >= client_relaunch_within + launcher_wait`), so a
 /// lost worker sees a relaunched supervisor before it exits.
-pub const WORKER_LOST_EXIT_MIN_MS: u64 = TM.client_relaunch_within + TM.launcher_wait;
+pub const WORKER_LOST_EXIT_MIN_MS: u64 = TM.client.client_relaunch_within + TM.client.launcher_wait;
 
 /// The restart budget in words, for messages: "6 times in 15 minutes".
 pub fn give_up_in_words() -> String {
     format!(
         "{} times in {}",
         crate::laws::restart::RESTART_GIVE_UP_AFTER + 1,
-        duration_in_words(TM.restart_window)
+        duration_in_words(TM.supervisor.restart_window)
     )
 }
 
@@ -361,258 +411,47 @@ pub fn duration_in_words(ms: u64) -> String {
     }
 }
 
-/// One ordering relation: `waiter >= sum(waits_for)`.
-pub struct Relation {
-    /// Index into [`TIMEOUT_NAMES`] of the timeout that waits.
-    pub waiter: usize,
-    /// Indices of the timeouts it waits for.
-    pub waits_for: &'static [usize],
-    /// Why the waiter waits for them, in the specification's words.
-    pub why: &'static str,
-}
-
-const STOP_GRACE: usize = 0;
-const KERNEL_TEARDOWN: usize = 1;
-const HARNESS_CLOSE: usize = 2;
-const LAUNCHER_WAIT: usize = 3;
-const SUPERVISOR_DRAIN: usize = 4;
-const KILL_ROUTE: usize = 5;
-const CHILD_DRAIN: usize = 6;
-const CLIENT_RELAUNCH_WITHIN: usize = 7;
-const WORKER_LOST_EXIT: usize = 8;
-const BUSY_REFRESH: usize = 9;
-const BUSY_TICK: usize = 10;
-const REVIVAL_WINDOW: usize = 11;
-const BUSY_EVIDENCE_TTL: usize = 12;
-const QUIESCE_ANSWER: usize = 14;
-const QUIESCE_HOLD: usize = 15;
-const RESTART_WINDOW: usize = 16;
-const RESTART_PAUSE_MAX: usize = 17;
-const CANCEL_GRACE: usize = 18;
-const DAEMON_START_WAIT: usize = 20;
-const WORKER_START_WAIT: usize = 21;
-const KERNEL_START_WAIT: usize = 22;
-const KERNEL_STOP_WAIT: usize = 23;
-const WORKER_UNIT_STOP: usize = 24;
-const KERNEL_UNIT_STOP: usize = 25;
-const SIGN_OF_LIFE: usize = 26;
-const SCHEDULING_SLACK: usize = 27;
-const RUN_TERM_GRACE: usize = 28;
-const KERNEL_TERM_WAIT: usize = 29;
-const WORKER_STOP_WAIT: usize = 30;
-const STATE_LOCK_HANDOVER: usize = 31;
-const SESSION_SETTLE: usize = 32;
-const WORKER_WATCHDOG: usize = 33;
-const SUPERVISOR_WATCHDOG: usize = 34;
-const SUPERVISOR_UNIT_STOP: usize = 35;
-const WORKER_ANSWER: usize = 36;
-
-/// The specification's seven sentences, each relation of [`ORDERING`]
-/// instantiates one of them (its `why` starts with it).
-pub const SENTENCES: [&str; 7] = [
-    "stop grace covers kernel teardown and harness close",
-    "launcher waits for the whole supervisor drain",
-    "a parent's kill of a child covers kill route and child drain",
-    "a lost worker sees a relaunched supervisor before exit",
-    "busy evidence outlives one refresh",
-    "a quiesced gate stays closed after the answer phase",
-    "the restart window holds the give-up count of crash-loop steps",
-];
-
-/// The ordering relations, in the order the model checks them. Each is a
-/// wait the code performs (the waiter) over the waits it covers; where
-/// the sum is tight, `scheduling_slack` is one of them.
-pub const ORDERING: [Relation; 24] = [
-    Relation {
-        // The worker's orderly stop: its kernel's teardown, then closing
-        // the transcript.
-        waiter: STOP_GRACE,
-        waits_for: &[KERNEL_TEARDOWN, HARNESS_CLOSE, SCHEDULING_SLACK],
-        why: "stop grace covers kernel teardown and harness close",
-    },
-    Relation {
-        waiter: STOP_GRACE,
-        waits_for: &[CANCEL_GRACE, KILL_ROUTE],
-        why: "stop grace covers kernel teardown and harness close: a cancelled run's first grace and its kill's delivery",
-    },
-    Relation {
-        waiter: SUPERVISOR_DRAIN,
-        waits_for: &[STOP_GRACE, KILL_ROUTE, CHILD_DRAIN, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: the supervisor's drain of its workers",
-    },
-    Relation {
-        waiter: LAUNCHER_WAIT,
-        waits_for: &[QUIESCE_ANSWER, SUPERVISOR_DRAIN, SCHEDULING_SLACK],
-        why: "launcher waits for the whole supervisor drain",
-    },
-    Relation {
-        waiter: WORKER_LOST_EXIT,
-        waits_for: &[CLIENT_RELAUNCH_WITHIN, LAUNCHER_WAIT],
-        why: "a lost worker sees a relaunched supervisor before exit",
-    },
-    Relation {
-        waiter: BUSY_EVIDENCE_TTL,
-        waits_for: &[REVIVAL_WINDOW, BUSY_REFRESH, BUSY_TICK],
-        why: "busy evidence outlives one refresh",
-    },
-    Relation {
-        waiter: QUIESCE_HOLD,
-        waits_for: &[QUIESCE_ANSWER, KILL_ROUTE],
-        why: "a quiesced gate stays closed after the answer phase",
-    },
-    Relation {
-        waiter: RESTART_WINDOW,
-        // Six crash-loop steps (the give-up count), each a whole stop grace
-        // and the longest pause: a crash loop is given up, never restarted
-        // forever because its failures aged out of the window.
-        waits_for: &[
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-            STOP_GRACE,
-            RESTART_PAUSE_MAX,
-        ],
-        why: "the restart window holds the give-up count of crash-loop steps",
-    },
-    Relation {
-        waiter: KERNEL_STOP_WAIT,
-        waits_for: &[KERNEL_UNIT_STOP, KILL_ROUTE, CHILD_DRAIN],
-        why: "a parent's kill of a child covers kill route and child drain: a kernel unit's stop",
-    },
-    Relation {
-        // The kernel's own teardown: SIGTERM to its processes, their
-        // grace, SIGKILL to what is left and its reaping.
-        waiter: KERNEL_TEARDOWN,
-        waits_for: &[RUN_TERM_GRACE, CHILD_DRAIN, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: a kernel ending its processes",
-    },
-    Relation {
-        waiter: KERNEL_TERM_WAIT,
-        waits_for: &[KERNEL_TEARDOWN, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: SIGTERM to a kernel process waits out its teardown",
-    },
-    Relation {
-        waiter: KERNEL_UNIT_STOP,
-        waits_for: &[KERNEL_TEARDOWN, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: the manager's stop of a kernel unit waits out its teardown",
-    },
-    Relation {
-        waiter: KERNEL_STOP_WAIT,
-        waits_for: &[KERNEL_TERM_WAIT, KILL_ROUTE, CHILD_DRAIN],
-        why: "a parent's kill of a child covers kill route and child drain: a kernel process's stop",
-    },
-    Relation {
-        waiter: WORKER_UNIT_STOP,
-        waits_for: &[STOP_GRACE, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: the manager's stop of a worker unit waits out its stop grace",
-    },
-    Relation {
-        waiter: WORKER_STOP_WAIT,
-        waits_for: &[WORKER_UNIT_STOP, KILL_ROUTE, CHILD_DRAIN],
-        why: "a parent's kill of a child covers kill route and child drain: a worker unit's stop",
-    },
-    Relation {
-        waiter: WORKER_START_WAIT,
-        waits_for: &[WORKER_STOP_WAIT, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: a worker started again after a stop",
-    },
-    Relation {
-        waiter: KERNEL_START_WAIT,
-        waits_for: &[KERNEL_STOP_WAIT, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: a kernel started again after a stop",
-    },
-    Relation {
-        waiter: STATE_LOCK_HANDOVER,
-        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
-        why: "launcher waits for the whole supervisor drain: the next daemon waits for the old one's lock",
-    },
-    Relation {
-        waiter: DAEMON_START_WAIT,
-        waits_for: &[STATE_LOCK_HANDOVER, SCHEDULING_SLACK],
-        why: "launcher waits for the whole supervisor drain: a client waits for the daemon it started",
-    },
-    Relation {
-        waiter: SESSION_SETTLE,
-        waits_for: &[
-            QUIESCE_ANSWER,
-            STOP_GRACE,
-            KILL_ROUTE,
-            CHILD_DRAIN,
-            KERNEL_STOP_WAIT,
-            SCHEDULING_SLACK,
-        ],
-        why: "a parent's kill of a child covers kill route and child drain: a request waits out its session's whole stop",
-    },
-    Relation {
-        waiter: WORKER_WATCHDOG,
-        waits_for: &[SIGN_OF_LIFE, SIGN_OF_LIFE, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: a watchdog hears two signs of life before it kills",
-    },
-    Relation {
-        waiter: SUPERVISOR_WATCHDOG,
-        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
-        why: "launcher waits for the whole supervisor drain: the manager's watchdog outlasts it",
-    },
-    Relation {
-        waiter: SUPERVISOR_UNIT_STOP,
-        waits_for: &[SUPERVISOR_DRAIN, SCHEDULING_SLACK],
-        why: "launcher waits for the whole supervisor drain: the manager's stop of the supervisor",
-    },
-    Relation {
-        waiter: WORKER_START_WAIT,
-        waits_for: &[WORKER_ANSWER, SCHEDULING_SLACK],
-        why: "a parent's kill of a child covers kill route and child drain: a launched worker's start wait covers one hello it never answers",
-    },
-];
-
 impl Tm {
     /// The values in [`TIMEOUT_NAMES`] order.
     pub fn values(&self) -> [u64; TIMEOUT_COUNT] {
         [
-            self.stop_grace,
-            self.kernel_teardown,
-            self.harness_close,
-            self.launcher_wait,
-            self.supervisor_drain,
-            self.kill_route,
-            self.child_drain,
-            self.client_relaunch_within,
-            self.worker_lost_exit,
-            self.busy_refresh,
-            self.busy_tick,
-            self.revival_window,
-            self.busy_evidence_ttl,
-            self.revival_clock_skew,
-            self.quiesce_answer,
-            self.quiesce_hold,
-            self.restart_window,
-            self.restart_pause_max,
-            self.cancel_grace,
-            self.template_idle,
-            self.daemon_start_wait,
-            self.worker_start_wait,
-            self.kernel_start_wait,
-            self.kernel_stop_wait,
-            self.worker_unit_stop,
-            self.kernel_unit_stop,
-            self.sign_of_life,
-            self.scheduling_slack,
-            self.run_term_grace,
-            self.kernel_term_wait,
-            self.worker_stop_wait,
-            self.state_lock_handover,
-            self.session_settle,
-            self.worker_watchdog,
-            self.supervisor_watchdog,
-            self.supervisor_unit_stop,
-            self.worker_answer,
+            self.worker.stop_grace,
+            self.kernel.kernel_teardown,
+            self.worker.harness_close,
+            self.client.launcher_wait,
+            self.supervisor.supervisor_drain,
+            self.supervisor.kill_route,
+            self.supervisor.child_drain,
+            self.client.client_relaunch_within,
+            self.worker.worker_lost_exit,
+            self.evidence.busy_refresh,
+            self.evidence.busy_tick,
+            self.evidence.revival_window,
+            self.evidence.busy_evidence_ttl,
+            self.evidence.revival_clock_skew,
+            self.supervisor.quiesce_answer,
+            self.supervisor.quiesce_hold,
+            self.supervisor.restart_window,
+            self.supervisor.restart_pause_max,
+            self.kernel.cancel_grace,
+            self.kernel.template_idle,
+            self.client.daemon_start_wait,
+            self.worker.worker_start_wait,
+            self.kernel.kernel_start_wait,
+            self.kernel.kernel_stop_wait,
+            self.worker.worker_unit_stop,
+            self.kernel.kernel_unit_stop,
+            self.worker.sign_of_life,
+            self.supervisor.scheduling_slack,
+            self.kernel.run_term_grace,
+            self.kernel.kernel_term_wait,
+            self.worker.worker_stop_wait,
+            self.supervisor.state_lock_handover,
+            self.supervisor.session_settle,
+            self.worker.worker_watchdog,
+            self.supervisor.supervisor_watchdog,
+            self.supervisor.supervisor_unit_stop,
+            self.worker.worker_answer,
         ]
     }
 
@@ -620,64 +459,59 @@ impl Tm {
     /// [`Tm::values`]).
     pub fn from_values(v: [u64; TIMEOUT_COUNT]) -> Tm {
         Tm {
-            stop_grace: v[0],
-            kernel_teardown: v[1],
-            harness_close: v[2],
-            launcher_wait: v[3],
-            supervisor_drain: v[4],
-            kill_route: v[5],
-            child_drain: v[6],
-            client_relaunch_within: v[7],
-            worker_lost_exit: v[8],
-            busy_refresh: v[9],
-            busy_tick: v[10],
-            revival_window: v[11],
-            busy_evidence_ttl: v[12],
-            revival_clock_skew: v[13],
-            quiesce_answer: v[14],
-            quiesce_hold: v[15],
-            restart_window: v[16],
-            restart_pause_max: v[17],
-            cancel_grace: v[18],
-            template_idle: v[19],
-            daemon_start_wait: v[20],
-            worker_start_wait: v[21],
-            kernel_start_wait: v[22],
-            kernel_stop_wait: v[23],
-            worker_unit_stop: v[24],
-            kernel_unit_stop: v[25],
-            sign_of_life: v[26],
-            scheduling_slack: v[27],
-            run_term_grace: v[28],
-            kernel_term_wait: v[29],
-            worker_stop_wait: v[30],
-            state_lock_handover: v[31],
-            session_settle: v[32],
-            worker_watchdog: v[33],
-            supervisor_watchdog: v[34],
-            supervisor_unit_stop: v[35],
-            worker_answer: v[36],
+            worker: WorkerTimeouts {
+                stop_grace: v[0],
+                harness_close: v[2],
+                worker_lost_exit: v[8],
+                sign_of_life: v[26],
+                worker_watchdog: v[33],
+                worker_answer: v[36],
+                worker_start_wait: v[21],
+                worker_unit_stop: v[24],
+                worker_stop_wait: v[30],
+            },
+            kernel: KernelTimeouts {
+                kernel_teardown: v[1],
+                cancel_grace: v[18],
+                template_idle: v[19],
+                kernel_start_wait: v[22],
+                kernel_stop_wait: v[23],
+                kernel_unit_stop: v[25],
+                run_term_grace: v[28],
+                kernel_term_wait: v[29],
+            },
+            supervisor: SupervisorTimeouts {
+                supervisor_drain: v[4],
+                kill_route: v[5],
+                child_drain: v[6],
+                quiesce_answer: v[14],
+                quiesce_hold: v[15],
+                restart_window: v[16],
+                restart_pause_max: v[17],
+                state_lock_handover: v[31],
+                session_settle: v[32],
+                supervisor_watchdog: v[34],
+                supervisor_unit_stop: v[35],
+                scheduling_slack: v[27],
+            },
+            client: ClientTimeouts {
+                launcher_wait: v[3],
+                client_relaunch_within: v[7],
+                daemon_start_wait: v[20],
+            },
+            evidence: EvidenceTimeouts {
+                busy_refresh: v[9],
+                busy_tick: v[10],
+                revival_window: v[11],
+                busy_evidence_ttl: v[12],
+                revival_clock_skew: v[13],
+            },
         }
     }
 }
 
-/// Whether each relation of [`ORDERING`] holds for `tm`, in order.
-/// Sums saturate, so no choice of values can overflow.
-pub fn relations_hold(tm: &Tm) -> [bool; ORDERING.len()] {
-    let values = tm.values();
-    ORDERING.map(|relation| {
-        let needed = relation
-            .waits_for
-            .iter()
-            .fold(0u64, |sum, &i| sum.saturating_add(values[i]));
-        values[relation.waiter] >= needed
-    })
-}
-
-/// The ordering law: every timeout is at least the sum of those it waits for.
-pub fn timeouts_ordered(tm: &Tm) -> bool {
-    relations_hold(tm).iter().all(|&holds| holds)
-}
+mod ordering;
+pub use ordering::{relations_hold, timeouts_ordered, Relation, ORDERING, SENTENCES};
 
 #[cfg(test)]
 mod tests;

@@ -66,7 +66,13 @@ pub async fn no_worker_left(supervisor: &Shared, id: &str) -> bool {
     let Some(identity) = surviving_worker(supervisor, id).await else {
         return true;
     };
-    wait_gone(supervisor, id, identity, TM.kill_route + TM.child_drain).await;
+    wait_gone(
+        supervisor,
+        id,
+        identity,
+        TM.supervisor.kill_route + TM.supervisor.child_drain,
+    )
+    .await;
     !host(supervisor).still_there(id, identity).await
 }
 
@@ -75,7 +81,13 @@ pub async fn no_worker_left(supervisor: &Shared, id: &str) -> bool {
 /// drain.
 pub async fn kill_worker(supervisor: &Shared, id: &str, identity: ProcessIdentity) {
     host(supervisor).kill(id, identity).await;
-    wait_gone(supervisor, id, identity, TM.kill_route + TM.child_drain).await;
+    wait_gone(
+        supervisor,
+        id,
+        identity,
+        TM.supervisor.kill_route + TM.supervisor.child_drain,
+    )
+    .await;
 }
 
 /// Stop the worker `identity` of `id`: ask it with `request` (`Stop`: it
@@ -92,7 +104,7 @@ pub async fn stop_worker(
     request: Request,
 ) -> bool {
     let host = host(supervisor);
-    let grace_ends = tokio::time::Instant::now() + Duration::from_millis(TM.stop_grace);
+    let grace_ends = tokio::time::Instant::now() + Duration::from_millis(TM.worker.stop_grace);
     let answer = tokio::time::timeout_at(grace_ends, ask_worker(supervisor, id, request)).await;
     // An idle shutdown's stop that met a reopened gate is refused: the
     // worker may have started work since its idle answer, so it is left
@@ -320,7 +332,7 @@ mod tests {
         assert_eq!(kills, [WORKER], "killed by identity, once");
         let killed = killed.expect("it was killed");
         assert!(
-            killed >= ms(TM.stop_grace) && killed <= ms(TM.stop_grace + POLL_MS),
+            killed >= ms(TM.worker.stop_grace) && killed <= ms(TM.worker.stop_grace + POLL_MS),
             "killed at {killed:?}"
         );
         assert!(took <= killed + ms(300 + POLL_MS), "{took:?}");
@@ -332,11 +344,15 @@ mod tests {
         assert!(!gone, "a worker that survives its kill is still there");
         assert_eq!(kills, [WORKER], "killed by identity, once");
         assert!(killed.is_some());
-        let escalation = TM.stop_grace + TM.kill_route + TM.child_drain;
+        let escalation =
+            TM.worker.stop_grace + TM.supervisor.kill_route + TM.supervisor.child_drain;
         assert!(
             took >= ms(escalation) && took <= ms(escalation + POLL_MS),
             "{took:?}"
         );
-        assert!(took <= ms(TM.supervisor_drain + POLL_MS), "{took:?}");
+        assert!(
+            took <= ms(TM.supervisor.supervisor_drain + POLL_MS),
+            "{took:?}"
+        );
     }
 }

@@ -63,7 +63,7 @@ pub enum SupervisorError {
     /// Its worker did not come up within the worker-start wait.
     #[error(
         "session {id}: its worker did not start within {}{because}",
-        duration_in_words(TM.worker_start_wait)
+        duration_in_words(TM.worker.worker_start_wait)
     )]
     NotStarted {
         /// The session.
@@ -74,7 +74,7 @@ pub enum SupervisorError {
     /// The session's idle stop or removal outlasted `session_settle`.
     #[error(
         "session {id}: its stop did not finish within {}",
-        duration_in_words(TM.session_settle)
+        duration_in_words(TM.supervisor.session_settle)
     )]
     StopTooLong {
         /// The session.

@@ -24,7 +24,7 @@ use crate::protocol::{write_frame, Hello};
 
 /// Wait until the session's worker is under supervision.
 pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker.worker_start_wait);
     let changed = supervisor.borrow().changed.clone();
     loop {
         // Registered before the state is read, so no change slips between.
@@ -34,7 +34,7 @@ pub(super) async fn wait_running(supervisor: &Shared, id: &str) -> Result<(), Su
         let state = supervisor.borrow().slots.get(id).map(|s| s.state.clone());
         // A failure while this client waited says why it waited in vain.
         let because = || {
-            let since = crate::clock::mono_ms().saturating_sub(TM.worker_start_wait);
+            let since = crate::clock::mono_ms().saturating_sub(TM.worker.worker_start_wait);
             let s = supervisor.borrow();
             let failure = s.slots.get(id).and_then(|slot| slot.last_failure.as_ref());
             failure
@@ -107,7 +107,7 @@ async fn reach_running_worker(
         // its process is gone: that moment is waited out, so a request
         // sent just then waits for the next worker instead of failing.
         if let Some(identity) = running {
-            backend::wait_gone(supervisor, id, identity, TM.child_drain).await;
+            backend::wait_gone(supervisor, id, identity, TM.supervisor.child_drain).await;
         }
         let Some(dead) = running.filter(|identity| !is_alive(*identity)) else {
             return Err(error);
@@ -118,7 +118,8 @@ async fn reach_running_worker(
             dead.pid
         );
         let changed = supervisor.borrow().changed.clone();
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(TM.worker.worker_start_wait);
         loop {
             let notified = changed.notified();
             tokio::pin!(notified);
@@ -199,7 +200,9 @@ async fn hand_over_greeting(
     // The worker may have the client now: its answer is waited for as long
     // as the worker may live silent (its watchdog, then the kill that ends
     // it and closes this connection), never cut short while it might serve.
-    let hung_ms = supervisor.borrow().config.worker_watchdog_ms + TM.kill_route + TM.child_drain;
+    let hung_ms = supervisor.borrow().config.worker_watchdog_ms
+        + TM.supervisor.kill_route
+        + TM.supervisor.child_drain;
     match tokio::time::timeout(
         Duration::from_millis(hung_ms),
         worker_hello(&mut worker, id),

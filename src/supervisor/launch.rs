@@ -49,13 +49,13 @@ async fn within_answer<T>(
     id: &str,
     step: impl std::future::Future<Output = Result<T, SupervisorError>>,
 ) -> Result<T, SupervisorError> {
-    match tokio::time::timeout(Duration::from_millis(TM.worker_answer), step).await {
+    match tokio::time::timeout(Duration::from_millis(TM.worker.worker_answer), step).await {
         Ok(result) => result,
         Err(_) => Err(SupervisorError::worker(
             id,
             format!(
                 "its worker did not answer within {}",
-                duration_in_words(TM.worker_answer)
+                duration_in_words(TM.worker.worker_answer)
             ),
         )),
     }
@@ -288,7 +288,7 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
 /// milliseconds, so a short retry keeps session start fast, up to the
 /// worker-start wait, or until the host saw it exit (the failure's why).
 async fn connect_soon(supervisor: &Shared, id: &str) -> Result<(UnixStream, Hello), NoAnswer> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker_start_wait);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.worker.worker_start_wait);
     let since = crate::clock::mono_ms();
     loop {
         if let Ok(connection) = connect_worker(supervisor, id).await {
@@ -432,7 +432,7 @@ async fn record_give_up(supervisor: &Shared, id: &str, failures_in_window: u32) 
             EntryBody::Notice {
                 text: format!(
                     "given up: the worker failed {failures_in_window} times in {}; `eukhe restart {id}` starts it afresh",
-                    duration_in_words(TM.restart_window)
+                    duration_in_words(TM.supervisor.restart_window)
                 ),
                 restore: None,
                 restore_id: None,
@@ -621,7 +621,7 @@ async fn adopt_or_replace(supervisor: &Shared, id: &str, identity: ProcessIdenti
             let why = format!(
                 "its live worker (pid {}) did not answer within {}",
                 identity.pid,
-                duration_in_words(TM.worker_answer)
+                duration_in_words(TM.worker.worker_answer)
             );
             drive(supervisor, id, Event::Ended { generation, why }).await;
         }

@@ -291,7 +291,7 @@ mod tests {
                 matches!(actions.last(), Some(Action::Pause { .. })),
                 "at {now}: {actions:?}"
             );
-            now += TM.restart_window / 5 + 1;
+            now += TM.supervisor.restart_window / 5 + 1;
         }
         assert_eq!(slot.state, SlotState::Restarting);
     }

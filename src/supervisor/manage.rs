@@ -64,7 +64,7 @@ impl Drop for InFlight {
 /// stop's then wakes the session; a removal's finds no session), or
 /// refused at `session_settle` (`session_core::Settle` decides).
 pub async fn settle(supervisor: &Shared, id: &str) -> Result<(), SupervisorError> {
-    let mut wait = Settle::new(mono_ms(), TM.session_settle);
+    let mut wait = Settle::new(mono_ms(), TM.supervisor.session_settle);
     let changed = supervisor.borrow().changed.clone();
     loop {
         // Registered before the state is read, so no change slips between.
@@ -104,7 +104,8 @@ pub(super) fn instant_at(at_ms: u64) -> tokio::time::Instant {
 /// the session began to stop has been handed to its worker (the worker
 /// then counts it in its work or its clients), within `session_settle`.
 async fn wait_handed(supervisor: &Shared, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.session_settle);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(TM.supervisor.session_settle);
     wait_for_change(supervisor, deadline, |s| {
         s.slots.get(id).map_or(0, |slot| slot.requests_in_flight) == 0
     })

@@ -83,7 +83,8 @@ pub(super) async fn shutdown_if_idle(supervisor: &Shared, stop_serving: fn(&Shar
     match idle_shutdown_commits(asked_at, &replies) {
         ShutdownCommit::StopWorkers => {
             stop_serving(supervisor);
-            let drained = tokio::time::Instant::now() + Duration::from_millis(TM.supervisor_drain);
+            let drained =
+                tokio::time::Instant::now() + Duration::from_millis(TM.supervisor.supervisor_drain);
             // Kernels no worker drives stop beside the workers.
             let lone: Vec<String> = asked
                 .iter()
@@ -301,7 +302,7 @@ pub(super) async fn stop_all(
     let mut drain = Drain::begin(
         running.iter().map(|(id, _)| id.clone()),
         mono_ms(),
-        TM.supervisor_drain,
+        TM.supervisor.supervisor_drain,
     );
     let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
     for (id, identity) in running {

@@ -270,12 +270,12 @@ mod tests {
 
     #[test]
     fn a_request_waiting_for_a_stop_goes_on_when_the_stop_completes() {
-        let mut settle = Settle::new(1_000, TM.session_settle);
+        let mut settle = Settle::new(1_000, TM.supervisor.session_settle);
         assert_eq!(
             settle.step(SettleSees::Stopping, 1_000),
             SettleStep::Wait { first: true }
         );
-        assert_eq!(settle.poll_timeout(), 1_000 + TM.session_settle);
+        assert_eq!(settle.poll_timeout(), 1_000 + TM.supervisor.session_settle);
         assert_eq!(
             settle.step(SettleSees::Stopping, 2_000),
             SettleStep::Wait { first: false }
@@ -283,7 +283,7 @@ mod tests {
         // The idle stop is over: the request wakes the session.
         assert_eq!(settle.step(SettleSees::Settled, 2_500), SettleStep::Proceed);
         // A removal's end finds no session.
-        let mut removed = Settle::new(1_000, TM.session_settle);
+        let mut removed = Settle::new(1_000, TM.supervisor.session_settle);
         assert!(matches!(
             removed.step(SettleSees::Stopping, 1_000),
             SettleStep::Wait { .. }
@@ -293,8 +293,8 @@ mod tests {
 
     #[test]
     fn a_request_waiting_for_a_stop_is_refused_at_session_settle() {
-        let mut settle = Settle::new(1_000, TM.session_settle);
-        let last = 1_000 + TM.session_settle - 1;
+        let mut settle = Settle::new(1_000, TM.supervisor.session_settle);
+        let last = 1_000 + TM.supervisor.session_settle - 1;
         assert!(matches!(
             settle.step(SettleSees::Stopping, last),
             SettleStep::Wait { .. }
@@ -307,7 +307,11 @@ mod tests {
 
     #[test]
     fn a_shutdown_answers_once_every_stop_ended() {
-        let mut drain = Drain::begin(["a".to_string(), "b".to_string()], 0, TM.supervisor_drain);
+        let mut drain = Drain::begin(
+            ["a".to_string(), "b".to_string()],
+            0,
+            TM.supervisor.supervisor_drain,
+        );
         assert!(!drain.over(10));
         drain.stop_ended("b", true);
         assert!(!drain.over(20));
@@ -321,11 +325,15 @@ mod tests {
 
     #[test]
     fn a_shutdown_answers_at_the_supervisor_drain_counting_a_stop_under_way_as_left() {
-        let mut drain = Drain::begin(["a".to_string(), "b".to_string()], 100, TM.supervisor_drain);
+        let mut drain = Drain::begin(
+            ["a".to_string(), "b".to_string()],
+            100,
+            TM.supervisor.supervisor_drain,
+        );
         drain.stop_ended("a", true);
-        assert_eq!(drain.poll_timeout(), 100 + TM.supervisor_drain);
-        assert!(!drain.over(100 + TM.supervisor_drain - 1));
-        assert!(drain.over(100 + TM.supervisor_drain));
+        assert_eq!(drain.poll_timeout(), 100 + TM.supervisor.supervisor_drain);
+        assert!(!drain.over(100 + TM.supervisor.supervisor_drain - 1));
+        assert!(drain.over(100 + TM.supervisor.supervisor_drain));
         assert_eq!(
             drain.outcomes(),
             vec![("a".to_string(), true), ("b".to_string(), false)]
@@ -334,6 +342,6 @@ mod tests {
 
     #[test]
     fn a_shutdown_with_no_worker_answers_at_once() {
-        assert!(Drain::begin(Vec::new(), 0, TM.supervisor_drain).over(0));
+        assert!(Drain::begin(Vec::new(), 0, TM.supervisor.supervisor_drain).over(0));
     }
 }

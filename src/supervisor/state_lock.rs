@@ -73,7 +73,7 @@ pub fn take(paths: &Paths, activated: bool) -> Result<StateLock, SupervisorError
             )
         })?;
     let our_socket = paths.socket.display().to_string();
-    let deadline = Instant::now() + Duration::from_millis(TM.state_lock_handover);
+    let deadline = Instant::now() + Duration::from_millis(TM.supervisor.state_lock_handover);
     loop {
         // The lock lives as long as the open file, which `StateLock` keeps.
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

@@ -114,7 +114,7 @@ impl Books {
     /// a close comes last, and ends the tick loop).
     pub fn tick(&mut self, now_ms: u64, work: WorkSet) -> Vec<TickAction> {
         let mut actions = Vec::new();
-        if now_ms.saturating_sub(self.last_sign_of_life_ms) >= TM.sign_of_life {
+        if now_ms.saturating_sub(self.last_sign_of_life_ms) >= TM.worker.sign_of_life {
             actions.push(TickAction::SignOfLife);
             self.last_sign_of_life_ms = now_ms;
         }
@@ -151,7 +151,9 @@ impl Books {
     /// lost-supervisor verdict. A record asked for and not yet written
     /// needs no time: its writing ends the wait.
     pub fn poll_timeout(&self, work: WorkSet) -> u64 {
-        let sign_of_life = self.last_sign_of_life_ms.saturating_add(TM.sign_of_life);
+        let sign_of_life = self
+            .last_sign_of_life_ms
+            .saturating_add(TM.worker.sign_of_life);
         let ping = self
             .watchdog_every_ms
             .map(|every| self.last_ping_ms.saturating_add(every));
@@ -293,8 +295,8 @@ mod tests {
         books.supervised();
         let seen = run(&mut books, 0, 20_000, WorkSet::EMPTY);
         let lives = times(&seen, TickAction::SignOfLife);
-        let expected: Vec<u64> = (1..=20_000 / TM.sign_of_life)
-            .map(|n| n * TM.sign_of_life)
+        let expected: Vec<u64> = (1..=20_000 / TM.worker.sign_of_life)
+            .map(|n| n * TM.worker.sign_of_life)
             .collect();
         assert_eq!(lives, expected);
         assert_eq!(
@@ -378,7 +380,7 @@ mod tests {
         assert_eq!(books.tick(0, busy()), [TickAction::Record(BusyState::Busy)]);
         // Asked, not written yet: not asked again, and no time needed for it.
         assert!(books.tick(10, busy()).is_empty());
-        assert_eq!(books.poll_timeout(busy()), TM.sign_of_life);
+        assert_eq!(books.poll_timeout(busy()), TM.worker.sign_of_life);
         books.record_failed(20);
         assert!(books.tick(20 + WORKER_RETRY_MS - 1, busy()).is_empty());
         assert_eq!(books.poll_timeout(busy()), 20 + WORKER_RETRY_MS);

@@ -17,7 +17,7 @@ use super::harness::{self, limbs, list, Rng, Scenario};
 
 const R: u64 = BUSY_REFRESH_MS;
 const SKEW: u64 = REVIVAL_CLOCK_SKEW_MS;
-const TTL: u64 = TM.busy_evidence_ttl;
+const TTL: u64 = TM.evidence.busy_evidence_ttl;
 
 /// Steps per scenario: a result string must stay short (the runtime prints
 /// it through a small stack).

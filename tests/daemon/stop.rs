@@ -58,8 +58,8 @@ fn a_workers_stop_with_a_stubborn_busy_kernel_ends_inside_its_stop_grace() {
     );
     // The worker's stop, its kernel's included, fits in the stop grace.
     assert!(
-        took < Duration::from_millis(TM.stop_grace),
+        took < Duration::from_millis(TM.worker.stop_grace),
         "rm --force took {took:?}, past the stop grace of {} ms",
-        TM.stop_grace
+        TM.worker.stop_grace
     );
 }

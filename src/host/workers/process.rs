@@ -208,7 +208,7 @@ impl WorkerHost for ProcessHost {
     /// SIGTERM (its handler ends its descendants), SIGKILL if it outlives
     /// its teardown.
     fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {
-        Box::pin(kernels::terminate(kernel, TM.kernel_term_wait))
+        Box::pin(kernels::terminate(kernel, TM.kernel.kernel_term_wait))
     }
 }
 

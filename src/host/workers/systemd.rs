@@ -24,7 +24,7 @@ use crate::laws::timing::TM;
 /// How long a worker unit may take to become active (Type=notify: until
 /// the worker's READY=1) before it counts as failed, or to go down after
 /// its stop.
-const UNIT_START_WITHIN: Duration = Duration::from_millis(TM.worker_start_wait);
+const UNIT_START_WITHIN: Duration = Duration::from_millis(TM.worker.worker_start_wait);
 
 /// The systemd backend: one connection to the user manager.
 pub struct SystemdHost {
@@ -120,7 +120,7 @@ impl WorkerHost for SystemdHost {
     fn why_ended<'a>(&'a self, id: &'a str) -> HostFuture<'a, String> {
         Box::pin(async move {
             let unit = worker_unit(id);
-            let within = Duration::from_millis(TM.worker_stop_wait);
+            let within = Duration::from_millis(TM.worker.worker_stop_wait);
             match self.units.wait_for(&unit, within, UnitState::is_down).await {
                 Ok(state) if state.is_down() => state.why_down(),
                 Ok(state) => format!("its worker hung up while {unit} stayed {}", state.active),

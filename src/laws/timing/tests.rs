@@ -1,3 +1,4 @@
+use super::ordering::*;
 use super::*;
 
 /// The relation of [`ORDERING`] in which `waiter` waits for exactly
@@ -178,9 +179,9 @@ fn a_stop_outlasts_a_cancel_first_grace_and_its_kill() {
         .position(|r| r.waiter == STOP_GRACE && r.waits_for.contains(&CANCEL_GRACE))
         .expect("the cancel grace is ordered against the stop grace");
     let mut tm = TM;
-    tm.cancel_grace = tm.stop_grace - tm.kill_route;
+    tm.kernel.cancel_grace = tm.worker.stop_grace - tm.supervisor.kill_route;
     assert!(relations_hold(&tm)[stop_relation]);
-    tm.cancel_grace += 1;
+    tm.kernel.cancel_grace += 1;
     assert!(!relations_hold(&tm)[stop_relation]);
     assert!(!timeouts_ordered(&tm));
 }
@@ -274,6 +275,7 @@ fn no_duration_literal_outside_timing_and_config() {
 /// the shells use.
 #[test]
 fn every_timeout_is_used_and_every_use_is_a_tm_field() {
+    const GROUPS: [&str; 5] = ["worker", "kernel", "supervisor", "client", "evidence"];
     let aliases = [
         ("CLIENT_RELAUNCH_WITHIN_MS", "client_relaunch_within"),
         ("WORKER_LOST_EXIT_DEFAULT_MS", "worker_lost_exit"),
@@ -301,21 +303,32 @@ fn every_timeout_is_used_and_every_use_is_a_tm_field() {
                 if before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
                     continue;
                 }
-                let field: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                if prefix == "tm." && !TIMEOUT_NAMES.contains(&field.as_str()) {
-                    continue; // another value called `tm`
+                // `TM.group.field`: the group, then the field.
+                let ident = |text: &str| -> String {
+                    text.chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect()
+                };
+                let group = ident(rest);
+                if !GROUPS.contains(&group.as_str()) {
+                    if prefix == "tm." {
+                        continue; // another value called `tm`
+                    }
+                    assert!(
+                        rest[group.len()..].starts_with('('),
+                        "{path} reads TM.{group}, which is no group of Tm"
+                    );
+                    continue; // a method (`TM.values()`)
                 }
-                // A method (`TM.values()`) is no field read.
-                let is_method = rest[field.len()..].starts_with('(');
-                if is_method {
-                    continue;
-                }
+                rest = &rest[group.len()..];
+                let Some(after) = rest.strip_prefix('.') else {
+                    continue; // the whole group, passed on
+                };
+                rest = after;
+                let field = ident(rest);
                 assert!(
                     TIMEOUT_NAMES.contains(&field.as_str()),
-                    "{path} reads TM.{field}, which is no Tm field"
+                    "{path} reads TM.{group}.{field}, which is no Tm field"
                 );
                 used.entry(field).or_default().push(short.clone());
             }
@@ -458,8 +471,8 @@ fn a_unit_timeout_below_its_relation_breaks_the_order() {
 }
 
 /// Every wait the code performs is a named entry, never a multiple or a
-/// sum with a number written where it waits (`2 * TM.stop_grace`,
-/// `TM.kill_route + 500`): such a wait is outside the relation the law
+/// sum with a number written where it waits (`2 * TM.worker.stop_grace`,
+/// `TM.supervisor.kill_route + 500`): such a wait is outside the relation the law
 /// checks.
 #[test]
 fn no_wait_is_a_multiple_written_at_its_call_site() {
@@ -526,18 +539,18 @@ fn scaled_timeout(line: &str) -> Option<&'static str> {
 
 #[test]
 fn the_scan_finds_what_it_forbids() {
-    assert!(scaled_timeout("Duration::from_millis(TM.kernel_teardown * 2)").is_some());
-    assert!(scaled_timeout("let x = 2 * TM.stop_grace;").is_some());
-    assert!(scaled_timeout("deadline(TM.kill_route + 500)").is_some());
+    assert!(scaled_timeout("Duration::from_millis(TM.kernel.kernel_teardown * 2)").is_some());
+    assert!(scaled_timeout("let x = 2 * TM.worker.stop_grace;").is_some());
+    assert!(scaled_timeout("deadline(TM.supervisor.kill_route + 500)").is_some());
     assert!(scaled_timeout("deadline(POLL_MS * 3)").is_some());
-    assert!(scaled_timeout("TM.kill_route + TM.child_drain").is_none());
-    assert!(scaled_timeout("duration_in_words(TM.launcher_wait)").is_none());
+    assert!(scaled_timeout("TM.supervisor.kill_route + TM.supervisor.child_drain").is_none());
+    assert!(scaled_timeout("duration_in_words(TM.client.launcher_wait)").is_none());
 }
 
 #[test]
 fn messages_say_the_restart_budget_from_the_constants() {
     assert_eq!(give_up_in_words(), "6 times in 15 minutes");
-    assert_eq!(duration_in_words(TM.launcher_wait), "9 s");
+    assert_eq!(duration_in_words(TM.client.launcher_wait), "9 s");
     assert_eq!(duration_in_words(60_000), "1 minute");
     assert_eq!(duration_in_words(1_500), "1500 ms");
 }

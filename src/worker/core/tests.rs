@@ -198,7 +198,7 @@ fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
     core.queued(1, "echo late".into(), 0);
     assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
     // Closed through the hold's last millisecond, open just after it.
-    let hold_us = TM.quiesce_hold * 1000;
+    let hold_us = TM.supervisor.quiesce_hold * 1000;
     core.tick(t0 + hold_us);
     assert_eq!(core.next_start(t0 + hold_us), None);
     core.tick(t0 + hold_us + 1_000);
@@ -216,7 +216,7 @@ fn a_quiesced_core_asks_for_time_exactly_when_its_gate_reopens() {
     assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
     core.queued(1, "echo late".into(), 0);
     let reopens = core.poll_timeout().expect("a quiesced gate needs time");
-    assert_eq!(reopens, t0 + (TM.quiesce_hold + 1) * 1000);
+    assert_eq!(reopens, t0 + (TM.supervisor.quiesce_hold + 1) * 1000);
     // Nothing happens before that instant, however the clock is read.
     for before in [t0, t0 + 1_000, reopens - 1_000, reopens - 1] {
         core.tick(before);

@@ -263,14 +263,14 @@ pub(super) async fn close_transcript(worker: &Rc<RefCell<Worker>>) {
     let Some(commit) = worker.borrow_mut().group_commit() else {
         return;
     };
-    let within = Duration::from_millis(TM.harness_close);
+    let within = Duration::from_millis(TM.worker.harness_close);
     if tokio::time::timeout(within, tokio::task::spawn_blocking(commit))
         .await
         .is_err()
     {
         tracing::warn!(
             "the transcript's last output was not stored within {}",
-            duration_in_words(TM.harness_close)
+            duration_in_words(TM.worker.harness_close)
         );
     }
 }
@@ -291,7 +291,7 @@ pub(super) async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Sig
     // its teardown, once, inside the stop grace with the transcript's close.
     // The kernel is no child of this worker: its end has no event to wait
     // on, so it is looked at until the deadline.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel_teardown);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel.kernel_teardown);
     while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
