@@ -42,6 +42,89 @@ fn no_source_file_is_over_700_lines() {
     );
 }
 
+/// The most fields a struct may hold: what a reader can hold in mind.
+const MOST_FIELDS: usize = 15;
+
+/// The named fields of each braced struct in `text`: (name, count). A
+/// field is a line `name: Type` (or `pub name: Type`) at the struct's
+/// own depth, after its opening brace.
+fn struct_fields(text: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let code = line.trim_start();
+        let Some(rest) = code
+            .strip_prefix("struct ")
+            .or_else(|| code.split_once(" struct ").map(|(_, rest)| rest))
+            .filter(|_| code.starts_with("struct ") || code.starts_with("pub"))
+        else {
+            continue;
+        };
+        if !code.ends_with('{') {
+            continue; // a tuple or unit struct, or a brace on its own line
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let indent = line.len() - code.len();
+        let mut fields = 0;
+        for inner in lines.by_ref() {
+            let body = inner.trim_start();
+            let depth = inner.len() - body.len();
+            if depth == indent && body.starts_with('}') {
+                break;
+            }
+            let field = body.strip_prefix("pub ").unwrap_or(body);
+            let field = match field.strip_prefix("pub(") {
+                Some(rest) => rest.split_once(") ").map_or("", |(_, f)| f),
+                None => field,
+            };
+            let is_field = depth == indent + 4
+                && field.split_once(':').is_some_and(|(n, _)| {
+                    !n.is_empty()
+                        && n.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                });
+            fields += usize::from(is_field);
+        }
+        found.push((name, fields));
+    }
+    found
+}
+
+#[test]
+fn fields_are_counted_at_the_structs_own_depth() {
+    let text = "pub struct A {\n    /// doc: not a field\n    pub a: u8,\n    b: Vec<u8>,\n    pub(crate) c: u8,\n}\nstruct B(u8);\n    struct C {\n        d: u8,\n    }\n";
+    assert_eq!(
+        struct_fields(text),
+        vec![("A".to_string(), 3), ("C".to_string(), 1)]
+    );
+}
+
+#[test]
+fn no_struct_has_more_than_15_fields() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    sources(&root, &mut found);
+    let mut big: Vec<String> = found
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            struct_fields(&text)
+                .into_iter()
+                .filter(|(_, fields)| *fields > MOST_FIELDS)
+                .map(move |(name, fields)| format!("{} {name} ({fields} fields)", path.display()))
+        })
+        .collect();
+    big.sort();
+    assert!(
+        big.is_empty(),
+        "split these structs by job, to at most {MOST_FIELDS} fields each: {}",
+        big.join(", ")
+    );
+}
+
 /// Modules that may import only the modules listed, whatever the table says.
 const ONLY: &[(&str, &[&str])] = &[("laws", &[]), ("protocol", &["laws"])];
 
