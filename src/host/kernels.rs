@@ -6,16 +6,13 @@
 use super::HostError;
 use std::time::Duration;
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-
 use nix::sys::signal::Signal;
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 
-use super::process::{is_alive, signal};
+use super::process::signal;
+use super::process_exit::ProcessExit;
 use super::HostKind;
 use crate::laws::adoption::ProcessIdentity;
-use crate::laws::timing::{POLL_MS, TM};
+use crate::laws::timing::TM;
 use crate::paths::Paths;
 
 /// End a broken kernel: through its unit under systemd, else by identity
@@ -45,49 +42,6 @@ pub async fn terminate(kernel: ProcessIdentity, grace_ms: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(grace_ms);
     exit.wait_until(deadline).await;
     signal(kernel, Signal::SIGKILL);
-}
-
-/// A process's exit as an event: its pidfd turns readable when it ends
-/// (a zombie counts as ended, as `is_alive` counts it).
-struct ProcessExit {
-    identity: ProcessIdentity,
-    pidfd: Option<AsyncFd<OwnedFd>>,
-}
-
-impl ProcessExit {
-    fn open(identity: ProcessIdentity) -> ProcessExit {
-        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd
-        // or -1; the fd is owned from here on.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, identity.pid as libc::pid_t, 0) };
-        let pidfd = (fd >= 0)
-            // SAFETY: `fd` was just returned by pidfd_open and nothing else
-            // owns it.
-            .then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-            // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which alone
-            // closes it, after deregistering.
-            .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok());
-        ProcessExit { identity, pidfd }
-    }
-
-    /// Until the process is gone or `deadline` passes.
-    async fn wait_until(&self, deadline: tokio::time::Instant) {
-        // The pid may name another process by now: the identity decides.
-        if !is_alive(self.identity) {
-            return;
-        }
-        match &self.pidfd {
-            Some(pidfd) => {
-                let _ = tokio::time::timeout_at(deadline, pidfd.readable()).await;
-            }
-            // No pidfd (a kernel before 5.3): no event says it ended, so it
-            // is looked at until the deadline.
-            None => {
-                while is_alive(self.identity) && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-                }
-            }
-        }
-    }
 }
 
 /// Start the session's kernel: its own `eukhe-kernel@` unit under systemd,
@@ -126,7 +80,8 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::process::identity_of;
+    use crate::host::process::{identity_of, is_alive};
+    use crate::laws::timing::POLL_MS;
 
     /// A process of this test, by identity (left a zombie until reaped:
     /// not alive, as `is_alive` counts).

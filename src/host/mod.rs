@@ -17,6 +17,7 @@ pub mod kernel_unit;
 pub mod kernels;
 pub mod log;
 pub mod process;
+pub mod process_exit;
 pub mod sd_journal;
 pub mod socket;
 pub mod systemd;

@@ -14,7 +14,7 @@ use crate::host::process::is_alive;
 use crate::host::workers::WorkerHost;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_shutdown::QuiesceAnswer;
-use crate::laws::timing::{POLL_MS, TM};
+use crate::laws::timing::TM;
 use crate::protocol::message::{Request, Response};
 use crate::session::store::{read_json, KernelRecord};
 
@@ -52,11 +52,7 @@ async fn wait_gone_until(
     identity: ProcessIdentity,
     deadline: tokio::time::Instant,
 ) {
-    while host.still_there(id, identity).await && tokio::time::Instant::now() < deadline {
-        // The host seam answers whether a worker is still there (a unit's
-        // state under systemd) and tells no end: asked until the deadline.
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    }
+    host.wait_gone(id, identity, deadline).await;
 }
 
 /// Whether no worker of `id` is left, once one that is dying has had the
@@ -197,6 +193,8 @@ mod tests {
     use std::cell::{Cell, RefCell};
     use std::collections::HashMap;
     use std::rc::Rc;
+
+    use crate::laws::timing::POLL_MS;
 
     use tokio::time::Instant;
 

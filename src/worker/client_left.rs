@@ -1,7 +1,9 @@
 //! The shell around `laws::client_left`: once the connection of an `eukhe
 //! bash` client ends, look at its process until the law decides, and hang
 //! up each of its commands still running if the client went away. The
-//! watch itself ([`ClientLeftWatch`]) keeps no clock and does no I/O.
+//! watch itself ([`ClientLeftWatch`]) keeps no clock and does no I/O; the
+//! client's exit is an event (its pidfd), so the driver looks again when
+//! the client ends or at the law's deadline, whichever comes first.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,9 +12,10 @@ use std::time::Duration;
 use super::state::Worker;
 use crate::clock::mono_ms;
 use crate::host::process::is_alive;
+use crate::host::process_exit::ProcessExit;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::client_left::{client_left, ClientClosed, ClientLeft, ClientLink, ClientProcess};
-use crate::laws::timing::{CLIENT_EXIT_MS, POLL_MS};
+use crate::laws::timing::CLIENT_EXIT_MS;
 
 /// Who the client at the far end of a connection is.
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +35,6 @@ pub struct ClientLeftWatch {
     closed_at_ms: u64,
     /// The commands the law has not decided for yet.
     waiting: Vec<u64>,
-    /// When the client's process was last looked at.
-    looked_at_ms: u64,
 }
 
 impl ClientLeftWatch {
@@ -44,7 +45,6 @@ impl ClientLeftWatch {
             link,
             closed_at_ms,
             waiting: numbers,
-            looked_at_ms: closed_at_ms,
         }
     }
 
@@ -58,7 +58,6 @@ impl ClientLeftWatch {
         running: impl Fn(u64) -> bool,
         worker_stopping: bool,
     ) -> Vec<u64> {
-        self.looked_at_ms = now_ms;
         let mut hang_up = Vec::new();
         let since_close_ms = now_ms.saturating_sub(self.closed_at_ms);
         self.waiting.retain(|&number| {
@@ -79,15 +78,14 @@ impl ClientLeftWatch {
         hang_up
     }
 
-    /// When to look again (none: the law has decided for every command):
-    /// a moment after the last look, and at the latest when a client that
-    /// lives on has plainly left on purpose (`CLIENT_EXIT_MS`).
+    /// When to look again unless the client's exit comes first (none: the
+    /// law has decided for every command): when a client that lives on has
+    /// plainly left on purpose (`CLIENT_EXIT_MS`).
     pub fn poll_timeout(&self) -> Option<u64> {
         if self.waiting.is_empty() {
             return None;
         }
-        let again = self.looked_at_ms.saturating_add(POLL_MS);
-        Some(again.min(self.closed_at_ms.saturating_add(CLIENT_EXIT_MS)))
+        Some(self.closed_at_ms.saturating_add(CLIENT_EXIT_MS))
     }
 }
 
@@ -102,6 +100,10 @@ pub async fn connection_ended(worker: Rc<RefCell<Worker>>, peer: Peer, numbers: 
         Peer::Client(_) => ClientLink::HandedOver,
     };
     let mut watch = ClientLeftWatch::new(link, mono_ms(), numbers);
+    let exit = match peer {
+        Peer::Client(Some(identity)) => Some(ProcessExit::open(identity)),
+        Peer::Client(None) | Peer::Relayed => None,
+    };
     loop {
         let process = match peer {
             Peer::Client(identity) if !identity.is_some_and(is_alive) => ClientProcess::Gone,
@@ -123,10 +125,12 @@ pub async fn connection_ended(worker: Rc<RefCell<Worker>>, peer: Peer, numbers: 
         let Some(next_ms) = watch.poll_timeout() else {
             return;
         };
-        // The client is no child of this worker: its exit has no event to
-        // wait on, so it is looked at again until the law's deadline.
         let pause = Duration::from_millis(next_ms.saturating_sub(mono_ms()));
-        tokio::time::sleep(pause).await;
+        let deadline = tokio::time::Instant::now() + pause;
+        match &exit {
+            Some(exit) => exit.wait_until(deadline).await,
+            None => tokio::time::sleep_until(deadline).await,
+        }
     }
 }
 
@@ -134,9 +138,10 @@ pub async fn connection_ended(worker: Rc<RefCell<Worker>>, peer: Peer, numbers: 
 mod tests {
     use super::*;
 
-    /// Drive `watch` on a fake clock, looking whenever it asks, with the
-    /// client's process `gone_at` (never: it lives on) and every command
-    /// running; every hang-up with the time it came.
+    /// Drive `watch` on a fake clock, looking whenever it asks or the
+    /// client's process ends (`gone_at`; never: it lives on), as the
+    /// driver's wait on its exit does, with every command running; every
+    /// hang-up with the time it came.
     fn drive(watch: &mut ClientLeftWatch, gone_at: Option<u64>) -> Vec<(u64, u64)> {
         let mut hung_up = Vec::new();
         let mut now = watch.closed_at_ms;
@@ -152,7 +157,10 @@ mod tests {
                 return hung_up;
             };
             assert!(next > now, "the watch asks for time ahead");
-            now = next;
+            now = match gone_at {
+                Some(at) if at > now => next.min(at),
+                _ => next,
+            };
         }
     }
 
@@ -160,20 +168,18 @@ mod tests {
     fn a_client_that_lives_on_hangs_nothing_up_and_the_watch_ends_at_its_deadline() {
         let closed = 10_000;
         let mut watch = ClientLeftWatch::new(ClientLink::HandedOver, closed, vec![3, 4]);
-        // Every look before the deadline waits; nothing is hung up.
-        let mut now = closed;
-        while now < closed + CLIENT_EXIT_MS {
-            assert_eq!(
-                watch.look(now, ClientProcess::Lives, |_| true, false),
-                Vec::<u64>::new()
-            );
-            assert!(watch.poll_timeout().is_some(), "still waiting at {now}");
-            now = watch.poll_timeout().unwrap_or(u64::MAX);
-        }
+        // The first look waits; nothing is hung up, and the next look is
+        // at the deadline (the client's exit would wake the driver first).
+        let now = closed;
+        assert_eq!(
+            watch.look(now, ClientProcess::Lives, |_| true, false),
+            Vec::<u64>::new()
+        );
+        let now = watch.poll_timeout().expect("still waiting");
         assert_eq!(
             now,
             closed + CLIENT_EXIT_MS,
-            "the last look is at the deadline"
+            "the next look is at the deadline"
         );
         assert_eq!(
             watch.look(now, ClientProcess::Lives, |_| true, false),
@@ -191,7 +197,7 @@ mod tests {
         assert_eq!(hung_up.len(), 1);
         let (at, number) = hung_up[0];
         assert_eq!(number, 7);
-        assert!(at >= gone && at < gone + POLL_MS, "seen gone within a look");
+        assert_eq!(at, gone, "hung up as the client ends");
     }
 
     #[test]

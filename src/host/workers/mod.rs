@@ -54,6 +54,24 @@ pub trait WorkerHost {
     /// Whether the worker `identity` of `id` is still there.
     fn still_there<'a>(&'a self, id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, bool>;
 
+    /// Until the worker `identity` of `id` is gone or `deadline` passes.
+    /// By default [`WorkerHost::still_there`] is asked again and again: a
+    /// host that hears of the end (a pidfd) says so at once.
+    fn wait_gone<'a>(
+        &'a self,
+        id: &'a str,
+        identity: ProcessIdentity,
+        deadline: tokio::time::Instant,
+    ) -> HostFuture<'a, ()> {
+        Box::pin(async move {
+            while self.still_there(id, identity).await && tokio::time::Instant::now() < deadline {
+                // The answer is a state (a unit's, under systemd) and tells
+                // no end: asked until the deadline.
+                tokio::time::sleep(Duration::from_millis(crate::laws::timing::POLL_MS)).await;
+            }
+        })
+    }
+
     /// End the worker `identity` of `id` by force, now.
     fn kill<'a>(&'a self, id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, ()>;
 

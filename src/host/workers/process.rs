@@ -180,6 +180,19 @@ impl WorkerHost for ProcessHost {
         Box::pin(async move { is_alive(identity) })
     }
 
+    fn wait_gone<'a>(
+        &'a self,
+        _id: &'a str,
+        identity: ProcessIdentity,
+        deadline: tokio::time::Instant,
+    ) -> HostFuture<'a, ()> {
+        Box::pin(async move {
+            crate::host::process_exit::ProcessExit::open(identity)
+                .wait_until(deadline)
+                .await
+        })
+    }
+
     fn kill<'a>(&'a self, _id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, ()> {
         Box::pin(async move {
             signal(identity, Signal::SIGKILL);

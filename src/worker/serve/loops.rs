@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::clock::{mono_ms, mono_us};
-use crate::host::process::is_alive;
+use crate::host::process_exit::ProcessExit;
 use crate::host::systemd;
 use crate::laws::idle_shutdown::GateEvent;
-use crate::laws::timing::{duration_in_words, POLL_MS, TM, WORKER_RETRY_MS};
+use crate::laws::timing::{duration_in_words, TM, WORKER_RETRY_MS};
 use crate::protocol::kernel::ToKernel;
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
@@ -289,11 +289,9 @@ pub(super) async fn stop_with_kernel(worker: &Rc<RefCell<Worker>>, signals: &Sig
     };
     // Until the kernel process is gone, so nobody finds it alive after:
     // its teardown, once, inside the stop grace with the transcript's close.
-    // The kernel is no child of this worker: its end has no event to wait
-    // on, so it is looked at until the deadline.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(TM.kernel.kernel_teardown);
-    while kernel.is_some_and(is_alive) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    if let Some(kernel) = kernel {
+        ProcessExit::open(kernel).wait_until(deadline).await;
     }
     stop(worker, signals).await;
 }
