@@ -59,6 +59,36 @@ pub fn signal(identity: ProcessIdentity, signal: Signal) -> bool {
     kill(Pid::from_raw(identity.pid as i32), signal).is_ok()
 }
 
+/// The direct children of `pid`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return children;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    children
+}
+
+/// Every descendant of `pid`, parents before children.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    let mut next = children(pid);
+    while let Some(child) = next.pop() {
+        if !all.contains(&child) {
+            all.push(child);
+            next.extend(children(child));
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -532,7 +532,7 @@ fn count_background(ctx: &Context) {
     }
     let count = {
         let k = ctx.kernel.borrow();
-        tree::children(std::process::id())
+        crate::host::process::children(std::process::id())
             .into_iter()
             .filter(|&pid| pid != k.shell_pid)
             .count() as u32

@@ -63,31 +63,9 @@ pub fn cmdline(pid: u32) -> String {
         .unwrap_or_default()
 }
 
-fn children(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    children
-}
-
 /// Every live descendant of `pid`.
 pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = Vec::new();
-    let mut next = children(pid);
-    while let Some(child) = next.pop() {
-        if !all.contains(&child) {
-            all.push(child);
-            next.extend(children(child));
-        }
-    }
+    let mut all = eukhe::host::process::descendants(pid);
     all.retain(|&p| alive(p));
     all
 }
