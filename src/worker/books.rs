@@ -214,6 +214,19 @@ mod tests {
     /// tick's period), recording what it asks to record, until it exits
     /// or closes; every action with the time it came.
     fn run(books: &mut Books, from_ms: u64, to_ms: u64, work: WorkSet) -> Vec<(u64, TickAction)> {
+        drive(books, from_ms, to_ms, work, |_, now| now + WORKER_TICK_MS)
+    }
+
+    /// Look at `books` at `from_ms`, then at each time `next` gives, up to
+    /// `to_ms`, recording what they ask to record, until they exit or
+    /// close; every action with the time it came.
+    fn drive(
+        books: &mut Books,
+        from_ms: u64,
+        to_ms: u64,
+        work: WorkSet,
+        mut next: impl FnMut(&mut Books, u64) -> u64,
+    ) -> Vec<(u64, TickAction)> {
         let mut seen = Vec::new();
         let mut now = from_ms;
         while now <= to_ms {
@@ -225,7 +238,7 @@ mod tests {
                     _ => {}
                 }
             }
-            now += WORKER_TICK_MS;
+            now = next(books, now);
         }
         seen
     }
@@ -315,17 +328,7 @@ mod tests {
         to_ms: u64,
         work: WorkSet,
     ) -> Vec<(u64, TickAction)> {
-        let mut seen = Vec::new();
-        let mut now = from_ms;
-        while now <= to_ms {
-            for action in books.tick(now, work) {
-                seen.push((now, action));
-                match action {
-                    TickAction::Record(state) => books.recorded(state, now),
-                    TickAction::ExitResumable | TickAction::CloseSession => return seen,
-                    _ => {}
-                }
-            }
+        drive(books, from_ms, to_ms, work, |books, now| {
             let next = books.poll_timeout(work);
             assert!(next > now, "the books ask for time ahead, not at {next}");
             // A fake clock read just before the deadline: nothing is due.
@@ -334,9 +337,8 @@ mod tests {
                 Vec::<TickAction>::new(),
                 "nothing happens just before the deadline {next}"
             );
-            now = next;
-        }
-        seen
+            next
+        })
     }
 
     #[test]
