@@ -159,7 +159,7 @@ impl Kernel {
                 self.first_unmerged = false;
                 if self.snapshot.is_changed_by(&changes) {
                     Rc::make_mut(&mut self.snapshot).apply(&changes);
-                    self.version += 1;
+                    self.templates.book.snapshot_changed();
                     if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
                         notice = Some(format!("the shell state could not be saved: {e}"));
                     }
