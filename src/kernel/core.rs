@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::laws::timing::POLL_MS;
 
+pub mod ends;
 pub mod templates;
 
 /// A signal the core asks to be sent to a job's process group.
