@@ -216,7 +216,7 @@ impl Kernel {
         }
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
-        self.claim()?;
+        self.claim(crate::clock::mono_ms())?;
         if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
             if !kernel_accepts(&self.spool_runs(), run) {
                 return Ok(None);

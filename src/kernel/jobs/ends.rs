@@ -61,8 +61,8 @@ impl Kernel {
         }
     }
 
-    /// One of `job`'s output streams closed.
-    pub fn stream_closed(&mut self, job: &str, stream: Stream) {
+    /// One of `job`'s output streams closed at `now`.
+    pub fn stream_closed(&mut self, job: &str, stream: Stream, now: u64) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -70,7 +70,7 @@ impl Kernel {
         j.open_streams = j.open_streams.saturating_sub(1);
         match on_close(j.open_streams, j.end.is_some()) {
             // Ended settled, or still running (its command closed them).
-            OnClose::LookForEnd => self.end_on_closed_output(job),
+            OnClose::LookForEnd => self.end_on_closed_output(job, now),
             OnClose::Settle => self.settle(job),
             OnClose::Wait => {}
         }
@@ -103,15 +103,15 @@ impl Kernel {
         self.forget_scratch(job);
     }
 
-    /// `job`'s shell ended with `status`: keep its changes to the shell
-    /// state, and record its end.
-    pub fn ended(&mut self, job: &str, status: i32) {
+    /// `job`'s shell ended with `status` at `now`: keep its changes to the
+    /// shell state, and record its end.
+    pub fn ended(&mut self, job: &str, status: i32, now: u64) {
         let captured = self.take_state_capture(job);
         let Some(j) = self.jobs.get(job) else {
             return;
         };
         let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
-        self.ended_with(job, status, parsed);
+        self.ended_with(job, status, parsed, now);
     }
 
     /// Every writer of `job`'s output has closed before its shell's end
@@ -120,7 +120,7 @@ impl Kernel {
     /// left, the run is over: it ends now, not after that shell's exit and
     /// its reporter's word (which then only counts what the run left
     /// running). Otherwise its command closed them, and the end waits.
-    fn end_on_closed_output(&mut self, job: &str) {
+    fn end_on_closed_output(&mut self, job: &str, now: u64) {
         let path = self.scratch(job, "state");
         let (Some(j), Ok(bytes)) = (self.jobs.get(job), std::fs::read(&path)) else {
             return;
@@ -133,7 +133,7 @@ impl Kernel {
                 self.core.ended_before_reporter(group);
             }
             let _ = std::fs::remove_file(&path);
-            self.ended_with(job, status, Some(Ok(capture)));
+            self.ended_with(job, status, Some(Ok(capture)), now);
         }
     }
 
@@ -150,6 +150,7 @@ impl Kernel {
         job: &str,
         status: i32,
         parsed: Option<Result<Capture, SessionError>>,
+        now: u64,
     ) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
@@ -158,7 +159,7 @@ impl Kernel {
             return;
         }
         j.placeholders.clear();
-        self.core.job_ended(job, crate::clock::mono_ms());
+        self.core.job_ended(job, now);
         let plan = plan_end(Captured::from(&parsed), status, j.cancelled);
         let mut not_saved = None;
         if let (true, Some(Ok(capture))) = (plan.merge, &parsed) {

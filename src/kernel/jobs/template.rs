@@ -106,7 +106,7 @@ impl SpareOutput {
 
 impl Kernel {
     /// The spare this kernel serves became a session (`eukhe new` wrote
-    /// its metadata): make its first snapshot, from the working directory
+    /// its metadata) at `now`: make its first snapshot, from the working directory
     /// and environment `new` gave it. Whether it was made now (a kernel
     /// claimed before, or never a spare's, is left as it is).
     ///
@@ -119,7 +119,7 @@ impl Kernel {
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as
     /// after any job: made at the claim, its shell would share the two cores
     /// with that restore and with the client's start.
-    pub fn claim(&mut self) -> Result<bool, KernelError> {
+    pub fn claim(&mut self, now: u64) -> Result<bool, KernelError> {
         if self.core.is_claimed() {
             return Ok(false);
         }
@@ -127,7 +127,7 @@ impl Kernel {
             &self.files,
             self.shell_defaults.as_ref(),
         )?);
-        self.core.claimed(crate::clock::mono_ms());
+        self.core.claimed(now);
         self.first_unmerged = true;
         if let Some(mut spare) = self.templates.book.claim() {
             let template = &mut spare.handle;
