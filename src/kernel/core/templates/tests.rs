@@ -120,3 +120,29 @@ fn an_idle_drop_retires_both_templates() {
     assert_eq!(book.after_end(alive), AfterEnd::Make);
     assert!(book.drop_all().is_empty());
 }
+
+#[test]
+fn a_claimed_sessions_templates_stay_until_the_idle_deadline_then_both_go() {
+    use crate::kernel::core::{Action, CoreTiming, KernelCore};
+    let timing = CoreTiming {
+        cancel_grace: 2_000,
+        template_idle: 60_000,
+    };
+    let mut core = KernelCore::new(timing, false, 0);
+    let mut book = ready_book();
+    assert_eq!(core.poll_timeout(), None, "a spare waits for its claim");
+    core.claimed(5_000);
+    let spare = book.claim().unwrap();
+    book.restored_ahead(spare);
+    assert_eq!(book.made("t2"), None);
+    let deadline = core.poll_timeout().expect("idle from the claim");
+    assert_eq!(deadline, 5_000 + 60_000 + 1);
+    core.handle_timeout(deadline - 1);
+    assert_eq!(core.poll_action(), None, "nothing before the deadline");
+    assert!(book.handle_mut(Slot::Claim).is_some());
+    assert!(book.handle_mut(Slot::Current).is_some());
+    core.handle_timeout(deadline);
+    assert_eq!(core.poll_action(), Some(Action::DropIdleTemplates));
+    assert_eq!(book.drop_all(), vec!["t2", "t1"]);
+    assert_eq!(core.poll_timeout(), None, "once per idle spell");
+}
