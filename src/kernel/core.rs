@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::laws::timing::POLL_MS;
 
+pub mod ends;
+pub mod templates;
+
 /// A signal the core asks to be sent to a job's process group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {

@@ -90,7 +90,7 @@ fn act(ctx: &Context) {
             Action::EndKilled { job } => {
                 let mut k = ctx.kernel.borrow_mut();
                 if !k.job_ended(&job) {
-                    k.ended(&job, 128 + libc::SIGKILL);
+                    k.ended(&job, 128 + libc::SIGKILL, mono_ms());
                 }
             }
             Action::GroupNeverReported { job, want } => {

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use tokio::sync::watch;
 
+use super::core::templates::Taker;
 use super::core::{CoreTiming, KernelCore};
 use super::error::KernelError;
 use super::output::open_fifo;
@@ -32,7 +33,7 @@ use crate::session::store::SessionFiles;
 mod ends;
 mod template;
 
-use template::Templates;
+use template::{Template, Templates};
 
 /// One job the kernel runs.
 pub struct Job {
@@ -104,8 +105,6 @@ pub struct Kernel {
     pub notices: Vec<String>,
     /// Which jobs run, the cancels, and when the templates go.
     pub core: KernelCore,
-    /// Bumped each time the snapshot changes.
-    version: u64,
     templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
@@ -145,7 +144,6 @@ impl Kernel {
                 changed,
                 notices: Vec::new(),
                 core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
-                version: 0,
                 templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
@@ -218,7 +216,7 @@ impl Kernel {
         }
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
-        self.claim()?;
+        self.claim(crate::clock::mono_ms())?;
         if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
             if !kernel_accepts(&self.spool_runs(), run) {
                 return Ok(None);
@@ -308,27 +306,20 @@ impl Kernel {
         let (out_fifo, err_fifo) = (fifos[0].to_string_lossy(), fifos[1].to_string_lossy());
         let capture = capture.to_string_lossy();
         let stdin = stdin_of.map_or(String::new(), |pid| format!("/proc/{pid}/fd/0"));
-        let version = self.version;
-        let claim_template = self
-            .templates
-            .claim
-            .as_mut()
-            .filter(|t| t.armed && t.is_ready(version));
-        let template = self
-            .templates
-            .current
-            .as_mut()
-            .filter(|t| t.is_ready(version));
-        let handed = match (template, claim_template) {
+        let book = &mut self.templates.book;
+        let taker = book.take_job(Template::is_alive);
+        let template = taker.slot().and_then(|slot| book.handle_mut(slot));
+        let handed = match (taker, template) {
             // The template restored all but traps and options: the job
             // applies those (its `late` script) and runs at once.
             // Its job shell names the FIFOs and the capture after the job.
-            (Some(template), _) => template
-                .arm()
-                .and_then(|()| template.take(job, &stdin, command)),
+            (Taker::Current { arm_first }, Some(template)) => {
+                let armed = if arm_first { template.arm() } else { Ok(()) };
+                armed.and_then(|()| template.take(job, &stdin, command))
+            }
             // Its job shell, forked ahead, restores the whole snapshot.
-            (None, Some(claim_template)) => claim_template.take(job, &stdin, command),
-            (None, None) => {
+            (Taker::Claim, Some(template)) => template.take(job, &stdin, command),
+            _ => {
                 let restore = self.scratch(job, "restore");
                 let late = self.scratch(job, "late");
                 write_scripts(&self.snapshot, &restore, &late)?;

@@ -87,7 +87,8 @@ pub async fn read(
         }
     }
     // The books forget the pipe before its read end closes.
-    kernel.borrow_mut().stream_closed(&job, stream);
+    let now = crate::clock::mono_ms();
+    kernel.borrow_mut().stream_closed(&job, stream, now);
     drop(reader);
 }
 

@@ -202,7 +202,7 @@ async fn serve_connection(
             ToKernel::Forget { job } => forget(ctx, &job),
             ToKernel::Claim => {
                 let mut kernel = ctx.kernel.borrow_mut();
-                match kernel.claim() {
+                match kernel.claim(mono_ms()) {
                     // Ready ahead of the session's first job: its output
                     // pipes (the spare's template, restoring the first
                     // snapshot now, takes the job itself).
@@ -440,7 +440,7 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
                     // only grow the log (a file without bound on the process
                     // backend).
                     tracing::debug!(job, status, "{job} exited {status}");
-                    k.ended(&job, status);
+                    k.ended(&job, status, mono_ms());
                     ended = true;
                 }
                 Report::Template { fifo, pid } => k.template_ready(&fifo, pid),

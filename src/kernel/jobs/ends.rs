@@ -4,6 +4,9 @@
 use std::rc::Rc;
 
 use super::{job_in_words, keeps_end, Kernel};
+use crate::kernel::core::ends::{
+    ends_at_close, forgettable, on_close, plan_end, Captured, EndNotice, OnClose,
+};
 use crate::kernel::spool::{JobEnd, LostOutput};
 use crate::session::entry::Stream;
 use crate::session::snapshot::{parse_capture, Capture};
@@ -58,51 +61,57 @@ impl Kernel {
         }
     }
 
-    /// One of `job`'s output streams closed.
-    pub fn stream_closed(&mut self, job: &str, stream: Stream) {
+    /// One of `job`'s output streams closed at `now`.
+    pub fn stream_closed(&mut self, job: &str, stream: Stream, now: u64) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
         j.fifos[stream as usize] = None;
         j.open_streams = j.open_streams.saturating_sub(1);
-        if j.open_streams == 0 && j.end.is_none() {
+        match on_close(j.open_streams, j.end.is_some()) {
             // Ended settled, or still running (its command closed them).
-            self.end_on_closed_output(job);
-            self.bump();
-            return;
-        }
-        if j.open_streams == 0 {
-            if let Some(end) = &mut j.end {
-                // Its end told what was lost before it; this is what
-                // processes it left running wrote after.
-                if let Some(lost) = j.lost.take() {
-                    self.notices.push(format!(
-                        "{} bytes of output that {} left running wrote after it ended could not be kept: {}",
-                        lost.bytes,
-                        job_in_words(job),
-                        lost.error
-                    ));
-                }
-                end.settled = true;
-                let end = end.clone();
-                if keeps_end(job) {
-                    let _ = self.spool.set_end(job, &end);
-                }
-                self.forget_scratch(job);
-            }
+            OnClose::LookForEnd => self.end_on_closed_output(job, now),
+            OnClose::Settle => self.settle(job),
+            OnClose::Wait => {}
         }
         self.bump();
     }
 
-    /// `job`'s shell ended with `status`: keep its changes to the shell
-    /// state, and record its end.
-    pub fn ended(&mut self, job: &str, status: i32) {
+    /// Every output stream of ended `job` closed: its end is settled.
+    fn settle(&mut self, job: &str) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        let Some(end) = &mut j.end else {
+            return;
+        };
+        // Its end told what was lost before it; this is what processes it
+        // left running wrote after.
+        if let Some(lost) = j.lost.take() {
+            self.notices.push(format!(
+                "{} bytes of output that {} left running wrote after it ended could not be kept: {}",
+                lost.bytes,
+                job_in_words(job),
+                lost.error
+            ));
+        }
+        end.settled = true;
+        let end = end.clone();
+        if keeps_end(job) {
+            let _ = self.spool.set_end(job, &end);
+        }
+        self.forget_scratch(job);
+    }
+
+    /// `job`'s shell ended with `status` at `now`: keep its changes to the
+    /// shell state, and record its end.
+    pub fn ended(&mut self, job: &str, status: i32, now: u64) {
         let captured = self.take_state_capture(job);
         let Some(j) = self.jobs.get(job) else {
             return;
         };
         let parsed = captured.map(|bytes| parse_capture(&bytes, &j.started_from));
-        self.ended_with(job, status, parsed);
+        self.ended_with(job, status, parsed, now);
     }
 
     /// Every writer of `job`'s output has closed before its shell's end
@@ -111,7 +120,7 @@ impl Kernel {
     /// left, the run is over: it ends now, not after that shell's exit and
     /// its reporter's word (which then only counts what the run left
     /// running). Otherwise its command closed them, and the end waits.
-    fn end_on_closed_output(&mut self, job: &str) {
+    fn end_on_closed_output(&mut self, job: &str, now: u64) {
         let path = self.scratch(job, "state");
         let (Some(j), Ok(bytes)) = (self.jobs.get(job), std::fs::read(&path)) else {
             return;
@@ -119,12 +128,12 @@ impl Kernel {
         let Ok(capture) = parse_capture(&bytes, &j.started_from) else {
             return;
         };
-        if let (Some(status), false) = (capture.status, capture.has_jobs) {
+        if let Some(status) = ends_at_close(&capture) {
             if let Some(group) = j.group {
                 self.core.ended_before_reporter(group);
             }
             let _ = std::fs::remove_file(&path);
-            self.ended_with(job, status, Some(Ok(capture)));
+            self.ended_with(job, status, Some(Ok(capture)), now);
         }
     }
 
@@ -141,6 +150,7 @@ impl Kernel {
         job: &str,
         status: i32,
         parsed: Option<Result<Capture, SessionError>>,
+        now: u64,
     ) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
@@ -149,45 +159,31 @@ impl Kernel {
             return;
         }
         j.placeholders.clear();
-        self.core.job_ended(job, crate::clock::mono_ms());
-        let (notice, signal) = match parsed {
-            // The command did not run: the state stands.
-            Some(Ok(capture)) if capture.not_run => (capture.lost_cwd.map(lost_cwd_notice), None),
-            Some(Ok(capture)) => {
-                let changes = j.started_from.changes_to(&capture.snapshot);
-                let mut notice = None;
-                self.first_unmerged = false;
-                if self.snapshot.is_changed_by(&changes) {
-                    Rc::make_mut(&mut self.snapshot).apply(&changes);
-                    self.version += 1;
-                    if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
-                        notice = Some(format!("the shell state could not be saved: {e}"));
-                    }
+        self.core.job_ended(job, now);
+        let plan = plan_end(Captured::from(&parsed), status, j.cancelled);
+        let mut not_saved = None;
+        if let (true, Some(Ok(capture))) = (plan.merge, &parsed) {
+            let changes = j.started_from.changes_to(&capture.snapshot);
+            self.first_unmerged = false;
+            if self.snapshot.is_changed_by(&changes) {
+                Rc::make_mut(&mut self.snapshot).apply(&changes);
+                self.templates.book.snapshot_changed();
+                if let Err(e) = self.snapshot.save(&self.files.snapshot()) {
+                    not_saved = Some(format!("the shell state could not be saved: {e}"));
                 }
-                if !capture.dropped.is_empty() {
-                    notice = Some(format!(
-                        "not kept: function {} (eukhe's shell code needs that builtin)",
-                        capture.dropped.join(", ")
-                    ));
-                }
-                (notice, None)
             }
-            Some(Err(e)) => {
-                // The job's shell writes its capture on the state disk.
-                let full = crate::session::store::disk_space(&self.files.scratch())
-                    .is_some_and(|(free, _)| free == 0);
-                let why = if full {
-                    " (the state disk is full)"
-                } else {
-                    ""
-                };
-                (Some(format!("{e}{why}")), None)
-            }
-            None => end_without_capture(status, j.cancelled),
+        }
+        // What the run left unkept says more than a failed save.
+        let notice = plan
+            .notice
+            .map(|n| self.notice_text(n, &parsed))
+            .or(not_saved);
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
         };
         let end = JobEnd {
             status,
-            signal,
+            signal: plan.signal,
             cancelled: j.cancelled,
             notice,
             settled: j.open_streams == 0,
@@ -196,6 +192,41 @@ impl Kernel {
         j.end = Some(end.clone());
         self.record_end(job, &end);
         self.remove_retired_late();
+    }
+
+    /// The words of an end's `notice`, for `parsed`, the capture it is about.
+    fn notice_text(
+        &self,
+        notice: EndNotice,
+        parsed: &Option<Result<Capture, SessionError>>,
+    ) -> String {
+        match notice {
+            EndNotice::LostCwd(cwd) => lost_cwd_notice(cwd),
+            EndNotice::NotKept(functions) => format!(
+                "not kept: function {} (eukhe's shell code needs that builtin)",
+                functions.join(", ")
+            ),
+            EndNotice::Unreadable => {
+                // The job's shell writes its capture on the state disk.
+                let full = crate::session::store::disk_space(&self.files.scratch())
+                    .is_some_and(|(free, _)| free == 0);
+                let why = if full {
+                    " (the state disk is full)"
+                } else {
+                    ""
+                };
+                let error = match parsed {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "the state capture cannot be read".to_string(),
+                };
+                format!("{error}{why}")
+            }
+            EndNotice::EndedItsShell => {
+                "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
+                 the shell state is as it was before it"
+                    .to_string()
+            }
+        }
     }
 
     /// Read `job`'s state capture, if its shell left one, and remove its files.
@@ -239,32 +270,15 @@ impl Kernel {
 
     /// The worker has stored `job`: drop it from the books and the spool.
     pub fn forget(&mut self, job: &str) {
-        let done = match self.jobs.get(job) {
-            Some(j) => j.end.is_some() && j.open_streams == 0,
-            None => true,
-        };
+        let done = self
+            .jobs
+            .get(job)
+            .is_none_or(|j| forgettable(j.end.is_some(), j.open_streams));
         if done {
             self.jobs.remove(job);
             self.spool.forget(job);
         }
     }
-}
-
-/// The notice and signal of a job whose shell left no state capture (status 128+N: signal N).
-fn end_without_capture(status: i32, cancelled: bool) -> (Option<String>, Option<i32>) {
-    let mut notice = None;
-    let mut signal = None;
-    if status > 128 && status < 128 + 65 {
-        signal = Some(status - 128);
-    }
-    if !cancelled && signal.is_none() {
-        notice = Some(
-            "the command ended its shell (exit, exec, a failed `set -e` or `${x:?}`): \
-             the shell state is as it was before it"
-                .to_string(),
-        );
-    }
-    (notice, signal)
 }
 
 /// What a run that could not enter the session's directory says.

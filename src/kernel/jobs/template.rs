@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use super::{stream_name, write_private, write_scripts, Kernel, STREAMS};
 use crate::host::process::{identity_of, is_alive};
+use crate::kernel::core::templates::{AfterEnd, Slot, TemplateBook};
 use crate::kernel::error::KernelError;
 use crate::kernel::output::{open_fifo, Fifo};
 use crate::kernel::zygote;
@@ -18,8 +19,6 @@ use crate::laws::adoption::ProcessIdentity;
 /// A shell forked by the kernel's shell that has restored one version of
 /// the snapshot and takes jobs from its FIFO.
 pub struct Template {
-    /// The snapshot version it restored.
-    version: u64,
     fifo: PathBuf,
     /// Where its reporters say they have taken a job.
     taken: PathBuf,
@@ -33,9 +32,6 @@ pub struct Template {
     /// Where the kernel asks for the next job shell (a byte each).
     next: PathBuf,
     next_writer: File,
-    /// A job shell waits for a job: none after one took a job, until
-    /// the kernel asks for the next (`Kernel::arm_template`).
-    pub(super) armed: bool,
     /// The template's shell, once it reported ready.
     shell: Option<ProcessIdentity>,
 }
@@ -51,15 +47,14 @@ impl Template {
         [self.restore, self.late]
     }
 
-    /// Whether it restored snapshot `version` and its shell is up.
-    pub(super) fn is_ready(&self, version: u64) -> bool {
-        self.version == version && self.shell.is_some_and(is_alive)
+    /// Whether its shell is up.
+    pub(super) fn is_alive(&self) -> bool {
+        self.shell.is_some_and(is_alive)
     }
 
     /// Hand a job to its waiting job shell (which names the job's FIFOs and
     /// capture after the job).
     pub(super) fn take(&mut self, job: &str, stdin: &str, command: &str) -> std::io::Result<()> {
-        self.armed = false;
         self.jobs
             .write_all(&zygote::message(&[job, stdin, command]))
     }
@@ -71,26 +66,20 @@ impl Template {
             .write_all(&zygote::message(&[zygote::RESTORE_AHEAD]))
     }
 
-    /// Have a job shell forked, unless one waits already.
+    /// Have a job shell forked (the book says none waits).
     pub(super) fn arm(&mut self) -> std::io::Result<()> {
-        if !self.armed {
-            self.next_writer.write_all(b"n")?;
-            self.armed = true;
-        }
-        Ok(())
+        self.next_writer.write_all(b"n")
     }
 }
 
 /// The shells and FIFOs made ahead of jobs.
 #[derive(Default)]
 pub(super) struct Templates {
-    /// The template over the current snapshot (or an older one, until the
-    /// next is made).
-    pub(super) current: Option<Template>,
-    /// A claimed spare's template, over the blank state: its waiting job
-    /// shell restores the whole first snapshot (its `late` script), and
-    /// takes the session's first job only if `current` is not ready yet.
-    pub(super) claim: Option<Template>,
+    /// The snapshot's version, the current template and a claimed spare's
+    /// (over the blank state: its waiting job shell restores the whole
+    /// first snapshot, its `late` script, and takes the session's first
+    /// job only if the current one is not ready yet), and their states.
+    pub(super) book: TemplateBook<Template>,
     seq: u64,
     spare: Option<SpareOutput>,
     spare_seq: u64,
@@ -117,7 +106,7 @@ impl SpareOutput {
 
 impl Kernel {
     /// The spare this kernel serves became a session (`eukhe new` wrote
-    /// its metadata): make its first snapshot, from the working directory
+    /// its metadata) at `now`: make its first snapshot, from the working directory
     /// and environment `new` gave it. Whether it was made now (a kernel
     /// claimed before, or never a spare's, is left as it is).
     ///
@@ -130,7 +119,7 @@ impl Kernel {
     /// made once that job's end is on its way ([`Kernel::arm_template`]), as
     /// after any job: made at the claim, its shell would share the two cores
     /// with that restore and with the client's start.
-    pub fn claim(&mut self) -> Result<bool, KernelError> {
+    pub fn claim(&mut self, now: u64) -> Result<bool, KernelError> {
         if self.core.is_claimed() {
             return Ok(false);
         }
@@ -138,23 +127,18 @@ impl Kernel {
             &self.files,
             self.shell_defaults.as_ref(),
         )?);
-        self.core.claimed(crate::clock::mono_ms());
+        self.core.claimed(now);
         self.first_unmerged = true;
-        let blank = self.version;
-        self.version += 1;
-        let spares = self.templates.current.take_if(|t| t.version == blank);
-        if let Some(mut template) = spares {
+        if let Some(mut spare) = self.templates.book.claim() {
+            let template = &mut spare.handle;
             let written = write_private(&template.restore, &self.snapshot.template_script())
                 .and_then(|()| write_private(&template.late, &self.snapshot.late_script()))
                 .and_then(|()| template.restore_ahead());
             match written {
-                Ok(()) => {
-                    template.version = self.version;
-                    self.templates.claim = Some(template);
-                }
+                Ok(()) => self.templates.book.restored_ahead(spare),
                 Err(e) => {
                     tracing::warn!("the spare's template is not used: {e}");
-                    self.retire(template);
+                    self.retire(spare.handle);
                 }
             }
         }
@@ -210,20 +194,11 @@ impl Kernel {
         }
     }
 
-    /// The template of the current snapshot, if it is up and alive.
-    fn ready_template(&mut self) -> Option<&mut Template> {
-        let version = self.version;
-        self.templates
-            .current
-            .as_mut()
-            .filter(|t| t.is_ready(version))
-    }
-
     /// Have the shell fork a template over the current snapshot (the old
     /// one ends: its job FIFO closes). Off every job's way: the next job
     /// finds it restored.
     pub fn prepare_template(&mut self) {
-        if let Some(old) = self.templates.current.take() {
+        if let Some(old) = self.templates.book.take_current() {
             self.retire(old);
         }
         if self.core.stopping() {
@@ -257,7 +232,6 @@ impl Kernel {
                 .write_all(&message)
                 .map_err(KernelError::AskTemplate)?;
             Ok(Template {
-                version: self.version,
                 fifo: fifo.clone(),
                 taken: taken.clone(),
                 restore: restore.clone(),
@@ -265,12 +239,15 @@ impl Kernel {
                 jobs,
                 next: next.clone(),
                 next_writer,
-                armed: true,
                 shell: None,
             })
         })();
         match made {
-            Ok(template) => self.templates.current = Some(template),
+            Ok(template) => {
+                if let Some(old) = self.templates.book.made(template) {
+                    self.retire(old);
+                }
+            }
             // Jobs then restore the snapshot themselves.
             Err(e) => tracing::warn!("no template: {e}"),
         }
@@ -281,8 +258,7 @@ impl Kernel {
     /// idle session need not hold; the next job restores the snapshot
     /// itself and prepares another).
     pub fn drop_idle_templates(&mut self) {
-        let current = self.templates.current.take();
-        for template in [current, self.templates.claim.take()].into_iter().flatten() {
+        for template in self.templates.book.drop_all() {
             self.retire(template);
         }
     }
@@ -311,33 +287,32 @@ impl Kernel {
     /// Have the template fork its next job shell now that a job's end is
     /// on its way (or prepare a template over a changed snapshot).
     pub fn arm_template(&mut self) {
-        if self.needs_template() {
-            self.prepare_template();
-        } else if let Some(template) = self.ready_template() {
-            if let Err(e) = template.arm() {
-                tracing::warn!("template: cannot ask for a job shell: {e}");
+        match self.templates.book.after_end(Template::is_alive) {
+            AfterEnd::Make => self.prepare_template(),
+            AfterEnd::Arm => {
+                let template = self.templates.book.handle_mut(Slot::Current);
+                match template.map(Template::arm) {
+                    Some(Err(e)) => tracing::warn!("template: cannot ask for a job shell: {e}"),
+                    Some(Ok(())) => self.templates.book.armed(),
+                    None => {}
+                }
             }
+            AfterEnd::Nothing => {}
         }
-    }
-
-    /// Whether the template is missing or restored an older snapshot.
-    pub fn needs_template(&self) -> bool {
-        self.templates
-            .current
-            .as_ref()
-            .is_none_or(|t| t.version != self.version)
     }
 
     /// A template reported that it is ready. Once the session's own is, a
     /// claimed spare's template is no longer needed.
     pub fn template_ready(&mut self, fifo: &str, pid: u32) {
-        if let Some(template) = &mut self.templates.current {
-            if template.fifo.to_string_lossy() == fifo {
+        let spares = self.templates.book.reported_ready(|template| {
+            let it = template.fifo.to_string_lossy() == fifo;
+            if it {
                 template.shell = identity_of(pid);
-                if let Some(claim_template) = self.templates.claim.take() {
-                    self.retire(claim_template);
-                }
             }
+            it
+        });
+        if let Some(claim_template) = spares {
+            self.retire(claim_template);
         }
     }
 }
