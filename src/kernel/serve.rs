@@ -376,7 +376,12 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         // A job's end is told after the output its shell wrote before it
         // ended (still in its FIFOs a moment after): the reader spools it
         // and wakes this loop.
-        let unread = live && ctx.kernel.borrow().unread_output(&job);
+        // Nor before a reader that has seen its last writer go closes its
+        // stream (a moment after): the end is then told settled.
+        let unread = live && {
+            let k = ctx.kernel.borrow();
+            k.unread_output(&job) || k.settling(&job)
+        };
         if !end_sent && !unread && (end.is_some() || !live) {
             end_sent = true;
             let end = match live {

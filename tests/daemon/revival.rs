@@ -31,6 +31,7 @@ fn records_since(env: &Env, id: &str, since: u64) -> Vec<serde_json::Value> {
 fn a_kernel_alone_with_only_queued_input_keeps_the_session_revivable() {
     let env = Env::new("queued-evidence");
     let id = env.ok(&["new"]).trim().to_string();
+    let started = env.dir.join("started");
     let release = env.dir.join("release");
     let first = env.dir.join("first");
     let queued = env.dir.join("queued");
@@ -38,15 +39,22 @@ fn a_kernel_alone_with_only_queued_input_keeps_the_session_revivable() {
         "send",
         &id,
         &format!(
-            "until [ -e {} ]; do sleep 0.1; done; echo done >> {}",
+            "touch {}; until [ -e {} ]; do sleep 0.1; done; echo done >> {}",
+            started.display(),
             release.display(),
             first.display()
         ),
     ]);
     env.ok(&["send", &id, &format!("echo ran >> {}", queued.display())]);
-    wait_until(Duration::from_secs(10), "the run is busy", || {
-        env.session(&id)["state"] == "busy"
-    });
+    // The run executes in the kernel: the worker is linked to its kernel
+    // and has told it what waits behind the run. (A busy session alone is
+    // not that: queued input makes it busy before the link is up.)
+    wait_until(
+        Duration::from_secs(10),
+        "the run starts in the kernel",
+        || started.exists(),
+    );
+    assert_eq!(env.session(&id)["state"], "busy");
     let worker = env.worker_pid(&id).unwrap();
     let kernel = env.kernel_pid(&id).unwrap();
     // No supervisor to restart the worker, then no worker: the kernel
@@ -106,8 +114,11 @@ fn a_kernel_alone_with_only_queued_input_keeps_the_session_revivable() {
         queued.exists()
     });
     assert_eq!(std::fs::read_to_string(&first).unwrap(), "done\n");
+    // Its file is written a moment before its end is stored.
+    wait_until(Duration::from_secs(10), "run 2's end is stored", || {
+        env.log(&id).contains("[run 2 exited 0]")
+    });
     let log = env.log(&id);
-    assert!(log.contains("[run 2 exited 0]"), "{log}");
     assert!(!log.contains("interrupted"), "{log}");
     let worker_log = std::fs::read_to_string(
         env.state_dir()

@@ -54,6 +54,30 @@ impl Kernel {
         })
     }
 
+    /// Whether a stream of `job` has no writer left while its reader has
+    /// not closed it yet: the job has settled, and its reader is about to
+    /// say so. Its end waits for that, so the end is told settled and a
+    /// command that returned leaves no unsettled child behind.
+    pub fn settling(&self, job: &str) -> bool {
+        let Some(j) = self.jobs.get(job) else {
+            return false;
+        };
+        j.fifos.iter().flatten().any(|&fd| {
+            let mut polled = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `poll` reads and writes the one `pollfd` given, and
+            // `fd` is a FIFO read end its reader task still holds (cleared
+            // before the task drops it). A zero timeout never blocks. The
+            // safe wrappers need a `BorrowedFd`, which only an unsafe
+            // `borrow_raw` makes from the raw fd the reader task owns.
+            let rc = unsafe { libc::poll(&mut polled, 1, 0) };
+            rc == 1 && polled.revents & libc::POLLHUP != 0
+        })
+    }
+
     /// A reader holds `bytes` of `job`'s `stream` back.
     pub fn holding(&mut self, job: &str, stream: Stream, bytes: usize) {
         if let Some(j) = self.jobs.get_mut(job) {

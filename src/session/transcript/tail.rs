@@ -15,7 +15,7 @@
 //! near the end), the entries are read forward instead.
 
 use crate::session::SessionError;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -151,19 +151,15 @@ impl Records<'_> {
     fn last_anchored(&self, from: u64) -> io::Result<Option<u64>> {
         let mut window = Window::new(self.file, self.eof);
         // Runs that a record starting at `end` numbered `seq + 1` would
-        // continue: (end, seq) -> where the run starts. Only ends ahead
-        // are kept, so this holds about one run per level of nesting.
-        let mut runs: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+        // continue: (end, seq, where the run starts). Only ends ahead are
+        // kept, so this holds about one run per level of nesting: a list
+        // searched whole costs less than a map's upkeep at every header.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut last = None;
         let mut at = from;
         while let Some(q) = window.find(at, &self.marker)? {
             at = q + 1;
-            while let Some(run) = runs.first_entry() {
-                if run.key().0 >= q {
-                    break;
-                }
-                run.remove();
-            }
+            runs.retain(|&(end, _, _)| end >= q);
             let head = window.get(q, HEADER)?;
             if head.len() < HEADER {
                 continue;
@@ -174,15 +170,23 @@ impl Records<'_> {
             let Some(end) = header.end(q).filter(|&end| end <= self.eof) else {
                 continue;
             };
-            let run = header
-                .seq
-                .checked_sub(1)
-                .and_then(|previous| runs.remove(&(q, previous)))
-                .unwrap_or(q);
+            let continued = header.seq.checked_sub(1).and_then(|previous| {
+                let i = runs
+                    .iter()
+                    .position(|&(end, seq, _)| end == q && seq == previous)?;
+                Some(runs.swap_remove(i).2)
+            });
+            let run = continued.unwrap_or(q);
             if run == FILE_HEADER || end - run >= self.span {
                 last = Some(q);
             }
-            runs.insert((end, header.seq), run);
+            match runs
+                .iter_mut()
+                .find(|(at_end, seq, _)| *at_end == end && *seq == header.seq)
+            {
+                Some(kept) => kept.2 = run,
+                None => runs.push((end, header.seq, run)),
+            }
         }
         Ok(last)
     }

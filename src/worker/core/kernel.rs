@@ -295,6 +295,11 @@ impl RunCore {
                 restore_id: None,
             }));
         }
+        // Told settled: no child of it is left, so none counts as work
+        // once its client has its answer (the kernel's word follows).
+        if end.is_some_and(|e| e.settled) {
+            actions.extend(self.settled(job));
+        }
         actions
     }
 

@@ -394,3 +394,44 @@ fn user_bash_outlives_its_worker_and_one_that_never_ran_is_ended_once() {
         }]
     );
 }
+
+/// A user bash told ended and settled leaves no work behind: a client that
+/// got its answer can remove the session at once. One told ended while a
+/// child still holds its output open is an unsettled child until settled.
+#[test]
+fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    let number = core.take_input_number();
+    core.bash("true", None, (3, 0), number);
+    let job = format!("b{number}-7-1");
+    let ended = core.ended(&job, Some(&end(0)));
+    assert!(
+        ended.contains(&Action::Kernel(ToKernel::Forget { job: job.clone() })),
+        "{ended:#?}"
+    );
+    assert!(core.work().is_empty(), "{:?}", core.work());
+    assert!(core.settled(&job).is_empty(), "forgotten once");
+
+    let number = core.take_input_number();
+    core.bash("sleep 9 &", None, (3, 0), number);
+    let job = format!("b{number}-7-2");
+    let open = JobEnd {
+        settled: false,
+        ..end(0)
+    };
+    let ended = core.ended(&job, Some(&open));
+    assert!(!ended
+        .iter()
+        .any(|a| matches!(a, Action::Kernel(ToKernel::Forget { .. }))));
+    assert_eq!(
+        core.work(),
+        WorkSet::EMPTY.with(WorkKind::UnsettledChild),
+        "a child holds its output open"
+    );
+    assert_eq!(
+        core.settled(&job),
+        vec![Action::Kernel(ToKernel::Forget { job })]
+    );
+    assert!(core.work().is_empty());
+}
