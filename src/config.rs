@@ -142,13 +142,6 @@ fn where_in_text(line: Option<usize>, source_line: &Option<String>) -> String {
     }
 }
 
-/// Layers that still speak in strings take the failure as its line.
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}
-
 /// The daemon's settings (`config.toml`), each with its default.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

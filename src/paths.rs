@@ -44,13 +44,6 @@ pub enum PathsError {
     },
 }
 
-/// Layers that still speak in strings take the failure as its line.
-impl From<PathsError> for String {
-    fn from(e: PathsError) -> String {
-        e.to_string()
-    }
-}
-
 /// Where this daemon's files live.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {

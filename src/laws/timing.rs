@@ -351,8 +351,9 @@ pub const KERNEL_RUNS_POLL_MS: u64 = 1_000;
 /// How often a worker retries a store that failed (a full disk), and how
 /// long its loops sleep when nothing woke them.
 pub const WORKER_RETRY_MS: u64 = 500;
-/// The worker's tick: watchdog pings, signs of life, busy refresh, gate
-/// expiry and the orphan decision are looked at this often.
+/// A fixed period to look at the worker's books by (the tests step them
+/// so; the worker's driver sleeps to their own deadline): a due busy
+/// refresh seen on it is at most this late.
 pub const WORKER_TICK_MS: u64 = 250;
 /// The kernel's tick: background jobs and busy evidence without a worker.
 pub const KERNEL_TICK_MS: u64 = 1_000;

@@ -43,16 +43,14 @@ pub async fn start_worker(supervisor: &Shared, id: &str) -> Result<(), Superviso
 /// Wait up to `within_ms` for the worker `identity` of `id` to be gone.
 pub async fn wait_gone(supervisor: &Shared, id: &str, identity: ProcessIdentity, within_ms: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
-    wait_gone_until(&*host(supervisor), id, identity, deadline).await;
+    host(supervisor).wait_gone(id, identity, deadline).await;
 }
 
-async fn wait_gone_until(
-    host: &dyn WorkerHost,
-    id: &str,
-    identity: ProcessIdentity,
-    deadline: tokio::time::Instant,
-) {
-    host.wait_gone(id, identity, deadline).await;
+/// Wait out the kill route and the child drain for the worker `identity`
+/// of `id`: a worker that is dying is gone within them.
+async fn wait_out_kill(supervisor: &Shared, id: &str, identity: ProcessIdentity) {
+    let within_ms = TM.supervisor.kill_route + TM.supervisor.child_drain;
+    wait_gone(supervisor, id, identity, within_ms).await;
 }
 
 /// Whether no worker of `id` is left, once one that is dying has had the
@@ -62,13 +60,7 @@ pub async fn no_worker_left(supervisor: &Shared, id: &str) -> bool {
     let Some(identity) = surviving_worker(supervisor, id).await else {
         return true;
     };
-    wait_gone(
-        supervisor,
-        id,
-        identity,
-        TM.supervisor.kill_route + TM.supervisor.child_drain,
-    )
-    .await;
+    wait_out_kill(supervisor, id, identity).await;
     !host(supervisor).still_there(id, identity).await
 }
 
@@ -77,13 +69,7 @@ pub async fn no_worker_left(supervisor: &Shared, id: &str) -> bool {
 /// drain.
 pub async fn kill_worker(supervisor: &Shared, id: &str, identity: ProcessIdentity) {
     host(supervisor).kill(id, identity).await;
-    wait_gone(
-        supervisor,
-        id,
-        identity,
-        TM.supervisor.kill_route + TM.supervisor.child_drain,
-    )
-    .await;
+    wait_out_kill(supervisor, id, identity).await;
 }
 
 /// Stop the worker `identity` of `id`: ask it with `request` (`Stop`: it
@@ -115,7 +101,7 @@ pub async fn stop_worker(
         );
         return false;
     }
-    wait_gone_until(&*host, id, identity, grace_ends).await;
+    host.wait_gone(id, identity, grace_ends).await;
     if host.still_there(id, identity).await {
         tracing::warn!(
             session = id,
