@@ -16,6 +16,7 @@ use crate::laws::work::WorkSet;
 
 pub mod ends;
 pub mod evidence;
+pub mod jobs;
 pub mod templates;
 
 use evidence::EvidenceBook;

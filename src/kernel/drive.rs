@@ -70,13 +70,7 @@ fn work(k: &Kernel, queued_inputs: u32) -> WorkSet {
     if queued_inputs > 0 {
         activities.push(Activity::Work(WorkKind::QueuedInput));
     }
-    for j in k.jobs.values() {
-        if j.end.is_none() {
-            activities.push(Activity::Work(WorkKind::Run));
-        } else if j.open_streams > 0 {
-            activities.push(Activity::Work(WorkKind::UnsettledChild));
-        }
-    }
+    activities.extend(k.books.work().map(Activity::Work));
     if k.core.background() > 0 {
         activities.push(Activity::Work(WorkKind::BackgroundJob));
     }
@@ -112,14 +106,9 @@ fn instant_of(at_ms: u64) -> tokio::time::Instant {
 pub fn cancel(ctx: &Context, job: &str) {
     {
         let mut k = ctx.kernel.borrow_mut();
-        let Some(j) = k.jobs.get_mut(job) else {
+        let Some(group) = k.books.cancel(job) else {
             return;
         };
-        if j.end.is_some() {
-            return;
-        }
-        j.cancelled = true;
-        let group = j.group;
         k.core.cancel(job, group, mono_ms());
     }
     ctx.wake.notify_one();
@@ -131,9 +120,8 @@ pub fn cancel(ctx: &Context, job: &str) {
 pub fn hang_up(ctx: &Context, job: &str) {
     {
         let mut k = ctx.kernel.borrow_mut();
-        let group = match k.jobs.get(job) {
-            Some(j) if j.end.is_none() => j.group,
-            _ => return,
+        let Some(group) = k.books.running_group(job) else {
+            return;
         };
         k.core.hang_up(job, group, mono_ms());
     }

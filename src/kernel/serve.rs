@@ -361,7 +361,7 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         }
         let (spool, state) = {
             let k = ctx.kernel.borrow();
-            let state = match k.jobs.get(&job) {
+            let state = match k.books.get(&job) {
                 Some(j) => (true, j.end.clone(), j.open_streams == 0),
                 // Not live here: what the spool holds is all there is.
                 None => (false, k.spool.end(&job), true),
