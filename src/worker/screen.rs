@@ -151,14 +151,17 @@ impl Screen {
     }
 
     /// Bytes that paint a freshly cleared terminal of the same size into
-    /// this screen: the alternate screen if the program is on it, the
-    /// title, every cell with its colours and attributes, the cursor, and
-    /// the input modes the program set (cursor keys, keypad, bracketed
-    /// paste, mouse), so keys typed after an attach reach it as it expects.
+    /// this screen: the title, every cell with its colours and attributes,
+    /// the cursor, and the input modes the program set (cursor keys,
+    /// keypad, bracketed paste, mouse), so keys typed after an attach reach
+    /// it as it expects. A program on the alternate screen gets the main
+    /// screen painted under it first, so the terminal shows the shell's
+    /// screen again when the program leaves.
     pub fn redraw(&self) -> Vec<u8> {
         let screen = self.parser.screen();
         let mut out = String::new();
         if screen.alternate_screen() {
+            out.push_str(&main_screen_under(screen));
             out.push_str("\x1b[?1049h");
         }
         if let Some(title) = &self.parser.callbacks().title {
@@ -169,6 +172,17 @@ impl Screen {
         out.push_str(&screen.state_formatted());
         out.into_bytes()
     }
+}
+
+/// The main screen under a program on the alternate screen, painted: a
+/// copy of the screen leaves the alternate screen (its cursor comes back
+/// to where it was saved on entering it).
+fn main_screen_under(screen: &vt100::Screen) -> String {
+    let (rows, cols) = screen.size();
+    let mut main = vt100::Parser::new(rows, cols, SCROLLBACK_ROWS);
+    *main.screen_mut() = screen.clone();
+    main.process(b"\x1b[?1049l");
+    main.screen().contents_formatted()
 }
 
 #[cfg(test)]

@@ -150,17 +150,20 @@ impl OnTerminal {
 
     /// Wait until some process of the group sleeps in system call `number`.
     fn wait_for_call(&mut self, number: libc::c_long) {
+        self.wait_for_sleep(&format!("call {number}"), |call| call == number);
+    }
+
+    /// Wait until some process of the group sleeps in a system call that
+    /// `wanted` accepts.
+    fn wait_for_sleep(&mut self, what: &str, wanted: impl Fn(libc::c_long) -> bool) {
         let group = self.child.id();
         let start = Instant::now();
         while !group_members(group).into_iter().any(|pid| {
             read_small(&format!("/proc/{pid}/syscall"))
                 .and_then(|s| parse_syscall(&s))
-                .is_some_and(|call| call.number == number)
+                .is_some_and(|call| wanted(call.number))
         }) {
-            assert!(
-                start.elapsed() < START_LIMIT,
-                "no process reached call {number}"
-            );
+            assert!(start.elapsed() < START_LIMIT, "no process reached {what}");
             self.drain();
             std::thread::sleep(Duration::from_millis(POLL_MS));
         }
@@ -308,4 +311,49 @@ fn a_master_whose_program_is_gone_is_unknown() {
     let mut program = OnTerminal::start(&["true"], &std::env::temp_dir());
     program.child.wait().unwrap();
     assert_eq!(program.look().foreground, Foreground::Unknown);
+}
+
+/// A Python program that waits in `kind` of call on `source` (a
+/// descriptor named in Python: `0`, the terminal, or `r`, a pipe's end).
+fn python_waits_in(kind: InputCall, code: &str) -> Option<OnTerminal> {
+    if !program_here("python3") {
+        return None;
+    }
+    let script = format!("import os, select\nr, w = os.pipe()\n{code}\n");
+    let mut program = OnTerminal::start(&["python3", "-c", &script], &std::env::temp_dir());
+    program.wait_for_sleep(&format!("{kind:?}"), |call| input_call(call) == Some(kind));
+    Some(program)
+}
+
+const POLL_ON: &str = "p = select.poll(); p.register(FD, select.POLLIN); p.poll()";
+const EPOLL_ON: &str = "e = select.epoll(); e.register(FD, select.EPOLLIN); e.poll()";
+const SELECT_ON: &str = "select.select([FD], [], [])";
+
+#[test]
+fn polling_selecting_or_epolling_the_terminal_is_waiting_for_input() {
+    for (kind, code) in [
+        (InputCall::Poll, POLL_ON),
+        (InputCall::Epoll, EPOLL_ON),
+        (InputCall::Select, SELECT_ON),
+    ] {
+        let Some(mut program) = python_waits_in(kind, &code.replace("FD", "0")) else {
+            return;
+        };
+        let seen = program.look();
+        assert_eq!(seen.foreground, Foreground::BlockedOnInput, "{kind:?}");
+    }
+}
+
+#[test]
+fn polling_selecting_or_epolling_a_pipe_is_not_waiting_for_input() {
+    for (kind, code) in [
+        (InputCall::Poll, POLL_ON),
+        (InputCall::Epoll, EPOLL_ON),
+        (InputCall::Select, SELECT_ON),
+    ] {
+        let Some(mut program) = python_waits_in(kind, &code.replace("FD", "r")) else {
+            return;
+        };
+        never_blocked(&mut program);
+    }
 }

@@ -156,6 +156,22 @@ fn a_redraw_paints_a_fresh_terminal_into_the_same_screen() {
 }
 
 #[test]
+fn a_program_that_leaves_the_alternate_screen_after_a_redraw_shows_the_shell_again() {
+    let mut original = screen(
+        4,
+        20,
+        b"$ ls\r\nnotes.txt\r\n$ vim\x1b[?1049h\x1b[H\x1b[2J\x1b[1;32mediting\x1b[m\x1b[3;2H",
+    );
+    let mut copy = repainted(&original);
+    assert_eq!(copy.state(), original.state());
+    assert!(copy.state().alternate);
+    original.feed(b"\x1b[?1049l\r\n$ ");
+    copy.feed(b"\x1b[?1049l\r\n$ ");
+    assert_eq!(copy.state(), original.state());
+    assert_eq!(copy.state().lines, ["$ ls", "notes.txt", "$ vim", "$"]);
+}
+
+#[test]
 fn output_after_a_redraw_lands_where_it_would_have() {
     for original in varied_screens() {
         let mut original = original;
