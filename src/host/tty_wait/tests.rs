@@ -357,3 +357,58 @@ fn polling_selecting_or_epolling_a_pipe_is_not_waiting_for_input() {
         never_blocked(&mut program);
     }
 }
+
+/// The rule and its detection together, on a real prompt: a watch driven
+/// by the program's output and the looks it asks for.
+#[test]
+fn a_prompt_is_waiting_once_quiet_and_no_longer_once_answered() {
+    use crate::laws::waiting::{WaitingWatch, WAITING_QUIET_MS};
+    let clock = Instant::now();
+    let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap();
+    let script = "echo starting; sleep 0.2; read -p 'name? ' x; echo \"hi $x\"; sleep 100";
+    let mut program = OnTerminal::start(&["bash", "--norc", "-c", script], &std::env::temp_dir());
+    let mut watch = WaitingWatch::new(now_ms());
+    let mut last_output_ms = now_ms();
+    // Follows the program until `done` holds of the watch, as a shell would.
+    let mut follow = |program: &mut OnTerminal,
+                      watch: &mut WaitingWatch,
+                      done: &dyn Fn(&WaitingWatch) -> bool| {
+        let start = Instant::now();
+        while !done(watch) {
+            let before = program.output.len();
+            program.drain();
+            if program.output.len() > before {
+                last_output_ms = now_ms();
+                watch.output(last_output_ms);
+            }
+            if watch.due(now_ms()) {
+                let seen = look(program.master.as_fd());
+                watch.looked(seen, now_ms());
+            }
+            assert!(start.elapsed() < START_LIMIT, "the watch never settled");
+            std::thread::sleep(Duration::from_millis(POLL_MS));
+        }
+        last_output_ms
+    };
+    let last = follow(&mut program, &mut watch, &|w| w.waiting());
+    assert!(
+        now_ms() >= last + WAITING_QUIET_MS,
+        "waiting before the quiet passed"
+    );
+    assert!(String::from_utf8_lossy(&program.output).contains("name? "));
+    program.type_keys(b"bob\n");
+    watch.nudged(now_ms());
+    assert!(!watch.waiting());
+    program.wait_for_call(libc::SYS_clock_nanosleep);
+    // Each look now finds the program asleep elsewhere.
+    for _ in 0..3 {
+        let at = watch.poll_timeout();
+        while now_ms() < at {
+            program.drain();
+            std::thread::sleep(Duration::from_millis(POLL_MS));
+        }
+        watch.looked(look(program.master.as_fd()), now_ms());
+        assert!(!watch.waiting());
+    }
+    assert!(String::from_utf8_lossy(&program.output).contains("hi bob"));
+}
