@@ -28,18 +28,33 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::laws::waiting::{Foreground, Seen};
 
-/// What one look at the terminal found.
+/// What one look at the terminal found. Its unread keys are those in the
+/// terminal's input queue: the caller adds the keys it has not written yet.
 pub fn look(master: BorrowedFd<'_>) -> Seen {
+    let unknown = Seen {
+        foreground: Foreground::Unknown,
+        unread_key_bytes: 0,
+    };
+    // The group first: a terminal no program holds is never opened (the
+    // slave's last close is what tells its master that the program hung up).
+    let Some(group) = foreground_group(master) else {
+        return unknown;
+    };
     let Some(terminal) = Terminal::of_master(master) else {
-        return Seen {
-            foreground: Foreground::Unknown,
-            unread_key_bytes: 0,
-        };
+        return unknown;
     };
     Seen {
-        foreground: terminal.foreground(master),
+        foreground: terminal.foreground(group),
         unread_key_bytes: terminal.unread_bytes(),
     }
+}
+
+/// The terminal's foreground process group, if it has one.
+fn foreground_group(master: BorrowedFd<'_>) -> Option<u32> {
+    let mut group: libc::pid_t = 0;
+    // SAFETY: TIOCGPGRP writes one pid_t through the pointer.
+    let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPGRP, &mut group) };
+    (rc == 0 && group > 0).then_some(group.unsigned_abs())
 }
 
 /// The slave side of a pseudo-terminal, opened from its master.
@@ -75,14 +90,8 @@ impl Terminal {
         u64::try_from(queued).unwrap_or(0)
     }
 
-    fn foreground(&self, master: BorrowedFd<'_>) -> Foreground {
-        let mut group: libc::pid_t = 0;
-        // SAFETY: TIOCGPGRP writes one pid_t through the pointer.
-        let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPGRP, &mut group) };
-        if rc < 0 || group <= 0 {
-            return Foreground::Unknown;
-        }
-        let members = group_members(group.unsigned_abs());
+    fn foreground(&self, group: u32) -> Foreground {
+        let members = group_members(group);
         if members.is_empty() {
             return Foreground::Unknown;
         }
