@@ -6,9 +6,11 @@
 //! The emulation is the `vt100` crate's (chosen in `bench/terminals`). A
 //! screen is rebuilt after a worker restart by feeding it the run's stored
 //! bytes again, so feeding must be fast and its memory must not grow with
-//! what was fed: a screen holds its visible cells, a title of at most
-//! [`TITLE_MAX_BYTES`] and [`SCROLLBACK_ROWS`] rows of history, whatever
-//! the program wrote.
+//! what was fed: a screen holds its visible cells (twice over while the
+//! program is on the alternate screen, the main screen kept under it), a
+//! title of at most [`TITLE_MAX_BYTES`] and [`SCROLLBACK_ROWS`] rows of
+//! history, whatever the program wrote, and at most [`SCREEN_MAX_ROWS`] by
+//! [`SCREEN_MAX_COLS`] cells, whatever size a client asks for.
 
 use std::num::NonZeroU16;
 
@@ -26,22 +28,32 @@ pub const SCROLLBACK_ROWS: usize = 0;
 /// boundary): a title is one line in a window's frame.
 pub const TITLE_MAX_BYTES: usize = 256;
 
+/// The most rows a screen keeps: more than any display shows.
+pub const SCREEN_MAX_ROWS: u16 = 512;
+
+/// The most columns a screen keeps: more than any display shows. With
+/// [`SCREEN_MAX_ROWS`], a screen of about 32 bytes a cell costs at most
+/// 16 MiB (twice that on the alternate screen), not the 128 GiB a client
+/// asking for 65535 by 65535 would cost.
+pub const SCREEN_MAX_COLS: u16 = 1024;
+
 /// The size of a terminal: rows and columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScreenSize {
-    /// Rows, at least 1.
+    /// Rows, from 1 to [`SCREEN_MAX_ROWS`].
     pub rows: u16,
-    /// Columns, at least 1.
+    /// Columns, from 1 to [`SCREEN_MAX_COLS`].
     pub cols: u16,
 }
 
 impl ScreenSize {
     /// A size of `rows` by `cols`; zero counts as 1 (a terminal that says
-    /// it has no size still shows one cell).
+    /// it has no size still shows one cell), and a size beyond
+    /// [`SCREEN_MAX_ROWS`] or [`SCREEN_MAX_COLS`] as that bound.
     pub fn new(rows: u16, cols: u16) -> Self {
         ScreenSize {
-            rows: rows.max(1),
-            cols: cols.max(1),
+            rows: rows.clamp(1, SCREEN_MAX_ROWS),
+            cols: cols.clamp(1, SCREEN_MAX_COLS),
         }
     }
 

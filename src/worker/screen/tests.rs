@@ -97,6 +97,21 @@ fn a_zero_size_counts_as_one_cell() {
 }
 
 #[test]
+fn a_size_beyond_any_display_is_cut_to_the_bound() {
+    let mut s = Screen::new(ScreenSize {
+        rows: u16::MAX,
+        cols: u16::MAX,
+    });
+    assert_eq!(s.size(), ScreenSize::new(SCREEN_MAX_ROWS, SCREEN_MAX_COLS));
+    assert_eq!(s.state().lines.len(), usize::from(SCREEN_MAX_ROWS));
+    s.resize(ScreenSize {
+        rows: 30,
+        cols: u16::MAX,
+    });
+    assert_eq!((s.state().rows, s.state().cols), (30, SCREEN_MAX_COLS));
+}
+
+#[test]
 fn a_character_cut_between_two_feeds_arrives_whole() {
     let mut s = Screen::new(ScreenSize::new(2, 10));
     s.feed(b"a\xe6\xbc");
