@@ -2,8 +2,7 @@
 //! own, not a law of the specification): its foreground process group is
 //! blocked reading its terminal (or polling it), nothing was written to the
 //! terminal for [`WAITING_QUIET_MS`], and no keys sent to it are still
-//! unread. `eukhe ls`, `events`, `top`, `screen` and the MCP `wait_for`
-//! show it; an agent answers a prompt once it holds.
+//! unread: the moment a person, or an agent, answers a prompt.
 //!
 //! [`verdict`] is the rule, pure: its inputs are what the detection saw
 //! (`host::tty_wait` on Linux), the last output's time and now. A
