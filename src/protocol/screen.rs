@@ -1,5 +1,5 @@
-//! The wire form of a terminal run's screen (`eukhe screen --json`, the
-//! MCP `screen` tool): what a person would see on it now, as text.
+//! The wire form of a terminal run's screen, for `eukhe screen --json` and
+//! the MCP `screen` tool: what a person would see on it now, as text.
 //!
 //! Like every message, unknown fields are refused, never ignored.
 
