@@ -13,6 +13,9 @@ use crate::support::Env;
 
 const NOTICE: &str = "damaged transcript: ";
 
+/// The notice of a transcript emptied, removed or cut short.
+const LOST: &str = "the transcript lost history: ";
+
 fn transcript_path(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id).join("transcript3")
 }
@@ -183,32 +186,38 @@ fn an_emptied_or_removed_transcript_never_gives_a_number_twice() {
     env.ok(&["shutdown", "--force"]);
     let path = transcript_path(&env, &id);
     std::fs::write(&path, b"").unwrap();
+    // Before a worker opens it, a reader of the resting session says so.
+    let resting = env.log(&id);
+    assert_eq!(bash_numbers(&resting), Vec::<u64>::new(), "{resting}");
+    assert_eq!(resting.matches(LOST).count(), 1, "{resting}");
 
     env.ok(&["bash", &id, "--", "echo after-emptied"]);
     let log = env.log(&id);
     let numbers = bash_numbers(&log);
     assert_eq!(numbers.len(), 1, "{log}");
     assert!(numbers[0] > 3, "a number given twice: {log}");
-    assert_eq!(
-        log.matches("the transcript lost history").count(),
-        1,
-        "{log}"
-    );
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
 
     env.ok(&["shutdown", "--force"]);
     std::fs::remove_file(&path).unwrap();
+    let resting = env.log(&id);
+    assert_eq!(resting.matches(LOST).count(), 1, "{resting}");
+    assert!(resting.starts_with(&format!("! {LOST}")), "{resting}");
     env.ok(&["bash", &id, "--", "echo after-removed"]);
     let log = env.log(&id);
     let again = bash_numbers(&log);
     assert_eq!(again.len(), 1, "{log}");
     assert!(again[0] > numbers[0], "a number given twice: {log}");
-    assert!(log.contains("the transcript lost history"), "{log}");
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
 
     // A later wake of the intact file numbers on as usual.
     env.ok(&["shutdown", "--force"]);
     env.ok(&["bash", &id, "--", "echo later"]);
     let log = env.log(&id);
     assert_eq!(bash_numbers(&log), vec![again[0], again[0] + 1], "{log}");
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
+    env.ok(&["shutdown", "--force"]);
+    assert_eq!(env.log(&id).matches(LOST).count(), 1, "at rest: {log}");
 }
 
 /// A few rounds of the transcript fuzz test through the binary: random

@@ -13,11 +13,15 @@ fn notice(text: String) -> EntryBody {
     }
 }
 
-/// A torn tail was cut off when the transcript was opened.
-pub fn torn_tail(torn: &TornTail) -> EntryBody {
+/// A torn tail was cut off when the transcript was opened; its bytes
+/// were kept in `kept`.
+pub fn torn_tail(torn: &TornTail, kept: &Path) -> EntryBody {
     notice(format!(
-        "the transcript had a torn tail after a crash: {} bytes at offset {} were cut off",
-        torn.bytes, torn.offset
+        "the transcript ended in a torn tail (an unfinished record, from a crash or damage): \
+         {} bytes at offset {} were cut off (the bytes are kept in {})",
+        torn.bytes,
+        torn.offset,
+        kept.display()
     ))
 }
 
