@@ -4,10 +4,12 @@
 //! damaged file header hides nothing; and input numbers are never given
 //! twice, whatever happens to the file.
 
+use std::io::Write as _;
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use crate::support::Env;
 
@@ -136,6 +138,21 @@ fn a_damaged_record_reads_as_one_notice_in_its_place_in_every_form_of_log() {
         env.run(&["log", &id, "--raw", "5"]).status.code(),
         Some(125)
     );
+    // `attach` replays it so too.
+    let mut attach = env
+        .command(&["attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut typed = attach.stdin.take().unwrap();
+    typed.write_all(b"echo attached\n").unwrap();
+    drop(typed);
+    let attached = attach.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&attached.stdout);
+    assert!(attached.status.success(), "{shown}");
+    shows_the_notice_in_place(&shown, offset, 1);
+    assert!(shown.contains("\nattached\n"), "{shown}");
     env.ok(&["shutdown", "--force"]);
     env.ok(&["bash", &id, "--", "true"]);
     shows_the_notice_in_place(&env.log(&id), offset, 1);
