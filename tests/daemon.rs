@@ -855,6 +855,10 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
         log.contains(&format!("27 bytes at offset {good} were cut off")),
         "{log}"
     );
+    // Cut off, but kept aside first, where the notice says.
+    let kept = transcript.with_file_name(format!("transcript.damaged-{good}"));
+    assert!(log.contains(&kept.display().to_string()), "{log}");
+    assert_eq!(std::fs::read(&kept).unwrap(), torn);
 }
 
 #[test]

@@ -612,11 +612,10 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>, bool), 
     };
     let len = file.metadata().map_err(|e| context("stat", e))?.len();
     if len < FILE_HEADER {
-        if len > 0 && !kept_aside(path, file, 0, len) {
-            return Err(context(
-                "keep the bytes of its unfinished header",
-                io::Error::other("they could not be copied aside"),
-            ));
+        // A part of a header holds no entry: kept aside when it can be,
+        // and never a reason not to start.
+        if len > 0 {
+            kept_aside(path, file, 0, len);
         }
         let marker = format::new_marker().map_err(|e| context("random marker", e))?;
         file.set_len(0)

@@ -53,6 +53,9 @@ fn a_torn_tail_is_cut_and_reported_once() {
         assert_eq!(opened.torn, Some(expected), "{name}");
         assert!(opened.damage.is_empty());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good as u64);
+        // The bytes cut off are kept aside first.
+        let kept = files::damaged_path(&path, good as u64);
+        assert_eq!(std::fs::read(&kept).unwrap(), torn, "{name}");
         assert_eq!(opened.transcript.next_seq(), 3);
         drop(opened);
         let (opened, entries) = open(&path);
@@ -180,6 +183,9 @@ fn a_torn_header_of_the_file_is_started_afresh() {
             bytes: 5
         })
     );
+    // What there was is kept aside.
+    let kept = files::damaged_path(&path, 0);
+    assert_eq!(std::fs::read(kept).unwrap(), b"EUKHE");
     let mut t = opened.transcript;
     t.append(1, input(1)).unwrap();
     assert_eq!(read_entries(&path).unwrap().len(), 1);
