@@ -131,23 +131,36 @@ pub fn withdrawn(input: u64) -> String {
 /// `selected`, with the notice a reader of a resting session shows when
 /// its transcript lost history since its worker last wrote `mark`
 /// (`numbers::lost_at_rest`): the words the next worker stores, first
-/// when the file is gone or another one, last when it was cut short. None
-/// for one input's entries (that input's own are asked for).
+/// when the file is gone or another one, last when it was cut short; or,
+/// when it ends in a torn tail, the notice saying so. None for one
+/// input's entries (that input's own are asked for).
 pub fn with_history_lost_at_rest(
     path: &Path,
     query: LogQuery,
     mark: Option<&NumberMark>,
     selected: Box<dyn Iterator<Item = Entry>>,
 ) -> Result<Box<dyn Iterator<Item = Entry>>, SessionError> {
-    let Some(mark) = mark.filter(|_| query.input.is_none()) else {
+    if query.input.is_some() {
         return Ok(selected);
-    };
+    }
     let found = transcript::identity(path)?;
-    let Some((lost, next_input)) = numbers::lost_at_rest(mark, found) else {
-        return Ok(selected);
+    let lost = mark.and_then(|mark| Some((mark, numbers::lost_at_rest(mark, found)?)));
+    let (body, cut_short) = match lost {
+        Some((mark, (lost, next_input))) => (
+            super::notices::history_lost(&lost, next_input),
+            found.is_some_and(|(_, marker)| Some(marker) == mark.transcript_marker),
+        ),
+        None => match transcript::torn_tail(path)? {
+            Some((offset, bytes)) => {
+                let kept = transcript::damaged_path(path, offset);
+                (
+                    super::notices::torn_tail_at_rest(offset, bytes, &kept),
+                    true,
+                )
+            }
+            None => return Ok(selected),
+        },
     };
-    let cut_short = found.is_some_and(|(_, marker)| Some(marker) == mark.transcript_marker);
-    let body = super::notices::history_lost(&lost, next_input);
     if !cut_short {
         let notice = Entry {
             seq: 0,

@@ -25,6 +25,17 @@ pub fn torn_tail(torn: &TornTail, kept: &Path) -> EntryBody {
     ))
 }
 
+/// A torn tail a reader of a resting session finds, which the session's
+/// next start cuts off ([`torn_tail`] then says so).
+pub fn torn_tail_at_rest(offset: u64, bytes: u64, kept: &Path) -> EntryBody {
+    notice(format!(
+        "the transcript ends in a torn tail (an unfinished record, from a crash or damage): \
+         {bytes} bytes at offset {offset}; the session's next start cuts them off and keeps \
+         them in {}",
+        kept.display()
+    ))
+}
+
 /// What a reader shows in the place of damaged bytes of the transcript:
 /// where they are, how many, and where they were copied.
 pub fn damaged_here(offset: u64, bytes: u64, kept: &Path) -> EntryBody {

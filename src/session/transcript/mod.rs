@@ -82,7 +82,7 @@ pub use files::damaged_path;
 pub use format::{OutputBytes, StoredOutput};
 pub use read::{identity, read_entries, stream, stream_at, stream_from, Entries};
 pub use stored::{input_of_lost_notice, OutputStore};
-pub use tail::read_tail;
+pub use tail::{read_tail, torn_tail};
 pub use writer::{SyncHandle, Transcript};
 
 /// Output entries of at least this many bytes are written once: left in
