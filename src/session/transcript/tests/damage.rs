@@ -247,3 +247,24 @@ fn copies_beside(path: &Path) -> Vec<String> {
         .filter(|name| name.starts_with("transcript.damaged-"))
         .collect()
 }
+
+#[test]
+fn a_torn_tail_is_found_reading_backward_and_damage_is_not_taken_for_one() {
+    let path = temp("torn-tail-found");
+    hundred(&path);
+    let whole = std::fs::read(&path).unwrap();
+    let last = *record_starts(&whole).last().unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), None, "intact");
+    // Cut through the last record.
+    std::fs::write(&path, &whole[..last + 30]).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), Some((last as u64, 30)));
+    // Only a header and part of a first record.
+    std::fs::write(&path, &whole[..40]).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), Some((16, 24)));
+    // A complete last record that is damaged is damage, shown where it is.
+    let mut damaged = whole.clone();
+    *damaged.last_mut().unwrap() ^= 0x5a;
+    std::fs::write(&path, &damaged).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), None);
+    cleanup(&path);
+}
