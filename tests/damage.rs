@@ -18,12 +18,12 @@ const NOTICE: &str = "damaged transcript: ";
 /// The notice of a transcript emptied, removed or cut short.
 const LOST: &str = "the transcript lost history: ";
 
-fn transcript_path(env: &Env, id: &str) -> PathBuf {
+pub(crate) fn transcript_path(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id).join("transcript3")
 }
 
 /// The records of an undamaged v3 transcript: (offset, payload).
-fn records(path: &Path) -> Vec<(usize, Vec<u8>)> {
+pub(crate) fn records(path: &Path) -> Vec<(usize, Vec<u8>)> {
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(&bytes[..8], b"EUKHETR3");
     let mut out = Vec::new();
@@ -48,7 +48,7 @@ fn copies(path: &Path) -> Vec<String> {
     names
 }
 
-fn overwrite(path: &Path, at: usize, with: &[u8]) {
+pub(crate) fn overwrite(path: &Path, at: usize, with: &[u8]) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at..at + with.len()].copy_from_slice(with);
     std::fs::write(path, &bytes).unwrap();
