@@ -533,3 +533,32 @@ fn top_counts_a_restarted_sessions_failures_afresh() {
     });
     assert_eq!(env.session(&id)["failures_in_window"], 0);
 }
+
+#[test]
+fn top_cancels_a_running_user_bash_with_c() {
+    let Some(_) = tmux() else { return };
+    let env = Env::new("top-bash");
+    let id = env
+        .ok(&["new", "--name", "held", "--cwd", "/tmp"])
+        .trim()
+        .to_string();
+    let mut client = env
+        .command(&["bash", "-n", &id, "--", "sleep 120"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("eukhe bash");
+    wait_until(Duration::from_secs(20), "ls lists bash 1", || {
+        env.session(&id)["bash"] == serde_json::json!([1])
+    });
+    let tmux = Tmux::start(&env, &format!("{} top", env!("CARGO_BIN_EXE_eukhe")));
+    tmux.until("top lists held", |s| !row(s, "held").is_empty());
+    tmux.keys("c");
+    tmux.until("the cancel is said", |s| {
+        s.contains("cancelling bash 1 of held")
+    });
+    let status = client.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let log = env.log(&id);
+    assert!(log.contains("[bash 1 cancelled: signal 2]"), "{log}");
+}
