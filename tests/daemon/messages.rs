@@ -143,6 +143,11 @@ fn a_wrong_setting_is_named_with_the_values_it_takes_in_one_line() {
             "config.toml: line 1: worker_lost_exit_ms = -3: expected milliseconds (at least 69000) or \"never\"",
         ),
         (
+            "idle-stop-negative",
+            "idle_stop_ms = -5\n",
+            "config.toml: line 1: idle_stop_ms = -5: expected milliseconds (at least 1) or \"never\"",
+        ),
+        (
             "spare-type",
             "spare_session = \"yes\"\n",
             "config.toml: line 1: spare_session = \"yes\": expected true or false",
