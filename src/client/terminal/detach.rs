@@ -159,6 +159,25 @@ mod tests {
         assert_eq!(fed(&mut keys, b"\x11"), (Vec::new(), true));
     }
 
+    /// The flag the lead adds: `--detach-key KEY`, read by `FromStr`.
+    #[derive(clap::Parser, Debug)]
+    struct Flags {
+        #[arg(long, default_value = DEFAULT_DETACH_KEY)]
+        detach_key: DetachKey,
+    }
+
+    #[test]
+    fn the_flag_takes_a_key_and_a_wrong_one_says_what_it_takes() {
+        use clap::Parser as _;
+        let flags = Flags::try_parse_from(["eukhe"]).unwrap();
+        assert_eq!(flags.detach_key, DetachKey::default());
+        let flags = Flags::try_parse_from(["eukhe", "--detach-key", "C-a d"]).unwrap();
+        assert_eq!(flags.detach_key.bytes(), [0x01, b'd']);
+        let err = Flags::try_parse_from(["eukhe", "--detach-key", "Enter"]).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("\"Enter\": expected a control key"), "{said}");
+    }
+
     #[test]
     fn none_passes_everything() {
         let mut keys = scanner("none");

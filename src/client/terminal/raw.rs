@@ -31,8 +31,10 @@ use tokio::signal::unix::{signal, SignalKind};
 #[derive(Debug)]
 pub struct RawMode {
     terminal: OwnedFd,
-    saved: Termios,
-    raw: Termios,
+    // The C structures, not nix's `Termios` (which is not `Sync`), so the
+    // guard can be shared with a task watching signals.
+    saved: libc::termios,
+    raw: libc::termios,
 }
 
 /// The modes a panic hook restores: the terminal and its saved modes, while
@@ -53,24 +55,32 @@ impl RawMode {
         tcsetattr(&terminal, SetArg::TCSADRAIN, &raw)?;
         Ok(RawMode {
             terminal,
-            saved,
-            raw,
+            saved: saved.into(),
+            raw: raw.into(),
         })
     }
 
     /// The modes the terminal had before.
-    pub fn saved(&self) -> &Termios {
-        &self.saved
+    pub fn saved(&self) -> Termios {
+        self.saved.into()
     }
 
     /// The saved modes back, for a while (before the client stops).
     pub fn suspend(&self) -> io::Result<()> {
-        Ok(tcsetattr(&self.terminal, SetArg::TCSADRAIN, &self.saved)?)
+        Ok(tcsetattr(
+            &self.terminal,
+            SetArg::TCSADRAIN,
+            &self.saved.into(),
+        )?)
     }
 
     /// Raw mode again (after the client continues; harmless when raw).
     pub fn resume(&self) -> io::Result<()> {
-        Ok(tcsetattr(&self.terminal, SetArg::TCSADRAIN, &self.raw)?)
+        Ok(tcsetattr(
+            &self.terminal,
+            SetArg::TCSADRAIN,
+            &self.raw.into(),
+        )?)
     }
 
     /// Act on a signal: on SIGTSTP, restore and `stop` the client (raising
@@ -103,7 +113,7 @@ impl RawMode {
 
 impl Drop for RawMode {
     fn drop(&mut self) {
-        let _ = tcsetattr(&self.terminal, SetArg::TCSADRAIN, &self.saved);
+        let _ = tcsetattr(&self.terminal, SetArg::TCSADRAIN, &self.saved.into());
         if let Ok(mut restore) = PANIC_RESTORE.lock() {
             *restore = None;
         }
@@ -245,7 +255,20 @@ mod tests {
         assert!(!is_raw(&before), "a new pty is cooked");
         let raw = RawMode::enter(pty.slave.as_fd()).unwrap();
         assert!(is_raw(&tcgetattr(&pty.slave).unwrap()));
-        assert_eq!(raw.saved(), &before);
+        assert_eq!(raw.saved(), before);
+        drop(raw);
+        assert_eq!(tcgetattr(&pty.slave).unwrap(), before);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_guard_can_be_shared_with_a_spawned_signal_watch() {
+        let pty = terminal();
+        let before = tcgetattr(&pty.slave).unwrap();
+        let raw = Arc::new(RawMode::enter(pty.slave.as_fd()).unwrap());
+        let watch = tokio::spawn(watch_signals(raw.clone(), TerminalSignals::new().unwrap()));
+        assert!(is_raw(&tcgetattr(&pty.slave).unwrap()));
+        watch.abort();
+        assert!(watch.await.unwrap_err().is_cancelled());
         drop(raw);
         assert_eq!(tcgetattr(&pty.slave).unwrap(), before);
     }
@@ -329,6 +352,105 @@ mod tests {
         assert!(elsewhere.is_err());
         assert_eq!(tcgetattr(&pty.slave).unwrap(), before);
         drop(raw);
+    }
+
+    /// Set in the child of [`a_real_client_stopped_continued_and_killed_leaves_its_terminal_cooked`]:
+    /// the terminal it makes raw.
+    const CHILD_TERMINAL: &str = "EUKHE_TEST_RAW_CHILD_TERMINAL";
+
+    /// The child: a client whose terminal is raw and whose signals are
+    /// watched, until one ends it.
+    fn child_client(path: &str) {
+        let terminal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let failed = runtime.block_on(async {
+            let raw = Arc::new(RawMode::enter(terminal.as_fd()).unwrap());
+            let signals = TerminalSignals::new().unwrap();
+            println!("ready");
+            watch_signals(raw, signals).await
+        });
+        panic!("watching signals failed: {failed}");
+    }
+
+    /// Poll the terminal's modes until they are raw (or `raw` is false and
+    /// they are not), within the time a process answers in.
+    fn wait_for_modes(terminal: impl AsFd, raw: bool) {
+        use crate::laws::timing::{KERNEL_ANSWER_MS, POLL_MS};
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(KERNEL_ANSWER_MS);
+        while is_raw(&tcgetattr(&terminal).unwrap()) != raw {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "modes raw={raw} never came"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(POLL_MS));
+        }
+    }
+
+    #[test]
+    fn a_real_client_stopped_continued_and_killed_leaves_its_terminal_cooked() {
+        use std::io::BufRead as _;
+        use std::os::fd::AsRawFd as _;
+
+        use nix::sys::signal::kill;
+        use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+        use nix::unistd::Pid;
+
+        if let Ok(path) = std::env::var(CHILD_TERMINAL) {
+            return child_client(&path);
+        }
+        let pty = terminal();
+        let before = tcgetattr(&pty.slave).unwrap();
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
+        let name = "client::terminal::raw::tests::a_real_client_stopped_continued_and_killed_leaves_its_terminal_cooked";
+        // Reaped by `waitpid`, which also sees it stop.
+        #[allow(clippy::zombie_processes)]
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture"])
+            .env(CHILD_TERMINAL, &path)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let mut said = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while line.trim() != "ready" {
+            line.clear();
+            assert_ne!(
+                said.read_line(&mut line).unwrap(),
+                0,
+                "the child ended early"
+            );
+        }
+        assert!(is_raw(&tcgetattr(&pty.slave).unwrap()));
+
+        kill(pid, Signal::SIGTSTP).unwrap();
+        let stopped = waitpid(pid, Some(WaitPidFlag::WUNTRACED)).unwrap();
+        assert_eq!(stopped, WaitStatus::Stopped(pid, Signal::SIGSTOP));
+        assert_eq!(
+            tcgetattr(&pty.slave).unwrap(),
+            before,
+            "cooked while stopped"
+        );
+
+        kill(pid, Signal::SIGCONT).unwrap();
+        wait_for_modes(&pty.slave, true);
+
+        kill(pid, Signal::SIGTERM).unwrap();
+        let ended = waitpid(pid, None).unwrap();
+        assert_eq!(ended, WaitStatus::Signaled(pid, Signal::SIGTERM, false));
+        assert_eq!(
+            tcgetattr(&pty.slave).unwrap(),
+            before,
+            "cooked after the end"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]
