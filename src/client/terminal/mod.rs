@@ -4,6 +4,7 @@
 
 pub mod detach;
 pub mod keys;
+pub mod modes;
 pub mod passthrough;
 pub mod raw;
 pub mod size;

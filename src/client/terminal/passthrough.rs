@@ -11,6 +11,7 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
 use super::detach::DetachScanner;
+use super::modes::ScreenModes;
 use super::size::{Size, WindowChanges};
 
 /// Where typed keys and window sizes go: the session's terminal.
@@ -42,17 +43,12 @@ impl SizeSource for tokio::sync::mpsc::Receiver<Size> {
     }
 }
 
-/// Written to the person's terminal on a detach: the program's screen
-/// stays in the session, and the modes it set (alternate screen, hidden
-/// cursor, mouse reports, bracketed paste, application keys, colours) must
-/// not stay on the person's terminal after it.
-pub const LEAVE_PROGRAM_MODES: &[u8] =
-    b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1l\x1b>\x1b[0m";
-
 /// Why a passthrough ended.
 #[derive(Debug)]
 pub enum Ended {
-    /// The detach key was typed (the program goes on in the session).
+    /// The detach key was typed (the program goes on in the session); the
+    /// modes the program set on the person's terminal were taken back
+    /// (`modes::ScreenModes`).
     Detached,
     /// The program's output ended: the run ended, or the session closed it.
     OutputEnded,
@@ -124,6 +120,7 @@ where
         mut program,
     } = ends;
     let failed = |side| move |source| Ended::Failed(PassthroughError { side, source });
+    let mut modes = ScreenModes::default();
     let mut typed = vec![0; CHUNK];
     let mut output = vec![0; CHUNK];
     loop {
@@ -140,7 +137,7 @@ where
                     };
                     match (sent, scanned.detached) {
                         (Err(ended), _) => Err(ended),
-                        (Ok(()), true) => Err(leave(&mut stdout).await),
+                        (Ok(()), true) => Err(leave(&mut stdout, &modes).await),
                         (Ok(()), false) => Ok(()),
                     }
                 }
@@ -148,7 +145,10 @@ where
             },
             read = program.read(&mut output) => match read {
                 Ok(0) => Err(Ended::OutputEnded),
-                Ok(n) => write_whole(&mut stdout, &output[..n]).await.map_err(failed(Side::Screen)),
+                Ok(n) => {
+                    modes.see(&output[..n]);
+                    write_whole(&mut stdout, &output[..n]).await.map_err(failed(Side::Screen))
+                }
                 Err(e) => Err(failed(Side::Program)(e)),
             },
             (rows, cols) = sizes.next_size() => {
@@ -168,8 +168,8 @@ async fn write_whole(stdout: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> io
 }
 
 /// The person's terminal left in its own modes, after a detach.
-async fn leave(stdout: &mut (impl AsyncWrite + Unpin)) -> Ended {
-    match write_whole(stdout, LEAVE_PROGRAM_MODES).await {
+async fn leave(stdout: &mut (impl AsyncWrite + Unpin), modes: &ScreenModes) -> Ended {
+    match write_whole(stdout, &modes.leave()).await {
         Ok(()) => Ended::Detached,
         Err(source) => Ended::Failed(PassthroughError {
             side: Side::Screen,

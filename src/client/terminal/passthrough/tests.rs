@@ -3,6 +3,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::client::terminal::detach::DetachKey;
+use crate::client::terminal::modes::{LEAVE_ALTERNATE_SCREEN, RESET_ON_DETACH};
 
 /// What the fake session was told, in order.
 #[derive(Debug, PartialEq, Eq)]
@@ -100,7 +101,37 @@ async fn keys_reach_the_session_in_order_and_the_detach_key_never_does() {
     );
     assert!(matches!(ended, Ended::Detached), "{ended:?}");
     assert_eq!(session.keys(), b"ls\rq");
-    assert_eq!(shown, LEAVE_PROGRAM_MODES);
+    assert_eq!(shown, RESET_ON_DETACH);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_detach_from_a_full_screen_program_leaves_its_alternate_screen() {
+    let Wires {
+        ends,
+        mut keyboard,
+        screen,
+        mut program,
+    } = wires(64, 4096);
+    let drawn = b"\x1b[?1049h\x1b[H\x1b[2J~\r\n~";
+    let person = async move {
+        program.write_all(drawn).await.unwrap();
+        // The screen shown, then the detach key.
+        let mut screen = screen;
+        let mut shown = vec![0; drawn.len()];
+        screen.read_exact(&mut shown).await.unwrap();
+        keyboard.write_all(b"\x1c").await.unwrap();
+        let rest = read_all(screen).await;
+        (shown, rest, program)
+    };
+    let mut session = Session::default();
+    let (_sizes_open, mut sizes) = mpsc::channel(1);
+    let (ended, (shown, rest, _program)) = tokio::join!(
+        passthrough(ends, &mut session, &mut sizes, default_scanner()),
+        person
+    );
+    assert!(matches!(ended, Ended::Detached), "{ended:?}");
+    assert_eq!(shown, drawn);
+    assert_eq!(rest, [LEAVE_ALTERNATE_SCREEN, RESET_ON_DETACH].concat());
 }
 
 #[tokio::test(flavor = "current_thread")]
