@@ -128,7 +128,14 @@ where
         // has read nothing.
         let step = tokio::select! {
             read = stdin.read(&mut typed) => match read {
-                Ok(0) => Err(Ended::StdinClosed),
+                // A detach key's prefix typed last was a key after all.
+                Ok(0) => match scanner.held().is_empty() {
+                    true => Err(Ended::StdinClosed),
+                    false => match sink.keys(scanner.held()).await {
+                        Ok(()) => Err(Ended::StdinClosed),
+                        Err(e) => Err(failed(Side::Session)(e)),
+                    },
+                },
                 Ok(n) => {
                     let scanned = scanner.feed(&typed[..n]);
                     let sent = match scanned.pass.is_empty() {

@@ -242,6 +242,22 @@ async fn a_closed_keyboard_ends_it_and_a_failing_session_is_named() {
     let (_sizes_open, mut sizes) = mpsc::channel(1);
     let ended = passthrough(ends, &mut session, &mut sizes, default_scanner()).await;
     assert!(matches!(ended, Ended::StdinClosed), "{ended:?}");
+    assert!(session.told.is_empty());
+
+    // A detach prefix typed last reaches the program when input ends.
+    let Wires {
+        ends,
+        mut keyboard,
+        screen: _screen,
+        program: _program,
+    } = wires(64, 4096);
+    keyboard.write_all(b"x\x01").await.unwrap();
+    drop(keyboard);
+    let mut session = Session::default();
+    let scanner = DetachScanner::new(&DetachKey::parse("C-a d").unwrap());
+    let ended = passthrough(ends, &mut session, &mut sizes, scanner).await;
+    assert!(matches!(ended, Ended::StdinClosed), "{ended:?}");
+    assert_eq!(session.keys(), b"x\x01");
 
     let Wires {
         ends,
