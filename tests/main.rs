@@ -18,3 +18,4 @@ mod runaway;
 mod runs;
 mod shell;
 mod systemd;
+mod terminal;
