@@ -8,6 +8,7 @@ mod support;
 mod bridge;
 mod daemon;
 mod damage;
+mod kernel;
 mod lifecycle;
 mod mcp;
 mod output;

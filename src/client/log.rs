@@ -445,7 +445,19 @@ pub(crate) async fn output_until_end<S: OutputSink>(
                 input = Some(queued);
             }
             Response::Output { stream, data } => printed.live(stream, &data)?,
-            Response::Exit { status, lost } => return Ok(InputEnd::exited(status, lost.as_ref())),
+            Response::Exit {
+                status,
+                cut_short: Some(why),
+                ..
+            } => {
+                return Ok(InputEnd {
+                    status,
+                    cut_short: Some(why),
+                })
+            }
+            Response::Exit { status, lost, .. } => {
+                return Ok(InputEnd::exited(status, lost.as_ref()))
+            }
             other => return unexpected(other),
         }
     }

@@ -1,7 +1,8 @@
 //! The kernel's sans-IO core: which jobs run, when the last one started or
 //! ended, the cancel escalation (SIGINT, SIGTERM after the cancel grace,
 //! SIGKILL after another), the hang-up of a job whose shell has not said
-//! its process group yet, and the idle template's drop. Events come in with
+//! its process group yet, the idle template's drop, and busy evidence while
+//! no worker is connected (`evidence`). Events come in with
 //! the time they happen at; actions come out of [`KernelCore::poll_action`];
 //! [`KernelCore::poll_timeout`] says when it next needs the time
 //! ([`KernelCore::handle_timeout`]). It reads no clock and does no I/O: the
@@ -9,10 +10,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::laws::revival::BusyState;
 use crate::laws::timing::POLL_MS;
+use crate::laws::work::WorkSet;
 
 pub mod ends;
+pub mod evidence;
+pub mod jobs;
 pub mod templates;
+
+use evidence::EvidenceBook;
 
 /// A signal the core asks to be sent to a job's process group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +58,10 @@ pub enum Action {
     GroupNeverReported { job: String, want: Want },
     /// The session has been idle for `template_idle`: drop its templates.
     DropIdleTemplates,
+    /// No worker is connected and busy evidence is due: write a record in
+    /// `state` for `work`, then tell [`KernelCore::evidence_recorded`] or
+    /// [`KernelCore::evidence_failed`].
+    RecordEvidence { state: BusyState, work: WorkSet },
 }
 
 /// Where a cancel stands: the signal sent last, and when the next step is due.
@@ -102,6 +113,7 @@ pub struct KernelCore {
     /// Processes that runs left behind (children of the kernel other than
     /// its shell).
     background: u32,
+    evidence: EvidenceBook,
     stopping: bool,
     actions: VecDeque<Action>,
 }
@@ -119,6 +131,7 @@ impl KernelCore {
             escalations: BTreeMap::new(),
             ended_before_reporter: Vec::new(),
             background: 0,
+            evidence: EvidenceBook::default(),
             stopping: false,
             actions: VecDeque::new(),
         }
@@ -134,7 +147,12 @@ impl KernelCore {
     pub fn poll_timeout(&self) -> Option<u64> {
         let waits = self.group_waits.values().copied();
         let steps = self.escalations.values().map(|e| e.next_at);
-        waits.chain(steps).chain(self.template_deadline()).min()
+        let evidence = self.evidence.due_at().filter(|_| !self.stopping);
+        waits
+            .chain(steps)
+            .chain(self.template_deadline())
+            .chain(evidence)
+            .min()
     }
 
     /// Everything due at `now`.
@@ -162,6 +180,14 @@ impl KernelCore {
         if self.template_deadline().is_some_and(|at| at <= now) {
             self.idle_dropped = true;
             self.actions.push_back(Action::DropIdleTemplates);
+        }
+        if self.stopping {
+            return;
+        }
+        if let Some(state) = self.evidence.take_due(now) {
+            let work = self.evidence.work();
+            self.actions
+                .push_back(Action::RecordEvidence { state, work });
         }
     }
 
@@ -353,6 +379,27 @@ impl KernelCore {
         let changed = self.background != count;
         self.background = count;
         changed
+    }
+
+    /// Whether a worker is connected (it writes busy evidence while it is).
+    pub fn worker_connected(&mut self, connected: bool) {
+        self.evidence.set_worker(connected);
+    }
+
+    /// The session's work as the work law reads it, told whenever it may
+    /// have changed: busy evidence may be due at once.
+    pub fn set_work(&mut self, work: WorkSet) {
+        self.evidence.set_work(work);
+    }
+
+    /// The busy evidence asked for was written at `now`.
+    pub fn evidence_recorded(&mut self, state: BusyState, now: u64) {
+        self.evidence.recorded(state, now);
+    }
+
+    /// The busy evidence asked for could not be written at `now`.
+    pub fn evidence_failed(&mut self, now: u64) {
+        self.evidence.failed(now);
     }
 
     pub fn stopping(&self) -> bool {

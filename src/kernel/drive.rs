@@ -1,21 +1,30 @@
 //! The driver of the kernel's core (`core`): it hands the core its events
 //! with the time they happen at, does the actions the core asks for, and
 //! sleeps until the core's next deadline or the next event, whichever
-//! comes first.
+//! comes first. An event is a wake (`Context::wake`) or any change of the
+//! books (`Kernel::changed`: output, a stream closed, an end).
 
 use std::time::Duration;
 
 use nix::sys::signal::Signal as Nix;
 
 use super::core::{Action, Signal, Want};
-use super::serve::Context;
+use super::jobs::Kernel;
+use super::serve::{flush_notices, Context};
 use super::tree;
-use crate::clock::mono_ms;
+use crate::build_id::build_id;
+use crate::clock::{mono_ms, wall_ms};
+use crate::host::busy_journal::{BusyJournal, JournalLine};
+use crate::laws::revival::BusyState;
+use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 
 /// Run the core's actions and deadlines for as long as the kernel serves.
-pub async fn drive(ctx: std::rc::Rc<Context>) {
+pub async fn drive(ctx: std::rc::Rc<Context>, journal: BusyJournal) {
+    let mut changed = ctx.kernel.borrow().changed.subscribe();
     loop {
-        act(&ctx);
+        changed.borrow_and_update();
+        observe(&ctx);
+        act(&ctx, &journal);
         let deadline = ctx.kernel.borrow().core.poll_timeout();
         let due = async {
             match deadline {
@@ -23,9 +32,67 @@ pub async fn drive(ctx: std::rc::Rc<Context>) {
                 None => std::future::pending().await,
             }
         };
+        let books_changed = async {
+            if changed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
             _ = due => ctx.kernel.borrow_mut().core.handle_timeout(mono_ms()),
             _ = ctx.wake.notified() => {}
+            _ = books_changed => {}
+        }
+    }
+}
+
+/// Tell the core what it decides from that the shell keeps (whether a
+/// worker is connected, the session's work), and send the notices the
+/// books gathered.
+fn observe(ctx: &Context) {
+    let connected = {
+        let mut workers = ctx.workers.borrow_mut();
+        workers.retain(|c| !c.is_closed());
+        !workers.is_empty()
+    };
+    {
+        let mut k = ctx.kernel.borrow_mut();
+        let work = work(&k, ctx.queued_inputs.get());
+        k.core.worker_connected(connected);
+        k.core.set_work(work);
+    }
+    flush_notices(ctx);
+}
+
+/// The kernel's work set, as the work law reads it: its jobs, and the
+/// inputs its worker last said wait in the queue.
+fn work(k: &Kernel, queued_inputs: u32) -> WorkSet {
+    let mut activities = Vec::new();
+    if queued_inputs > 0 {
+        activities.push(Activity::Work(WorkKind::QueuedInput));
+    }
+    activities.extend(k.books.work().map(Activity::Work));
+    if k.core.background() > 0 {
+        activities.push(Activity::Work(WorkKind::BackgroundJob));
+    }
+    session_work(&activities)
+}
+
+/// Write the busy evidence the core asked for, and tell it how that went.
+fn record_evidence(ctx: &Context, journal: &BusyJournal, state: BusyState, work: WorkSet) {
+    let line = JournalLine {
+        session: ctx.session.clone(),
+        state,
+        at_ms: Some(wall_ms()),
+        work,
+        build: build_id().to_string(),
+    };
+    let written = journal.record(&line);
+    let mut k = ctx.kernel.borrow_mut();
+    match written {
+        Ok(()) => k.core.evidence_recorded(state, mono_ms()),
+        Err(e) => {
+            tracing::error!("cannot record busy evidence: {e}");
+            k.core.evidence_failed(mono_ms());
         }
     }
 }
@@ -39,14 +106,9 @@ fn instant_of(at_ms: u64) -> tokio::time::Instant {
 pub fn cancel(ctx: &Context, job: &str) {
     {
         let mut k = ctx.kernel.borrow_mut();
-        let Some(j) = k.jobs.get_mut(job) else {
+        let Some(group) = k.books.cancel(job) else {
             return;
         };
-        if j.end.is_some() {
-            return;
-        }
-        j.cancelled = true;
-        let group = j.group;
         k.core.cancel(job, group, mono_ms());
     }
     ctx.wake.notify_one();
@@ -58,9 +120,8 @@ pub fn cancel(ctx: &Context, job: &str) {
 pub fn hang_up(ctx: &Context, job: &str) {
     {
         let mut k = ctx.kernel.borrow_mut();
-        let group = match k.jobs.get(job) {
-            Some(j) if j.end.is_none() => j.group,
-            _ => return,
+        let Some(group) = k.books.running_group(job) else {
+            return;
         };
         k.core.hang_up(job, group, mono_ms());
     }
@@ -68,7 +129,7 @@ pub fn hang_up(ctx: &Context, job: &str) {
 }
 
 /// Do what the core asks, until it asks nothing more.
-fn act(ctx: &Context) {
+fn act(ctx: &Context, journal: &BusyJournal) {
     loop {
         let Some(action) = ctx.kernel.borrow_mut().core.poll_action() else {
             return;
@@ -101,6 +162,7 @@ fn act(ctx: &Context) {
                 tracing::warn!("{job} was {asked} but its shell never reported its process group");
             }
             Action::DropIdleTemplates => ctx.kernel.borrow_mut().drop_idle_templates(),
+            Action::RecordEvidence { state, work } => record_evidence(ctx, journal, state, work),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use tokio::sync::watch;
 
+use super::core::jobs::JobBooks;
 use super::core::templates::Taker;
 use super::core::{CoreTiming, KernelCore};
 use super::error::KernelError;
@@ -35,30 +36,20 @@ mod template;
 
 use template::{Template, Templates};
 
-/// One job the kernel runs.
+/// What of a job the kernel runs is I/O (its books are the core's:
+/// `core::jobs::JobBooks`).
 pub struct Job {
     /// Its spool file, appended by both output readers.
     pub out: File,
-    /// The shell process that reports its end (its process group).
-    pub group: Option<u32>,
     /// The state it started from: its changes are measured against it.
     pub started_from: Rc<Snapshot>,
-    pub end: Option<JobEnd>,
-    /// Output streams still open (0: settled).
-    pub open_streams: u8,
     /// The read ends of its output FIFOs while their readers hold them
     /// (stdout, stderr): output still in them is read before the job's
     /// end is told.
     pub fifos: [Option<RawFd>; 2],
-    /// Bytes a reader holds back (a UTF-8 character cut at the end of a
-    /// read), per stream.
-    pub held: [usize; 2],
-    pub cancelled: bool,
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
     pub placeholders: Vec<File>,
-    /// Output the spool could not keep and no end has told yet.
-    pub lost: Option<LostOutput>,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -105,6 +96,8 @@ pub struct Kernel {
     pub notices: Vec<String>,
     /// Which jobs run, the cancels, and when the templates go.
     pub core: KernelCore,
+    /// Each job's group, end, open streams, cancel and lost output.
+    pub books: JobBooks,
     templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
@@ -144,6 +137,7 @@ impl Kernel {
                 changed,
                 notices: Vec::new(),
                 core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
+                books: JobBooks::default(),
                 templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
@@ -184,15 +178,7 @@ impl Kernel {
             .jobs()
             .into_iter()
             .map(|(job, end)| {
-                let live = self.jobs.get(&job);
-                let state = match (live, end) {
-                    (Some(live), _) if live.end.is_none() || live.open_streams > 0 => {
-                        JobState::Running
-                    }
-                    (_, Some(end)) => JobState::Ended { end },
-                    (Some(_), None) => JobState::Running,
-                    (None, None) => JobState::Lost,
-                };
+                let state = self.books.state(&job, end);
                 (job, state)
             })
             .collect()
@@ -249,23 +235,20 @@ impl Kernel {
         };
         let now = crate::clock::mono_ms();
         self.core.job_started(job, now);
-        if end.is_some() {
-            self.core.job_ended(job, now);
+        match end {
+            Some(end) => {
+                self.core.job_ended(job, now);
+                self.books.not_started(job, end);
+            }
+            None => self.books.started(job),
         }
-        let open_streams = if end.is_some() { 0 } else { 2 };
         self.jobs.insert(
             job.to_string(),
             Job {
                 out,
-                group: None,
                 started_from: Rc::clone(&self.snapshot),
-                end,
-                open_streams,
                 fifos,
-                held: [0, 0],
-                cancelled: false,
                 placeholders,
-                lost: None,
             },
         );
         self.bump();
@@ -369,9 +352,8 @@ impl Kernel {
     pub fn started(&mut self, job: &str, group: u32, now: u64) {
         if let Some(j) = self.jobs.get_mut(job) {
             self.core.group_started(job, group, now);
-            j.group = Some(group);
             j.placeholders.clear();
-            if j.end.is_some() {
+            if self.books.group_started(job, group) == Some(true) {
                 // Its end came first (`end_on_closed_output`).
                 self.core.ended_before_reporter(group);
             }
@@ -385,10 +367,7 @@ impl Kernel {
 
     /// The running job whose process group `group` leads.
     pub fn job_of_group(&self, group: u32) -> Option<String> {
-        self.jobs
-            .iter()
-            .find(|(_, j)| j.group == Some(group) && j.end.is_none())
-            .map(|(job, _)| job.clone())
+        self.books.job_of_group(group)
     }
 
     /// End what a kernel that died left running: the process group of each
@@ -415,7 +394,7 @@ impl Kernel {
                     bytes: bytes.len() as u64,
                     error: e.to_string(),
                 };
-                LostOutput::add(&mut j.lost, more);
+                self.books.output_lost(job, more);
             }
             self.bump();
         }

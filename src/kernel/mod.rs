@@ -23,6 +23,7 @@ mod hang_up;
 mod jobs;
 mod output;
 mod serve;
+mod session_dir;
 pub mod spool;
 mod tree;
 mod zygote;

@@ -1,6 +1,8 @@
-//! The kernel's event loops: job reports from its shell, children to reap,
-//! the socket its worker connects to, and the tick that counts background
-//! jobs and keeps busy evidence fresh while no worker is connected.
+//! The kernel's event loops: job reports from its shell, children to reap
+//! (a SIGCHLD or a job's end recounts the background jobs: the kernel is
+//! their subreaper), and the socket its worker connects to. Busy evidence
+//! while no worker is connected is the core's (`drive`); a removed session
+//! directory stops the kernel (`session_dir`).
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
@@ -19,13 +21,11 @@ use super::jobs::{Kernel, Readers};
 use super::zygote::{self, Report};
 use super::{output, tree};
 use crate::build_id::build_id;
-use crate::clock::{mono_ms, wall_ms};
-use crate::host::busy_journal::{BusyJournal, JournalLine};
+use crate::clock::mono_ms;
+use crate::host::busy_journal::BusyJournal;
 use crate::host::process::own_identity;
 use crate::host::socket::from_own_user;
-use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::timing::{KERNEL_TICK_MS, POLL_MS, TM};
-use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::laws::timing::{POLL_MS, TM};
 use crate::protocol::frame::{encode, read_frame, FrameError};
 use crate::protocol::kernel::{FromKernel, ToKernel, KERNEL_PROTOCOL};
 use crate::session::snapshot::shell_defaults;
@@ -63,8 +63,8 @@ pub async fn run(
 ) -> Result<(), KernelError> {
     tokio::task::spawn_local(read_reports(ctx.clone(), reports));
     tokio::task::spawn_local(reap_children(ctx.clone()));
-    tokio::task::spawn_local(tick(ctx.clone(), journal));
-    tokio::task::spawn_local(super::drive::drive(ctx.clone()));
+    tokio::task::spawn_local(super::drive::drive(ctx.clone(), journal));
+    tokio::task::spawn_local(super::session_dir::stop_when_gone(ctx.clone()));
     tokio::task::spawn_local(stop_on_sigterm(ctx.clone()));
     loop {
         tokio::select! {
@@ -133,6 +133,8 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
     ctx.workers
         .borrow_mut()
         .retain(|c| !c.same_channel(&control));
+    // Without a worker, busy evidence is the kernel's to write.
+    ctx.wake.notify_one();
     if served == Served::Stop {
         send(&control, &FromKernel::Stopped);
         // The writer ends once it has sent what is queued and every sender
@@ -167,6 +169,7 @@ async fn serve_connection(
         Greeted::Leave => return Served::Left,
     }
     ctx.workers.borrow_mut().push(control.clone());
+    ctx.wake.notify_one();
     loop {
         let request = match read_frame::<ToKernel, _>(read).await {
             Ok(request) => request,
@@ -213,7 +216,7 @@ async fn serve_connection(
                 drop(kernel);
                 ctx.wake.notify_one();
             }
-            ToKernel::Queued { inputs } => ctx.queued_inputs.set(inputs),
+            ToKernel::Queued { inputs } => queued(ctx, inputs),
             ToKernel::Stop => {
                 stop(ctx).await;
                 return Served::Stop;
@@ -228,6 +231,13 @@ enum Greeted {
     /// A worker of another protocol asked for the stop, which is done.
     Stop,
     Leave,
+}
+
+/// The worker's queue holds `inputs`: work the kernel's busy evidence
+/// counts once the worker is gone.
+fn queued(ctx: &Context, inputs: u32) {
+    ctx.queued_inputs.set(inputs);
+    ctx.wake.notify_one();
 }
 
 /// The worker stored `job`'s end and output: the spool may drop it.
@@ -351,7 +361,7 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         }
         let (spool, state) = {
             let k = ctx.kernel.borrow();
-            let state = match k.jobs.get(&job) {
+            let state = match k.books.get(&job) {
                 Some(j) => (true, j.end.clone(), j.open_streams == 0),
                 // Not live here: what the spool holds is all there is.
                 None => (false, k.spool.end(&job), true),
@@ -476,7 +486,7 @@ async fn read_reports(ctx: Rc<Context>, reports: OwnedFd) {
     }
 }
 
-fn flush_notices(ctx: &Context) {
+pub(super) fn flush_notices(ctx: &Context) {
     let notices = std::mem::take(&mut ctx.kernel.borrow_mut().notices);
     for text in notices {
         broadcast(ctx, &FromKernel::Notice { text });
@@ -546,75 +556,7 @@ fn count_background(ctx: &Context) {
     if changed {
         tracing::info!(background = count, "background jobs: {count}");
         broadcast(ctx, &FromKernel::Jobs { background: count });
-    }
-}
-
-/// The kernel's work set, as the work law reads it: its jobs, and the
-/// inputs its worker last said wait in the queue.
-fn work(k: &Kernel, queued_inputs: u32) -> WorkSet {
-    let mut activities = Vec::new();
-    if queued_inputs > 0 {
-        activities.push(Activity::Work(WorkKind::QueuedInput));
-    }
-    for j in k.jobs.values() {
-        if j.end.is_none() {
-            activities.push(Activity::Work(WorkKind::Run));
-        } else if j.open_streams > 0 {
-            activities.push(Activity::Work(WorkKind::UnsettledChild));
-        }
-    }
-    if k.core.background() > 0 {
-        activities.push(Activity::Work(WorkKind::BackgroundJob));
-    }
-    session_work(&activities)
-}
-
-/// Every second: count background jobs (reparented orphans send no
-/// signal), and while no worker is connected, keep busy evidence fresh as
-/// the refresh law says, so a reboot revives the session.
-async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
-    let mut latest: Option<OwnRecord> = None;
-    loop {
-        tokio::time::sleep(Duration::from_millis(KERNEL_TICK_MS)).await;
-        if ctx.kernel.borrow().core.stopping() {
-            continue;
-        }
-        // A session removed from under the kernel takes its processes with it.
-        if !ctx.kernel.borrow().files.exist() {
-            tracing::warn!("the session's directory is gone: stopping");
-            stop(&ctx).await;
-            ctx.exit.notify_one();
-            return;
-        }
-        reap(&ctx);
-        count_background(&ctx);
-        flush_notices(&ctx);
-        let no_worker = {
-            ctx.workers.borrow_mut().retain(|c| !c.is_closed());
-            ctx.workers.borrow().is_empty()
-        };
-        if !no_worker {
-            latest = None;
-            continue;
-        }
-        let work = work(&ctx.kernel.borrow(), ctx.queued_inputs.get());
-        let now = mono_ms();
-        let state = match busy_refresh(work, latest, now) {
-            RefreshAction::Nothing => continue,
-            RefreshAction::RecordBusy => BusyState::Busy,
-            RefreshAction::RecordIdle => BusyState::Idle,
-        };
-        let line = JournalLine {
-            session: ctx.session.clone(),
-            state,
-            at_ms: Some(wall_ms()),
-            work,
-            build: build_id().to_string(),
-        };
-        match journal.record(&line) {
-            Ok(()) => latest = Some(OwnRecord { state, at_ms: now }),
-            Err(e) => tracing::error!("cannot record busy evidence: {e}"),
-        }
+        ctx.wake.notify_one();
     }
 }
 
@@ -622,7 +564,7 @@ async fn tick(ctx: Rc<Context>, journal: BusyJournal) {
 /// returns once they are gone, whoever started the stop. The waits for
 /// them run off the async thread, which serves on meanwhile, telling no
 /// job's end.
-async fn stop(ctx: &Context) {
+pub(super) async fn stop(ctx: &Context) {
     let stopping = ctx.kernel.borrow().core.stopping();
     if stopping {
         let _ = ctx.stopped.subscribe().wait_for(|done| *done).await;

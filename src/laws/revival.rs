@@ -75,6 +75,21 @@ pub fn busy_refresh(work: WorkSet, latest: Option<OwnRecord>, now_ms: u64) -> Re
     }
 }
 
+/// When [`busy_refresh`] next asks for a record for `work` after `latest`,
+/// as long as the work stays as it is: at once (0) when the work's state is
+/// not on record, `BUSY_REFRESH_MS` after a busy record while there is
+/// work, never (`None`) while the record already says what there is.
+pub fn busy_refresh_due(work: WorkSet, latest: Option<OwnRecord>) -> Option<u64> {
+    match (work.is_empty(), latest) {
+        (false, Some(record)) if record.state == BusyState::Busy => {
+            Some(record.at_ms.saturating_add(BUSY_REFRESH_MS))
+        }
+        (false, _) => Some(0),
+        (true, Some(record)) if record.state == BusyState::Busy => Some(0),
+        (true, _) => None,
+    }
+}
+
 /// Who wrote a record, relative to the clock reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -186,6 +201,40 @@ mod tests {
             busy_refresh(WorkSet::EMPTY, Some(busy), 1_001),
             RefreshAction::RecordIdle
         );
+    }
+
+    /// The due time agrees with the refresh itself: nothing just before
+    /// it, a record at it, and no due time while nothing would be written.
+    #[test]
+    fn the_refresh_is_due_exactly_when_the_refresh_law_records() {
+        let records = [
+            None,
+            Some(OwnRecord {
+                state: BusyState::Busy,
+                at_ms: 1_000,
+            }),
+            Some(OwnRecord {
+                state: BusyState::Idle,
+                at_ms: 1_000,
+            }),
+        ];
+        for work in [busy_work(), WorkSet::EMPTY] {
+            for latest in records {
+                let now = 1_000 + 3 * BUSY_REFRESH_MS;
+                match busy_refresh_due(work, latest) {
+                    None => {
+                        assert_eq!(busy_refresh(work, latest, now), RefreshAction::Nothing)
+                    }
+                    Some(due) => {
+                        assert_ne!(busy_refresh(work, latest, due), RefreshAction::Nothing);
+                        if due > 0 {
+                            let early = busy_refresh(work, latest, due - 1);
+                            assert_eq!(early, RefreshAction::Nothing, "{work:?} {latest:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -368,12 +368,12 @@ pub const KERNEL_RUNS_POLL_MS: u64 = 1_000;
 /// How often a worker retries a store that failed (a full disk), and how
 /// long its loops sleep when nothing woke them.
 pub const WORKER_RETRY_MS: u64 = 500;
-/// A fixed period to look at the worker's books by (the tests step them
-/// so; the worker's driver sleeps to their own deadline): a due busy
-/// refresh seen on it is at most this late.
-pub const WORKER_TICK_MS: u64 = 250;
-/// The kernel's tick: background jobs and busy evidence without a worker.
-pub const KERNEL_TICK_MS: u64 = 1_000;
+/// How often a kernel whose session directory cannot be watched (no
+/// inotify instance left) looks whether it is still there.
+pub const SESSION_DIR_POLL_MS: u64 = 1_000;
+/// How long a kernel without a worker waits before writing busy evidence
+/// again after a write failed (a full disk).
+pub const KERNEL_EVIDENCE_RETRY_MS: u64 = 1_000;
 /// Test only (`EUKHE_TEST_SHORT_WINDOWS=1`): the template idle window
 /// (`template_idle`) a test can wait out.
 pub const TEST_TEMPLATE_IDLE_MS: u64 = 1_000;
@@ -387,11 +387,11 @@ pub const RELAUNCH_RETRY_MS: u64 = 200;
 /// attach has the terminal).
 pub const TOP_KEY_POLL_MS: u64 = 50;
 
-// The ticks that write due busy refreshes come at least as often as the
-// lateness `busy_tick` allows, and a worker's signs of life come at least
-// twice inside the shortest watchdog (checked when the crate compiles).
-const _: () = assert!(WORKER_TICK_MS <= TM.evidence.busy_tick);
-const _: () = assert!(KERNEL_TICK_MS <= TM.evidence.busy_tick);
+// A failed busy record is retried within the lateness `busy_tick` allows,
+// and a worker's signs of life come at least twice inside the shortest
+// watchdog (checked when the crate compiles).
+const _: () = assert!(KERNEL_EVIDENCE_RETRY_MS <= TM.evidence.busy_tick);
+const _: () = assert!(WORKER_RETRY_MS <= TM.evidence.busy_tick);
 const _: () = assert!(TM.worker.sign_of_life * 2 <= WORKER_WATCHDOG_MIN_MS);
 
 /// The shortest worker watchdog a configuration may set: two signs of

@@ -384,6 +384,10 @@ pub enum Response {
         /// full): what the client received is incomplete.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lost: Option<LostOutput>,
+        /// Why eukhe ended it without its status (its kernel is gone or
+        /// never had it), as one line: the status is then 255.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut_short: Option<String>,
     },
     /// One transcript entry (log, attach).
     Entry(Entry),

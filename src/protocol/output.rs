@@ -241,11 +241,13 @@ mod tests {
         round_trip(Response::Exit {
             status: 3,
             lost: None,
+            cut_short: None,
         });
         assert_eq!(
             Response::Exit {
                 status: 3,
                 lost: None,
+                cut_short: None,
             }
             .to_payload()
             .unwrap()[0],
@@ -258,6 +260,7 @@ mod tests {
             Response::Exit {
                 status: 3,
                 lost: None,
+                cut_short: None,
             }
         );
         round_trip(Response::Exit {
@@ -266,6 +269,12 @@ mod tests {
                 bytes: 4096,
                 error: "No space left on device (os error 28)".into(),
             }),
+            cut_short: None,
+        });
+        round_trip(Response::Exit {
+            status: 255,
+            lost: None,
+            cut_short: Some("bash 1 was cut short".into()),
         });
         assert!(Response::from_payload(&[ENTRY, 1, 0]).is_err());
         assert!(Response::from_payload(&[LIVE, 9]).is_err());

@@ -69,10 +69,15 @@ pub fn history_lost(lost: &str, next_input: u64) -> EntryBody {
 /// reached one). Stored before its end, so a client following the bash
 /// in the transcript reads why before it reads the end.
 pub fn bash_cut_short(number: u64) -> EntryBody {
-    notice(format!(
+    notice(bash_cut_short_text(number))
+}
+
+/// The line a [`bash_cut_short`] notice says (its client's last word too).
+pub fn bash_cut_short_text(number: u64) -> String {
+    format!(
         "bash {number} was cut short: the kernel running it is gone, or it never \
          reached one; it does not run again"
-    ))
+    )
 }
 
 /// The user bash a [`bash_cut_short`] notice names: it belongs to that

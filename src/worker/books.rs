@@ -7,8 +7,8 @@
 //! performs the actions [`Books::tick`] returns, in their order.
 
 use crate::laws::orphan::{orphan_decision, LostExitWindow, OrphanVerdict};
-use crate::laws::revival::{busy_refresh, BusyState, OwnRecord, RefreshAction};
-use crate::laws::timing::{BUSY_REFRESH_MS, TM, WORKER_RETRY_MS};
+use crate::laws::revival::{busy_refresh, busy_refresh_due, BusyState, OwnRecord, RefreshAction};
+use crate::laws::timing::{TM, WORKER_RETRY_MS};
 use crate::laws::work::WorkSet;
 
 /// What the tick asks of its driver.
@@ -176,14 +176,7 @@ impl Books {
         if self.record_asked {
             return None;
         }
-        let due = match (work.is_empty(), self.latest_record) {
-            (false, Some(record)) if record.state == BusyState::Busy => {
-                record.at_ms.saturating_add(BUSY_REFRESH_MS)
-            }
-            (false, _) => 0,
-            (true, Some(record)) if record.state == BusyState::Busy => 0,
-            (true, _) => return None,
-        };
+        let due = busy_refresh_due(work, self.latest_record)?;
         Some(due.max(self.retry_at_ms.unwrap_or(0)))
     }
 
@@ -201,10 +194,15 @@ impl Books {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::laws::timing::WORKER_TICK_MS;
+    use crate::laws::timing::BUSY_REFRESH_MS;
     use crate::laws::work::WorkKind;
 
     const WINDOW_MS: u64 = 300_000;
+    /// A fixed period to step the books by, as a ticking driver would (the
+    /// worker's own driver sleeps to their deadline): within `busy_tick`,
+    /// so a due refresh seen on it is late by at most what the law allows.
+    const WORKER_TICK_MS: u64 = 250;
+    const _: () = assert!(WORKER_TICK_MS <= TM.evidence.busy_tick);
 
     fn busy() -> WorkSet {
         WorkSet::EMPTY.with(WorkKind::QueuedInput)

@@ -127,7 +127,9 @@ async fn connect(
                 said_waiting = true;
             }
             // A kernel of another protocol tells this worker nothing it
-            // can read: its runs' ends are asked about again after a pause.
+            // can read, and nothing on disk marks every end (a user bash's
+            // is not kept): its runs' ends are asked about again after a
+            // pause.
             tokio::time::sleep(Duration::from_millis(KERNEL_RUNS_POLL_MS)).await;
             continue;
         }

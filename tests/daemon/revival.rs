@@ -60,11 +60,14 @@ fn a_kernel_alone_with_only_queued_input_keeps_the_session_revivable() {
     // No supervisor to restart the worker, then no worker: the kernel
     // keeps the session's evidence alone.
     kill9(env.daemon_pid());
+    // The kernel records as soon as its worker's connection ends, which
+    // may be before this test sees the worker gone: its records count from
+    // the kill. (The worker's busy record is fresh: it writes none before.)
+    let gone_at = wall_ms();
     kill9(worker);
     wait_until(Duration::from_secs(5), "the worker is gone", || {
         !alive(worker)
     });
-    let gone_at = wall_ms();
     wait_until(
         Duration::from_secs(10),
         "the kernel records busy evidence",

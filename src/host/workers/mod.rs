@@ -55,8 +55,9 @@ pub trait WorkerHost {
     fn still_there<'a>(&'a self, id: &'a str, identity: ProcessIdentity) -> HostFuture<'a, bool>;
 
     /// Until the worker `identity` of `id` is gone or `deadline` passes.
-    /// By default [`WorkerHost::still_there`] is asked again and again: a
-    /// host that hears of the end (a pidfd) says so at once.
+    /// By default [`WorkerHost::still_there`] is asked again and again (a
+    /// host with no event for the end); the process host hears of it from
+    /// a pidfd, systemd's from the user manager's signals.
     fn wait_gone<'a>(
         &'a self,
         id: &'a str,

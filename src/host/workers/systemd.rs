@@ -107,6 +107,23 @@ impl WorkerHost for SystemdHost {
         Box::pin(self.worker_up(id))
     }
 
+    /// Until the worker's unit is down: its changes come as the user
+    /// manager's signals (`UserManager::wait_for`), so nothing is polled.
+    fn wait_gone<'a>(
+        &'a self,
+        id: &'a str,
+        _identity: ProcessIdentity,
+        deadline: tokio::time::Instant,
+    ) -> HostFuture<'a, ()> {
+        Box::pin(async move {
+            let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let _ = self
+                .units
+                .wait_for(&worker_unit(id), within, UnitState::is_down)
+                .await;
+        })
+    }
+
     /// KillUnit, not StopUnit: a stop would wait out the unit's own
     /// TimeoutStopSec before killing.
     fn kill<'a>(&'a self, id: &'a str, _identity: ProcessIdentity) -> HostFuture<'a, ()> {

@@ -241,3 +241,89 @@ fn a_jobs_end_ends_what_waited_on_it_and_starts_the_idle_clock() {
     core.cancel("r1", Some(77), 600);
     assert_eq!(actions(&mut core), vec![]);
 }
+
+fn running() -> WorkSet {
+    WorkSet::EMPTY.with(crate::laws::work::WorkKind::Run)
+}
+
+fn record(state: BusyState, work: WorkSet) -> Action {
+    Action::RecordEvidence { state, work }
+}
+
+#[test]
+fn without_a_worker_busy_evidence_is_written_at_once_then_at_each_refresh_and_never_between() {
+    use crate::laws::timing::BUSY_REFRESH_MS;
+    let mut core = core(true, 0);
+    core.worker_connected(false);
+    // No work, nothing on record: nothing is ever due.
+    assert_eq!(
+        core.poll_timeout(),
+        Some(IDLE + 1),
+        "only the templates' drop"
+    );
+    core.job_started("r1", 1_000);
+    core.set_work(running());
+    // Work that is not on record: due at once.
+    assert!(core.poll_timeout().is_some_and(|at| at <= 1_000));
+    assert_eq!(
+        advance(&mut core, 1_000),
+        vec![record(BusyState::Busy, running())]
+    );
+    // Being written: asked for no second time.
+    assert_eq!(core.poll_timeout(), None);
+    assert_eq!(advance(&mut core, 1_500), vec![]);
+    core.evidence_recorded(BusyState::Busy, 1_000);
+    let refresh = 1_000 + BUSY_REFRESH_MS;
+    assert_eq!(core.poll_timeout(), Some(refresh));
+    assert_eq!(advance(&mut core, refresh - 1), vec![]);
+    assert_eq!(
+        advance(&mut core, refresh),
+        vec![record(BusyState::Busy, running())]
+    );
+    // A failed write is asked for again after the retry pause, not before.
+    core.evidence_failed(refresh);
+    let retry = refresh + crate::laws::timing::KERNEL_EVIDENCE_RETRY_MS;
+    assert_eq!(core.poll_timeout(), Some(retry));
+    assert_eq!(advance(&mut core, retry - 1), vec![]);
+    assert_eq!(
+        advance(&mut core, retry),
+        vec![record(BusyState::Busy, running())]
+    );
+    core.evidence_recorded(BusyState::Busy, retry);
+    // The work ends: idle is due at once, then nothing more.
+    core.job_ended("r1", retry + 10);
+    core.set_work(WorkSet::EMPTY);
+    assert_eq!(
+        advance(&mut core, retry + 10),
+        vec![record(BusyState::Idle, WorkSet::EMPTY)]
+    );
+    core.evidence_recorded(BusyState::Idle, retry + 10);
+    assert_eq!(core.poll_timeout(), Some(retry + 10 + IDLE + 1));
+}
+
+#[test]
+fn a_connected_worker_or_a_stop_leaves_busy_evidence_to_others() {
+    let mut core = core(false, 0);
+    core.set_work(running());
+    core.worker_connected(true);
+    assert_eq!(core.poll_timeout(), None);
+    assert_eq!(advance(&mut core, 10 * IDLE), vec![]);
+    // The worker leaves: the kernel records at once, whatever it recorded
+    // before the worker came.
+    core.worker_connected(false);
+    assert_eq!(
+        advance(&mut core, 10 * IDLE),
+        vec![record(BusyState::Busy, running())]
+    );
+    core.evidence_recorded(BusyState::Busy, 10 * IDLE);
+    core.worker_connected(true);
+    core.worker_connected(false);
+    assert_eq!(
+        advance(&mut core, 10 * IDLE + 1),
+        vec![record(BusyState::Busy, running())]
+    );
+    core.evidence_recorded(BusyState::Busy, 10 * IDLE + 1);
+    core.stop();
+    assert_eq!(core.poll_timeout(), None);
+    assert_eq!(advance(&mut core, 100 * IDLE), vec![]);
+}

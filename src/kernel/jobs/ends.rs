@@ -4,10 +4,8 @@
 use std::rc::Rc;
 
 use super::{job_in_words, keeps_end, Kernel};
-use crate::kernel::core::ends::{
-    ends_at_close, forgettable, on_close, plan_end, Captured, EndNotice, OnClose,
-};
-use crate::kernel::spool::{JobEnd, LostOutput};
+use crate::kernel::core::ends::{ends_at_close, plan_end, Captured, EndNotice, OnClose};
+use crate::kernel::spool::JobEnd;
 use crate::session::entry::Stream;
 use crate::session::snapshot::{parse_capture, Capture};
 use crate::session::SessionError;
@@ -17,17 +15,13 @@ impl Kernel {
     /// it ended is read: counting the output lost since [`Kernel::ended`]
     /// (that last output among it). `None` while it runs.
     pub fn end_to_tell(&mut self, job: &str) -> Option<JobEnd> {
-        let j = self.jobs.get_mut(job)?;
-        let end = j.end.as_mut()?;
-        if let Some(more) = j.lost.take() {
-            LostOutput::add(&mut end.lost_output, more);
-            if keeps_end(job) {
-                if let Err(e) = self.spool.set_end(job, end) {
-                    tracing::warn!("{job}'s end could not be kept again: {e}");
-                }
+        let (end, changed) = self.books.end_to_tell(job)?;
+        if changed && keeps_end(job) {
+            if let Err(e) = self.spool.set_end(job, &end) {
+                tracing::warn!("{job}'s end could not be kept again: {e}");
             }
         }
-        Some(end.clone())
+        Some(end)
     }
 
     /// Whether output of `job` waits in its FIFOs, not yet read into the
@@ -36,10 +30,11 @@ impl Kernel {
         let Some(j) = self.jobs.get(job) else {
             return false;
         };
+        let held_back = self.books.get(job).map_or([0, 0], |b| b.held);
         let held = j
             .fifos
             .iter()
-            .zip(j.held)
+            .zip(held_back)
             .any(|(fd, held)| fd.is_some() && held > 0);
         held || j.fifos.iter().flatten().any(|&fd| {
             let mut waiting: libc::c_int = 0;
@@ -80,9 +75,7 @@ impl Kernel {
 
     /// A reader holds `bytes` of `job`'s `stream` back.
     pub fn holding(&mut self, job: &str, stream: Stream, bytes: usize) {
-        if let Some(j) = self.jobs.get_mut(job) {
-            j.held[stream as usize] = bytes;
-        }
+        self.books.holding(job, stream, bytes);
     }
 
     /// One of `job`'s output streams closed at `now`.
@@ -91,27 +84,23 @@ impl Kernel {
             return;
         };
         j.fifos[stream as usize] = None;
-        j.open_streams = j.open_streams.saturating_sub(1);
-        match on_close(j.open_streams, j.end.is_some()) {
+        match self.books.stream_closed(job) {
             // Ended settled, or still running (its command closed them).
-            OnClose::LookForEnd => self.end_on_closed_output(job, now),
-            OnClose::Settle => self.settle(job),
-            OnClose::Wait => {}
+            Some(OnClose::LookForEnd) => self.end_on_closed_output(job, now),
+            Some(OnClose::Settle) => self.settle(job),
+            Some(OnClose::Wait) | None => {}
         }
         self.bump();
     }
 
     /// Every output stream of ended `job` closed: its end is settled.
     fn settle(&mut self, job: &str) {
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        let Some(end) = &mut j.end else {
+        let Some((end, lost)) = self.books.settle(job) else {
             return;
         };
         // Its end told what was lost before it; this is what processes it
         // left running wrote after.
-        if let Some(lost) = j.lost.take() {
+        if let Some(lost) = lost {
             self.notices.push(format!(
                 "{} bytes of output that {} left running wrote after it ended could not be kept: {}",
                 lost.bytes,
@@ -119,8 +108,6 @@ impl Kernel {
                 lost.error
             ));
         }
-        end.settled = true;
-        let end = end.clone();
         if keeps_end(job) {
             let _ = self.spool.set_end(job, &end);
         }
@@ -153,7 +140,7 @@ impl Kernel {
             return;
         };
         if let Some(status) = ends_at_close(&capture) {
-            if let Some(group) = j.group {
+            if let Some(group) = self.books.get(job).and_then(|b| b.group) {
                 self.core.ended_before_reporter(group);
             }
             let _ = std::fs::remove_file(&path);
@@ -179,12 +166,13 @@ impl Kernel {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
-        if j.end.is_some() {
+        if !self.books.running(job) {
             return;
         }
         j.placeholders.clear();
         self.core.job_ended(job, now);
-        let plan = plan_end(Captured::from(&parsed), status, j.cancelled);
+        let cancelled = self.books.get(job).is_some_and(|b| b.cancelled);
+        let plan = plan_end(Captured::from(&parsed), status, cancelled);
         let mut not_saved = None;
         if let (true, Some(Ok(capture))) = (plan.merge, &parsed) {
             let changes = j.started_from.changes_to(&capture.snapshot);
@@ -202,18 +190,9 @@ impl Kernel {
             .notice
             .map(|n| self.notice_text(n, &parsed))
             .or(not_saved);
-        let Some(j) = self.jobs.get_mut(job) else {
+        let Some(end) = self.books.end(job, status, plan.signal, notice) else {
             return;
         };
-        let end = JobEnd {
-            status,
-            signal: plan.signal,
-            cancelled: j.cancelled,
-            notice,
-            settled: j.open_streams == 0,
-            lost_output: j.lost.take(),
-        };
-        j.end = Some(end.clone());
         self.record_end(job, &end);
         self.remove_retired_late();
     }
@@ -289,16 +268,12 @@ impl Kernel {
 
     /// Whether `job` has ended (or is not this kernel's).
     pub fn job_ended(&self, job: &str) -> bool {
-        self.jobs.get(job).is_none_or(|j| j.end.is_some())
+        self.books.ended_or_gone(job)
     }
 
     /// The worker has stored `job`: drop it from the books and the spool.
     pub fn forget(&mut self, job: &str) {
-        let done = self
-            .jobs
-            .get(job)
-            .is_none_or(|j| forgettable(j.end.is_some(), j.open_streams));
-        if done {
+        if self.books.forget(job) {
             self.jobs.remove(job);
             self.spool.forget(job);
         }

@@ -144,14 +144,7 @@ impl RunCore {
         let mut actions = Vec::new();
         for number in cut_short {
             self.open_bash.remove(&number);
-            actions.push(Action::Store(notices::bash_cut_short(number)));
-            actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
-                status: 255,
-                bash: Some(number),
-                signal: None,
-                cancelled: false,
-                lost_output: None,
-            }));
+            actions.extend(bash_ended(number, None, None));
         }
         actions
     }
@@ -252,35 +245,9 @@ impl RunCore {
                 if !end_is_recorded(&self.book, input) {
                     return actions;
                 }
-                let lost = lost_output(&format!("run {input}"), end, &mut actions);
-                let status = match end {
-                    Some(end) => {
-                        actions.push(Action::StoreUntilStored(EntryBody::RunFinished {
-                            input,
-                            status: end.status,
-                            signal: end.signal,
-                            cancelled: end.cancelled,
-                            lost_output: lost.clone(),
-                        }));
-                        end.status
-                    }
-                    None => {
-                        actions.push(Action::StoreUntilStored(EntryBody::RunInterrupted {
-                            input,
-                        }));
-                        actions.push(Action::Store(EntryBody::Notice {
-                            text: format!(
-                                "run {input} was cut short: the kernel running it is gone; it does not run again"
-                            ),
-                            restore: None,
-                            restore_id: None,
-                        }));
-                        255
-                    }
-                };
                 self.book.insert(input, RunRecord::Ended);
                 self.started_text.remove(&input);
-                actions.push(Action::EndWaiters(input, Response::Exit { status, lost }));
+                actions.extend(run_ended(input, end));
             }
             JobKind::Bash { client, number } => {
                 self.open_bash.remove(&number);
@@ -328,11 +295,61 @@ impl RunCore {
     }
 }
 
-/// What user bash `number` ending with `end` (`None`: its kernel is gone)
-/// stores and tells its client, if one waits.
+/// What run `input` ending with `end` (`None`: its kernel is gone) stores
+/// and tells its waiters. Without an end, why is said: kept as surely as
+/// the end (a full disk retries both), and told to the waiters with it.
+fn run_ended(input: RunId, end: Option<&JobEnd>) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let lost = lost_output(&format!("run {input}"), end, &mut actions);
+    let (status, cut_short) = match end {
+        Some(end) => {
+            actions.push(Action::StoreUntilStored(EntryBody::RunFinished {
+                input,
+                status: end.status,
+                signal: end.signal,
+                cancelled: end.cancelled,
+                lost_output: lost.clone(),
+            }));
+            (end.status, None)
+        }
+        None => {
+            let why = format!(
+                "run {input} was cut short: the kernel running it is gone; it does not run again"
+            );
+            actions.push(Action::StoreUntilStored(EntryBody::RunInterrupted {
+                input,
+            }));
+            actions.push(Action::StoreUntilStored(EntryBody::Notice {
+                text: why.clone(),
+                restore: None,
+                restore_id: None,
+            }));
+            (255, Some(why))
+        }
+    };
+    let exit = Response::Exit {
+        status,
+        lost,
+        cut_short,
+    };
+    actions.push(Action::EndWaiters(input, exit));
+    actions
+}
+
+/// What user bash `number` ending with `end` (`None`: its kernel is gone,
+/// or never had it) stores and tells its client, if one waits. Without an
+/// end, why is said: stored before the end, as surely (a full disk
+/// retries both), and told to the client with the end.
 fn bash_ended(number: RunId, client: Option<ClientId>, end: Option<&JobEnd>) -> Vec<Action> {
     let status = end.map_or(255, |e| e.status);
     let mut actions = Vec::new();
+    let cut_short = match end {
+        Some(_) => None,
+        None => {
+            actions.push(Action::StoreUntilStored(notices::bash_cut_short(number)));
+            Some(notices::bash_cut_short_text(number))
+        }
+    };
     let lost = lost_output(&format!("bash {number}"), end, &mut actions);
     actions.push(Action::StoreUntilStored(EntryBody::BashFinished {
         status,
@@ -342,7 +359,12 @@ fn bash_ended(number: RunId, client: Option<ClientId>, end: Option<&JobEnd>) -> 
         lost_output: lost.clone(),
     }));
     if let Some(client) = client {
-        actions.push(Action::Client(client, Response::Exit { status, lost }));
+        let exit = Response::Exit {
+            status,
+            lost,
+            cut_short,
+        };
+        actions.push(Action::Client(client, exit));
     }
     actions
 }

@@ -98,7 +98,8 @@ fn a_reconnecting_worker_resumes_a_live_run_and_stores_its_end_once() {
         1,
         Response::Exit {
             status: 0,
-            lost: None
+            lost: None,
+            cut_short: None
         }
     )));
     assert!(core.ended("r1", Some(&end(0))).is_empty(), "stored twice");
@@ -434,4 +435,87 @@ fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
         vec![Action::Kernel(ToKernel::Forget { job })]
     );
     assert!(core.work().is_empty());
+}
+
+/// A user bash the kernel says ended with no end (it never had the job, or
+/// lost it) tells its client why with its 255, and stores why before the
+/// end, both retried until stored (a full disk must not leave a bare 255).
+#[test]
+fn a_bash_ended_without_an_end_tells_its_client_why_and_keeps_it_as_surely_as_the_end() {
+    let mut core = RunCore::from_transcript(&[], 7);
+    core.kernel_hello(5, &BTreeMap::new(), 0);
+    let number = core.take_input_number();
+    core.bash("true", None, (3, 0), number);
+    let why = crate::session::notices::bash_cut_short_text(number);
+    let ended = core.ended(&format!("b{number}-7-1"), None);
+    let kept: Vec<&EntryBody> = ended
+        .iter()
+        .filter_map(|a| match a {
+            Action::StoreUntilStored(body) => Some(body),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        vec![
+            &crate::session::notices::bash_cut_short(number),
+            &EntryBody::BashFinished {
+                status: 255,
+                bash: Some(number),
+                signal: None,
+                cancelled: false,
+                lost_output: None,
+            }
+        ],
+        "{ended:#?}"
+    );
+    assert!(
+        ended.contains(&Action::Client(
+            3,
+            Response::Exit {
+                status: 255,
+                lost: None,
+                cut_short: Some(why),
+            }
+        )),
+        "{ended:#?}"
+    );
+}
+
+/// The same for a run: its waiters hear why, and the notice is kept as
+/// surely as the interruption.
+#[test]
+fn a_run_ended_without_an_end_tells_its_waiters_why_and_keeps_it() {
+    let transcript = [
+        entry(1, input(1, "sleep 9")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    let jobs = BTreeMap::from([("r1".to_string(), JobState::Lost)]);
+    core.kernel_hello(5, &jobs, 0);
+    let ended = core.ended("r1", None);
+    let exit = ended.iter().find_map(|a| match a {
+        Action::EndWaiters(
+            1,
+            Response::Exit {
+                status, cut_short, ..
+            },
+        ) => Some((*status, cut_short.clone())),
+        _ => None,
+    });
+    let (status, why) = exit.expect("the waiters hear the end");
+    assert_eq!(status, 255);
+    let why = why.expect("and why");
+    assert!(
+        ended.contains(&Action::StoreUntilStored(EntryBody::Notice {
+            text: why,
+            restore: None,
+            restore_id: None,
+        })),
+        "{ended:#?}"
+    );
+    assert!(
+        !ended.iter().any(|a| matches!(a, Action::Store(_))),
+        "{ended:#?}"
+    );
 }
