@@ -17,3 +17,4 @@ mod runaway;
 mod runs;
 mod shell;
 mod systemd;
+mod tty;

@@ -149,6 +149,10 @@ pub enum Command {
         /// (riding through a lost worker or daemon).
         #[arg(long)]
         wait: bool,
+        /// Run it on a terminal the session's kernel holds (its size is
+        /// this terminal's, else 24x80); `eukhe keys` types into it.
+        #[arg(long)]
+        tty: bool,
     },
     /// Run a command now in the session's shell, beside any run in progress
     /// (everything it leaves in the shell persists), and exit with its
@@ -166,9 +170,27 @@ pub enum Command {
         /// Standard input is /dev/null, not this command's.
         #[arg(short = 'n', long = "no-stdin")]
         no_stdin: bool,
+        /// Run it on a terminal the session's kernel holds (its size is
+        /// this terminal's, else 24x80): its output is the terminal's.
+        #[arg(long)]
+        tty: bool,
         /// The command line, or a command and its arguments.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<OsString>,
+    },
+    /// Type into a terminal run: the arguments' bytes, one after another,
+    /// go to the terminal of the session's current terminal run (or of
+    /// input N); returns once they are in its input queue, where they wait
+    /// for the program to read them (`eukhe keys s -- $'bob\r'`).
+    Keys {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running).
+        #[arg(long)]
+        input: Option<u64>,
+        /// The text, byte for byte.
+        #[arg(last = true, required = true, value_name = "TEXT")]
+        text: Vec<OsString>,
     },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there

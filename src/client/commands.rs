@@ -36,12 +36,19 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             session,
             text,
             wait,
-        } => send(session, &text, wait).await,
+            tty,
+        } => send(session, &text, wait, tty).await,
         Command::Bash {
             session,
             no_stdin,
+            tty,
             command,
-        } => bash(session, no_stdin, &command).await,
+        } => bash(session, no_stdin || tty, tty, &command).await,
+        Command::Keys {
+            session,
+            input,
+            text,
+        } => super::tty_run::keys(session, input, &text).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
         Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
         Command::Cancel { session, all } => cancel(session, all).await,
@@ -257,9 +264,15 @@ fn shutdown_mode(if_idle: bool, force: bool) -> ShutdownMode {
 
 /// `send`: queue a run; with `wait`, stream its output and exit with its
 /// status.
-async fn send(session: String, text: &[OsString], wait: bool) -> Result<ExitCode, ClientError> {
+async fn send(
+    session: String,
+    text: &[OsString],
+    wait: bool,
+    tty: bool,
+) -> Result<ExitCode, ClientError> {
     let text = fitting(command_line(text)?)?;
-    let request = SessionRequest::Send { text, wait };
+    let tty = tty.then(super::tty_run::window_size);
+    let request = SessionRequest::Send { text, wait, tty };
     let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
     super::log::stream_until_exit(&mut client, &session, wait).await
 }
@@ -268,6 +281,7 @@ async fn send(session: String, text: &[OsString], wait: bool) -> Result<ExitCode
 async fn bash(
     session: String,
     no_stdin: bool,
+    tty: bool,
     command: &[OsString],
 ) -> Result<ExitCode, ClientError> {
     let command = fitting(command_line(command)?)?;
@@ -276,7 +290,12 @@ async fn bash(
     } else {
         super::stdin::lend()?
     };
-    let request = SessionRequest::Bash { command, stdin };
+    let tty = tty.then(super::tty_run::window_size);
+    let request = SessionRequest::Bash {
+        command,
+        stdin,
+        tty,
+    };
     let mut client = super::attach::open(&session, ClientStart::Bash, request).await?;
     super::log::stream_bash_until_exit(&mut client, &session).await
 }

@@ -13,6 +13,7 @@ pub(crate) mod render;
 mod stdin;
 pub mod stdout;
 mod top;
+mod tty_run;
 pub mod usage;
 mod words;
 

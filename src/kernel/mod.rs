@@ -25,6 +25,7 @@ mod output;
 mod serve;
 pub mod spool;
 mod tree;
+mod tty;
 mod zygote;
 
 use std::cell::RefCell;

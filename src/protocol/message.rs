@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::entry::{Entry, LostOutput, Stream};
 use super::event::Event;
 use super::hello::Hello;
+use super::tty::WindowSize;
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
 
@@ -139,6 +140,10 @@ pub enum SessionRequest {
         text: String,
         /// Stream the run's output and end with its exit.
         wait: bool,
+        /// Run it on a terminal of this size (a terminal run); with `wait`
+        /// the client may then send `tty::TerminalInput` frames for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<WindowSize>,
     },
     /// Run a command now in the session's shell, beside any run; what it
     /// leaves in the shell persists.
@@ -150,6 +155,21 @@ pub enum SessionRequest {
         /// the command opens. None: `/dev/null`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stdin: Option<u32>,
+        /// Run it on a terminal of this size (then `stdin` is not used);
+        /// the client may then send `tty::TerminalInput` frames for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<WindowSize>,
+    },
+    /// Write `data` to the terminal of terminal run `input` (absent: the
+    /// session's current terminal run); answered `Ok` once the bytes are
+    /// in the terminal's input queue.
+    Keys {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+        /// The bytes.
+        #[serde(with = "super::tty::base64_bytes")]
+        data: Vec<u8>,
     },
     /// The transcript rebuilt from stored messages: all of it, the last
     /// `tail` entries, those after entry `after`, or input `input`'s
@@ -216,6 +236,9 @@ pub struct QueuedInput {
     /// A user bash that runs now (never queued: `cancel` ends it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bash: bool,
+    /// A terminal run, and its terminal's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<WindowSize>,
 }
 
 /// How `shutdown` stops the daemon.

@@ -359,6 +359,9 @@ async fn serve(
                     restore_id: None,
                 });
             }
+            FromKernel::Keyed { job, error } => {
+                worker.borrow_mut().clients.keys.keyed(&job, error);
+            }
             FromKernel::Started { .. } | FromKernel::Hello { .. } => {}
             FromKernel::Stopped => return "it stopped".into(),
         }

@@ -16,6 +16,7 @@ mod numbering;
 mod outbox;
 mod serve;
 mod state;
+mod terminal;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

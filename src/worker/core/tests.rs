@@ -21,6 +21,7 @@ fn input(run: u64, text: &str) -> EntryBody {
     EntryBody::Input {
         input: run,
         text: text.into(),
+        tty: None,
     }
 }
 
@@ -135,6 +136,7 @@ fn a_run_of_a_gone_kernel_is_interrupted_once_and_the_queue_goes_on() {
             job: "r2".into(),
             command: "echo next".into(),
             stdin_of: None,
+            tty: None,
         })
     );
 }
@@ -155,6 +157,7 @@ fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
             job: "r1".into(),
             command: "echo once".into(),
             stdin_of: None,
+            tty: None,
         })
     );
 }
@@ -163,7 +166,7 @@ fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
 fn withdrawn_input_never_starts_and_is_not_work() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
-    core.queued(1, "echo a".into(), 0);
+    core.queued(1, ("echo a".into(), None), 0);
     assert!(core.check_withdraw(1).is_ok());
     core.withdrawn(1);
     assert!(core.work().is_empty());
@@ -172,7 +175,7 @@ fn withdrawn_input_never_starts_and_is_not_work() {
         core.check_withdraw(1).unwrap_err().to_string(),
         "run 1 is already withdrawn"
     );
-    core.queued(2, "sleep 9".into(), 0);
+    core.queued(2, ("sleep 9".into(), None), 0);
     assert_eq!(core.next_start(0), Some(2));
     core.run_start_stored(2);
     assert_eq!(
@@ -195,7 +198,7 @@ fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let t0 = 1_000_000_000u64;
     assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
-    core.queued(1, "echo late".into(), 0);
+    core.queued(1, ("echo late".into(), None), 0);
     assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
     // Closed through the hold's last millisecond, open just after it.
     let hold_us = TM.supervisor.quiesce_hold * 1000;
@@ -214,7 +217,7 @@ fn a_quiesced_core_asks_for_time_exactly_when_its_gate_reopens() {
     assert_eq!(core.poll_timeout(), None, "an open gate waits for nothing");
     let t0 = 1_000_000_000u64;
     assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
-    core.queued(1, "echo late".into(), 0);
+    core.queued(1, ("echo late".into(), None), 0);
     let reopens = core.poll_timeout().expect("a quiesced gate needs time");
     assert_eq!(reopens, t0 + (TM.supervisor.quiesce_hold + 1) * 1000);
     // Nothing happens before that instant, however the clock is read.
@@ -233,7 +236,7 @@ fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("cat blob", None, (3, 0), number);
+    core.bash("cat blob", (None, None), (3, 0), number);
     let bytes = [0xff, 0x00, 0xc3];
     let job = format!("b{number}-7-1");
     let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec().into());
@@ -268,7 +271,7 @@ fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("sleep 30", None, (3, 0), number);
+    core.bash("sleep 30", (None, None), (3, 0), number);
     let (run, bash, actions) = core.cancel();
     assert_eq!(
         (run, bash),
@@ -292,8 +295,8 @@ fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
         core.cancel_input(number).ok(),
         Some(cancel(&format!("b{number}-7-1")))
     );
-    core.queued(2, "sleep 9".into(), 0);
-    core.queued(3, "echo later".into(), 0);
+    core.queued(2, ("sleep 9".into(), None), 0);
+    core.queued(3, ("echo later".into(), None), 0);
     assert_eq!(core.next_start(0), Some(2));
     core.run_start_stored(2);
     assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
@@ -403,7 +406,7 @@ fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("true", None, (3, 0), number);
+    core.bash("true", (None, None), (3, 0), number);
     let job = format!("b{number}-7-1");
     let ended = core.ended(&job, Some(&end(0)));
     assert!(
@@ -414,7 +417,7 @@ fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
     assert!(core.settled(&job).is_empty(), "forgotten once");
 
     let number = core.take_input_number();
-    core.bash("sleep 9 &", None, (3, 0), number);
+    core.bash("sleep 9 &", (None, None), (3, 0), number);
     let job = format!("b{number}-7-2");
     let open = JobEnd {
         settled: false,
