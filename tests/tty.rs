@@ -76,9 +76,15 @@ fn terminal_output_is_the_bytes_a_terminal_driver_writes() {
 #[test]
 fn a_terminal_runs_shell_state_persists_for_a_plain_bash() {
     let t = Env::new("tty-state");
-    let id = t.new_session();
-    bash_tty(&t, &id, "cd /tmp; KEPT=yes");
-    assert_eq!(t.bash(&id, "pwd; echo $KEPT"), "/tmp\nyes\n");
+    // The second session may be a spare made ahead, whose first job a
+    // prepared template would take: a terminal run is not taken by it.
+    for _ in 0..2 {
+        let id = t.new_session();
+        bash_tty(&t, &id, "cd /tmp; KEPT=yes");
+        assert_eq!(t.bash(&id, "pwd; echo $KEPT"), "/tmp\nyes\n");
+        bash_tty(&t, &id, "cd /; KEPT=again");
+        assert_eq!(t.bash(&id, "pwd; echo $KEPT"), "/\nagain\n");
+    }
 }
 
 #[test]
@@ -92,8 +98,15 @@ fn a_prompt_in_a_queued_terminal_run_is_answered_by_keys() {
         "--",
         "read -p 'name? ' n; echo \"hi $n\"",
     ]);
-    t.log_with(&id, "name? ", Duration::from_secs(20));
-    t.ok(&["keys", &id, "--", "bob\r"]);
+    // The prompt, not the command line that holds it too.
+    t.log_with(&id, "\nname? ", Duration::from_secs(20));
+    let typed = t.run(&["keys", &id, "--", "bob\r"]);
+    assert!(
+        typed.status.success(),
+        "{}\n{}",
+        text(&typed.stderr),
+        t.log(&id)
+    );
     let log = t.log_with(&id, "[run 1 exited 0]", Duration::from_secs(20));
     assert!(log.contains("bob\r\nhi bob\r\n"), "{log}");
 }
@@ -108,7 +121,7 @@ fn keys_without_a_running_run_say_what_to_do() {
     assert!(said.contains("--tty"), "{said}");
     // A plain run takes no keys: it has no terminal.
     t.ok(&["send", &id, "--", "echo started; sleep 30"]);
-    t.log_with(&id, "started", Duration::from_secs(20));
+    t.log_with(&id, "\nstarted", Duration::from_secs(20));
     let out = t.run(&["keys", &id, "--", "x"]);
     assert!(!out.status.success());
     let said = text(&out.stderr);
@@ -141,7 +154,7 @@ fn a_terminal_run_outlives_a_sigkilled_worker_and_keys_still_reach_it() {
         "--",
         "echo ready; read x; echo got $x",
     ]);
-    t.log_with(&id, "ready", Duration::from_secs(20));
+    t.log_with(&id, "\nready", Duration::from_secs(20));
     let worker = t.worker(&id);
     kill9(worker);
     wait_until(Duration::from_secs(20), "a new worker serves", || {
@@ -169,4 +182,74 @@ fn a_terminal_run_is_interrupted_once_when_its_kernel_dies() {
     });
     let out = bash_tty(&t, &id, "echo after");
     assert_eq!(text(&out.stdout), "after\r\n");
+}
+
+/// A client that speaks the wire by hand, as a passthrough client will:
+/// `bash --tty`, then a new window size and keys on the same connection.
+/// Returns the output and the exit message.
+fn bash_tty_typing(t: &Env, id: &str, command: &str) -> (Vec<u8>, serde_json::Value) {
+    use crate::support::wire::frame;
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(t.dir.join("run/eukhe.sock")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let hello = serde_json::json!({
+        "type": "hello", "protocol": eukhe::protocol::PROTOCOL_VERSION, "version": "0",
+        "build_id": "raw", "role": "interactive", "capabilities": [],
+    });
+    let request = serde_json::json!({
+        "type": "session", "session": id,
+        "request": {"op": "bash", "command": command, "tty": {"rows": 24, "cols": 80}},
+    });
+    let resize = serde_json::json!({
+        "type": "terminal_input", "input": {"type": "resize", "size": {"rows": 30, "cols": 100}},
+    });
+    let keys = serde_json::json!({
+        "type": "terminal_input", "input": {"type": "keys", "data": "eA0="},
+    });
+    let mut send = |message: &serde_json::Value| {
+        stream
+            .write_all(&frame(message.to_string().as_bytes()))
+            .unwrap()
+    };
+    send(&hello);
+    send(&request);
+    let mut typed = false;
+    let mut output = Vec::new();
+    loop {
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(header) as usize];
+        stream.read_exact(&mut payload).unwrap();
+        if payload[0] == 0x01 {
+            output.extend_from_slice(&payload[2..]);
+            continue;
+        }
+        let message: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        match message["type"].as_str() {
+            Some("queued") if !typed => {
+                typed = true;
+                let mut send = |message: &serde_json::Value| {
+                    stream
+                        .write_all(&frame(message.to_string().as_bytes()))
+                        .unwrap()
+                };
+                send(&resize);
+                send(&keys);
+            }
+            Some("exit") => return (output, message),
+            Some("error") => panic!("{message}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn keys_and_a_new_size_reach_a_terminal_run_from_its_own_connection() {
+    let t = Env::new("tty-connection");
+    let id = t.new_session();
+    let (output, exit) = bash_tty_typing(&t, &id, "read -r a; stty size; echo \"got $a\"");
+    assert_eq!(exit["status"], 0, "{exit}");
+    assert_eq!(text(&output), "x\r\n30 100\r\ngot x\r\n");
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::entry::{Entry, LostOutput, Stream};
 use super::event::Event;
 use super::hello::Hello;
-use super::tty::WindowSize;
+use super::tty::{TerminalInput, WindowSize};
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
 
@@ -99,6 +99,14 @@ pub enum Request {
         /// `zero_runs`); told only to a worker whose hello says so too.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         zero_runs: bool,
+    },
+    /// Client to worker, on the connection of its `Bash` or `Send --wait`
+    /// that asked for a terminal, while that run goes on: keys typed for
+    /// it or its new window size. Not answered; keys that come before the
+    /// run has started are dropped.
+    TerminalInput {
+        /// The keys or the size.
+        input: TerminalInput,
     },
     /// Supervisor to worker: take this worker under supervision.
     Supervise {

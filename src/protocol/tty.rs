@@ -21,10 +21,12 @@ impl WindowSize {
 }
 
 /// What a client sends on its connection after a `Bash` or `Send --wait`
-/// request that asked for a terminal, while the run goes on: each frame is
-/// JSON, tagged by `type`. The worker writes keys to that run's terminal
-/// in the order they come and sets its size on `resize`; it answers
-/// nothing (output and the exit come as for any run).
+/// request that asked for a terminal, while the run goes on, each in a
+/// frame of its own as `Request::TerminalInput` (`{"type":
+/// "terminal_input", "input": {"type": "keys", "data": "..."}}`). The
+/// worker writes keys to that run's terminal in the order they come and
+/// sets its size on `resize`; it answers nothing (output and the exit
+/// come as for any run).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TerminalInput {

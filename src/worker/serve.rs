@@ -115,6 +115,8 @@ async fn refuse(stream: UnixStream, message: &str) {
     .await;
 }
 
+use crate::worker::terminal::TerminalOfConnection;
+
 /// A client the supervisor handed over after its hello and first request:
 /// that request, then the client's next ones, as on any connection.
 async fn handed_client(
@@ -143,11 +145,22 @@ async fn handed_client(
         }
         bash.extend(number);
     };
-    asked(session_request(&worker, first, &tx, &signals, peer).await);
+    // The terminal run this connection asked for, if it asked for one.
+    let mut terminal = TerminalOfConnection::default();
+    let before = terminal.before(&worker.borrow(), &first);
+    let number = session_request(&worker, first, &tx, &signals, peer).await;
+    terminal.after(before, number);
+    asked(number);
     loop {
         match read_frame::<Request, _>(&mut read).await {
             Ok(Request::Session { request, .. }) => {
-                asked(session_request(&worker, request, &tx, &signals, peer).await)
+                let before = terminal.before(&worker.borrow(), &request);
+                let number = session_request(&worker, request, &tx, &signals, peer).await;
+                terminal.after(before, number);
+                asked(number)
+            }
+            Ok(Request::TerminalInput { input }) => {
+                terminal.input(&mut worker.borrow_mut(), input);
             }
             Ok(other) => {
                 let _ = tx.send(Response::Error {

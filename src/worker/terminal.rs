@@ -7,20 +7,22 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::protocol::kernel::ToKernel;
-use crate::protocol::message::Response;
+use crate::protocol::message::{Response, SessionRequest};
+use crate::protocol::tty::TerminalInput;
 use crate::worker::core::RunCore;
 use crate::worker::outbox::Outbox;
 use crate::worker::state::Worker;
 
 /// Clients waiting for their keys to be written, per job, in the order
-/// their keys went to the kernel (it answers each job's keys in order).
+/// their keys went to the kernel (it answers each job's keys in order;
+/// `None`: keys a run's own connection sent, which nobody waits for).
 #[derive(Default)]
 pub struct KeyWaiters {
-    by_job: HashMap<String, VecDeque<Outbox>>,
+    by_job: HashMap<String, VecDeque<Option<Outbox>>>,
 }
 
 impl KeyWaiters {
-    fn wait(&mut self, job: &str, client: Outbox) {
+    fn wait(&mut self, job: &str, client: Option<Outbox>) {
         self.by_job
             .entry(job.to_string())
             .or_default()
@@ -32,7 +34,7 @@ impl KeyWaiters {
         let Some(waiting) = self.by_job.get_mut(job) else {
             return;
         };
-        if let Some(client) = waiting.pop_front() {
+        if let Some(Some(client)) = waiting.pop_front() {
             let _ = client.send(match error {
                 None => Response::Ok,
                 Some(message) => Response::Error { message },
@@ -90,6 +92,52 @@ pub fn keys(worker: &mut Worker, input: Option<u64>, data: Vec<u8>, client: &Out
         let _ = client.send(Response::Error { message });
         return;
     }
-    worker.clients.keys.wait(&job, client.clone());
+    worker.clients.keys.wait(&job, Some(client.clone()));
     worker.send_kernel(ToKernel::Keys { job, data });
+}
+
+/// The terminal run a client's connection asked for (a `Bash` or a `Send
+/// --wait` with a terminal), which its `TerminalInput` frames are for.
+#[derive(Default)]
+pub struct TerminalOfConnection {
+    input: Option<u64>,
+}
+
+impl TerminalOfConnection {
+    /// Before `request` is served: the number its run takes, if it asks
+    /// for a terminal run this connection follows (a queued input takes
+    /// the next number; a user bash's number is the one it answers).
+    pub fn before(&self, worker: &Worker, request: &SessionRequest) -> Option<u64> {
+        match request {
+            SessionRequest::Send {
+                tty: Some(_),
+                wait: true,
+                ..
+            }
+            | SessionRequest::Bash { tty: Some(_), .. } => Some(worker.core.next_input()),
+            _ => None,
+        }
+    }
+
+    /// After it: `before`'s answer, and the user bash it started.
+    pub fn after(&mut self, before: Option<u64>, bash: Option<u64>) {
+        if before.is_some() {
+            self.input = bash.or(before);
+        }
+    }
+
+    /// Keys or a size from the client, for its terminal run while it runs
+    /// (otherwise dropped: nobody waits for an answer).
+    pub fn input(&self, worker: &mut Worker, input: TerminalInput) {
+        let Some(job) = self.input.and_then(|n| job_of(&worker.core, Some(n)).ok()) else {
+            return;
+        };
+        match input {
+            TerminalInput::Keys { data } => {
+                worker.clients.keys.wait(&job, None);
+                worker.send_kernel(ToKernel::Keys { job, data });
+            }
+            TerminalInput::Resize { size } => worker.send_kernel(ToKernel::Resize { job, size }),
+        }
+    }
 }
