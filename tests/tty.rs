@@ -253,3 +253,47 @@ fn keys_and_a_new_size_reach_a_terminal_run_from_its_own_connection() {
     assert_eq!(exit["status"], 0, "{exit}");
     assert_eq!(text(&output), "x\r\n30 100\r\ngot x\r\n");
 }
+
+#[test]
+fn a_queued_terminal_run_is_still_one_after_a_worker_restart() {
+    let t = Env::new("tty-queued-restart");
+    let id = t.new_session();
+    let go = t.dir.join("go");
+    t.ok(&[
+        "send",
+        &id,
+        "--",
+        &format!("while [ ! -e {} ]; do sleep 0.05; done", go.display()),
+    ]);
+    t.ok(&["send", "--tty", &id, "--", "tty"]);
+    let worker = t.worker(&id);
+    kill9(worker);
+    wait_until(Duration::from_secs(20), "a new worker serves", || {
+        t.worker_pid(&id).is_some_and(|pid| pid != worker)
+    });
+    t.worker(&id);
+    std::fs::write(&go, "").unwrap();
+    let log = t.log_with(&id, "[run 2 exited 0]", Duration::from_secs(20));
+    assert!(log.contains("\n/dev/pts/"), "{log}");
+}
+
+#[test]
+fn a_terminal_bash_whose_client_goes_away_is_hung_up() {
+    use std::io::{BufRead, BufReader};
+    let t = Env::new("tty-hang-up");
+    let id = t.new_session();
+    let mut client = t.command(&["bash", "--tty", &id, "--", "echo ready; sleep 101"]);
+    client.stdout(std::process::Stdio::piped());
+    let mut client = client.spawn().expect("eukhe bash --tty");
+    let mut first = String::new();
+    BufReader::new(client.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "ready\r\n");
+    let run = t.run_process(t.kernel(&id), "sleep 101");
+    kill9(client.id());
+    let _ = client.wait();
+    wait_until(Duration::from_secs(10), "the command is hung up", || {
+        !still(run)
+    });
+}

@@ -143,6 +143,38 @@ fn a_run_of_a_gone_kernel_is_interrupted_once_and_the_queue_goes_on() {
 
 /// A worker that crashed between storing a run's start and handing it
 /// over: no kernel ever had it, so it is handed now (it never ran).
+/// A terminal run queued, or started but never handed, before a worker
+/// restart is still a terminal run: the transcript's input says so.
+#[test]
+fn a_terminal_run_is_handed_with_its_terminal_after_a_restart() {
+    let size = WindowSize {
+        rows: 40,
+        cols: 120,
+    };
+    let terminal_input = |run: u64, text: &str| EntryBody::Input {
+        input: run,
+        text: text.into(),
+        tty: Some(size),
+    };
+    let transcript = [
+        entry(1, terminal_input(1, "vi")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+        entry(3, terminal_input(2, "top")),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    assert_eq!(core.queue().next().and_then(|q| q.tty), Some(size));
+    let actions = core.kernel_hello(5, &BTreeMap::new(), 0);
+    assert_eq!(
+        actions[0],
+        Action::Kernel(ToKernel::Start {
+            job: "r1".into(),
+            command: "vi".into(),
+            stdin_of: None,
+            tty: Some(size),
+        })
+    );
+}
+
 #[test]
 fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
     let transcript = [
