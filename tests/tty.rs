@@ -47,6 +47,9 @@ fn a_terminal_run_has_a_terminal_of_24x80_without_one_of_its_own() {
     let shown = text(&out.stdout);
     assert!(shown.starts_with("/dev/pts/"), "{shown:?}");
     assert!(shown.ends_with("24 80\r\n"), "{shown:?}");
+    // A queued terminal run streams its output and exits with its status.
+    let sent = t.run(&["send", "--tty", "--wait", &id, "--", "test -t 1 && exit 3"]);
+    assert_eq!(sent.status.code(), Some(3), "{}", text(&sent.stderr));
     // Without --tty, the same test says no terminal.
     let plain = t.run(&["bash", "-n", &id, "--", "test -t 0 || test -t 1"]);
     assert!(!plain.status.success(), "a plain run had a terminal");
@@ -171,7 +174,9 @@ fn a_terminal_run_outlives_a_sigkilled_worker_and_keys_still_reach_it() {
 fn a_terminal_run_is_interrupted_once_when_its_kernel_dies() {
     let t = Env::new("tty-kernel-kill");
     let id = t.new_session();
-    t.ok(&["send", "--tty", &id, "--", "sleep 77"]);
+    // Deaf to the hang-up its terminal's end sends: the next kernel ends
+    // it, as it ends what any dead kernel's run left.
+    t.ok(&["send", "--tty", &id, "--", "trap '' HUP; sleep 77"]);
     let kernel = t.kernel(&id);
     let run = t.run_process(kernel, "sleep 77");
     kill9(kernel.pid);
