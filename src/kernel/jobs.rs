@@ -473,7 +473,7 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
 
 /// A job as the user knows it: `r2` is "run 2", `b1` "bash 1".
-fn job_in_words(job: &str) -> String {
+pub(super) fn job_in_words(job: &str) -> String {
     match job.split_at_checked(1) {
         Some(("r", n)) => format!("run {n}"),
         // User bash's tag is `b<number>-<worker>-<seq>`.

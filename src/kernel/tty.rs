@@ -161,7 +161,8 @@ impl Terminals {
             Ok(())
         } else {
             Err(format!(
-                "cannot resize the terminal of {job}: {}",
+                "cannot resize the terminal of {}: {}",
+                words(job),
                 std::io::Error::last_os_error()
             ))
         }
@@ -186,7 +187,7 @@ impl Terminals {
                     terminal.keys = Some(tx);
                 }
                 Ok(Err(e)) | Err(e) => {
-                    let why = format!("cannot write to the terminal of {job}: {e}");
+                    let why = format!("cannot write to the terminal of {}: {e}", words(job));
                     send_keyed(&answer, job, Some(why));
                     return;
                 }
@@ -200,7 +201,7 @@ impl Terminals {
         if let Some(writer) = &terminal.keys {
             if let Err(refused) = writer.send(keys) {
                 let keys = refused.0;
-                let why = format!("the terminal of {job} is closed");
+                let why = format!("the terminal of {} is closed", words(job));
                 send_keyed(&keys.answer, job, Some(why));
             }
         }
@@ -232,8 +233,14 @@ pub fn request(
     }
 }
 
+/// A job as the user knows it ("run 2").
+fn words(job: &str) -> String {
+    super::jobs::job_in_words(job)
+}
+
 fn no_terminal(job: &str) -> String {
-    format!("{job} does not run on a terminal (or has ended)")
+    let job = words(job);
+    format!("{job} has no terminal (it was not started with --tty, or it has ended)")
 }
 
 fn send_keyed(answer: &mpsc::UnboundedSender<Vec<u8>>, job: &str, error: Option<String>) {
@@ -254,7 +261,7 @@ async fn write_keys(mut writer: pipe::Sender, mut keys: mpsc::UnboundedReceiver<
             .write_all(&data)
             .await
             .err()
-            .map(|e| format!("cannot write to the terminal of {job}: {e}"));
+            .map(|e| format!("cannot write to the terminal of {}: {e}", words(&job)));
         send_keyed(&answer, &job, error);
     }
 }

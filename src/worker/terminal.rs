@@ -29,6 +29,18 @@ impl KeyWaiters {
             .push_back(client);
     }
 
+    /// The kernel link is gone: no answer comes for keys sent on it.
+    pub fn link_lost(&mut self) {
+        for (_, waiting) in self.by_job.drain() {
+            for client in waiting.into_iter().flatten() {
+                let message = "the session's kernel went away before the keys were written: \
+                               see `eukhe log` and send them again if the run still waits"
+                    .to_string();
+                let _ = client.send(Response::Error { message });
+            }
+        }
+    }
+
     /// The kernel wrote `job`'s next keys (or could not, `error`).
     pub fn keyed(&mut self, job: &str, error: Option<String>) {
         let Some(waiting) = self.by_job.get_mut(job) else {
