@@ -28,6 +28,9 @@
 //! # to claim, so a new session answers its first command at the speed of
 //! # a warm one. It costs one idle session's memory. Default: true.
 //! spare_session = true
+//! # The key that detaches a client from a terminal run: a control key, or
+//! # a control key and one more key ("C-a d"), or "none". Default: "C-\\".
+//! detach_key = "C-\\"
 //! ```
 //!
 //! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A
@@ -40,6 +43,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub mod detach_key;
+use detach_key::{DetachKey, DETACH_KEY_ALLOWED};
 
 use crate::laws::idle_stop::{IdleStop, IdleStopError};
 use crate::laws::orphan::{window_obeys_minimum, LostExitWindow, WindowError};
@@ -174,6 +180,9 @@ pub struct Config {
     /// (process backend only: `supervisor::spare`).
     #[serde(default = "default_spare_session", deserialize_with = "spare_setting")]
     pub spare_session: bool,
+    /// The key a client leaves a terminal run with (`detach_key`).
+    #[serde(default, deserialize_with = "detach_key_setting")]
+    pub detach_key: DetachKey,
 }
 
 fn default_spare_session() -> bool {
@@ -244,18 +253,20 @@ fn allowed(key: &str) -> String {
         "output_sync_ms" => format!("milliseconds, from 0 to {OUTPUT_SYNC_MAX_MS}"),
         "idle_stop_ms" => "milliseconds (at least 1) or \"never\"".to_string(),
         "spare_session" => "true or false".to_string(),
+        "detach_key" => DETACH_KEY_ALLOWED.to_string(),
         _ => "nothing: it is no setting".to_string(),
     }
 }
 
 /// Every setting the file takes.
-const SETTINGS: [&str; 6] = [
+const SETTINGS: [&str; 7] = [
     "worker_lost_exit_ms",
     "worker_watchdog_ms",
     "cancel_grace_ms",
     "output_sync_ms",
     "idle_stop_ms",
     "spare_session",
+    "detach_key",
 ];
 
 /// `key = value` refused: the setting, the value given and the values it
@@ -318,6 +329,15 @@ fn spare_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Erro
     }
 }
 
+fn detach_key_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DetachKey, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(text) => {
+            DetachKey::parse(&text).map_err(|_| refused("detach_key", &toml::Value::String(text)))
+        }
+        other => Err(refused("detach_key", &other)),
+    }
+}
+
 /// toml's words for an unknown key, as one line naming the settings.
 fn unknown_setting(message: &str) -> Option<String> {
     let rest = message.strip_prefix("unknown field `")?;
@@ -351,6 +371,7 @@ impl Default for Config {
             output_sync_ms: default_output_sync(),
             idle_stop_ms: default_idle_stop(),
             spare_session: default_spare_session(),
+            detach_key: DetachKey::default(),
         }
     }
 }
@@ -540,9 +561,16 @@ mod tests {
                 "line 1: spare_session = \"yes\": expected true or false",
             ),
             (
+                "detach_key = \"F12\"",
+                "line 1: detach_key = \"F12\": expected a control key (C-a to C-z except C-[, \
+                 or C-@, C-\\, C-], C-^, C-_, C-Space), alone or followed by one more key \
+                 (\"C-a d\"), or \"none\"",
+            ),
+            (
                 "\ncolour = 1",
                 "line 2 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, \
-                 worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session",
+                 worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session, \
+                 detach_key",
             ),
         ] {
             assert_eq!(Config::parse(line).unwrap_err().to_string(), said);

@@ -847,6 +847,16 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
         .unwrap();
     file.write_all(&torn).unwrap();
     drop(file);
+    // A reader of the resting session says so, at its end.
+    let resting = env.log(&id);
+    assert_eq!(resting.matches("torn tail").count(), 1, "{resting}");
+    assert!(
+        resting.ends_with(&format!(
+            "27 bytes at offset {good}; the session's next start cuts them off and keeps them in {}\n",
+            transcript.with_file_name(format!("transcript.damaged-{good}")).display()
+        )),
+        "{resting}"
+    );
     assert_eq!(env.ok(&["bash", &id, "--", "echo after"]), "after\n");
     let log = env.log(&id);
     assert!(log.contains("acknowledged"), "{log}");
@@ -855,6 +865,10 @@ fn a_torn_transcript_tail_is_cut_and_reported_once() {
         log.contains(&format!("27 bytes at offset {good} were cut off")),
         "{log}"
     );
+    // Cut off, but kept aside first, where the notice says.
+    let kept = transcript.with_file_name(format!("transcript.damaged-{good}"));
+    assert!(log.contains(&kept.display().to_string()), "{log}");
+    assert_eq!(std::fs::read(&kept).unwrap(), torn);
 }
 
 #[test]

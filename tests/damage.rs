@@ -4,21 +4,26 @@
 //! damaged file header hides nothing; and input numbers are never given
 //! twice, whatever happens to the file.
 
+use std::io::Write as _;
 // Shared with the other suites; this one uses part of it.
 #[allow(dead_code)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use crate::support::Env;
 
 const NOTICE: &str = "damaged transcript: ";
 
-fn transcript_path(env: &Env, id: &str) -> PathBuf {
+/// The notice of a transcript emptied, removed or cut short.
+const LOST: &str = "the transcript lost history: ";
+
+pub(crate) fn transcript_path(env: &Env, id: &str) -> PathBuf {
     env.dir.join("state/sessions").join(id).join("transcript3")
 }
 
 /// The records of an undamaged v3 transcript: (offset, payload).
-fn records(path: &Path) -> Vec<(usize, Vec<u8>)> {
+pub(crate) fn records(path: &Path) -> Vec<(usize, Vec<u8>)> {
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(&bytes[..8], b"EUKHETR3");
     let mut out = Vec::new();
@@ -43,7 +48,7 @@ fn copies(path: &Path) -> Vec<String> {
     names
 }
 
-fn overwrite(path: &Path, at: usize, with: &[u8]) {
+pub(crate) fn overwrite(path: &Path, at: usize, with: &[u8]) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at..at + with.len()].copy_from_slice(with);
     std::fs::write(path, &bytes).unwrap();
@@ -133,6 +138,21 @@ fn a_damaged_record_reads_as_one_notice_in_its_place_in_every_form_of_log() {
         env.run(&["log", &id, "--raw", "5"]).status.code(),
         Some(125)
     );
+    // `attach` replays it so too.
+    let mut attach = env
+        .command(&["attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut typed = attach.stdin.take().unwrap();
+    typed.write_all(b"echo attached\n").unwrap();
+    drop(typed);
+    let attached = attach.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&attached.stdout);
+    assert!(attached.status.success(), "{shown}");
+    shows_the_notice_in_place(&shown, offset, 1);
+    assert!(shown.contains("\nattached\n"), "{shown}");
     env.ok(&["shutdown", "--force"]);
     env.ok(&["bash", &id, "--", "true"]);
     shows_the_notice_in_place(&env.log(&id), offset, 1);
@@ -183,32 +203,38 @@ fn an_emptied_or_removed_transcript_never_gives_a_number_twice() {
     env.ok(&["shutdown", "--force"]);
     let path = transcript_path(&env, &id);
     std::fs::write(&path, b"").unwrap();
+    // Before a worker opens it, a reader of the resting session says so.
+    let resting = env.log(&id);
+    assert_eq!(bash_numbers(&resting), Vec::<u64>::new(), "{resting}");
+    assert_eq!(resting.matches(LOST).count(), 1, "{resting}");
 
     env.ok(&["bash", &id, "--", "echo after-emptied"]);
     let log = env.log(&id);
     let numbers = bash_numbers(&log);
     assert_eq!(numbers.len(), 1, "{log}");
     assert!(numbers[0] > 3, "a number given twice: {log}");
-    assert_eq!(
-        log.matches("the transcript lost history").count(),
-        1,
-        "{log}"
-    );
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
 
     env.ok(&["shutdown", "--force"]);
     std::fs::remove_file(&path).unwrap();
+    let resting = env.log(&id);
+    assert_eq!(resting.matches(LOST).count(), 1, "{resting}");
+    assert!(resting.starts_with(&format!("! {LOST}")), "{resting}");
     env.ok(&["bash", &id, "--", "echo after-removed"]);
     let log = env.log(&id);
     let again = bash_numbers(&log);
     assert_eq!(again.len(), 1, "{log}");
     assert!(again[0] > numbers[0], "a number given twice: {log}");
-    assert!(log.contains("the transcript lost history"), "{log}");
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
 
     // A later wake of the intact file numbers on as usual.
     env.ok(&["shutdown", "--force"]);
     env.ok(&["bash", &id, "--", "echo later"]);
     let log = env.log(&id);
     assert_eq!(bash_numbers(&log), vec![again[0], again[0] + 1], "{log}");
+    assert_eq!(log.matches(LOST).count(), 1, "{log}");
+    env.ok(&["shutdown", "--force"]);
+    assert_eq!(env.log(&id).matches(LOST).count(), 1, "at rest: {log}");
 }
 
 /// A few rounds of the transcript fuzz test through the binary: random

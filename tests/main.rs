@@ -17,4 +17,5 @@ mod runaway;
 mod runs;
 mod shell;
 mod systemd;
+mod terminal;
 mod tty;

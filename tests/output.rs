@@ -1006,4 +1006,12 @@ fn log_raw_of_damaged_output_fails_saying_what_is_missing() {
     assert!(env
         .ok(&["log", &id])
         .contains("bytes of run 1's stdout are lost"));
+    let json: serde_json::Value = serde_json::from_str(&env.ok(&["log", &id, "--json"])).unwrap();
+    let lost: Vec<&serde_json::Value> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.get("lost"))
+        .collect();
+    assert_eq!(lost, [&serde_json::json!({ "input": 1 })], "{json:#}");
 }

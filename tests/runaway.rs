@@ -196,6 +196,28 @@ fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
         env.session(&id).get("bash").is_none()
     });
     assert_eq!(env.ok(&["queue", &id]), "nothing queued\n");
+
+    // `cancel --all` reaches a running user bash too.
+    let client = Client(Some(
+        env.command(&["bash", "-n", &id, "--", "sleep 60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("eukhe bash"),
+    ));
+    wait_until(Duration::from_secs(20), "queue lists bash 2", || {
+        env.ok(&["queue", &id]) == "bash 2     sleep 60 (running)\n"
+    });
+    let all = env.run(&["cancel", &id, "--all"]);
+    assert_eq!(
+        (all.status.code(), text(&all.stdout)),
+        (Some(0), "cancelling bash 2\n".to_string()),
+        "{}",
+        text(&all.stderr)
+    );
+    assert_eq!(client.wait_with_output().status.code(), Some(130));
+    let end = ended_within(&env, &id, 2, Duration::from_secs(5));
+    assert_eq!(end, "[bash 2 cancelled: signal 2]");
     let nothing = env.run(&["cancel", &id]);
     assert_eq!(nothing.status.code(), Some(1));
     assert_eq!(text(&nothing.stdout), "nothing to cancel\n");

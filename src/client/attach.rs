@@ -16,6 +16,7 @@ use crate::laws::notice::{MessageKind, StoredMessage, View};
 use crate::laws::replace::ClientStart;
 use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
 use crate::protocol::message::{Request, Response, SessionRequest};
+use crate::session::notices::damaged_region;
 use crate::session::transcript::{Entry, EntryBody};
 
 /// `eukhe attach`: replay `session`'s last `tail` entries, then follow
@@ -85,6 +86,10 @@ struct Attached {
     // seen. The view (the notice law's) shows every entry, every notice,
     // once.
     view: View,
+    /// The damaged regions shown (their offsets): a reader numbers a
+    /// region's notice as the entry before it, so the view would take it
+    /// for that entry.
+    damage_shown: std::collections::HashSet<u64>,
     runs: RunsSeen,
     text: TextLog,
     /// The session answered once (its replay): a refusal after it means it
@@ -98,6 +103,7 @@ impl Attached {
             session,
             client,
             view: View::default(),
+            damage_shown: Default::default(),
             runs: RunsSeen::default(),
             text: TextLog::new(false),
             replayed: false,
@@ -144,7 +150,14 @@ impl Attached {
     fn show(&mut self, entry: &Entry) -> Result<(), ClientError> {
         self.runs.last_seq = self.runs.last_seq.max(Some(entry.seq));
         self.runs.see(&entry.body);
-        if self.view.deliver(stored_message(entry)) {
+        let new = match &entry.body {
+            EntryBody::Notice { text, .. } => match damaged_region(text) {
+                Some((offset, _)) => self.damage_shown.insert(offset),
+                None => self.view.deliver(stored_message(entry)),
+            },
+            _ => self.view.deliver(stored_message(entry)),
+        };
+        if new {
             let mut out = std::io::stdout().lock();
             self.text
                 .write(&mut out, entry)

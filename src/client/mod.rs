@@ -12,6 +12,7 @@ pub(crate) mod log;
 pub(crate) mod render;
 mod stdin;
 pub mod stdout;
+pub mod terminal;
 mod top;
 mod tty_run;
 pub mod usage;

@@ -22,6 +22,7 @@ pub mod sd_journal;
 pub mod socket;
 pub mod systemd;
 pub mod systemd1;
+pub mod tty_wait;
 pub mod unit_state;
 pub(crate) mod units;
 pub mod workers;

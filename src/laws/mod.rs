@@ -22,6 +22,7 @@
 //! | [`removal`] | `rm`: remove, cancel and remove, or refuse a busy session; a removal is final | none |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
 //! | [`runs`] | a run's lifecycle: reconcile on (re)connect, next run, withdraw, kernel accept, end record | `bend/runs.bend` |
+//! | [`waiting`] | whether a terminal run waits for input, and when to look again (a rule of eukhe's own, not a law of the specification) | none |
 
 pub mod adoption;
 pub mod client_left;
@@ -36,4 +37,5 @@ pub mod restart;
 pub mod revival;
 pub mod runs;
 pub mod timing;
+pub mod waiting;
 pub mod work;

@@ -326,6 +326,23 @@ pub const MCP_BASH_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 /// most this often (`eukhe events`, `eukhe top`): a flood of output never
 /// floods the stream. Not a law's timeout: nothing waits for it.
 pub const EVENT_OUTPUT_LINE_MS: u64 = 1_000;
+/// How long a terminal run's program must have written nothing before it
+/// counts as waiting for input (`laws::waiting`), its foreground group
+/// blocked reading the terminal. Long enough that a program which polls
+/// its terminal between frames of a spinner or a progress bar (commonly
+/// 80 to 250 ms apart) is not waiting, and that a shell between echoing a
+/// command and reading the next is not; short enough that a person sees
+/// the state come with the prompt and an agent's `wait_for` answers
+/// within half a second of it. Not a law's timeout: nothing waits for it.
+pub const WAITING_QUIET_MS: u64 = 500;
+/// The first pause between two looks at a terminal run whose waiting
+/// verdict did not change; it doubles at each look that finds the same.
+pub const WAITING_RECHECK_FIRST_MS: u64 = 500;
+/// The longest pause between two looks at a terminal run whose verdict
+/// stays the same: a program that stops reading (or starts) without
+/// writing a byte is seen within it. A look reads a few files of `/proc`
+/// per process of the group.
+pub const WAITING_RECHECK_MAX_MS: u64 = 5_000;
 /// How often `eukhe top` redraws without an event: elapsed times tick.
 pub const TOP_TICK_MS: u64 = 1_000;
 /// How often a client that lost the daemon's event stream tries again.

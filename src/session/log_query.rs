@@ -7,6 +7,7 @@ use super::SessionError;
 use std::path::Path;
 
 use super::entry::{Entry, EntryBody};
+use super::numbers::{self, NumberMark};
 use super::transcript;
 
 /// What a `log` request asks for.
@@ -125,4 +126,56 @@ pub fn no_input(input: u64) -> String {
 /// whether its worker tells it or the transcript does.
 pub fn withdrawn(input: u64) -> String {
     format!("run {input} was withdrawn: it never ran")
+}
+
+/// `selected`, with the notice a reader of a resting session shows when
+/// its transcript lost history since its worker last wrote `mark`
+/// (`numbers::lost_at_rest`): the words the next worker stores, first
+/// when the file is gone or another one, last when it was cut short; or,
+/// when it ends in a torn tail, the notice saying so. None for one
+/// input's entries (that input's own are asked for).
+pub fn with_history_lost_at_rest(
+    path: &Path,
+    query: LogQuery,
+    mark: Option<&NumberMark>,
+    selected: Box<dyn Iterator<Item = Entry>>,
+) -> Result<Box<dyn Iterator<Item = Entry>>, SessionError> {
+    if query.input.is_some() {
+        return Ok(selected);
+    }
+    let found = transcript::identity(path)?;
+    let lost = mark.and_then(|mark| Some((mark, numbers::lost_at_rest(mark, found)?)));
+    let (body, cut_short) = match lost {
+        Some((mark, (lost, next_input))) => (
+            super::notices::history_lost(&lost, next_input),
+            found.is_some_and(|(_, marker)| Some(marker) == mark.transcript_marker),
+        ),
+        None => match transcript::torn_tail(path)? {
+            Some((offset, bytes)) => {
+                let kept = transcript::damaged_path(path, offset);
+                (
+                    super::notices::torn_tail_at_rest(offset, bytes, &kept),
+                    true,
+                )
+            }
+            None => return Ok(selected),
+        },
+    };
+    if !cut_short {
+        let notice = Entry {
+            seq: 0,
+            at_ms: 0,
+            body,
+        };
+        return Ok(Box::new(std::iter::once(notice).chain(selected)));
+    }
+    // Numbered as the entry before it, as a damage notice is.
+    let last = std::rc::Rc::new(std::cell::Cell::new((0, 0)));
+    let seen = last.clone();
+    let selected = selected.inspect(move |e| seen.set((e.seq, e.at_ms)));
+    let notice = std::iter::once_with(move || {
+        let (seq, at_ms) = last.get();
+        Entry { seq, at_ms, body }
+    });
+    Ok(Box::new(selected.chain(notice)))
 }

@@ -13,11 +13,26 @@ fn notice(text: String) -> EntryBody {
     }
 }
 
-/// A torn tail was cut off when the transcript was opened.
-pub fn torn_tail(torn: &TornTail) -> EntryBody {
+/// A torn tail was cut off when the transcript was opened; its bytes
+/// were kept in `kept`.
+pub fn torn_tail(torn: &TornTail, kept: &Path) -> EntryBody {
     notice(format!(
-        "the transcript had a torn tail after a crash: {} bytes at offset {} were cut off",
-        torn.bytes, torn.offset
+        "the transcript ended in a torn tail (an unfinished record, from a crash or damage): \
+         {} bytes at offset {} were cut off (the bytes are kept in {})",
+        torn.bytes,
+        torn.offset,
+        kept.display()
+    ))
+}
+
+/// A torn tail a reader of a resting session finds, which the session's
+/// next start cuts off ([`torn_tail`] then says so).
+pub fn torn_tail_at_rest(offset: u64, bytes: u64, kept: &Path) -> EntryBody {
+    notice(format!(
+        "the transcript ends in a torn tail (an unfinished record, from a crash or damage): \
+         {bytes} bytes at offset {offset}; the session's next start cuts them off and keeps \
+         them in {}",
+        kept.display()
     ))
 }
 

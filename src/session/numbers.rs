@@ -101,17 +101,7 @@ pub fn settle(mark: Option<&NumberMark>, opened: &Opened) -> Settled {
     if jumped {
         next_input = next_input.max(old.inputs_below);
     }
-    let lost = shorter.then(|| match replaced {
-        true => format!(
-            "the transcript was made afresh ({} bytes): the one it replaced was removed or \
-             emptied",
-            opened.transcript_len
-        ),
-        false => format!(
-            "the transcript holds {} bytes, less than the {} bytes it held (it was truncated)",
-            opened.transcript_len, old.transcript_len
-        ),
-    });
+    let lost = shorter.then(|| lost_text(replaced, opened.transcript_len, old.transcript_len));
     // Those offsets were the old file's.
     let mut damage_seen = if shorter { Vec::new() } else { old.damage_seen };
     damage_seen.extend(new_damage);
@@ -138,6 +128,40 @@ pub fn settle(mark: Option<&NumberMark>, opened: &Opened) -> Settled {
         lost,
         mark,
     }
+}
+
+/// What a transcript made afresh (`replaced`), or holding `len` bytes of
+/// the `held` it held, lost.
+fn lost_text(replaced: bool, len: u64, held: u64) -> String {
+    match replaced {
+        true => format!(
+            "the transcript was made afresh ({len} bytes): the one it replaced was removed or \
+             emptied"
+        ),
+        false => format!(
+            "the transcript holds {len} bytes, less than the {held} bytes it held (it was truncated)"
+        ),
+    }
+}
+
+/// What the transcript of a resting session lost since its worker last
+/// wrote `mark`, as a reader finds it before a worker opens it again:
+/// `found` is the file's length and sync marker (none when it is missing,
+/// or too short to hold a header). The text of the notice the next worker
+/// stores, and the number input goes on from: `None` when nothing is
+/// lost (or the mark records no file, as a mark of an earlier build).
+pub fn lost_at_rest(mark: &NumberMark, found: Option<(u64, [u8; 8])>) -> Option<(String, u64)> {
+    let recorded = mark.transcript_marker?;
+    let next_input = mark.inputs_below.max(1);
+    let lost = match found {
+        None => "the transcript is missing or emptied: it was removed, or cut to less than its \
+                 header"
+            .to_string(),
+        Some((len, marker)) if marker != recorded => lost_text(true, len, mark.transcript_len),
+        Some((len, _)) if len < mark.transcript_len => lost_text(false, len, mark.transcript_len),
+        Some(_) => return None,
+    };
+    Some((lost, next_input))
 }
 
 /// The mark to write before giving input number `number`, if it is past
@@ -229,6 +253,35 @@ mod tests {
         // Damage before the last numbered entry changes nothing either.
         let again = settle(Some(&mark), &opened(7, 5_000, &[40]));
         assert_eq!((again.next_input, &again.mark), (7, &mark));
+    }
+
+    #[test]
+    fn a_reader_at_rest_sees_what_the_next_worker_will_say_was_lost() {
+        let mark = NumberMark {
+            inputs_below: 70,
+            inputs_from: 3,
+            transcript_len: 9_000,
+            transcript_marker: Some(*b"marker!!"),
+            damage_seen: vec![],
+        };
+        assert_eq!(lost_at_rest(&mark, Some((9_000, *b"marker!!"))), None);
+        assert_eq!(lost_at_rest(&mark, Some((12_000, *b"marker!!"))), None);
+        let (missing, next) = lost_at_rest(&mark, None).unwrap();
+        assert!(missing.contains("missing or emptied"), "{missing}");
+        assert_eq!(next, 70);
+        let (afresh, _) = lost_at_rest(&mark, Some((16, *b"another!"))).unwrap();
+        // The words the worker stores once it opens the file.
+        let mut reopened = opened(1, 16, &[]);
+        reopened.transcript_marker = *b"another!";
+        assert_eq!(Some(afresh), settle(Some(&mark), &reopened).lost);
+        let (cut, _) = lost_at_rest(&mark, Some((4_000, *b"marker!!"))).unwrap();
+        assert!(cut.contains("4000 bytes, less than the 9000"), "{cut}");
+        // A mark of an earlier build names no file: nothing to compare.
+        let earlier = NumberMark {
+            transcript_marker: None,
+            ..mark
+        };
+        assert_eq!(lost_at_rest(&earlier, None), None);
     }
 
     #[test]

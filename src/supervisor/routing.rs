@@ -470,7 +470,14 @@ async fn serve_resting_log(
         .ok()
         .flatten()
         .unwrap_or_default();
-    match log_query::entries_with_notices(&files.transcript(), query, notices) {
+    // An unreadable mark is no mark (as the worker reads it).
+    let mark = read_json(&files.numbers()).ok().flatten();
+    let transcript = files.transcript();
+    let entries =
+        log_query::entries_with_notices(&transcript, query, notices).and_then(|selected| {
+            log_query::with_history_lost_at_rest(&transcript, query, mark.as_ref(), selected)
+        });
+    match entries {
         Ok(entries) => {
             // An input's entries start with its own: none, no such input.
             let mut found = query.input.is_none();

@@ -14,6 +14,7 @@ mod kernel_watch;
 mod link;
 mod numbering;
 mod outbox;
+pub mod screen;
 mod serve;
 mod state;
 mod terminal;

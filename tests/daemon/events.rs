@@ -503,3 +503,62 @@ fn top_shows_a_run_end_cancels_with_c_and_quits_with_q_restoring_the_terminal() 
     );
     assert_eq!(tmux.pane("#{cursor_flag}"), "1", "the cursor shows again");
 }
+
+/// The words of session `name`'s row: name, state, then (with no run)
+/// queued, jobs and failures.
+fn row_words<'a>(screen: &'a str, name: &str) -> Vec<&'a str> {
+    row(screen, name).split_whitespace().collect()
+}
+
+#[test]
+fn top_counts_a_restarted_sessions_failures_afresh() {
+    let Some(_) = tmux() else { return };
+    let env = Env::new("top-restart");
+    let id = env
+        .ok(&["new", "--name", "crashy", "--cwd", "/tmp"])
+        .trim()
+        .to_string();
+    env.ok(&["bash", &id, "--", "true"]);
+    let tmux = Tmux::start(&env, &format!("{} top", env!("CARGO_BIN_EXE_eukhe")));
+    tmux.until("top lists crashy", |s| row(s, "crashy").contains("idle"));
+    super::crash_times(&env, &id, 6);
+    tmux.until("crashy is given up after six failures", |s| {
+        row_words(s, "crashy").get(1..5) == Some(&["given-up", "0", "0", "6"][..])
+    });
+    // `r` restarts the selected session: a new restart window.
+    tmux.keys("r");
+    tmux.until("crashy runs again, its failures counted afresh", |s| {
+        let words = row_words(s, "crashy");
+        words.get(1) != Some(&"given-up") && words.get(4) == Some(&"0")
+    });
+    assert_eq!(env.session(&id)["failures_in_window"], 0);
+}
+
+#[test]
+fn top_cancels_a_running_user_bash_with_c() {
+    let Some(_) = tmux() else { return };
+    let env = Env::new("top-bash");
+    let id = env
+        .ok(&["new", "--name", "held", "--cwd", "/tmp"])
+        .trim()
+        .to_string();
+    let mut client = env
+        .command(&["bash", "-n", &id, "--", "sleep 120"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("eukhe bash");
+    wait_until(Duration::from_secs(20), "ls lists bash 1", || {
+        env.session(&id)["bash"] == serde_json::json!([1])
+    });
+    let tmux = Tmux::start(&env, &format!("{} top", env!("CARGO_BIN_EXE_eukhe")));
+    tmux.until("top lists held", |s| !row(s, "held").is_empty());
+    tmux.keys("c");
+    tmux.until("the cancel is said", |s| {
+        s.contains("cancelling bash 1 of held")
+    });
+    let status = client.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let log = env.log(&id);
+    assert!(log.contains("[bash 1 cancelled: signal 2]"), "{log}");
+}

@@ -143,6 +143,11 @@ fn a_wrong_setting_is_named_with_the_values_it_takes_in_one_line() {
             "config.toml: line 1: worker_lost_exit_ms = -3: expected milliseconds (at least 69000) or \"never\"",
         ),
         (
+            "idle-stop-negative",
+            "idle_stop_ms = -5\n",
+            "config.toml: line 1: idle_stop_ms = -5: expected milliseconds (at least 1) or \"never\"",
+        ),
+        (
             "spare-type",
             "spare_session = \"yes\"\n",
             "config.toml: line 1: spare_session = \"yes\": expected true or false",
@@ -150,7 +155,12 @@ fn a_wrong_setting_is_named_with_the_values_it_takes_in_one_line() {
         (
             "unknown-key",
             "colour = 1\n",
-            "config.toml: line 1 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session",
+            "config.toml: line 1 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session, detach_key",
+        ),
+        (
+            "detach-key",
+            "detach_key = \"C-[\"\n",
+            "config.toml: line 1: detach_key = \"C-[\": expected a control key (C-a to C-z except C-[, or C-@, C-\\, C-], C-^, C-_, C-Space), alone or followed by one more key (\"C-a d\"), or \"none\"",
         ),
     ] {
         let env = Env::new(name).with_config(line);

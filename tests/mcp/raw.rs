@@ -205,3 +205,46 @@ fn input_that_ends_before_initialize_is_said_in_one_line() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn the_log_tool_shows_a_damaged_region_as_one_notice_in_its_place() {
+    use crate::damage::{overwrite, records, transcript_path};
+    let env = Env::new("mcp-damage");
+    let id = env.ok(&["new", "--name", "d"]).trim().to_string();
+    for i in 1..=3 {
+        env.ok(&["bash", &id, "--", &format!("echo entry-{i}")]);
+    }
+    env.ok(&["shutdown", "--force"]);
+    let path = transcript_path(&env, &id);
+    let (offset, _) = records(&path)
+        .into_iter()
+        .find(|(_, payload)| payload.ends_with(b"entry-2\n"))
+        .expect("entry 2's output record");
+    overwrite(&path, offset + 25 + 20, b"XXXX");
+    let mut server = Server::start(&env);
+    server.initialize();
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "log", "arguments": { "session": "d" } }
+    });
+    let answer = server.ask(&call.to_string());
+    let log = answer["result"]["structuredContent"]["log"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(log.matches("damaged transcript: ").count(), 1, "{log}");
+    let notice = log.find("! damaged transcript: ").unwrap();
+    let (started, ended) = (
+        log.find("[bash 2] $ echo entry-2\n").expect("bash 2"),
+        log.find("[bash 2 exited 0]").expect("its end"),
+    );
+    assert!(started < notice && notice < ended, "{log}");
+    assert!(
+        log.contains(&format!(" bytes at offset {offset} ")),
+        "{log}"
+    );
+    assert!(
+        log.contains("\nentry-1\n") && log.contains("\nentry-3\n"),
+        "{log}"
+    );
+    server.close();
+}

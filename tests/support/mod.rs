@@ -13,6 +13,7 @@ pub mod skip;
 mod sleeps;
 pub mod small_disk;
 pub mod systemd;
+pub mod terminal;
 pub mod wire;
 
 use std::time::{Duration, Instant};

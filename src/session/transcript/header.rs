@@ -72,7 +72,7 @@ fn found_in_records<S: Source>(window: &mut Window<S>) -> io::Result<Option<Mark
         if marker != [0; 8] {
             if let Some(end) = good_record(window, at, &marker)? {
                 let next = window.get(end, 8)?;
-                if end == eof || next.len() == 8 && next[..8] == marker[..] {
+                if end == eof || next.len() >= 8 && next[..8] == marker[..] {
                     return Ok(Some(marker));
                 }
             }

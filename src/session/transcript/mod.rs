@@ -78,10 +78,11 @@ mod tests;
 use std::path::PathBuf;
 
 pub use super::entry::{Entry, EntryBody};
+pub use files::damaged_path;
 pub use format::{OutputBytes, StoredOutput};
-pub use read::{read_entries, stream, stream_at, stream_from, Entries};
+pub use read::{identity, read_entries, stream, stream_at, stream_from, Entries};
 pub use stored::{input_of_lost_notice, OutputStore};
-pub use tail::read_tail;
+pub use tail::{read_tail, torn_tail};
 pub use writer::{SyncHandle, Transcript};
 
 /// Output entries of at least this many bytes are written once: left in
@@ -94,7 +95,7 @@ pub use writer::{SyncHandle, Transcript};
 pub const STORED_FROM_BYTES: usize = 16 * 1024;
 
 /// An unfinished last record found (and cut off) when opening a
-/// transcript.
+/// transcript; its bytes are kept aside first (`damaged_path`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TornTail {
     /// Where the record started.

@@ -29,6 +29,15 @@ pub enum Found {
     Nothing,
 }
 
+/// The length and sync marker of the transcript a reader finds at `path`
+/// (none when there is none, or one too short to hold a header).
+pub fn identity(path: &Path) -> Result<Option<(u64, Marker)>, SessionError> {
+    Ok(match locate(path)? {
+        Found::Records(_, len, marker, ..) => Some((len, marker)),
+        Found::V1(_) | Found::Nothing => None,
+    })
+}
+
 /// Open the transcript at `path` for reading: the v3 file, else the v2
 /// file beside it, else the first-format one.
 pub fn locate(path: &Path) -> Result<Found, SessionError> {

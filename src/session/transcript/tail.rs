@@ -54,6 +54,30 @@ pub fn read_tail(path: &Path, n: usize) -> Result<Vec<Entry>, SessionError> {
     Ok(last.into())
 }
 
+/// Where the transcript at `path` ends in a torn tail (an unfinished
+/// record after its last good one) and how many bytes it holds: what the
+/// worker's next open cuts off. `None` when it ends with a good record,
+/// or its end cannot be told reading backward (damage: readers show that
+/// where it is).
+pub fn torn_tail(path: &Path) -> Result<Option<(u64, u64)>, SessionError> {
+    let Found::Records(file, eof, marker, path, false) = &locate(path)? else {
+        return Ok(None);
+    };
+    let records = Records {
+        file,
+        eof: *eof,
+        marker: *marker,
+        span: SPAN,
+        path,
+    };
+    records
+        .torn_tail()
+        .map_err(|source| SessionError::Transcript {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// The last `n` entries read backward, or `None` if they must be read
 /// forward. `span` is the most a record spans ([`SPAN`]; tests use less,
 /// to go through with small files what large ones go through).
@@ -142,6 +166,32 @@ impl Records<'_> {
                 })
                 .collect(),
         ))
+    }
+
+    /// See [`torn_tail`].
+    fn torn_tail(&self) -> io::Result<Option<(u64, u64)>> {
+        let lo = FILE_HEADER.max(self.eof.saturating_sub(2 * self.span));
+        let last = match self.last_anchored(lo)? {
+            None if lo > FILE_HEADER => return Ok(None),
+            Some(at) => match self.record(at)? {
+                Some(last) => Some(last),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        let (from, seq) = last.map_or((FILE_HEADER, 0), |r| (r.end, r.decoded.entry.seq));
+        if from >= self.eof {
+            return Ok(None);
+        }
+        let mut scanner = Scanner::new(self.file, self.eof, self.marker, from).after_seq(seq);
+        Ok(match scanner.next_event()? {
+            Some(Event::Tail {
+                offset,
+                len,
+                torn: true,
+            }) => Some((offset, len)),
+            _ => None,
+        })
     }
 
     /// The start of the last complete record at or after `from` that ends

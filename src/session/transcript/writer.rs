@@ -565,11 +565,14 @@ fn read_records(
                 }
                 visit(entry);
             }
+            // Its bytes are copied aside before they are cut (a damaged
+            // last record reads as unfinished too); bytes that cannot be
+            // copied stay, as damage.
             Event::Tail {
                 offset,
                 len: bytes,
                 torn: true,
-            } => {
+            } if kept_aside(path, file, offset, bytes) => {
                 file.set_len(offset)
                     .and_then(|()| file.sync_all())
                     .map_err(|e| context("cut the torn tail", e))?;
@@ -609,6 +612,11 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>, bool), 
     };
     let len = file.metadata().map_err(|e| context("stat", e))?.len();
     if len < FILE_HEADER {
+        // A part of a header holds no entry: kept aside when it can be,
+        // and never a reason not to start.
+        if len > 0 {
+            kept_aside(path, file, 0, len);
+        }
         let marker = format::new_marker().map_err(|e| context("random marker", e))?;
         file.set_len(0)
             .and_then(|()| {
@@ -628,6 +636,23 @@ fn header(path: &Path, file: &File) -> Result<(Marker, Option<TornTail>, bool), 
         None => Err(SessionError::NotATranscript {
             path: path.to_path_buf(),
         }),
+    }
+}
+
+/// Whether the bytes of a torn tail are kept aside (copied now, or by an
+/// earlier open), so cutting them loses nothing.
+fn kept_aside(path: &Path, file: &File, offset: u64, bytes: u64) -> bool {
+    let kept = files::damaged_path(path, offset);
+    match files::keep(file, offset, bytes, &kept) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(
+                "transcript {}: cannot keep its unfinished last record at {offset} in {}: {e}",
+                path.display(),
+                kept.display()
+            );
+            false
+        }
     }
 }
 

@@ -16,7 +16,9 @@ use crate::session::store::{
     private_subdir, read_meta_or_spare, write_json_unsynced, SessionFiles, SessionMeta,
     WorkerRecord,
 };
-use crate::session::transcript::{Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript};
+use crate::session::transcript::{
+    damaged_path, Entry, EntryBody, Opened, OutputBytes, TornTail, Transcript,
+};
 use crate::worker::books::Books;
 use crate::worker::checkpoint::{self};
 use crate::worker::core::{Replay, RunCore};
@@ -108,7 +110,8 @@ impl Worker {
             );
         }
         if let Some(torn) = torn {
-            self.append(notices::torn_tail(torn))?;
+            let kept = damaged_path(&self.files.transcript(), torn.offset);
+            self.append(notices::torn_tail(torn, &kept))?;
         }
         // Every reader shows damage where it is (`transcript::read`): a
         // notice here would be a second one, at the end.

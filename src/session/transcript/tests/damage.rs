@@ -53,6 +53,9 @@ fn a_torn_tail_is_cut_and_reported_once() {
         assert_eq!(opened.torn, Some(expected), "{name}");
         assert!(opened.damage.is_empty());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good as u64);
+        // The bytes cut off are kept aside first.
+        let kept = files::damaged_path(&path, good as u64);
+        assert_eq!(std::fs::read(&kept).unwrap(), torn, "{name}");
         assert_eq!(opened.transcript.next_seq(), 3);
         drop(opened);
         let (opened, entries) = open(&path);
@@ -180,6 +183,9 @@ fn a_torn_header_of_the_file_is_started_afresh() {
             bytes: 5
         })
     );
+    // What there was is kept aside.
+    let kept = files::damaged_path(&path, 0);
+    assert_eq!(std::fs::read(kept).unwrap(), b"EUKHE");
     let mut t = opened.transcript;
     t.append(1, input(1)).unwrap();
     assert_eq!(read_entries(&path).unwrap().len(), 1);
@@ -240,4 +246,25 @@ fn copies_beside(path: &Path) -> Vec<String> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name.starts_with("transcript.damaged-"))
         .collect()
+}
+
+#[test]
+fn a_torn_tail_is_found_reading_backward_and_damage_is_not_taken_for_one() {
+    let path = temp("torn-tail-found");
+    hundred(&path);
+    let whole = std::fs::read(&path).unwrap();
+    let last = *record_starts(&whole).last().unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), None, "intact");
+    // Cut through the last record.
+    std::fs::write(&path, &whole[..last + 30]).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), Some((last as u64, 30)));
+    // Only a header and part of a first record.
+    std::fs::write(&path, &whole[..40]).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), Some((16, 24)));
+    // A complete last record that is damaged is damage, shown where it is.
+    let mut damaged = whole.clone();
+    *damaged.last_mut().unwrap() ^= 0x5a;
+    std::fs::write(&path, &damaged).unwrap();
+    assert_eq!(torn_tail(&path).unwrap(), None);
+    cleanup(&path);
 }

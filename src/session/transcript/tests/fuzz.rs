@@ -152,8 +152,21 @@ impl Fuzz {
 
     fn round(&mut self, round: usize) -> Round {
         let mut bytes = self.pristine.clone();
-        let damaged = damaged_ranges(&mut self.random, &self.ranges, bytes.len());
-        damage(&mut bytes, &damaged, &mut self.random);
+        let damaged = match round % 50 {
+            // The file cut through its last record: a record never
+            // finished, which the worker's open cuts off.
+            49 => {
+                let last = self.ranges[self.ranges.len() - 1].0;
+                let cut = last + 1 + self.random.below(40);
+                bytes.truncate(cut);
+                vec![(last, cut)]
+            }
+            _ => {
+                let damaged = damaged_ranges(&mut self.random, &self.ranges, bytes.len());
+                damage(&mut bytes, &damaged, &mut self.random);
+                damaged
+            }
+        };
         let hit = |r: (usize, usize)| damaged.iter().any(|&d| overlaps(d, r));
         let expected = self
             .all
@@ -228,22 +241,71 @@ impl Round {
     }
 }
 
+/// Each region (and a torn tail, once the worker's open cut it) copied
+/// aside once, as it was, private; nothing else copied.
+#[track_caller]
+fn check_copies(path: &Path, round: &Round, regions: &[(u64, u64)], torn: Option<TornTail>) {
+    let what = &round.what;
+    let whole = |offset: u64| (offset, round.bytes.len() as u64 - offset);
+    let kept: Vec<(u64, u64)> = regions
+        .iter()
+        .copied()
+        .chain(torn.map(|t| whole(t.offset)))
+        .collect();
+    let mut offsets: Vec<u64> = kept.iter().map(|r| r.0).collect();
+    offsets.sort();
+    assert_eq!(copies(path), offsets, "{what}: one copy a region");
+    for (offset, len) in kept {
+        let copy = files::damaged_path(path, offset);
+        let bytes = &round.bytes[offset as usize..(offset + len) as usize];
+        assert_eq!(std::fs::read(&copy).unwrap(), bytes, "{what}: at {offset}");
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{what}");
+    }
+}
+
 #[test]
 fn random_damage_read_2000_times_shows_every_intact_entry_and_each_region_once() {
     let mut fuzz = Fuzz::new(0x5eed_0fda_3a6e);
-    let mut header = 0;
+    let (mut header, mut torn_tails) = (0, 0);
     for round in 0..2000 {
+        let path = temp("fuzz-2000");
         let round = fuzz.round(round);
         let parsed = parse(&round.bytes);
         same(&parsed.entries, &round.expected, &round.what);
         round.check_regions(&parsed.damage, parsed.torn_at);
-        let torn_at = parsed.torn_at;
         header += usize::from(round.damaged[0].0 < 16);
-        let len = torn_at.unwrap_or(round.bytes.len() as u64).max(16);
-        let next = fuzz.next_input(&parsed.entries, (len, torn_at.is_some()), &parsed.damage);
+        // The file: a reader shows the same, and copies each region.
+        std::fs::write(&path, &round.bytes).unwrap();
+        let read = read_entries(&path).unwrap();
+        same(&entries_only(&read), &round.expected, &round.what);
+        let notices: Vec<(u64, u64)> = read
+            .iter()
+            .filter(|e| is_damage_notice(e))
+            .map(damaged_region_of)
+            .collect();
+        assert_eq!(
+            notices, parsed.damage,
+            "{}: one notice a region",
+            round.what
+        );
+        check_copies(&path, &round, &parsed.damage, None);
+        // The worker's wake: the same entries, a torn tail cut (and kept),
+        // the next input numbered past every number given.
+        let (opened, entries) = open(&path);
+        same(&entries, &round.expected, &round.what);
+        let torn = opened.torn;
+        assert_eq!(torn.map(|t| t.offset), parsed.torn_at, "{}", round.what);
+        torn_tails += usize::from(torn.is_some());
+        let len = opened.transcript.end_offset();
+        let next = fuzz.next_input(&entries, (len, torn.is_some()), &opened.damaged);
         assert!(next > fuzz.given, "{}: next input {next}", round.what);
+        drop(opened);
+        check_copies(&path, &round, &parsed.damage, torn);
+        cleanup(&path);
     }
     assert!(header >= 100, "the header was damaged {header} times");
+    assert_eq!(torn_tails, 40, "a torn tail was cut {torn_tails} times");
 }
 
 #[test]
@@ -288,11 +350,11 @@ fn random_damage_through_the_files_shows_one_notice_per_region_and_copies_it_onc
             .rfind(|e| matches!(e.body, EntryBody::Input { .. }))
             .map_or(16, |e| fuzz.ranges[e.seq as usize - 1].1 as u64);
         assert_eq!(opened.numbered_until, numbered_until, "{what}");
-        let torn = opened.torn.is_some();
-        let next = fuzz.next_input(&entries, (len, torn), &opened.damaged);
+        let torn = opened.torn;
+        let next = fuzz.next_input(&entries, (len, torn.is_some()), &opened.damaged);
         assert!(next > fuzz.given, "{what}: next input {next}");
         drop(opened);
-        assert_eq!(copies(&path), offsets, "{what}: nothing more copied");
+        check_copies(&path, &round, &regions, torn);
         cleanup(&path);
     }
 }
@@ -337,4 +399,36 @@ fn a_damaged_file_header_hides_nothing() {
         assert_eq!(entries_only(&read).len(), 201 - lost, "{name}");
         cleanup(&path);
     }
+}
+
+#[test]
+fn a_damaged_header_and_first_record_of_a_short_file_hide_nothing() {
+    // A file shorter than a reader's buffer: the records after the
+    // damage say which marker is the file's.
+    let path = temp("short-file-header");
+    let mut t = open(&path).0.transcript;
+    let all: Vec<Entry> = (1..=3).map(|i| t.append(i, input(i)).unwrap()).collect();
+    drop(t);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let starts = record_starts(&bytes);
+    // The header, the first record, and the last record's payload.
+    let last = bytes.len() - 1;
+    for at in (1..30).chain([last]) {
+        bytes[at] ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let regions = vec![
+        (0, starts[1] as u64),
+        (starts[2] as u64, (bytes.len() - starts[2]) as u64),
+    ];
+    assert_eq!(readers_agree(&path, &all[1..2]), regions);
+    let (opened, entries) = open(&path);
+    same(&entries, &all[1..2], "open");
+    let mut t = opened.transcript;
+    let next = t.append(1, input(9)).unwrap();
+    drop(t);
+    let read = read_entries(&path).unwrap();
+    assert_eq!(read.last(), Some(&next), "appended after the rest");
+    assert_eq!(entries_only(&read).len(), 2);
+    cleanup(&path);
 }

@@ -1,0 +1,144 @@
+//! A person at a real terminal: a private tmux server (its own socket in
+//! the test's directory, no configuration) whose one pane runs a command.
+//! The test types with `send-keys` and reads what the person sees with
+//! `capture-pane`, so a client's raw mode, its window size and what it
+//! draws are those of a real terminal. The server is ended by its pid.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use super::{process, skip, wait_for, Env};
+
+/// One tmux server with one window, ended when dropped.
+pub struct Terminal {
+    socket: PathBuf,
+    server: Option<u32>,
+}
+
+impl Terminal {
+    /// A `rows` x `cols` terminal running `command` with the variables of
+    /// `env`; None (the test says why it did not run) without tmux.
+    pub fn open(env: &Env, rows: u16, cols: u16, command: &[&str]) -> Option<Terminal> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            skip::skip_unless_ci("tmux is not installed (scripts/setup installs it)");
+            return None;
+        }
+        let socket = env.dir.join(format!("tmux-{}", super::unique()));
+        let mut terminal = Terminal {
+            socket,
+            server: None,
+        };
+        let mut new = terminal.tmux();
+        new.args(["new-session", "-d", "-x", &cols.to_string()])
+            .args(["-y", &rows.to_string()]);
+        for (name, value) in &env.vars {
+            new.arg("-e").arg(format!("{name}={value}"));
+        }
+        new.arg("--").args(command);
+        for (name, value) in &env.vars {
+            new.env(name, value);
+        }
+        checked(new.output(), "start tmux");
+        terminal.server = terminal
+            .query("#{pid}")
+            .and_then(|pid| pid.trim().parse().ok());
+        // A program that ends leaves its pane, so its last screen and its
+        // exit status can be read.
+        terminal.run(&["set-option", "-g", "remain-on-exit", "on"]);
+        terminal.run(&["set-option", "-g", "history-limit", "0"]);
+        Some(terminal)
+    }
+
+    fn tmux(&self) -> Command {
+        let mut command = Command::new("tmux");
+        command
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"]);
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = checked(self.tmux().args(args).output(), "run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn query(&self, format: &str) -> Option<String> {
+        let out = self.tmux().args(["display", "-p", format]).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Keys as tmux names them (`Enter`, `C-c`, `Escape`, `Up`, ...).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", ":0"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// `text` typed as it is, no key names.
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", ":0", "-l", text]);
+    }
+
+    /// What the terminal shows, one line per row.
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", ":0"])
+    }
+
+    /// Wait until the screen satisfies `holds`, failing with the screen.
+    pub fn wait_screen(&self, within: Duration, what: &str, holds: impl Fn(&str) -> bool) {
+        let mut last = String::new();
+        if !wait_for(within, || {
+            last = self.screen();
+            holds(&last)
+        }) {
+            panic!("timed out waiting until the screen shows {what}; it shows:\n{last}");
+        }
+    }
+
+    /// Give the window a new size, as a person resizing their terminal.
+    pub fn resize(&self, rows: u16, cols: u16) {
+        self.run(&[
+            "resize-window",
+            "-t",
+            ":0",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
+    }
+
+    /// The exit status of the pane's program once it has ended.
+    pub fn exit_status(&self) -> Option<i32> {
+        let dead = self.query("#{pane_dead} #{pane_dead_status}")?;
+        let mut words = dead.split_whitespace();
+        (words.next()? == "1").then_some(())?;
+        words.next()?.parse().ok()
+    }
+}
+
+fn checked(out: std::io::Result<Output>, what: &str) -> Output {
+    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+        if let Some(pid) = self.server {
+            if process::alive(pid) {
+                process::kill9(pid);
+            }
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
