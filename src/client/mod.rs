@@ -8,6 +8,7 @@ pub(crate) mod connect;
 mod doctor;
 pub mod error;
 mod events;
+mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
 mod stdin;

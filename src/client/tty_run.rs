@@ -2,11 +2,12 @@
 //! terminal run starts with, and `eukhe keys`.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use super::cli::unexpected;
 use super::error::ClientError;
+use super::terminal::keys::{literal_keys, parse_keys};
+use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::tty::WindowSize;
@@ -34,18 +35,20 @@ pub fn window_size() -> WindowSize {
     }
 }
 
-/// `keys`: write the arguments' bytes, one after another, to the terminal
-/// of `input` (or of the session's current terminal run); returns once
-/// they are in its input queue.
+/// `keys`: type the arguments (keys by name, or text; all text with
+/// `literal`) into the terminal of `input` (or of the session's current
+/// terminal run); returns once they are in its input queue.
 pub async fn keys(
     session: String,
     input: Option<u64>,
+    literal: bool,
     text: &[OsString],
 ) -> Result<ExitCode, ClientError> {
-    let data: Vec<u8> = text
-        .iter()
-        .flat_map(|arg| arg.as_bytes().to_vec())
-        .collect();
+    let data = if literal {
+        literal_keys(text)
+    } else {
+        parse_keys(text).map_err(|e| ClientError::Usage(e.to_string()))?
+    };
     let request = Request::Session {
         session,
         request: SessionRequest::Keys { input, data },
@@ -58,4 +61,14 @@ pub async fn keys(
         Response::Ok => Ok(ExitCode::SUCCESS),
         other => unexpected(other),
     }
+}
+
+/// The detach key: `flag` when given, else the `detach_key` setting, else
+/// the default.
+pub fn detach_key(flag: Option<DetachKey>) -> Result<DetachKey, ClientError> {
+    if let Some(key) = flag {
+        return Ok(key);
+    }
+    let paths = crate::paths::Paths::from_env()?;
+    Ok(crate::config::Config::load(&paths.config)?.detach_key)
 }

@@ -179,6 +179,19 @@ pub enum SessionRequest {
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
     },
+    /// The client leaves on purpose (a detach from a terminal run): the
+    /// user bash this connection asked for goes on, never hung up for its
+    /// client's going. Answers nothing.
+    Detach,
+    /// From here on, this connection's `tty::TerminalInput` frames go to
+    /// the terminal of running input `input`: how a client types into a
+    /// terminal run whose output it follows on another connection (a
+    /// passthrough riding through a lost worker, an attach). Answered `Ok`,
+    /// or an error saying the input is not running.
+    TypeInto {
+        /// The running terminal run's input number.
+        input: u64,
+    },
     /// The transcript rebuilt from stored messages: all of it, the last
     /// `tail` entries, those after entry `after`, or input `input`'s
     /// entries; with `follow`, then live entries until the client leaves

@@ -151,8 +151,13 @@ async fn handed_client(
     let number = session_request(&worker, first, &tx, &signals, peer).await;
     terminal.after(before, number);
     asked(number);
+    let mut detached = false;
     loop {
         match read_frame::<Request, _>(&mut read).await {
+            Ok(Request::Session {
+                request: SessionRequest::Detach,
+                ..
+            }) => detached = true,
             Ok(Request::Session { request, .. }) => {
                 let before = terminal.before(&worker.borrow(), &request);
                 let number = session_request(&worker, request, &tx, &signals, peer).await;
@@ -175,6 +180,10 @@ async fn handed_client(
                 break;
             }
         }
+    }
+    // A client that detached left on purpose: its commands go on.
+    if detached {
+        bash.clear();
     }
     let client = Peer::Client(client.flatten());
     client_left::connection_ended(worker, client, bash).await;

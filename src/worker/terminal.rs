@@ -108,8 +108,18 @@ pub fn keys(worker: &mut Worker, input: Option<u64>, data: Vec<u8>, client: &Out
     worker.send_kernel(ToKernel::Keys { job, data });
 }
 
+/// `TypeInto`: whether input `input` runs, so the connection's keys have
+/// a terminal to go to.
+pub fn type_into(worker: &Worker, input: u64, client: &Outbox) {
+    let _ = client.send(match job_of(&worker.core, Some(input)) {
+        Ok(_) => Response::Ok,
+        Err(message) => Response::Error { message },
+    });
+}
+
 /// The terminal run a client's connection asked for (a `Bash` or a `Send
-/// --wait` with a terminal), which its `TerminalInput` frames are for.
+/// --wait` with a terminal, or `TypeInto`), which its `TerminalInput`
+/// frames are for.
 #[derive(Default)]
 pub struct TerminalOfConnection {
     input: Option<u64>,
@@ -127,6 +137,7 @@ impl TerminalOfConnection {
                 ..
             }
             | SessionRequest::Bash { tty: Some(_), .. } => Some(worker.core.next_input()),
+            SessionRequest::TypeInto { input } => Some(*input),
             _ => None,
         }
     }

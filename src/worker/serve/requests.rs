@@ -153,6 +153,11 @@ pub(super) async fn session_request(
         SessionRequest::Keys { input, data } => {
             crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
         }
+        // Only a connection's own loop acts on it.
+        SessionRequest::Detach => {}
+        SessionRequest::TypeInto { input } => {
+            crate::worker::terminal::type_into(&worker.borrow(), input, tx)
+        }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
         SessionRequest::Queue => {
