@@ -19,3 +19,4 @@ mod runs;
 mod shell;
 mod systemd;
 mod terminal;
+mod tty;

@@ -24,8 +24,7 @@ fn attach_in_a_terminal_runs_a_typed_line_and_ctrl_d_detaches() {
         s.contains("typed-42") && s.contains("[run 1 exited 0]")
     });
     terminal.keys(&["C-d"]);
-    crate::support::wait_until(WITHIN, "attach ended", || terminal.exit_status().is_some());
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    ended_with(&terminal, 0);
     let log = env.ok(&["log", "a"]);
     assert!(log.contains("typed-42"), "{log}");
 }
@@ -52,7 +51,137 @@ fn top_in_a_terminal_draws_again_at_the_new_width_when_resized() {
         row(s).contains(&format!("start-{}-end", "0".repeat(100)))
     });
     terminal.keys(&["q"]);
-    crate::support::wait_until(WITHIN, "top ended", || terminal.exit_status().is_some());
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    ended_with(&terminal, 0);
     env.ok(&["rm", "--force", "a"]);
+}
+
+/// A terminal run from a terminal: `eukhe bash --tty` in tmux.
+fn tty_run(env: &Env, rows: u16, cols: u16, command: &str) -> Option<Terminal> {
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    Terminal::open(
+        env,
+        rows,
+        cols,
+        &[eukhe, "bash", "--tty", "a", "--", command],
+    )
+}
+
+fn ended_with(terminal: &Terminal, status: i32) {
+    if !crate::support::wait_for(WITHIN, || terminal.exit_status().is_some()) {
+        panic!("the client did not end; the screen:\n{}", terminal.screen());
+    }
+    assert_eq!(
+        terminal.exit_status(),
+        Some(status),
+        "{}",
+        terminal.screen()
+    );
+}
+
+#[test]
+fn a_terminal_run_answers_what_is_typed_and_follows_the_window_size() {
+    let env = Env::new("terminal-tty-prompt");
+    env.ok(&["new", "--name", "a"]);
+    let command = "read -p 'name? ' n; echo \"hi $n\"; \
+                   while read x; do [ \"$x\" = q ] && exit 3; tput cols; done";
+    let Some(terminal) = tty_run(&env, 24, 80, command) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the prompt", |s| s.contains("name?"));
+    terminal.type_text("bob");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the answer", |s| s.contains("hi bob"));
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the first width", |s| {
+        s.lines().any(|l| l.trim() == "80")
+    });
+    terminal.resize(30, 100);
+    // Each Enter asks the program for the width it has now.
+    crate::support::wait_until(WITHIN, "the new width reached the program", || {
+        terminal.keys(&["Enter"]);
+        terminal.screen().lines().any(|l| l.trim() == "100")
+    });
+    terminal.type_text("q");
+    terminal.keys(&["Enter"]);
+    ended_with(&terminal, 3);
+}
+
+#[test]
+fn ctrl_c_in_a_terminal_run_reaches_the_program_not_the_client() {
+    let env = Env::new("terminal-tty-ctrl-c");
+    env.ok(&["new", "--name", "a"]);
+    let command = "trap 'echo got-int; exit 7' INT; echo ready; read x";
+    let Some(terminal) = tty_run(&env, 24, 80, command) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the program ready", |s| s.contains("ready"));
+    terminal.keys(&["C-c"]);
+    terminal.wait_screen(WITHIN, "the program's own trap", |s| s.contains("got-int"));
+    ended_with(&terminal, 7);
+}
+
+#[test]
+fn the_detach_key_leaves_a_terminal_run_going_and_keys_still_reach_it() {
+    let env = Env::new("terminal-tty-detach");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let out = env.dir.join("answer");
+    let command = format!("read -p 'name? ' n; echo \"hi $n\" > '{}'", out.display());
+    let Some(terminal) = tty_run(&env, 24, 80, &command) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the prompt", |s| s.contains("name?"));
+    terminal.keys(&["C-\\"]);
+    ended_with(&terminal, 0);
+    assert_eq!(env.session(&id)["state"], "busy", "the run goes on");
+    env.ok(&["keys", "a", "--", "carol", "Enter"]);
+    crate::support::wait_until(WITHIN, "the run read the keys", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t == "hi carol\n")
+    });
+}
+
+#[test]
+fn vim_in_a_terminal_run_edits_and_saves_a_file() {
+    let env = Env::new("terminal-tty-vim");
+    env.ok(&["new", "--name", "a"]);
+    let file = env.dir.join("notes.txt");
+    let command = format!("vim -u NONE -N '{}'", file.display());
+    let Some(terminal) = tty_run(&env, 24, 80, &command) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "vim's empty buffer", |s| s.contains('~'));
+    terminal.type_text("ihello from vim");
+    terminal.keys(&["Escape"]);
+    terminal.type_text(":wq");
+    terminal.keys(&["Enter"]);
+    ended_with(&terminal, 0);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello from vim\n");
+}
+
+#[test]
+fn a_python_repl_in_a_terminal_run_keeps_its_variables_across_a_worker_kill() {
+    let env = Env::new("terminal-tty-python");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let Some(terminal) = tty_run(&env, 24, 80, "python3 -q") else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the REPL's prompt", |s| s.contains(">>>"));
+    terminal.type_text("x = 41");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the assignment taken", |s| {
+        s.contains(">>> x = 41\n>>>")
+    });
+    let worker = env.session(&id)["pid"].as_u64().unwrap() as u32;
+    crate::support::kill9(worker);
+    crate::support::wait_until(WITHIN, "a new worker", || {
+        env.session(&id)["pid"]
+            .as_u64()
+            .is_some_and(|pid| pid as u32 != worker)
+    });
+    terminal.type_text("print(x + 1)");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the variable kept", |s| {
+        s.lines().any(|l| l.trim() == "42")
+    });
+    terminal.keys(&["C-d"]);
+    ended_with(&terminal, 0);
 }

@@ -190,7 +190,11 @@ impl Attached {
     async fn send(&mut self, text: String) -> Result<(), ClientError> {
         let request = Request::Session {
             session: self.session.clone(),
-            request: SessionRequest::Send { text, wait: false },
+            request: SessionRequest::Send {
+                text,
+                wait: false,
+                tty: None,
+            },
         };
         if self.client.send(&request).await.is_err() {
             self.attach_again().await?;

@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use crate::config::detach_key::DetachKey;
 use clap::{Parser, Subcommand};
 
 use super::commands::client;
@@ -149,6 +150,16 @@ pub enum Command {
         /// (riding through a lost worker or daemon).
         #[arg(long)]
         wait: bool,
+        /// Run it on a terminal the session's kernel holds (its size is
+        /// this terminal's, else 24x80); `eukhe keys` types into it. With
+        /// --wait from a terminal, this terminal is passed through to it
+        /// (raw, as `ssh -t`) until it ends or the detach key.
+        #[arg(long)]
+        tty: bool,
+        /// The key that detaches from a terminal run (default: the
+        /// `detach_key` setting, else C-\\; `none`: no detaching).
+        #[arg(long, value_name = "KEY")]
+        detach_key: Option<DetachKey>,
     },
     /// Run a command now in the session's shell, beside any run in progress
     /// (everything it leaves in the shell persists), and exit with its
@@ -166,9 +177,39 @@ pub enum Command {
         /// Standard input is /dev/null, not this command's.
         #[arg(short = 'n', long = "no-stdin")]
         no_stdin: bool,
+        /// Run it on a terminal the session's kernel holds (its size is
+        /// this terminal's, else 24x80): its output is the terminal's. From
+        /// a terminal, this terminal is passed through to it (raw, as `ssh
+        /// -t`) until it ends or the detach key.
+        #[arg(long)]
+        tty: bool,
+        /// The key that detaches from a terminal run (default: the
+        /// `detach_key` setting, else C-\\; `none`: no detaching).
+        #[arg(long, value_name = "KEY")]
+        detach_key: Option<DetachKey>,
         /// The command line, or a command and its arguments.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<OsString>,
+    },
+    /// Type into a terminal run: each argument is a key's name (`Enter`,
+    /// `Tab`, `Escape`, `BSpace`, `Up`, `PageUp`, `F1`, `C-c`, `M-x`, ...)
+    /// or text typed as it is, one after another, to the terminal of the
+    /// session's current terminal run (or of input N); returns once they
+    /// are in its input queue, where they wait for the program to read
+    /// them (`eukhe keys s -- 'git push' Enter`).
+    Keys {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running).
+        #[arg(long)]
+        input: Option<u64>,
+        /// Every argument is text, byte for byte, never a key's name (as
+        /// tmux's `send-keys -l`).
+        #[arg(short = 'l', long)]
+        literal: bool,
+        /// Keys by name, or text.
+        #[arg(last = true, required = true, value_name = "KEYS")]
+        text: Vec<OsString>,
     },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there

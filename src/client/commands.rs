@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use super::cli::{unexpected, Command, EUKHE_FAILED};
 use super::connect::connect;
 use super::error::ClientError;
+use super::interactive;
 use super::render;
 use super::stdout::{self, outln};
 use super::words::command_line;
+use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 use crate::session::entry::Stream;
@@ -36,12 +38,22 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             session,
             text,
             wait,
-        } => send(session, &text, wait).await,
+            tty,
+            detach_key,
+        } => send(session, &text, wait, (tty, detach_key)).await,
         Command::Bash {
             session,
             no_stdin,
+            tty,
+            detach_key,
             command,
-        } => bash(session, no_stdin, &command).await,
+        } => bash(session, no_stdin || tty, (tty, detach_key), &command).await,
+        Command::Keys {
+            session,
+            input,
+            literal,
+            text,
+        } => super::tty_run::keys(session, input, literal, &text).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
         Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
         Command::Cancel { session, all } => cancel(session, all).await,
@@ -257,9 +269,20 @@ fn shutdown_mode(if_idle: bool, force: bool) -> ShutdownMode {
 
 /// `send`: queue a run; with `wait`, stream its output and exit with its
 /// status.
-async fn send(session: String, text: &[OsString], wait: bool) -> Result<ExitCode, ClientError> {
+async fn send(
+    session: String,
+    text: &[OsString],
+    wait: bool,
+    (tty, detach_key): (bool, Option<DetachKey>),
+) -> Result<ExitCode, ClientError> {
     let text = fitting(command_line(text)?)?;
-    let request = SessionRequest::Send { text, wait };
+    let passing = tty && wait && interactive::can_pass_through();
+    let tty = tty.then(super::tty_run::window_size);
+    let request = SessionRequest::Send { text, wait, tty };
+    if passing {
+        let detach = super::tty_run::detach_key(detach_key)?;
+        return interactive::run(&session, ClientStart::Send, request, detach).await;
+    }
     let mut client = super::attach::open(&session, ClientStart::Send, request).await?;
     super::log::stream_until_exit(&mut client, &session, wait).await
 }
@@ -268,6 +291,7 @@ async fn send(session: String, text: &[OsString], wait: bool) -> Result<ExitCode
 async fn bash(
     session: String,
     no_stdin: bool,
+    (tty, detach_key): (bool, Option<DetachKey>),
     command: &[OsString],
 ) -> Result<ExitCode, ClientError> {
     let command = fitting(command_line(command)?)?;
@@ -276,7 +300,16 @@ async fn bash(
     } else {
         super::stdin::lend()?
     };
-    let request = SessionRequest::Bash { command, stdin };
+    let tty = tty.then(super::tty_run::window_size);
+    let request = SessionRequest::Bash {
+        command,
+        stdin,
+        tty,
+    };
+    if tty.is_some() && interactive::can_pass_through() {
+        let detach = super::tty_run::detach_key(detach_key)?;
+        return interactive::run(&session, ClientStart::Bash, request, detach).await;
+    }
     let mut client = super::attach::open(&session, ClientStart::Bash, request).await?;
     super::log::stream_bash_until_exit(&mut client, &session).await
 }

@@ -49,6 +49,10 @@ pub enum ClientError {
     /// Where eukhe keeps its files cannot be placed.
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
+    /// The settings file, which the client reads for its own settings
+    /// (the detach key), is not valid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The running daemon's version (or ours) is no version the
     /// replacement law can rank.
     #[error(transparent)]

@@ -597,6 +597,6 @@ fn end_of_input(
     }
 }
 
-fn exit_code(status: i32) -> ExitCode {
+pub(crate) fn exit_code(status: i32) -> ExitCode {
     ExitCode::from(status.clamp(0, 255) as u8)
 }

@@ -8,12 +8,14 @@ pub(crate) mod connect;
 mod doctor;
 pub mod error;
 mod events;
+mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
 mod stdin;
 pub mod stdout;
 pub mod terminal;
 mod top;
+mod tty_run;
 pub mod usage;
 mod words;
 

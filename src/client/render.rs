@@ -373,7 +373,7 @@ pub fn utc_timestamp(at_ms: u64) -> String {
 fn marked_line(entry: &Entry) -> String {
     match &entry.body {
         EntryBody::Output { .. } => String::new(),
-        EntryBody::Input { input, text } => format!("[run {input}] $ {text}\n"),
+        EntryBody::Input { input, text, .. } => format!("[run {input}] $ {text}\n"),
         EntryBody::RunStarted { .. } => String::new(),
         EntryBody::RunFinished {
             input,

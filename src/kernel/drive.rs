@@ -135,11 +135,15 @@ fn act(ctx: &Context, journal: &BusyJournal) {
             return;
         };
         match action {
-            Action::Signal { group, signal, .. } => tree::signal_group(group, nix(signal)),
+            Action::Signal { group, signal, job } => {
+                tree::signal_group(group, nix(signal));
+                ctx.kernel.borrow().ttys.signal(&job, nix(signal));
+            }
             Action::HangUp { job, group } => {
                 tracing::info!("{job}: its client went away; hanging it up");
                 ctx.hang_ups.close_output(&job);
                 tree::signal_group(group, Nix::SIGHUP);
+                ctx.kernel.borrow().ttys.signal(&job, Nix::SIGHUP);
             }
             // Killed whole, the group cannot report its end (its reporter
             // went with it): recorded as soon as it is gone.

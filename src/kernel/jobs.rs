@@ -27,12 +27,14 @@ use super::zygote::{self, Pipes};
 use crate::host::process::{identity_of, is_alive};
 use crate::laws::runs::{kernel_accepts, SpoolRun};
 use crate::protocol::kernel::JobState;
+use crate::protocol::tty::WindowSize;
 use crate::session::entry::Stream;
 use crate::session::snapshot::Snapshot;
 use crate::session::store::SessionFiles;
 
 mod ends;
 mod template;
+mod terminal;
 
 use template::{Template, Templates};
 
@@ -98,6 +100,8 @@ pub struct Kernel {
     pub core: KernelCore,
     /// Each job's group, end, open streams, cancel and lost output.
     pub books: JobBooks,
+    /// The terminals of terminal jobs.
+    pub ttys: super::tty::Terminals,
     templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
@@ -138,6 +142,7 @@ impl Kernel {
                 notices: Vec::new(),
                 core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
                 books: JobBooks::default(),
+                ttys: Default::default(),
                 templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
@@ -195,7 +200,7 @@ impl Kernel {
         &mut self,
         job: &str,
         command: &str,
-        stdin_of: Option<u32>,
+        (stdin_of, tty): (Option<u32>, Option<WindowSize>),
     ) -> Result<Option<Readers>, KernelError> {
         if self.core.stopping() {
             return Err(KernelError::Stopping);
@@ -211,7 +216,7 @@ impl Kernel {
         let Some(out) = self.spool.accept(job)? else {
             return Ok(None);
         };
-        let handed = self.hand_to_shell(job, command, stdin_of);
+        let handed = self.hand_to_shell(job, command, stdin_of, tty);
         let (readers, placeholders, fifos, end) = match handed {
             Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
             Err(e) => {
@@ -263,6 +268,7 @@ impl Kernel {
         job: &str,
         command: &str,
         stdin_of: Option<u32>,
+        tty: Option<WindowSize>,
     ) -> Result<Handed, KernelError> {
         // The shell reads NUL-separated fields: a NUL inside the command
         // would split it, and what follows would be read as the next job.
@@ -271,6 +277,9 @@ impl Kernel {
         }
         let capture = self.scratch(job, "state");
         let _ = std::fs::remove_file(&capture);
+        if let Some(size) = tty {
+            return self.hand_terminal_job(job, command, size, &capture.to_string_lossy());
+        }
         let fifos = STREAMS.map(|stream| self.scratch(job, stream_name(stream)));
         let made = match self.take_spare(&fifos) {
             Some(made) => made,
@@ -308,7 +317,8 @@ impl Kernel {
                 write_scripts(&self.snapshot, &restore, &late)?;
                 let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
                 let message = zygote::message(&[
-                    "job", job, &out_fifo, &err_fifo, &restore, &late, &capture, &stdin, command,
+                    "job", job, &out_fifo, &err_fifo, &restore, &late, &capture, &stdin, "",
+                    command,
                 ]);
                 self.shell_input()?.write_all(&message)
             }
@@ -357,7 +367,9 @@ impl Kernel {
                 // Its end came first (`end_on_closed_output`).
                 self.core.ended_before_reporter(group);
             }
-            if let Some(leader) = identity_of(group) {
+            // A terminal job's processes are in its shell's session.
+            let leader = self.ttys.started(job).unwrap_or(group);
+            if let Some(leader) = identity_of(leader) {
                 if let Err(e) = self.spool.set_group(job, leader) {
                     tracing::warn!("{job}'s process group is not recorded: {e}");
                 }
@@ -440,7 +452,7 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 pub type Readers = Vec<(Stream, tokio::net::unix::pipe::Receiver)>;
 
 /// A job as the user knows it: `r2` is "run 2", `b1` "bash 1".
-fn job_in_words(job: &str) -> String {
+pub(super) fn job_in_words(job: &str) -> String {
     match job.split_at_checked(1) {
         Some(("r", n)) => format!("run {n}"),
         // User bash's tag is `b<number>-<worker>-<seq>`.

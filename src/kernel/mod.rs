@@ -26,6 +26,7 @@ mod serve;
 mod session_dir;
 pub mod spool;
 mod tree;
+mod tty;
 mod zygote;
 
 use std::cell::RefCell;

@@ -186,11 +186,11 @@ async fn serve_connection(
         };
         match request {
             ToKernel::Hello { .. } => {}
-            ToKernel::Start {
-                job,
-                command,
-                stdin_of,
-            } => start_job(ctx, control, job, &command, stdin_of),
+            start @ ToKernel::Start { .. } => start_job(ctx, control, start),
+            request @ (ToKernel::Keys { .. } | ToKernel::Resize { .. }) => {
+                let mut kernel = ctx.kernel.borrow_mut();
+                super::tty::request(&mut kernel.ttys, request, control);
+            }
             ToKernel::Follow { job, from } => {
                 followers.retain(|f| !f.is_finished());
                 followers.push(tokio::task::spawn_local(follow(
@@ -243,7 +243,11 @@ fn queued(ctx: &Context, inputs: u32) {
 /// The worker stored `job`'s end and output: the spool may drop it.
 fn forget(ctx: &Context, job: &str) {
     ctx.hang_ups.forget(job);
-    ctx.kernel.borrow_mut().forget(job);
+    let mut kernel = ctx.kernel.borrow_mut();
+    kernel.forget(job);
+    if !kernel.jobs.contains_key(job) {
+        kernel.ttys.forget(job);
+    }
 }
 
 /// Answer the worker's hello, and say whether the connection goes on to
@@ -296,15 +300,22 @@ fn hello(ctx: &Context, protocol: u32) -> FromKernel {
     }
 }
 
-/// Start `job` and tell the worker whether the kernel accepted it.
-fn start_job(
-    ctx: &Context,
-    control: &mpsc::UnboundedSender<Vec<u8>>,
-    job: String,
-    command: &str,
-    stdin_of: Option<u32>,
-) {
-    let started = ctx.kernel.borrow_mut().start(&job, command, stdin_of);
+/// Start the job `start` names and tell the worker whether the kernel
+/// accepted it.
+fn start_job(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>, start: ToKernel) {
+    let ToKernel::Start {
+        job,
+        command,
+        stdin_of,
+        tty,
+    } = start
+    else {
+        return;
+    };
+    let started = ctx
+        .kernel
+        .borrow_mut()
+        .start(&job, &command, (stdin_of, tty));
     match started {
         Ok(Some(readers)) => {
             spawn_readers(ctx, &job, readers);

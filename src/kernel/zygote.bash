@@ -8,8 +8,10 @@
 # itself (`job.bash`).
 #
 # fd 3: commands from the kernel, NUL-terminated fields:
-#   job JOB STDOUT STDERR RESTORE LATE CAPTURE STDIN COMMAND  (fork a job
-#     here; STDIN is the file its command reads, empty for /dev/null)
+#   job JOB STDOUT STDERR RESTORE LATE CAPTURE STDIN TTY COMMAND  (fork a
+#     job here; STDIN is the file its command reads, empty for /dev/null;
+#     TTY, when not empty, the terminal its shell makes its controlling
+#     terminal, leading a session of its own: `tty.rs`)
 #   template FIFO TAKEN RESTORE SCRATCH LATE NEXT  (fork a template that
 #     restores RESTORE, then forks job shells that take jobs, `JOB
 #     STDIN COMMAND`, from FIFO on fd 5 and write `t` to the FIFO TAKEN (fd 6)
@@ -78,6 +80,7 @@ while :; do
   IFS= read -r -d '' __eukhe_late <&3 || break
   IFS= read -r -d '' __eukhe_state <&3 || break
   IFS= read -r -d '' __eukhe_in <&3 || break
+  IFS= read -r -d '' __eukhe_tty <&3 || break
   IFS= read -r -d '' __eukhe_cmd <&3 || break
   {
 @JOB@

@@ -21,8 +21,20 @@ const EXEC_FROM_TEMPLATE: &str = r#"    __eukhe_a=$__eukhe_prep __eukhe_take=tem
     builtin exit 126"#;
 
 /// How the job shell of a job the kernel's shell forks becomes its bash:
-/// the job is known, and its command comes on fd 5.
-const EXEC_FOR_JOB: &str = r#"    __eukhe_a=$__eukhe_prep __eukhe_take=job __eukhe_group=$__eukhe_group \
+/// the job is known, and its command comes on fd 5. A terminal job's bash
+/// is started by `setsid --ctty` on its terminal: it leads a new session
+/// whose controlling terminal that is (its pid stays: it leads no group,
+/// so `setsid` does not fork), and `$0` is `bash` as in the other path.
+const EXEC_FOR_JOB: &str = r#"    if [[ -n $__eukhe_tty ]]; then
+      __eukhe_a=$__eukhe_prep __eukhe_take=job __eukhe_group=$__eukhe_group \
+      __eukhe_restore=$__eukhe_restore __eukhe_late=$__eukhe_late \
+      __eukhe_job=$__eukhe_job __eukhe_out=$__eukhe_out __eukhe_err=$__eukhe_err \
+      __eukhe_state=$__eukhe_state __eukhe_in=$__eukhe_in \
+      builtin exec "$__eukhe_setsid" -w --ctty "$__eukhe_bash" --norc --noprofile \
+      -c "$__eukhe_line" bash 5<<<"$__eukhe_cmd" <"$__eukhe_tty"
+      builtin exit 126
+    fi
+    __eukhe_a=$__eukhe_prep __eukhe_take=job __eukhe_group=$__eukhe_group \
       __eukhe_restore=$__eukhe_restore __eukhe_late=$__eukhe_late \
       __eukhe_job=$__eukhe_job __eukhe_out=$__eukhe_out __eukhe_err=$__eukhe_err \
       __eukhe_state=$__eukhe_state __eukhe_in=$__eukhe_in \
@@ -44,9 +56,10 @@ pub fn script() -> String {
         include_str!("capture.bash")
     );
     format!(
-        "__eukhe_prep={}\n__eukhe_line={}\n{}",
+        "__eukhe_prep={}\n__eukhe_line={}\n__eukhe_setsid={}\n{}",
         quote(include_str!("job_prep.bash")),
         quote(&line),
+        quote(setsid()),
         include_str!("zygote.bash")
             .replace("@TEMPLATE_JOB@", &job.replace("@TAKE@", EXEC_FROM_TEMPLATE))
             .replace("@JOB@", &job.replace("@TAKE@", EXEC_FOR_JOB))
@@ -88,6 +101,15 @@ pub fn pipes() -> Result<(Pipes, OwnedFd), KernelError> {
         },
         reports_read,
     ))
+}
+
+/// util-linux's `setsid`, which starts a terminal job's bash (the
+/// shell's environment has no `PATH` to find it by).
+fn setsid() -> &'static str {
+    ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("setsid")
 }
 
 fn bash() -> &'static str {

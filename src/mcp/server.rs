@@ -310,6 +310,7 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
     let request = SessionRequest::Bash {
         command: args.command,
         stdin: None,
+        tty: None,
     };
     let mut client = open(&session, ClientStart::Mcp, request).await?;
     // Its number comes first: a cancel names it, and so does the `log`
@@ -387,6 +388,7 @@ async fn send(args: SendArgs) -> Result<CallToolResult, ClientError> {
     let request = SessionRequest::Send {
         text: args.command,
         wait: false,
+        tty: None,
     };
     let mut client = open(&args.session, ClientStart::Mcp, request).await?;
     match client.receive().await? {

@@ -41,6 +41,10 @@ pub enum EntryBody {
         input: u64,
         /// The input as sent.
         text: String,
+        /// A terminal run, and the size its terminal starts with (absent:
+        /// a plain run, as in older transcripts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<super::tty::WindowSize>,
     },
     /// Run `input` started.
     RunStarted {

@@ -249,7 +249,7 @@ pub fn bounded(text: &str) -> String {
 /// its latest line goes out at a bounded rate instead (`latest_line`).
 pub fn entry_event(entry: &Entry) -> Option<EventKind> {
     Some(match &entry.body {
-        EntryBody::Input { input, text } => EventKind::RunQueued {
+        EntryBody::Input { input, text, .. } => EventKind::RunQueued {
             input: *input,
             text: bounded(text),
         },

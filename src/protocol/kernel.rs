@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::entry::LostOutput;
+use super::tty::WindowSize;
 
-/// The version of the link and of the spool's layout (8: the worker hangs
-/// up a user bash whose client went away, `ToKernel::HangUp`; an earlier
-/// kernel would take that message for a malformed one).
-pub const KERNEL_PROTOCOL: u32 = 8;
+/// The version of the link and of the spool's layout (9: terminal runs,
+/// `Start`'s `tty`, `ToKernel::Keys` and `Resize`; an earlier kernel would
+/// take those for malformed messages).
+pub const KERNEL_PROTOCOL: u32 = 9;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -83,6 +84,28 @@ pub enum ToKernel {
         /// command's stdin is `/dev/null`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stdin_of: Option<u32>,
+        /// Run it on a pseudo-terminal of this size that the kernel opens
+        /// and holds: the terminal is the job's standard input, output and
+        /// error and its controlling terminal; what the program writes to
+        /// it is the job's stdout.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<WindowSize>,
+    },
+    /// Write `data` to terminal job `job`'s terminal, as typed keys; the
+    /// kernel answers `Keyed` once they are in its input queue.
+    Keys {
+        /// The job's tag.
+        job: String,
+        /// The bytes.
+        #[serde(with = "super::tty::base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// Set terminal job `job`'s window size (its program gets SIGWINCH).
+    Resize {
+        /// The job's tag.
+        job: String,
+        /// The new size.
+        size: WindowSize,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.
@@ -183,6 +206,15 @@ pub enum FromKernel {
     Settled {
         /// The job's tag.
         job: String,
+    },
+    /// The keys of a `Keys` for `job` are written to its terminal (or,
+    /// with `error`, could not be: one line for the user).
+    Keyed {
+        /// The job's tag.
+        job: String,
+        /// Why they were not written.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// How many processes that runs left behind still live.
     Jobs {

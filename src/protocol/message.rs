@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::entry::{Entry, LostOutput, Stream};
 use super::event::Event;
 use super::hello::Hello;
+use super::tty::{TerminalInput, WindowSize};
 use crate::laws::idle_shutdown::QuiesceAnswer;
 use crate::laws::work::WorkSet;
 
@@ -99,6 +100,14 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         zero_runs: bool,
     },
+    /// Client to worker, on the connection of its `Bash` or `Send --wait`
+    /// that asked for a terminal, while that run goes on: keys typed for
+    /// it or its new window size. Not answered; keys that come before the
+    /// run has started are dropped.
+    TerminalInput {
+        /// The keys or the size.
+        input: TerminalInput,
+    },
     /// Supervisor to worker: take this worker under supervision.
     Supervise {
         /// The supervisor's build, so a worker of another build can be told apart.
@@ -139,6 +148,10 @@ pub enum SessionRequest {
         text: String,
         /// Stream the run's output and end with its exit.
         wait: bool,
+        /// Run it on a terminal of this size (a terminal run); with `wait`
+        /// the client may then send `tty::TerminalInput` frames for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<WindowSize>,
     },
     /// Run a command now in the session's shell, beside any run; what it
     /// leaves in the shell persists.
@@ -150,6 +163,34 @@ pub enum SessionRequest {
         /// the command opens. None: `/dev/null`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stdin: Option<u32>,
+        /// Run it on a terminal of this size (then `stdin` is not used);
+        /// the client may then send `tty::TerminalInput` frames for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<WindowSize>,
+    },
+    /// Write `data` to the terminal of terminal run `input` (absent: the
+    /// session's current terminal run); answered `Ok` once the bytes are
+    /// in the terminal's input queue.
+    Keys {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+        /// The bytes.
+        #[serde(with = "super::tty::base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// The client leaves on purpose (a detach from a terminal run): the
+    /// user bash this connection asked for goes on, never hung up for its
+    /// client's going. Answers nothing.
+    Detach,
+    /// From here on, this connection's `tty::TerminalInput` frames go to
+    /// the terminal of running input `input`: how a client types into a
+    /// terminal run whose output it follows on another connection (a
+    /// passthrough riding through a lost worker, an attach). Answered `Ok`,
+    /// or an error saying the input is not running.
+    TypeInto {
+        /// The running terminal run's input number.
+        input: u64,
     },
     /// The transcript rebuilt from stored messages: all of it, the last
     /// `tail` entries, those after entry `after`, or input `input`'s
@@ -216,6 +257,9 @@ pub struct QueuedInput {
     /// A user bash that runs now (never queued: `cancel` ends it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bash: bool,
+    /// A terminal run, and its terminal's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<WindowSize>,
 }
 
 /// How `shutdown` stops the daemon.

@@ -5,7 +5,8 @@
 //! sent), [`zeros`] (runs of zero bytes in output), [`frame`] (bytes on a stream, with a hard size
 //! limit), [`message`] (the requests and responses), [`output`] (output
 //! bytes as binary frames), [`event`] (the daemon's event stream), [`hello`] (the versioned greeting every
-//! connection starts with), [`screen`] (a terminal run's screen as text).
+//! connection starts with), [`tty`] (terminal runs: sizes and keys), [`screen`] (a terminal
+//! run's screen as text).
 
 pub mod entry;
 pub mod event;
@@ -15,6 +16,7 @@ pub mod kernel;
 pub mod message;
 pub mod output;
 pub mod screen;
+pub mod tty;
 pub mod zeros;
 
 pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME_BYTES};

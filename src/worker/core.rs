@@ -23,6 +23,7 @@ use crate::laws::timing::QUIESCE_HOLD_MS;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{QueuedInput, Response};
+use crate::protocol::tty::WindowSize;
 use crate::session::transcript::EntryBody;
 
 mod bash;
@@ -93,7 +94,8 @@ pub struct RunCore {
     /// User bash the transcript holds no end of, with the spool offset its
     /// stored output reaches.
     open_bash: BTreeMap<RunId, u64>,
-    started_text: HashMap<RunId, String>,
+    /// Started runs' text, and their terminal's size for a terminal run.
+    started_text: HashMap<RunId, (String, Option<WindowSize>)>,
     jobs: HashMap<String, Followed>,
     gate: RunGate,
     connected: bool,
@@ -283,13 +285,14 @@ impl RunCore {
     // ---- client requests, after the shell stored them --------------------
 
     /// Input `run` is stored as queued.
-    pub fn queued(&mut self, run: RunId, text: String, at_ms: u64) {
+    pub fn queued(&mut self, run: RunId, (text, tty): (String, Option<WindowSize>), at_ms: u64) {
         self.book.insert(run, RunRecord::Queued);
         self.queue.push_back(QueuedInput {
             run,
             text,
             at_ms,
             bash: false,
+            tty,
         });
         self.next_input = self.next_input.max(run + 1);
     }
@@ -366,11 +369,12 @@ impl RunCore {
         };
         self.queue.retain(|q| q.run != run);
         self.book.insert(run, RunRecord::Started);
-        self.started_text.insert(run, queued.text.clone());
+        self.started_text
+            .insert(run, (queued.text.clone(), queued.tty));
         self.follow(
             &format!("r{run}"),
             Some(&queued.text),
-            None,
+            (None, queued.tty),
             JobKind::Run {
                 input: run,
                 lost: false,
@@ -384,7 +388,7 @@ impl RunCore {
     pub fn bash(
         &mut self,
         command: &str,
-        stdin_of: Option<u32>,
+        (stdin_of, tty): (Option<u32>, Option<WindowSize>),
         (client, at_ms): (ClientId, u64),
         number: RunId,
     ) -> Vec<Action> {
@@ -395,6 +399,7 @@ impl RunCore {
                 text: command.to_string(),
                 at_ms,
                 bash: true,
+                tty,
             },
         );
         self.bash_seq += 1;
@@ -407,7 +412,7 @@ impl RunCore {
             client: Some(client),
             number,
         };
-        self.follow(&job, Some(command), stdin_of, kind)
+        self.follow(&job, Some(command), (stdin_of, tty), kind)
     }
 
     /// The number the next input (a queued run or user bash) takes: inputs
@@ -422,7 +427,7 @@ impl RunCore {
         &mut self,
         job: &str,
         command: Option<&str>,
-        stdin_of: Option<u32>,
+        (stdin_of, tty): (Option<u32>, Option<WindowSize>),
         kind: JobKind,
     ) -> Vec<Action> {
         let from = match kind {
@@ -435,6 +440,7 @@ impl RunCore {
                 job: job.to_string(),
                 command: command.to_string(),
                 stdin_of,
+                tty,
             }));
         }
         actions.push(Action::Kernel(ToKernel::Follow {

@@ -67,6 +67,7 @@ pub async fn run(
     let ended = serve(&worker, &mut read, &wake_runs).await;
     let mut w = worker.borrow_mut();
     w.kernel = None;
+    w.clients.keys.link_lost();
     w.link_owes.watch.link_ended();
     w.core.kernel_lost();
     if w.stopping || w.link_owes.stop_asked {
@@ -360,6 +361,9 @@ async fn serve(
                     restore: None,
                     restore_id: None,
                 });
+            }
+            FromKernel::Keyed { job, error } => {
+                worker.borrow_mut().clients.keys.keyed(&job, error);
             }
             FromKernel::Started { .. } | FromKernel::Hello { .. } => {}
             FromKernel::Stopped => return "it stopped".into(),

@@ -17,6 +17,7 @@ mod outbox;
 pub mod screen;
 mod serve;
 mod state;
+mod terminal;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

@@ -115,6 +115,8 @@ async fn refuse(stream: UnixStream, message: &str) {
     .await;
 }
 
+use crate::worker::terminal::TerminalOfConnection;
+
 /// A client the supervisor handed over after its hello and first request:
 /// that request, then the client's next ones, as on any connection.
 async fn handed_client(
@@ -143,11 +145,27 @@ async fn handed_client(
         }
         bash.extend(number);
     };
-    asked(session_request(&worker, first, &tx, &signals, peer).await);
+    // The terminal run this connection asked for, if it asked for one.
+    let mut terminal = TerminalOfConnection::default();
+    let before = terminal.before(&worker.borrow(), &first);
+    let number = session_request(&worker, first, &tx, &signals, peer).await;
+    terminal.after(before, number);
+    asked(number);
+    let mut detached = false;
     loop {
         match read_frame::<Request, _>(&mut read).await {
+            Ok(Request::Session {
+                request: SessionRequest::Detach,
+                ..
+            }) => detached = true,
             Ok(Request::Session { request, .. }) => {
-                asked(session_request(&worker, request, &tx, &signals, peer).await)
+                let before = terminal.before(&worker.borrow(), &request);
+                let number = session_request(&worker, request, &tx, &signals, peer).await;
+                terminal.after(before, number);
+                asked(number)
+            }
+            Ok(Request::TerminalInput { input }) => {
+                terminal.input(&mut worker.borrow_mut(), input);
             }
             Ok(other) => {
                 let _ = tx.send(Response::Error {
@@ -162,6 +180,10 @@ async fn handed_client(
                 break;
             }
         }
+    }
+    // A client that detached left on purpose: its commands go on.
+    if detached {
+        bash.clear();
     }
     let client = Peer::Client(client.flatten());
     client_left::connection_ended(worker, client, bash).await;

@@ -190,14 +190,19 @@ impl Worker {
     }
 
     /// Queue input as a new run.
-    pub fn queue_input(&mut self, text: String) -> Result<u64, WorkerError> {
+    pub fn queue_input(
+        &mut self,
+        text: String,
+        tty: Option<crate::protocol::tty::WindowSize>,
+    ) -> Result<u64, WorkerError> {
         let input = self.core.next_input();
         self.reserve_input(input)?;
         let entry = self.append(EntryBody::Input {
             input,
             text: text.clone(),
+            tty,
         })?;
-        self.core.queued(input, text, entry.at_ms);
+        self.core.queued(input, (text, tty), entry.at_ms);
         self.work_changed();
         Ok(input)
     }

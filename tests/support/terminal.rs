@@ -35,7 +35,11 @@ impl Terminal {
         for (name, value) in &env.vars {
             new.arg("-e").arg(format!("{name}={value}"));
         }
-        new.arg("--").args(command);
+        // The exit status as the program's own shell sees it: tmux may
+        // take a while to notice a pane's program has ended.
+        let status = terminal.status_file();
+        let wrapper = format!("\"$@\"; echo $? > '{}'", status.display());
+        new.args(["--", "sh", "-c", &wrapper, "sh"]).args(command);
         for (name, value) in &env.vars {
             new.env(name, value);
         }
@@ -43,8 +47,8 @@ impl Terminal {
         terminal.server = terminal
             .query("#{pid}")
             .and_then(|pid| pid.trim().parse().ok());
-        // A program that ends leaves its pane, so its last screen and its
-        // exit status can be read.
+        // A program that ends leaves its pane, so its last screen can be
+        // read.
         terminal.run(&["set-option", "-g", "remain-on-exit", "on"]);
         terminal.run(&["set-option", "-g", "history-limit", "0"]);
         Some(terminal)
@@ -112,12 +116,14 @@ impl Terminal {
         ]);
     }
 
+    fn status_file(&self) -> PathBuf {
+        self.socket.with_extension("status")
+    }
+
     /// The exit status of the pane's program once it has ended.
     pub fn exit_status(&self) -> Option<i32> {
-        let dead = self.query("#{pane_dead} #{pane_dead_status}")?;
-        let mut words = dead.split_whitespace();
-        (words.next()? == "1").then_some(())?;
-        words.next()?.parse().ok()
+        let text = std::fs::read_to_string(self.status_file()).ok()?;
+        text.trim().parse().ok()
     }
 }
 

@@ -227,7 +227,7 @@ impl Dashboard {
         let mut waiting = std::collections::BTreeSet::new();
         for entry in entries {
             match &entry.body {
-                EntryBody::Input { input, text } => {
+                EntryBody::Input { input, text, .. } => {
                     row.texts.insert(*input, text.clone());
                     waiting.insert(*input);
                 }

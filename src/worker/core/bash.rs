@@ -7,6 +7,11 @@ use crate::protocol::kernel::ToKernel;
 impl RunCore {
     /// The user bash that run now (their end not stored), by number, with
     /// their kernel jobs.
+    /// The user bash that run now, by number, with their jobs.
+    pub fn running_bash_jobs(&self) -> Vec<(RunId, String)> {
+        self.running_bash()
+    }
+
     pub(super) fn running_bash(&self) -> Vec<(RunId, String)> {
         let mut running: Vec<(RunId, String)> = self
             .jobs
@@ -39,6 +44,7 @@ impl RunCore {
                         text: String::new(),
                         at_ms: 0,
                         bash: true,
+                        tty: None,
                     })
             })
             .collect()

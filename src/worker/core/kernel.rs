@@ -79,7 +79,8 @@ impl RunCore {
                 RunAction::RecordInterrupted(run) => (run, None, true),
             };
             let kind = JobKind::Run { input: run, lost };
-            actions.extend(self.follow(&format!("r{run}"), command.as_deref(), None, kind));
+            let (command, tty) = command.map_or((None, None), |(text, tty)| (Some(text), tty));
+            actions.extend(self.follow(&format!("r{run}"), command.as_deref(), (None, tty), kind));
         }
         actions
     }
@@ -127,7 +128,7 @@ impl RunCore {
                     client: None,
                     number,
                 };
-                actions.extend(self.follow(job, None, None, kind));
+                actions.extend(self.follow(job, None, (None, None), kind));
             }
         }
         (actions, followed)

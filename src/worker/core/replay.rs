@@ -9,6 +9,7 @@ use super::RunCore;
 use crate::laws::idle_shutdown::RunGate;
 use crate::laws::runs::{RunId, RunRecord};
 use crate::protocol::message::QueuedInput;
+use crate::protocol::tty::WindowSize;
 use crate::session::transcript::{Entry, EntryBody};
 
 /// The books being rebuilt from a stored transcript.
@@ -32,6 +33,9 @@ pub struct ReplayBooks {
     /// Inputs not yet started, ended or withdrawn.
     queue: BTreeMap<RunId, QueuedInput>,
     texts: HashMap<RunId, String>,
+    /// The terminal sizes of terminal runs among `texts`.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    ttys: HashMap<RunId, WindowSize>,
 }
 
 impl Replay {
@@ -49,24 +53,20 @@ impl Replay {
     pub fn see(&mut self, entry: &Entry) {
         let books = &mut self.books;
         match &entry.body {
-            EntryBody::Input { input, text } => {
-                books.book.insert(*input, RunRecord::Queued);
-                books.texts.insert(*input, text.clone());
-                books.queue.insert(
-                    *input,
-                    QueuedInput {
-                        run: *input,
-                        text: text.clone(),
-                        at_ms: entry.at_ms,
-                        bash: false,
-                    },
-                );
-                books.next_input = books.next_input.max(input + 1);
+            EntryBody::Input { input, text, tty } => {
+                books.queued(QueuedInput {
+                    run: *input,
+                    text: text.clone(),
+                    at_ms: entry.at_ms,
+                    bash: false,
+                    tty: *tty,
+                });
             }
             EntryBody::Withdrawn { input } => {
                 books.book.insert(*input, RunRecord::Withdrawn);
                 books.queue.remove(input);
                 books.texts.remove(input);
+                books.ttys.remove(input);
             }
             EntryBody::Bash {
                 bash: Some(number), ..
@@ -98,6 +98,7 @@ impl Replay {
                 // needed again.
                 books.queue.remove(input);
                 books.texts.remove(input);
+                books.ttys.remove(input);
                 books.spool_offsets.remove(input);
             }
             EntryBody::Output {
@@ -120,10 +121,12 @@ impl Replay {
             open_bash,
             queue,
             texts,
+            ttys,
         } = self.books;
         let started_text = texts
             .into_iter()
             .filter(|(run, _)| book.get(run) == Some(&RunRecord::Started))
+            .map(|(run, text)| (run, (text, ttys.get(&run).copied())))
             .collect();
         let queue = queue
             .into_values()
@@ -171,5 +174,19 @@ impl RunCore {
             },
             job_tag,
         )
+    }
+}
+
+impl ReplayBooks {
+    /// Input `queued` is stored.
+    fn queued(&mut self, queued: QueuedInput) {
+        let input = queued.run;
+        self.book.insert(input, RunRecord::Queued);
+        self.texts.insert(input, queued.text.clone());
+        if let Some(size) = queued.tty {
+            self.ttys.insert(input, size);
+        }
+        self.queue.insert(input, queued);
+        self.next_input = self.next_input.max(input + 1);
     }
 }

@@ -21,6 +21,7 @@ fn input(run: u64, text: &str) -> EntryBody {
     EntryBody::Input {
         input: run,
         text: text.into(),
+        tty: None,
     }
 }
 
@@ -136,12 +137,45 @@ fn a_run_of_a_gone_kernel_is_interrupted_once_and_the_queue_goes_on() {
             job: "r2".into(),
             command: "echo next".into(),
             stdin_of: None,
+            tty: None,
         })
     );
 }
 
 /// A worker that crashed between storing a run's start and handing it
 /// over: no kernel ever had it, so it is handed now (it never ran).
+/// A terminal run queued, or started but never handed, before a worker
+/// restart is still a terminal run: the transcript's input says so.
+#[test]
+fn a_terminal_run_is_handed_with_its_terminal_after_a_restart() {
+    let size = WindowSize {
+        rows: 40,
+        cols: 120,
+    };
+    let terminal_input = |run: u64, text: &str| EntryBody::Input {
+        input: run,
+        text: text.into(),
+        tty: Some(size),
+    };
+    let transcript = [
+        entry(1, terminal_input(1, "vi")),
+        entry(2, EntryBody::RunStarted { input: 1 }),
+        entry(3, terminal_input(2, "top")),
+    ];
+    let mut core = RunCore::from_transcript(&transcript, 7);
+    assert_eq!(core.queue().next().and_then(|q| q.tty), Some(size));
+    let actions = core.kernel_hello(5, &BTreeMap::new(), 0);
+    assert_eq!(
+        actions[0],
+        Action::Kernel(ToKernel::Start {
+            job: "r1".into(),
+            command: "vi".into(),
+            stdin_of: None,
+            tty: Some(size),
+        })
+    );
+}
+
 #[test]
 fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
     let transcript = [
@@ -156,6 +190,7 @@ fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
             job: "r1".into(),
             command: "echo once".into(),
             stdin_of: None,
+            tty: None,
         })
     );
 }
@@ -164,7 +199,7 @@ fn a_start_stored_but_never_handed_is_handed_on_reconnect() {
 fn withdrawn_input_never_starts_and_is_not_work() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
-    core.queued(1, "echo a".into(), 0);
+    core.queued(1, ("echo a".into(), None), 0);
     assert!(core.check_withdraw(1).is_ok());
     core.withdrawn(1);
     assert!(core.work().is_empty());
@@ -173,7 +208,7 @@ fn withdrawn_input_never_starts_and_is_not_work() {
         core.check_withdraw(1).unwrap_err().to_string(),
         "run 1 is already withdrawn"
     );
-    core.queued(2, "sleep 9".into(), 0);
+    core.queued(2, ("sleep 9".into(), None), 0);
     assert_eq!(core.next_start(0), Some(2));
     core.run_start_stored(2);
     assert_eq!(
@@ -196,7 +231,7 @@ fn a_quiesced_gate_holds_runs_until_its_hold_passes() {
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let t0 = 1_000_000_000u64;
     assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
-    core.queued(1, "echo late".into(), 0);
+    core.queued(1, ("echo late".into(), None), 0);
     assert_eq!(core.next_start(t0 + 1_000), None, "the gate is closed");
     // Closed through the hold's last millisecond, open just after it.
     let hold_us = TM.supervisor.quiesce_hold * 1000;
@@ -215,7 +250,7 @@ fn a_quiesced_core_asks_for_time_exactly_when_its_gate_reopens() {
     assert_eq!(core.poll_timeout(), None, "an open gate waits for nothing");
     let t0 = 1_000_000_000u64;
     assert_eq!(core.quiesce(t0), QuiesceAnswer::Quiesced);
-    core.queued(1, "echo late".into(), 0);
+    core.queued(1, ("echo late".into(), None), 0);
     let reopens = core.poll_timeout().expect("a quiesced gate needs time");
     assert_eq!(reopens, t0 + (TM.supervisor.quiesce_hold + 1) * 1000);
     // Nothing happens before that instant, however the clock is read.
@@ -234,7 +269,7 @@ fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("cat blob", None, (3, 0), number);
+    core.bash("cat blob", (None, None), (3, 0), number);
     let bytes = [0xff, 0x00, 0xc3];
     let job = format!("b{number}-7-1");
     let actions = core.output(&job, Stream::Stdout, 8, bytes.to_vec().into());
@@ -269,7 +304,7 @@ fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("sleep 30", None, (3, 0), number);
+    core.bash("sleep 30", (None, None), (3, 0), number);
     let (run, bash, actions) = core.cancel();
     assert_eq!(
         (run, bash),
@@ -293,8 +328,8 @@ fn an_input_is_cancelled_by_its_number_whether_a_run_or_a_user_bash() {
         core.cancel_input(number).ok(),
         Some(cancel(&format!("b{number}-7-1")))
     );
-    core.queued(2, "sleep 9".into(), 0);
-    core.queued(3, "echo later".into(), 0);
+    core.queued(2, ("sleep 9".into(), None), 0);
+    core.queued(3, ("echo later".into(), None), 0);
     assert_eq!(core.next_start(0), Some(2));
     core.run_start_stored(2);
     assert_eq!(core.cancel_input(2).ok(), Some(cancel("r2")));
@@ -404,7 +439,7 @@ fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("true", None, (3, 0), number);
+    core.bash("true", (None, None), (3, 0), number);
     let job = format!("b{number}-7-1");
     let ended = core.ended(&job, Some(&end(0)));
     assert!(
@@ -415,7 +450,7 @@ fn a_bash_told_settled_at_its_end_leaves_no_unsettled_child() {
     assert!(core.settled(&job).is_empty(), "forgotten once");
 
     let number = core.take_input_number();
-    core.bash("sleep 9 &", None, (3, 0), number);
+    core.bash("sleep 9 &", (None, None), (3, 0), number);
     let job = format!("b{number}-7-2");
     let open = JobEnd {
         settled: false,
@@ -445,7 +480,7 @@ fn a_bash_ended_without_an_end_tells_its_client_why_and_keeps_it_as_surely_as_th
     let mut core = RunCore::from_transcript(&[], 7);
     core.kernel_hello(5, &BTreeMap::new(), 0);
     let number = core.take_input_number();
-    core.bash("true", None, (3, 0), number);
+    core.bash("true", (None, None), (3, 0), number);
     let why = crate::session::notices::bash_cut_short_text(number);
     let ended = core.ended(&format!("b{number}-7-1"), None);
     let kept: Vec<&EntryBody> = ended

@@ -142,9 +142,21 @@ pub(super) async fn session_request(
         }
     }
     match request {
-        SessionRequest::Send { text, wait } => send_input(worker, text, wait, tx, signals),
-        SessionRequest::Bash { command, stdin } => {
-            return bash_request(worker, command, stdin, tx, peer).await
+        SessionRequest::Send { text, wait, tty } => {
+            send_input(worker, (text, tty), wait, tx, signals)
+        }
+        SessionRequest::Bash {
+            command,
+            stdin,
+            tty,
+        } => return bash_request(worker, command, (stdin, tty), tx, peer).await,
+        SessionRequest::Keys { input, data } => {
+            crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
+        }
+        // Only a connection's own loop acts on it.
+        SessionRequest::Detach => {}
+        SessionRequest::TypeInto { input } => {
+            crate::worker::terminal::type_into(&worker.borrow(), input, tx)
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
@@ -195,12 +207,12 @@ fn unrunnable(command: &str) -> Option<&'static str> {
 /// Queue input `text` (with `wait`, its client waits for its run).
 fn send_input(
     worker: &Rc<RefCell<Worker>>,
-    text: String,
+    (text, tty): (String, Option<crate::protocol::tty::WindowSize>),
     wait: bool,
     tx: &Outbox,
     signals: &Signals,
 ) {
-    let queued = worker.borrow_mut().queue_input(text);
+    let queued = worker.borrow_mut().queue_input(text, tty);
     match queued {
         Ok(input) => {
             if wait {
@@ -221,10 +233,12 @@ fn send_input(
 async fn bash_request(
     worker: &Rc<RefCell<Worker>>,
     command: String,
-    stdin: Option<u32>,
+    (stdin, tty): (Option<u32>, Option<crate::protocol::tty::WindowSize>),
     tx: &Outbox,
     peer: Option<u32>,
 ) -> Option<u64> {
+    // A terminal run reads its terminal, never the client's stdin.
+    let stdin = if tty.is_some() { None } else { stdin };
     // Only the client itself may lend its standard input: a
     // connection relayed by the supervisor has no client pid.
     if stdin.is_some() && stdin != peer {
@@ -245,7 +259,7 @@ async fn bash_request(
         connected.notified().await;
     }
     worker.borrow_mut().core.bash_request_taken_up();
-    user_bash(worker, command, stdin, tx)
+    user_bash(worker, command, (stdin, tty), tx)
 }
 
 /// Cancel the run in progress and every user bash running (with `all`,
@@ -317,7 +331,7 @@ fn cancel_input(worker: &Rc<RefCell<Worker>>, input: u64, tx: &Outbox) {
 fn user_bash(
     worker: &Rc<RefCell<Worker>>,
     command: String,
-    stdin: Option<u32>,
+    stdin: (Option<u32>, Option<crate::protocol::tty::WindowSize>),
     tx: &Outbox,
 ) -> Option<u64> {
     let mut w = worker.borrow_mut();

@@ -36,6 +36,8 @@ pub struct Clients {
     pub changed: Rc<Notify>,
     /// The latest output line, reported at a bounded rate.
     pub output_line: OutputLine,
+    /// Clients waiting for keys to reach a terminal run.
+    pub keys: crate::worker::terminal::KeyWaiters,
 }
 
 impl Default for Clients {
@@ -49,6 +51,7 @@ impl Default for Clients {
             open: Rc::default(),
             changed: Rc::default(),
             output_line: OutputLine::default(),
+            keys: Default::default(),
         }
     }
 }

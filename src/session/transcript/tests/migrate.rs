@@ -75,7 +75,8 @@ fn check_fixture(entries: &[Entry]) {
         entries[4].body,
         EntryBody::Input {
             input: 1,
-            text: "echo queued run; exit 3".into()
+            text: "echo queued run; exit 3".into(),
+            tty: None,
         }
     );
     assert!(matches!(

@@ -44,6 +44,7 @@ fn input(input: u64) -> EntryBody {
     EntryBody::Input {
         input,
         text: format!("input {input}"),
+        tty: None,
     }
 }
 

@@ -1,0 +1,275 @@
+//! A terminal run followed from a person's terminal, as `ssh -t` follows a
+//! remote command: the terminal in raw mode, what they type (less the
+//! detach key) and their window's size go to the run's terminal, what the
+//! program writes comes back byte for byte, until the run ends or they
+//! detach. Output follows the run's own connection (riding through a lost
+//! worker as any run's does); keys and sizes go on a second connection
+//! (`TypeInto`), opened once the run has its number and again after a
+//! worker restart.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{mpsc, Notify};
+
+use super::attach::open;
+use super::connect::{connect, Client};
+use super::error::ClientError;
+use super::log::{exit_code, output_until_end, OutputSink};
+use super::terminal::detach::DetachScanner;
+use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink};
+use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
+use super::terminal::size::WindowChanges;
+use crate::config::detach_key::DetachKey;
+use crate::laws::replace::ClientStart;
+use crate::protocol::entry::Stream;
+use crate::protocol::message::{Request, Response, SessionRequest};
+use crate::protocol::tty::TerminalInput;
+
+/// Whether this client can pass a terminal through: both its standard
+/// input and output are terminals.
+pub fn can_pass_through() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// Ask for `request` (a terminal run: `Bash` or `Send --wait` with a
+/// size) and pass this terminal through to it until it ends (its exit
+/// status) or the detach key (0; the run goes on).
+pub async fn run(
+    session: &str,
+    start: ClientStart,
+    request: SessionRequest,
+    detach: DetachKey,
+) -> Result<ExitCode, ClientError> {
+    let mut client = open(session, start, request).await?;
+    let stdin = std::io::stdin();
+    let raw = Arc::new(
+        RawMode::enter(stdin.as_fd())
+            .map_err(ClientError::system("cannot put the terminal in raw mode"))?,
+    );
+    let signals = TerminalSignals::new()
+        .map_err(ClientError::system("cannot watch the terminal's signals"))?;
+    let watch = tokio::spawn(watch_signals(raw.clone(), signals));
+    let ended = follow(&mut client, session, detach).await;
+    watch.abort();
+    drop(raw);
+    match ended? {
+        Followed::Ended(end) => {
+            if let Some(why) = &end.cut_short {
+                eprintln!("eukhe: {why}");
+            }
+            Ok(exit_code(end.status))
+        }
+        Followed::Detached(input) => {
+            // Told on the run's own connection, so the worker never takes
+            // this client's exit for a client that went away.
+            let _ = client
+                .send(&Request::Session {
+                    session: session.to_string(),
+                    request: SessionRequest::Detach,
+                })
+                .await;
+            eprintln!(
+                "eukhe: detached; run {} goes on in {session} (`eukhe attach {session}` shows it)",
+                input.map_or_else(|| "?".to_string(), |n| n.to_string())
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// How following a terminal run ended.
+enum Followed {
+    /// The run ended, as it ended.
+    Ended(super::log::InputEnd),
+    /// The person detached from input N (None: before it was numbered).
+    Detached(Option<u64>),
+}
+
+async fn follow(
+    client: &mut Client,
+    session: &str,
+    detach: DetachKey,
+) -> Result<Followed, ClientError> {
+    let number = Rc::new(Cell::new(None));
+    let numbered = Rc::new(Notify::new());
+    let (output, program) = mpsc::unbounded_channel();
+    let sink = ToScreen {
+        number: number.clone(),
+        numbered: numbered.clone(),
+        output,
+    };
+    let following = async move {
+        let mut sink = sink;
+        // The sink (and its channel) ends with the run: the passthrough
+        // writes what is left and ends too.
+        output_until_end(client, session, None, &mut sink).await
+    };
+    let passing = async {
+        numbered.notified().await;
+        let input = number.get().expect("told once numbered");
+        let mut keys = RunKeys::open(session, input).await?;
+        let stdin = std::io::stdin();
+        let mut sizes = WindowChanges::new(stdin.as_fd())
+            .map_err(ClientError::system("cannot watch the window's size"))?;
+        let ends = Ends {
+            stdin: tokio::io::stdin(),
+            stdout: tokio::io::stdout(),
+            program: ChannelReader::new(program),
+        };
+        let scanner = DetachScanner::new(&detach);
+        Ok::<_, ClientError>(passthrough(ends, &mut keys, &mut sizes, scanner).await)
+    };
+    tokio::pin!(following, passing);
+    let mut end = None;
+    loop {
+        tokio::select! {
+            done = &mut following, if end.is_none() => end = Some(done?),
+            passed = &mut passing => match passed? {
+                Ended::Detached => return Ok(Followed::Detached(number.get())),
+                Ended::Failed(e) => {
+                    return Err(ClientError::System {
+                        what: "passing the terminal through".to_string(),
+                        source: e.source,
+                    })
+                }
+                // The person's terminal is gone: nobody sees the rest.
+                Ended::StdinClosed => return Ok(Followed::Detached(number.get())),
+                Ended::OutputEnded => break,
+            },
+        }
+    }
+    let end = match end {
+        Some(end) => end,
+        None => following.await?,
+    };
+    Ok(Followed::Ended(end))
+}
+
+/// The run's output, to the passthrough; the run's number as it is given.
+struct ToScreen {
+    number: Rc<Cell<Option<u64>>>,
+    numbered: Rc<Notify>,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl OutputSink for ToScreen {
+    fn numbered(&mut self, input: u64) {
+        if self.number.replace(Some(input)).is_none() {
+            self.numbered.notify_one();
+        }
+    }
+
+    fn write(&mut self, _stream: Stream, data: &[u8]) -> Result<(), ClientError> {
+        // A terminal has one stream; the passthrough has gone only when
+        // the person detached, and then nothing is shown any more.
+        let _ = self.output.send(data.to_vec());
+        Ok(())
+    }
+}
+
+/// A channel of byte chunks read as a stream of bytes: ends when every
+/// sender is gone.
+struct ChannelReader {
+    chunks: mpsc::UnboundedReceiver<Vec<u8>>,
+    left: Vec<u8>,
+    at: usize,
+}
+
+impl ChannelReader {
+    fn new(chunks: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
+        ChannelReader {
+            chunks,
+            left: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl AsyncRead for ChannelReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        while self.at == self.left.len() {
+            match self.chunks.poll_recv(cx) {
+                Poll::Ready(Some(chunk)) => {
+                    self.left = chunk;
+                    self.at = 0;
+                }
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let n = buf.remaining().min(self.left.len() - self.at);
+        let at = self.at;
+        buf.put_slice(&self.left[at..at + n]);
+        self.at += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Keys and sizes for one terminal run, on a connection of their own;
+/// opened again once if it is lost (a worker restart).
+struct RunKeys {
+    session: String,
+    input: u64,
+    client: Client,
+}
+
+impl RunKeys {
+    async fn open(session: &str, input: u64) -> Result<RunKeys, ClientError> {
+        Ok(RunKeys {
+            session: session.to_string(),
+            input,
+            client: type_into(session, input).await?,
+        })
+    }
+
+    async fn send(&mut self, input: TerminalInput) -> io::Result<()> {
+        let frame = Request::TerminalInput { input };
+        if self.client.send(&frame).await.is_ok() {
+            return Ok(());
+        }
+        self.client = type_into(&self.session, self.input)
+            .await
+            .map_err(io::Error::other)?;
+        self.client.send(&frame).await.map_err(io::Error::other)
+    }
+}
+
+impl KeySink for RunKeys {
+    async fn keys(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.send(TerminalInput::Keys {
+            data: bytes.to_vec(),
+        })
+        .await
+    }
+
+    async fn resize(&mut self, rows: u16, cols: u16) -> io::Result<()> {
+        let size = crate::protocol::tty::WindowSize { rows, cols };
+        self.send(TerminalInput::Resize { size }).await
+    }
+}
+
+/// A connection whose terminal input goes to input `input`'s terminal.
+async fn type_into(session: &str, input: u64) -> Result<Client, ClientError> {
+    let mut client = connect(ClientStart::Send).await?;
+    let request = Request::Session {
+        session: session.to_string(),
+        request: SessionRequest::TypeInto { input },
+    };
+    match client.ask(request).await? {
+        Response::Ok => Ok(client),
+        other => super::cli::unexpected(other),
+    }
+}

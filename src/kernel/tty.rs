@@ -1,0 +1,267 @@
+//! Terminal jobs: a pseudo-terminal the kernel opens and holds for a job
+//! that asked for one (`ToKernel::Start`'s `tty`), so the terminal, like
+//! the job, outlives the worker.
+//!
+//! The job's shell gets the terminal's slave as its standard input, output
+//! and error, and as its controlling terminal (`setsid --ctty`, in
+//! `zygote.rs`): it leads a new session whose process group is the
+//! terminal's foreground group. The kernel keeps the master: what the
+//! program writes is read from it as the job's stdout, byte for byte (a
+//! read failing with EIO means every slave is closed: the stream's end);
+//! typed keys are written to it; a resize sets its window size.
+//!
+//! Its shell leads a session of its own, outside the reporter's process
+//! group that the core signals, so every signal the core sends a terminal
+//! job reaches its session's group and the terminal's foreground group too
+//! ([`Terminals::signal`]), and the group a later kernel ends if this one
+//! dies is the session's.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+use super::error::KernelError;
+use crate::protocol::kernel::{FromKernel, ToKernel};
+use crate::protocol::tty::WindowSize;
+
+/// A terminal just opened for a job.
+pub struct Pty {
+    /// The kernel's side.
+    pub master: OwnedFd,
+    /// The job's side, held by the kernel until the job's shell has opened
+    /// it (a master whose slave was never open reads EIO at once).
+    pub slave: OwnedFd,
+    /// The slave's path, which the job's shell opens.
+    pub path: String,
+}
+
+fn failed(what: &'static str) -> impl Fn(nix::Error) -> KernelError {
+    move |e| KernelError::Process {
+        what,
+        source: e.into(),
+    }
+}
+
+/// Open a terminal of `size`. Both ends are closed on exec (the job opens
+/// the slave by its path); the master does not block.
+pub fn open(size: WindowSize) -> Result<Pty, KernelError> {
+    let winsize = nix::pty::Winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(&winsize, None).map_err(failed("open a terminal"))?;
+    for fd in [&pty.master, &pty.slave] {
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(failed("open a terminal"))?;
+    }
+    fcntl(&pty.master, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(failed("open a terminal"))?;
+    let link = format!("/proc/self/fd/{}", pty.slave.as_raw_fd());
+    let path = std::fs::read_link(link)
+        .map_err(|source| KernelError::Process {
+            what: "name a terminal",
+            source,
+        })?
+        .to_string_lossy()
+        .into_owned();
+    Ok(Pty {
+        master: pty.master,
+        slave: pty.slave,
+        path,
+    })
+}
+
+/// The master as the job's stdout reader: EIO on a read (every slave
+/// closed) ends it as a FIFO's end does.
+pub fn reader(master: &OwnedFd) -> Result<pipe::Receiver, KernelError> {
+    let cannot = |source| KernelError::Process {
+        what: "read a terminal",
+        source,
+    };
+    pipe::Receiver::from_owned_fd_unchecked(master.try_clone().map_err(cannot)?).map_err(cannot)
+}
+
+/// Keys for a terminal, and where to say they are written.
+struct Keys {
+    data: Vec<u8>,
+    job: String,
+    answer: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+/// One terminal job's terminal.
+struct Terminal {
+    master: OwnedFd,
+    /// The session its shell leads, once it has said it started.
+    session: Option<u32>,
+    /// The writer of its keys, in the order they came; started with the
+    /// first keys.
+    keys: Option<mpsc::UnboundedSender<Keys>>,
+}
+
+/// The terminals of the kernel's terminal jobs, by job.
+#[derive(Default)]
+pub struct Terminals {
+    by_job: HashMap<String, Terminal>,
+}
+
+impl Terminals {
+    /// `job` runs on the terminal whose master is `master`.
+    pub fn add(&mut self, job: &str, master: OwnedFd) {
+        let terminal = Terminal {
+            master,
+            session: None,
+            keys: None,
+        };
+        self.by_job.insert(job.to_string(), terminal);
+    }
+
+    /// `job`'s shell said it started: it leads its terminal's session now.
+    /// Returns that session (its leader's pid, which is its group's id).
+    pub fn started(&mut self, job: &str) -> Option<u32> {
+        let terminal = self.by_job.get_mut(job)?;
+        let session = nix::sys::termios::tcgetsid(terminal.master.as_fd()).ok()?;
+        terminal.session = Some(session.as_raw() as u32);
+        terminal.session
+    }
+
+    /// Send `signal` to `job`'s session group and to its terminal's
+    /// foreground group (a program in it may have made a group of its own).
+    pub fn signal(&self, job: &str, signal: Signal) {
+        let Some(terminal) = self.by_job.get(job) else {
+            return;
+        };
+        let foreground = nix::unistd::tcgetpgrp(terminal.master.as_fd()).ok();
+        let foreground = foreground.map(|group| group.as_raw() as u32);
+        for group in [terminal.session, foreground].into_iter().flatten() {
+            if group > 1 {
+                super::tree::signal_group(group, signal);
+            }
+        }
+    }
+
+    /// Set `job`'s window size; its program gets SIGWINCH.
+    pub fn resize(&self, job: &str, size: WindowSize) -> Result<(), String> {
+        let terminal = self.by_job.get(job).ok_or_else(|| no_terminal(job))?;
+        let winsize = libc::winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one `winsize`, which lives across the
+        // call; the fd is the master this book owns. nix has no safe
+        // wrapper for it (its ioctl macros make unsafe functions).
+        let rc = unsafe { libc::ioctl(terminal.master.as_raw_fd(), libc::TIOCSWINSZ, &winsize) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "cannot resize the terminal of {}: {}",
+                words(job),
+                std::io::Error::last_os_error()
+            ))
+        }
+    }
+
+    /// Write `data` to `job`'s terminal, after any keys before it; then
+    /// send `Keyed` on `answer`. An error is answered at once.
+    pub fn keys(&mut self, job: &str, data: Vec<u8>, answer: mpsc::UnboundedSender<Vec<u8>>) {
+        let Some(terminal) = self.by_job.get_mut(job) else {
+            send_keyed(&answer, job, Some(no_terminal(job)));
+            return;
+        };
+        if terminal.keys.is_none() {
+            match terminal
+                .master
+                .try_clone()
+                .map(pipe::Sender::from_owned_fd_unchecked)
+            {
+                Ok(Ok(writer)) => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tokio::task::spawn_local(write_keys(writer, rx));
+                    terminal.keys = Some(tx);
+                }
+                Ok(Err(e)) | Err(e) => {
+                    let why = format!("cannot write to the terminal of {}: {e}", words(job));
+                    send_keyed(&answer, job, Some(why));
+                    return;
+                }
+            }
+        }
+        let keys = Keys {
+            data,
+            job: job.to_string(),
+            answer,
+        };
+        if let Some(writer) = &terminal.keys {
+            if let Err(refused) = writer.send(keys) {
+                let keys = refused.0;
+                let why = format!("the terminal of {} is closed", words(job));
+                send_keyed(&keys.answer, job, Some(why));
+            }
+        }
+    }
+
+    /// `job` is forgotten: its terminal closes once its reader is done.
+    pub fn forget(&mut self, job: &str) {
+        self.by_job.remove(job);
+    }
+}
+
+/// Carry out a worker's `Keys` or `Resize` (any other request is not a
+/// terminal's).
+pub fn request(
+    terminals: &mut Terminals,
+    request: ToKernel,
+    control: &mpsc::UnboundedSender<Vec<u8>>,
+) {
+    match request {
+        ToKernel::Keys { job, data } => terminals.keys(&job, data, control.clone()),
+        ToKernel::Resize { job, size } => {
+            if let Err(message) = terminals.resize(&job, size) {
+                if let Ok(frame) = crate::protocol::frame::encode(&FromKernel::Error { message }) {
+                    let _ = control.send(frame);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A job as the user knows it ("run 2").
+fn words(job: &str) -> String {
+    super::jobs::job_in_words(job)
+}
+
+fn no_terminal(job: &str) -> String {
+    let job = words(job);
+    format!("{job} has no terminal (it was not started with --tty, or it has ended)")
+}
+
+fn send_keyed(answer: &mpsc::UnboundedSender<Vec<u8>>, job: &str, error: Option<String>) {
+    let keyed = FromKernel::Keyed {
+        job: job.to_string(),
+        error,
+    };
+    if let Ok(frame) = crate::protocol::frame::encode(&keyed) {
+        let _ = answer.send(frame);
+    }
+}
+
+/// Write each job's keys in order; a full input queue waits for the
+/// program to read (as a person's typing would).
+async fn write_keys(mut writer: pipe::Sender, mut keys: mpsc::UnboundedReceiver<Keys>) {
+    while let Some(Keys { data, job, answer }) = keys.recv().await {
+        let error = writer
+            .write_all(&data)
+            .await
+            .err()
+            .map(|e| format!("cannot write to the terminal of {}: {e}", words(&job)));
+        send_keyed(&answer, &job, error);
+    }
+}
