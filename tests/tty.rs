@@ -27,6 +27,11 @@ fn bash_tty(t: &Env, id: &str, command: &str) -> Output {
     out
 }
 
+/// Queue `command` as a terminal run of session `id`.
+fn send_tty(t: &Env, id: &str, command: &str) {
+    t.ok(&["send", "--tty", id, "--", command]);
+}
+
 /// Type `keys` into the session's current terminal run, retrying while a
 /// worker restarts (it refuses requests until it serves again).
 fn type_keys(t: &Env, id: &str, keys: &str) {
@@ -94,13 +99,7 @@ fn a_terminal_runs_shell_state_persists_for_a_plain_bash() {
 fn a_prompt_in_a_queued_terminal_run_is_answered_by_keys() {
     let t = Env::new("tty-keys");
     let id = t.new_session();
-    t.ok(&[
-        "send",
-        "--tty",
-        &id,
-        "--",
-        "read -p 'name? ' n; echo \"hi $n\"",
-    ]);
+    send_tty(&t, &id, "read -p 'name? ' n; echo \"hi $n\"");
     // The prompt, not the command line that holds it too.
     t.log_with(&id, "\nname? ", Duration::from_secs(20));
     let typed = t.run(&["keys", &id, "--", "bob\r"]);
@@ -150,13 +149,7 @@ fn cancel_ends_a_terminal_run() {
 fn a_terminal_run_outlives_a_sigkilled_worker_and_keys_still_reach_it() {
     let t = Env::new("tty-worker-kill");
     let id = t.new_session();
-    t.ok(&[
-        "send",
-        "--tty",
-        &id,
-        "--",
-        "echo ready; read x; echo got $x",
-    ]);
+    send_tty(&t, &id, "echo ready; read x; echo got $x");
     t.log_with(&id, "\nready", Duration::from_secs(20));
     let worker = t.worker(&id);
     kill9(worker);
@@ -270,7 +263,7 @@ fn a_queued_terminal_run_is_still_one_after_a_worker_restart() {
         "--",
         &format!("while [ ! -e {} ]; do sleep 0.05; done", go.display()),
     ]);
-    t.ok(&["send", "--tty", &id, "--", "tty"]);
+    send_tty(&t, &id, "tty");
     let worker = t.worker(&id);
     kill9(worker);
     wait_until(Duration::from_secs(20), "a new worker serves", || {
