@@ -107,6 +107,21 @@ fn a_terminal_run_answers_what_is_typed_and_follows_the_window_size() {
 }
 
 #[test]
+fn a_terminal_run_that_ends_at_once_shows_its_output_and_status() {
+    let env = Env::new("terminal-tty-quick");
+    env.ok(&["new", "--name", "a"]);
+    let Some(terminal) = tty_run(&env, 24, 80, "echo quick-$((40+2)); exit 4") else {
+        return;
+    };
+    ended_with(&terminal, 4);
+    assert!(
+        terminal.screen().contains("quick-42"),
+        "{}",
+        terminal.screen()
+    );
+}
+
+#[test]
 fn ctrl_c_in_a_terminal_run_reaches_the_program_not_the_client() {
     let env = Env::new("terminal-tty-ctrl-c");
     env.ok(&["new", "--name", "a"]);

@@ -116,7 +116,7 @@ async fn follow(
     let passing = async {
         numbered.notified().await;
         let input = number.get().expect("told once numbered");
-        let mut keys = RunKeys::open(session, input).await?;
+        let mut keys = RunKeys::new(session, input);
         let stdin = std::io::stdin();
         let mut sizes = WindowChanges::new(stdin.as_fd())
             .map_err(ClientError::system("cannot watch the window's size"))?;
@@ -218,32 +218,43 @@ impl AsyncRead for ChannelReader {
     }
 }
 
-/// Keys and sizes for one terminal run, on a connection of their own;
-/// opened again once if it is lost (a worker restart).
+/// Keys and sizes for one terminal run, on a connection of their own,
+/// opened with the first of them and again if it is lost (a worker
+/// restart).
 struct RunKeys {
     session: String,
     input: u64,
-    client: Client,
+    client: Option<Client>,
 }
 
 impl RunKeys {
-    async fn open(session: &str, input: u64) -> Result<RunKeys, ClientError> {
-        Ok(RunKeys {
+    fn new(session: &str, input: u64) -> RunKeys {
+        RunKeys {
             session: session.to_string(),
             input,
-            client: type_into(session, input).await?,
-        })
+            client: None,
+        }
     }
 
     async fn send(&mut self, input: TerminalInput) -> io::Result<()> {
         let frame = Request::TerminalInput { input };
-        if self.client.send(&frame).await.is_ok() {
-            return Ok(());
+        if let Some(client) = &mut self.client {
+            if client.send(&frame).await.is_ok() {
+                return Ok(());
+            }
         }
-        self.client = type_into(&self.session, self.input)
-            .await
-            .map_err(io::Error::other)?;
-        self.client.send(&frame).await.map_err(io::Error::other)
+        self.client = None;
+        match type_into(&self.session, self.input).await {
+            Ok(mut client) => {
+                let sent = client.send(&frame).await.map_err(io::Error::other);
+                self.client = Some(client);
+                sent
+            }
+            // The run no longer runs: its keys have nowhere to go, and
+            // its end is on its way to the screen.
+            Err(ClientError::Daemon { .. }) => Ok(()),
+            Err(e) => Err(io::Error::other(e)),
+        }
     }
 }
 

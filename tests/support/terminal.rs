@@ -35,10 +35,12 @@ impl Terminal {
         for (name, value) in &env.vars {
             new.arg("-e").arg(format!("{name}={value}"));
         }
-        // The exit status as the program's own shell sees it: tmux may
-        // take a while to notice a pane's program has ended.
+        // The exit status as the program's own shell sees it (tmux may
+        // take a while to notice a pane's program has ended); then the
+        // pane stays, so tmux reads all the program wrote, until the
+        // server is killed.
         let status = terminal.status_file();
-        let wrapper = format!("\"$@\"; echo $? > '{}'", status.display());
+        let wrapper = format!("\"$@\"; echo $? > '{}'; exec sleep 3600", status.display());
         new.args(["--", "sh", "-c", &wrapper, "sh"]).args(command);
         for (name, value) in &env.vars {
             new.env(name, value);
@@ -47,9 +49,6 @@ impl Terminal {
         terminal.server = terminal
             .query("#{pid}")
             .and_then(|pid| pid.trim().parse().ok());
-        // A program that ends leaves its pane, so its last screen can be
-        // read.
-        terminal.run(&["set-option", "-g", "remain-on-exit", "on"]);
         terminal.run(&["set-option", "-g", "history-limit", "0"]);
         Some(terminal)
     }
