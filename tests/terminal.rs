@@ -76,6 +76,14 @@ fn ended_with(terminal: &Terminal, status: i32) {
         "{}",
         terminal.screen()
     );
+    // However the client ended, the terminal is cooked again.
+    let modes = terminal.modes_after();
+    for mode in ["icanon", "echo", "isig", "opost"] {
+        let on = modes
+            .split(|c: char| c.is_whitespace() || c == ';')
+            .any(|w| w == mode);
+        assert!(on, "{mode} not restored: {modes}");
+    }
 }
 
 #[test]

@@ -59,7 +59,10 @@ pub async fn run(
         .map_err(ClientError::system("cannot watch the terminal's signals"))?;
     let watch = tokio::spawn(watch_signals(raw.clone(), signals));
     let ended = follow(&mut client, session, detach).await;
+    // The watch holds the guard too: once it is gone, dropping ours
+    // gives the terminal its modes back.
     watch.abort();
+    let _ = watch.await;
     drop(raw);
     match ended? {
         Followed::Ended(end) => {

@@ -40,7 +40,11 @@ impl Terminal {
         // pane stays, so tmux reads all the program wrote, until the
         // server is killed.
         let status = terminal.status_file();
-        let wrapper = format!("\"$@\"; echo $? > '{}'; exec sleep 3600", status.display());
+        let wrapper = format!(
+            "\"$@\"; s=$?; stty -a > '{}' 2>&1; echo $s > '{}'; exec sleep 3600",
+            terminal.socket.with_extension("modes").display(),
+            status.display()
+        );
         new.args(["--", "sh", "-c", &wrapper, "sh"]).args(command);
         for (name, value) in &env.vars {
             new.env(name, value);
@@ -117,6 +121,11 @@ impl Terminal {
 
     fn status_file(&self) -> PathBuf {
         self.socket.with_extension("status")
+    }
+
+    /// The terminal's modes (`stty -a`) once the pane's program ended.
+    pub fn modes_after(&self) -> String {
+        std::fs::read_to_string(self.socket.with_extension("modes")).unwrap_or_default()
     }
 
     /// The exit status of the pane's program once it has ended.
