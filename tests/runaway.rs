@@ -159,17 +159,22 @@ fn a_killed_client_hangs_up_its_bash() {
     assert!(!env.log(&id).lines().any(|line| line == "late"));
 }
 
-#[test]
-fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
-    let env = Env::new("runaway-cancel");
-    let id = session(&env);
-    let client = Client(Some(
-        env.command(&["bash", "-n", &id, "--", "sleep 60"])
+/// A client of `eukhe bash -n ID -- sleep 60`, its output piped.
+fn sleeping_bash(env: &Env, id: &str) -> Client {
+    Client(Some(
+        env.command(&["bash", "-n", id, "--", "sleep 60"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("eukhe bash"),
-    ));
+    ))
+}
+
+#[test]
+fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
+    let env = Env::new("runaway-cancel");
+    let id = session(&env);
+    let client = sleeping_bash(&env, &id);
     wait_until(Duration::from_secs(20), "queue lists bash 1", || {
         env.ok(&["queue", &id]) == "bash 1     sleep 60 (running)\n"
     });
@@ -198,13 +203,7 @@ fn cancel_ends_a_running_bash_that_queue_lists_with_its_number() {
     assert_eq!(env.ok(&["queue", &id]), "nothing queued\n");
 
     // `cancel --all` reaches a running user bash too.
-    let client = Client(Some(
-        env.command(&["bash", "-n", &id, "--", "sleep 60"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("eukhe bash"),
-    ));
+    let client = sleeping_bash(&env, &id);
     wait_until(Duration::from_secs(20), "queue lists bash 2", || {
         env.ok(&["queue", &id]) == "bash 2     sleep 60 (running)\n"
     });

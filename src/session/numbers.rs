@@ -180,6 +180,17 @@ pub fn reserve(mark: &NumberMark, number: u64, transcript_len: u64) -> Option<Nu
 mod tests {
     use super::*;
 
+    /// Numbers below 70 reserved, over a transcript of 9000 bytes.
+    fn seventy_reserved() -> NumberMark {
+        NumberMark {
+            inputs_below: 70,
+            inputs_from: 3,
+            transcript_len: 9_000,
+            transcript_marker: Some(*b"marker!!"),
+            damage_seen: vec![],
+        }
+    }
+
     fn opened(next_input: u64, transcript_len: u64, damaged: &[u64]) -> Opened {
         Opened {
             next_input,
@@ -206,13 +217,7 @@ mod tests {
 
     #[test]
     fn a_lost_history_numbers_on_past_every_number_that_may_have_been_given() {
-        let mark = NumberMark {
-            inputs_below: 70,
-            inputs_from: 3,
-            transcript_len: 9_000,
-            transcript_marker: Some(*b"marker!!"),
-            damage_seen: vec![],
-        };
+        let mark = seventy_reserved();
         // Emptied or removed: the file is a fresh header.
         let emptied = settle(Some(&mark), &opened(1, 16, &[]));
         assert_eq!(emptied.next_input, 70);
@@ -257,13 +262,7 @@ mod tests {
 
     #[test]
     fn a_reader_at_rest_sees_what_the_next_worker_will_say_was_lost() {
-        let mark = NumberMark {
-            inputs_below: 70,
-            inputs_from: 3,
-            transcript_len: 9_000,
-            transcript_marker: Some(*b"marker!!"),
-            damage_seen: vec![],
-        };
+        let mark = seventy_reserved();
         assert_eq!(lost_at_rest(&mark, Some((9_000, *b"marker!!"))), None);
         assert_eq!(lost_at_rest(&mark, Some((12_000, *b"marker!!"))), None);
         let (missing, next) = lost_at_rest(&mark, None).unwrap();
