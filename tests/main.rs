@@ -16,6 +16,7 @@ mod packages;
 mod proof;
 mod runaway;
 mod runs;
+mod screen;
 mod shell;
 mod systemd;
 mod terminal;

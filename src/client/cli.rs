@@ -211,6 +211,25 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "KEYS")]
         text: Vec<OsString>,
     },
+    /// Print the screen of a terminal run as a person would see it now:
+    /// its rows as text (trailing blank rows left out), then one line
+    /// saying whose screen it is, its size, the cursor (row and column,
+    /// from 1), the title, whether the program is on the alternate screen,
+    /// and whether it waits for input or ended. The screen of the
+    /// session's current terminal run, or of input N; the last one that
+    /// ended is kept too.
+    Screen {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running,
+        /// else the last one that ended).
+        input: Option<u64>,
+        /// The screen as one JSON object: `lines`, `rows`, `cols`,
+        /// `cursor` (from 0), `title`, `alternate`, `waiting`, `input`,
+        /// `ended` (the exit status, once it ended).
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
     /// was nothing to cancel.

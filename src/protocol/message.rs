@@ -179,6 +179,13 @@ pub enum SessionRequest {
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
     },
+    /// The screen of terminal run `input` (absent: the session's current
+    /// terminal run, else the last one that ended), answered `Screen`.
+    Screen {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
     /// The client leaves on purpose (a detach from a terminal run): the
     /// user bash this connection asked for goes on, never hung up for its
     /// client's going. Answers nothing.
@@ -470,4 +477,9 @@ pub enum Response {
     /// One event of the daemon's stream (and, worker to supervisor on the
     /// control connection, one the worker reports).
     Event(Event),
+    /// The answer to `screen`: a terminal run's screen as it is now.
+    Screen {
+        /// The screen.
+        screen: super::screen::ScreenState,
+    },
 }

@@ -160,7 +160,11 @@ impl TerminalOfConnection {
                 worker.clients.keys.wait(&job, None);
                 worker.send_kernel(ToKernel::Keys { job, data });
             }
-            TerminalInput::Resize { size } => worker.send_kernel(ToKernel::Resize { job, size }),
+            TerminalInput::Resize { size } => {
+                let message = ToKernel::Resize { job, size };
+                worker.screens_see_kernel(&message);
+                worker.send_kernel(message);
+            }
         }
     }
 }

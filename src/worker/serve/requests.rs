@@ -153,6 +153,7 @@ pub(super) async fn session_request(
         SessionRequest::Keys { input, data } => {
             crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
         }
+        SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
         SessionRequest::TypeInto { input } => {
