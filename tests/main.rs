@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agent;
 mod bridge;
 mod daemon;
 mod damage;
