@@ -178,3 +178,94 @@ fn an_agent_squashes_a_commit_in_git_rebase_i() {
         "the squashed commit keeps both messages: {message:?}"
     );
 }
+
+/// `eukhe wait-for ID ARGS --json` started in the background.
+fn wait_for_later(t: &Env, id: &str, args: &[&str]) -> std::process::Child {
+    let mut all = vec!["wait-for", id, "--json", "--timeout", SCREEN_WAIT_MS];
+    all.extend_from_slice(args);
+    t.command(&all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start eukhe wait-for")
+}
+
+/// The answer of a `wait-for` started by [`wait_for_later`], which must
+/// have met its condition.
+fn met_later(waiting: std::process::Child) -> serde_json::Value {
+    let out = waiting.wait_with_output().expect("wait for eukhe wait-for");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("wait-for --json prints JSON")
+}
+
+#[test]
+fn wait_for_a_queued_terminal_run_waits_until_it_starts() {
+    let t = Env::new("agent-queued");
+    let id = t.new_session();
+    t.ok(&["send", "--tty", &id, "--", "read -p 'first? ' a"]);
+    t.ok(&["send", "--tty", &id, "--", "echo second run"]);
+    wait_for(&t, &id, &["--match", r"first\?"], 0);
+    // Run 2 is queued behind run 1: it has no screen yet, and is waited for.
+    let early = t.run(&[
+        "wait-for",
+        &id,
+        "2",
+        "--match",
+        "second",
+        "--timeout",
+        "300",
+    ]);
+    assert_eq!(early.status.code(), Some(125));
+    assert!(
+        text(&early.stderr).contains("input 2 has not started yet"),
+        "{}",
+        text(&early.stderr)
+    );
+    let second = wait_for_later(&t, &id, &["2", "--match", "second run"]);
+    keys(&t, &id, &["Enter"]);
+    let met = met_later(second);
+    assert_eq!(met["screen"]["input"], 2, "{met}");
+}
+
+#[test]
+fn wait_for_rides_through_a_worker_kill() {
+    let t = Env::new("agent-worker-kill");
+    let id = t.new_session();
+    t.ok(&["send", "--tty", &id, "--", "read -p 'name? ' n; echo hi $n"]);
+    wait_for(&t, &id, &["--match", r"name\?"], 0);
+    let worker = t.worker(&id);
+    let before = sockets_of(worker);
+    let answer = wait_for_later(&t, &id, &["--match", "hi bob"]);
+    // Killed once the wait is the worker's: its connection is handed over.
+    crate::support::wait_until(
+        std::time::Duration::from_secs(10),
+        "the worker holds the wait's connection",
+        || sockets_of(worker) > before,
+    );
+    crate::support::kill9(worker);
+    // Keys are refused until the next worker serves: typed again until taken.
+    crate::support::wait_until(
+        std::time::Duration::from_secs(20),
+        "the next worker takes the keys",
+        || t.run(&["keys", &id, "--", "bob", "Enter"]).status.success(),
+    );
+    let met = met_later(answer);
+    assert!(rows(&met).contains("name? bob\nhi bob"), "{met}");
+}
+
+/// How many sockets process `pid` holds open.
+fn sockets_of(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("socket:"))
+        .count()
+}

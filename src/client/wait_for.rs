@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::cli::{unexpected, Command};
+use super::connect::connect;
 use super::error::ClientError;
 use crate::laws::replace::ClientStart;
-use crate::laws::timing::WAIT_FOR_TIMEOUT_DEFAULT_MS;
+use crate::laws::timing::{RELAUNCH_RETRY_MS, WAIT_FOR_TIMEOUT_DEFAULT_MS};
 use crate::protocol::message::{Request, Response, SessionRequest, Until};
 use crate::protocol::screen::ScreenState;
 
@@ -45,9 +46,10 @@ pub struct Waited {
     pub timed_out: bool,
 }
 
-/// Ask the worker to wait, at most `timeout_ms`; asked again on a new
-/// connection if the connection is lost before the answer (a worker or
-/// daemon lost), with the time left.
+/// Ask the worker to wait, at most `timeout_ms`. A connection lost before
+/// the answer (a worker or the daemon lost) is made again and the wait
+/// asked again for the time left; meanwhile a refusal (the daemon has not
+/// seen the lost worker end yet) is tried again, as `log --follow` does.
 pub async fn ask_wait(
     session: &str,
     input: Option<u64>,
@@ -55,6 +57,7 @@ pub async fn ask_wait(
     timeout_ms: u64,
 ) -> Result<Waited, ClientError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let mut lost = false;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let request = Request::Session {
@@ -65,13 +68,13 @@ pub async fn ask_wait(
                 timeout_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
             },
         };
-        let asked = async {
-            super::connect::connect(ClientStart::Send)
-                .await?
-                .ask(request)
-                .await
+        let start = if lost {
+            ClientStart::Reattach
+        } else {
+            ClientStart::Send
         };
-        match asked.await {
+        let asked = async { connect(start).await?.ask(request).await };
+        let retry = match asked.await {
             Ok(Response::WaitedFor {
                 screen,
                 met,
@@ -83,10 +86,27 @@ pub async fn ask_wait(
                     timed_out,
                 })
             }
+            Ok(Response::Error { message }) if lost => {
+                match super::log::refusal(session, message).await {
+                    gone @ ClientError::Gone(_) => return Err(gone),
+                    refused => refused,
+                }
+            }
             Ok(other) => return unexpected(other),
-            Err(ClientError::Wire { .. }) if tokio::time::Instant::now() < deadline => continue,
+            Err(e @ ClientError::Wire { .. }) => {
+                lost = true;
+                e
+            }
+            Err(e) if lost => e,
             Err(e) => return Err(e),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(retry.within(format!(
+                "lost the session {session} during the wait and could not reach it again in time"
+            )));
         }
+        // The next worker or daemon is on its way: ask again shortly.
+        tokio::time::sleep(Duration::from_millis(RELAUNCH_RETRY_MS)).await;
     }
 }
 
