@@ -5,6 +5,7 @@
 
 mod support;
 
+mod attach_tty;
 mod bridge;
 mod daemon;
 mod damage;
