@@ -193,3 +193,39 @@ fn an_attach_to_vim_rides_through_a_sigkilled_worker_and_daemon() {
         "first line\nafter the worker\nafter the daemon\n"
     );
 }
+
+#[test]
+fn the_terminal_takes_the_size_of_the_client_that_attached_or_typed_last() {
+    let env = Env::new("attach-tty-size");
+    env.ok(&["new", "--name", "a"]);
+    start(
+        &env,
+        "echo ready; while read x; do echo \"cols $(tput cols)\"; done",
+        "ready",
+    );
+    let cols = || {
+        let out = env.ok(&["screen", "a", "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["cols"].clone()
+    };
+    let Some(narrow) = attach(&env, (24, 90), &[]) else {
+        return;
+    };
+    narrow.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_until(WITHIN, "the first attach's width", || cols() == 90);
+    let Some(wide) = attach(&env, (24, 120), &[]) else {
+        return;
+    };
+    wide.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_until(WITHIN, "the last attach's width", || cols() == 120);
+    // Typing makes the typist's window the terminal's size, before the
+    // program reads what was typed.
+    narrow.keys(&["Enter"]);
+    narrow.wait_screen(WITHIN, "the program's width", |s| s.contains("cols 90"));
+    assert_eq!(cols(), 90);
+    wide.keys(&["Enter"]);
+    wide.wait_screen(WITHIN, "the program's width", |s| s.contains("cols 120"));
+    narrow.keys(&["C-\\"]);
+    left(&narrow, "detached");
+    wide.keys(&["C-d"]);
+    left(&wide, "run 1 exited 0");
+}
