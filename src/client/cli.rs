@@ -320,10 +320,16 @@ pub enum Command {
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
     /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input
-    /// detaches once the inputs sent have run.
+    /// detaches once the inputs sent have run. From a terminal, when the
+    /// session's current run is a terminal run: its screen as it is now,
+    /// then this terminal passed through to it (raw) until it ends or the
+    /// detach key.
     Attach {
         /// The session's name or id.
         session: String,
+        /// Onto a terminal run: show it, never type into it or resize it.
+        #[arg(long)]
+        read_only: bool,
         /// Replay the last N entries first (and a line for each earlier
         /// restore).
         #[arg(long, value_name = "N", default_value_t = 200)]

@@ -61,7 +61,11 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         } => super::screen::screen(session, input, json).await,
         command @ Command::WaitFor { .. } => super::wait_for::command(command).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
-        Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
+        Command::Attach {
+            session,
+            tail,
+            read_only,
+        } => super::attach::attach(session, Some(tail), read_only).await,
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,

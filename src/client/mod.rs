@@ -2,6 +2,7 @@
 //! and show the answers as a person or a script wants them.
 
 pub(crate) mod attach;
+mod attach_tty;
 pub mod cli;
 mod commands;
 pub(crate) mod connect;

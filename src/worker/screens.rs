@@ -145,6 +145,15 @@ impl Screens {
         }
     }
 
+    /// The size of input `input`'s terminal, while it runs.
+    pub fn size(&self, input: RunId) -> Option<WindowSize> {
+        let size = self.live.get(&input)?.screen.size();
+        Some(WindowSize {
+            rows: size.rows,
+            cols: size.cols,
+        })
+    }
+
     /// Whether job `job` waits for input now (the kernel's word).
     #[allow(dead_code, reason = "the kernel's waiting message calls it")]
     pub fn set_waiting(&mut self, job: &str, waiting: bool) {
@@ -180,7 +189,6 @@ impl Screens {
 
     /// Bytes that paint a cleared terminal into the screen `asked` names
     /// (`Screen::redraw`), with its input number and whether it ended.
-    #[allow(dead_code, reason = "an attach onto a terminal run calls it")]
     pub fn redraw(&self, asked: ScreenAsked) -> Result<(RunId, Vec<u8>, Option<i32>), String> {
         let (input, kept) = self.find(asked)?;
         Ok((input, kept.screen.redraw(), kept.ended))
@@ -323,6 +331,44 @@ impl Worker {
     /// current terminal run).
     pub fn screen_request(&self, input: Option<RunId>, client: &Outbox) {
         let _ = client.send(self.screen_answer(input));
+    }
+
+    /// `watch_terminal`: answer `client` with the bytes that paint the
+    /// screen of terminal run `input` (or of the current run), then make it
+    /// one of the run's waiters, so it hears the run's output from the
+    /// first byte after that screen, and its end. Both happen in one step
+    /// of the worker, so no byte falls between them.
+    pub fn watch_terminal(&mut self, input: Option<RunId>, client: &Outbox) {
+        let _ = client.send(match self.terminal_run_redraw(input) {
+            Ok((run, data)) => {
+                self.wait_for(run, client.clone());
+                Response::Redraw { input: run, data }
+            }
+            Err(message) => Response::Error { message },
+        });
+    }
+
+    fn terminal_run_redraw(&self, input: Option<RunId>) -> Result<(RunId, Vec<u8>), String> {
+        let current = self.core.current_run();
+        let Some(run) = input.or(current) else {
+            return Err("no run runs in this session: nothing to pass through".to_string());
+        };
+        if current != Some(run) {
+            return Err(match self.screens.state(ScreenAsked::Input(run)) {
+                Ok(ScreenState {
+                    ended: Some(status),
+                    ..
+                }) => format!("run {run} exited {status}"),
+                _ => format!("run {run} does not run now"),
+            });
+        }
+        match self.screens.redraw(ScreenAsked::Input(run)) {
+            Ok((run, data, None)) => Ok((run, data)),
+            Ok((_, _, Some(status))) => Err(format!("run {run} exited {status}")),
+            Err(_) => Err(self.screen_not_yet(Some(run)).unwrap_or_else(|| {
+                format!("run {run} is no terminal run: its output is in `eukhe log`")
+            })),
+        }
     }
 
     fn screen_answer(&self, input: Option<RunId>) -> Response {

@@ -155,6 +155,7 @@ pub(super) async fn session_request(
             terminal_request(worker, request, tx)
         }
         SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
+        SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
         SessionRequest::TypeInto { input } => {
@@ -162,13 +163,7 @@ pub(super) async fn session_request(
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
-        SessionRequest::Queue => {
-            // What runs beside the queue and `cancel` ends: user bash first.
-            let core = &worker.borrow().core;
-            let mut inputs = core.bash_list();
-            inputs.extend(core.queue().cloned());
-            let _ = tx.send(Response::Queue { inputs });
-        }
+        SessionRequest::Queue => queue(&worker.borrow(), tx),
         SessionRequest::Withdraw { run } => {
             let withdrawn = worker.borrow_mut().withdraw(run);
             let _ = tx.send(match withdrawn {
@@ -203,6 +198,14 @@ fn terminal_request(worker: &Rc<RefCell<Worker>>, request: SessionRequest, tx: &
         }
         request => wait_for::start(worker, request, tx),
     }
+}
+
+/// `queue`: what runs beside the queue and `cancel` ends (user bash
+/// first), then the queued inputs.
+fn queue(worker: &Worker, tx: &Outbox) {
+    let mut inputs = worker.core.bash_list();
+    inputs.extend(worker.core.queue().cloned());
+    let _ = tx.send(Response::Queue { inputs });
 }
 
 /// Why a command line cannot run, if it cannot: it takes no number then.
