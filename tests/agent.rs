@@ -97,6 +97,15 @@ fn wait_for_times_out_with_the_screen_and_the_run_goes_on() {
     keys(&t, &id, &["bob", "Enter"]);
     let end = wait_for(&t, &id, &["--end"], 0);
     assert!(rows(&end).contains("hi bob"), "{end}");
+    // Nothing to wait for is a usage error, in one line.
+    let none = t.run(&["wait-for", &id]);
+    assert_eq!(none.status.code(), Some(125));
+    assert_eq!(
+        text(&none.stderr).trim_end().lines().count(),
+        1,
+        "{}",
+        text(&none.stderr)
+    );
     // A regex that does not compile is one line, exit 125.
     let bad = t.run(&["wait-for", &id, "--match", "name? [y"]);
     assert_eq!(bad.status.code(), Some(125));
