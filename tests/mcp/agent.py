@@ -103,7 +103,7 @@ async def rebase(session, name, verb):
     assert ended["screen"]["ended"] == 0, ended
     logged, said = await call(session, "bash", {"session": name, "command": "git log --format=%s; cd .."})
     assert logged["output"] == "two\none\n", said
-    step(f"git rebase -i in vim: the second commit {verb}ped/ed, `git log` shows two, one")
+    step(f"git rebase -i in vim: {verb} the second commit; `git log` shows two, one")
 
 
 async def errors(session, name):
@@ -117,7 +117,11 @@ async def errors(session, name):
         raise AssertionError("wait_for with no condition was answered")
     both = await session.call_tool("send_keys", {"session": name, "keys": ["y"], "text": "y"})
     assert both.is_error and "exactly one" in text(both), text(both)
-    step("an invalid regex, no condition, keys and text: each refused in one line")
+    nothing = await session.call_tool("send_keys", {"session": name, "keys": ["y"]})
+    assert nothing.is_error and "nothing runs" in text(nothing), text(nothing)
+    unknown = await session.call_tool("screen", {"session": name, "run": 999})
+    assert unknown.is_error and "input 999 has no screen" in text(unknown), text(unknown)
+    step("an invalid regex, no condition, keys and text, keys with nothing running, an unknown run: each refused in one line")
 
 
 async def main():
