@@ -5,6 +5,7 @@
 
 mod support;
 
+mod attach_tty;
 mod bridge;
 mod daemon;
 mod damage;
@@ -16,6 +17,7 @@ mod packages;
 mod proof;
 mod runaway;
 mod runs;
+mod screen;
 mod shell;
 mod systemd;
 mod terminal;

@@ -54,8 +54,17 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             literal,
             text,
         } => super::tty_run::keys(session, input, literal, &text).await,
+        Command::Screen {
+            session,
+            input,
+            json,
+        } => super::screen::screen(session, input, json).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
-        Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
+        Command::Attach {
+            session,
+            tail,
+            read_only,
+        } => super::attach::attach(session, Some(tail), read_only).await,
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,

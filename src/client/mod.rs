@@ -2,6 +2,7 @@
 //! and show the answers as a person or a script wants them.
 
 pub(crate) mod attach;
+mod attach_tty;
 pub mod cli;
 mod commands;
 pub(crate) mod connect;
@@ -11,6 +12,7 @@ mod events;
 mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
+mod screen;
 mod stdin;
 pub mod stdout;
 pub mod terminal;

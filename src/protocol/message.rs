@@ -179,6 +179,23 @@ pub enum SessionRequest {
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
     },
+    /// The screen of terminal run `input` (absent: the session's current
+    /// terminal run, else the last one that ended), answered `Screen`.
+    Screen {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
+    /// Pass a terminal run through to an attached terminal: answered
+    /// `Redraw` (the bytes that paint its screen as it is now), then its
+    /// output live and its end as `Send --wait` hears them; an error when
+    /// the session's current run (or run `input`) is no terminal run that
+    /// runs.
+    WatchTerminal {
+        /// The run's number (absent: the session's current run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
     /// The client leaves on purpose (a detach from a terminal run): the
     /// user bash this connection asked for goes on, never hung up for its
     /// client's going. Answers nothing.
@@ -470,4 +487,18 @@ pub enum Response {
     /// One event of the daemon's stream (and, worker to supervisor on the
     /// control connection, one the worker reports).
     Event(Event),
+    /// The first answer to `watch_terminal`: bytes that paint a cleared
+    /// terminal into run `input`'s screen as it is now.
+    Redraw {
+        /// The run's number.
+        input: u64,
+        /// The bytes.
+        #[serde(with = "super::tty::base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// The answer to `screen`: a terminal run's screen as it is now.
+    Screen {
+        /// The screen.
+        screen: super::screen::ScreenState,
+    },
 }

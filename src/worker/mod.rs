@@ -15,6 +15,7 @@ mod link;
 mod numbering;
 mod outbox;
 pub mod screen;
+mod screens;
 mod serve;
 mod state;
 mod terminal;

@@ -153,6 +153,8 @@ pub(super) async fn session_request(
         SessionRequest::Keys { input, data } => {
             crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
         }
+        SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
+        SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
         SessionRequest::TypeInto { input } => {
@@ -160,13 +162,7 @@ pub(super) async fn session_request(
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
-        SessionRequest::Queue => {
-            // What runs beside the queue and `cancel` ends: user bash first.
-            let core = &worker.borrow().core;
-            let mut inputs = core.bash_list();
-            inputs.extend(core.queue().cloned());
-            let _ = tx.send(Response::Queue { inputs });
-        }
+        SessionRequest::Queue => queue(&worker.borrow(), tx),
         SessionRequest::Withdraw { run } => {
             let withdrawn = worker.borrow_mut().withdraw(run);
             let _ = tx.send(match withdrawn {
@@ -191,6 +187,14 @@ pub(super) async fn session_request(
         }
     }
     None
+}
+
+/// `queue`: what runs beside the queue and `cancel` ends (user bash
+/// first), then the queued inputs.
+fn queue(worker: &Worker, tx: &Outbox) {
+    let mut inputs = worker.core.bash_list();
+    inputs.extend(worker.core.queue().cloned());
+    let _ = tx.send(Response::Queue { inputs });
 }
 
 /// Why a command line cannot run, if it cannot: it takes no number then.
