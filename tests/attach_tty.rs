@@ -164,10 +164,15 @@ fn an_attach_to_vim_rides_through_a_sigkilled_worker_and_daemon() {
     let file = env.dir.join("notes.txt");
     std::fs::write(&file, "first line\n").unwrap();
     start(&env, &vim(&file), "first line");
-    let Some(terminal) = attach(&env, (24, 80), &[]) else {
+    let Some(terminal) = attach(&env, (24, 100), &[]) else {
         return;
     };
     terminal.wait_screen(WITHIN, "vim's screen", |s| s.contains("first line"));
+    let cols = || {
+        let out = env.ok(&["screen", "a", "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["cols"].clone()
+    };
+    wait_until(WITHIN, "the attach's width", || cols() == 100);
 
     let worker = env.worker(&id);
     kill9(worker);
@@ -180,6 +185,9 @@ fn an_attach_to_vim_rides_through_a_sigkilled_worker_and_daemon() {
     terminal.type_text("oafter the worker");
     terminal.keys(&["Escape"]);
     terminal.wait_screen(WITHIN, "the edit", |s| s.contains("after the worker"));
+    // The new worker rebuilt the screen at the run's first size; the
+    // attach that typed gave it its own again.
+    assert_eq!(cols(), 100);
 
     kill9(env.daemon());
     terminal.type_text("oafter the daemon");
