@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agent;
 mod attach_tty;
 mod bridge;
 mod daemon;

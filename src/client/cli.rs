@@ -230,6 +230,36 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Wait until a terminal run's screen shows a regular expression
+    /// (--match), the run waits for input (--waiting) or it ends (--end),
+    /// whichever of those given comes first; then print the screen. Exit 0
+    /// when one held, 1 when the run ended without, 124 at the timeout (the
+    /// run goes on): `eukhe wait-for s --match 'Continue\?'`.
+    #[command(group = clap::ArgGroup::new("until").required(true).multiple(true))]
+    WaitFor {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running, else
+        /// the first queued terminal run, else the last that ended).
+        input: Option<u64>,
+        /// Until the screen's text (its rows joined by newlines) matches
+        /// this regular expression.
+        #[arg(long = "match", value_name = "REGEX", group = "until")]
+        regex: Option<String>,
+        /// Until the run waits for input.
+        #[arg(long, group = "until")]
+        waiting: bool,
+        /// Until the run has ended.
+        #[arg(long, group = "until")]
+        end: bool,
+        /// How long to wait, in milliseconds (default 30000, at most
+        /// 3600000).
+        #[arg(long, value_name = "MS")]
+        timeout: Option<u64>,
+        /// Print `{screen, met, timed_out}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
     /// was nothing to cancel.

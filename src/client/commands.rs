@@ -59,6 +59,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             input,
             json,
         } => super::screen::screen(session, input, json).await,
+        command @ Command::WaitFor { .. } => super::wait_for::command(command).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
         Command::Attach {
             session,

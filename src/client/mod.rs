@@ -19,6 +19,7 @@ pub mod terminal;
 mod top;
 mod tty_run;
 pub mod usage;
+pub mod wait_for;
 mod words;
 
 pub use cli::{run, Cli};

@@ -19,6 +19,7 @@ mod screens;
 mod serve;
 mod state;
 mod terminal;
+mod wait_for;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

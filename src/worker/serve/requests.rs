@@ -20,6 +20,7 @@ use crate::session::transcript::EntryBody;
 use crate::worker::core::InputCancel;
 use crate::worker::outbox::Outbox;
 use crate::worker::state::{ClientConnection, Worker};
+use crate::worker::wait_for;
 
 /// Receive the client the supervisor hands over and serve it on its own.
 pub(super) async fn take_handed_client(
@@ -150,8 +151,8 @@ pub(super) async fn session_request(
             stdin,
             tty,
         } => return bash_request(worker, command, (stdin, tty), tx, peer).await,
-        SessionRequest::Keys { input, data } => {
-            crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
+        request @ (SessionRequest::Keys { .. } | SessionRequest::WaitFor { .. }) => {
+            terminal_request(worker, request, tx)
         }
         SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
         SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
@@ -187,6 +188,16 @@ pub(super) async fn session_request(
         }
     }
     None
+}
+
+/// Keys for a terminal run, or a wait on its screen (`worker::wait_for`).
+fn terminal_request(worker: &Rc<RefCell<Worker>>, request: SessionRequest, tx: &Outbox) {
+    match request {
+        SessionRequest::Keys { input, data } => {
+            crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
+        }
+        request => wait_for::start(worker, request, tx),
+    }
 }
 
 /// `queue`: what runs beside the queue and `cancel` ends (user bash
