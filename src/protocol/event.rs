@@ -85,6 +85,24 @@ pub enum EventKind {
         /// The run's number.
         input: u64,
     },
+    /// Terminal run `input` waits for input (`laws::waiting`): its
+    /// program is blocked reading its terminal, and quiet.
+    WaitingForInput {
+        /// The run's number (the user bash's, with `bash`).
+        input: u64,
+        /// A user bash (`eukhe bash --tty`), not a run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bash: bool,
+    },
+    /// Terminal run `input`, which waited for input, took some (keys came,
+    /// it wrote, or it ended).
+    InputTaken {
+        /// The run's number (the user bash's, with `bash`).
+        input: u64,
+        /// A user bash, not a run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bash: bool,
+    },
     /// Queued input `input` was withdrawn before it ran.
     Withdrawn {
         /// The input's number.
@@ -203,6 +221,8 @@ impl Event {
             EventKind::RunInterrupted { input } => {
                 format!("run {input} interrupted: its kernel is gone")
             }
+            EventKind::WaitingForInput { input, bash } => waiting(*input, *bash, true),
+            EventKind::InputTaken { input, bash } => waiting(*input, *bash, false),
             EventKind::Withdrawn { input } => format!("input {input} withdrawn"),
             EventKind::JobsStarted { count } => {
                 format!("background jobs started ({count} running)")
@@ -231,6 +251,17 @@ impl Event {
         };
         format!("{who}{what}")
     }
+}
+
+/// A terminal run (or user bash, with `bash`) waits for input, or took it.
+fn waiting(input: u64, bash: bool, waiting: bool) -> String {
+    let job = if bash { "bash" } else { "run" };
+    let what = if waiting {
+        "waiting for input"
+    } else {
+        "input taken"
+    };
+    format!("{job} {input} {what}")
 }
 
 /// `text` cut to at most `EVENT_TEXT_MAX_BYTES`, at a character boundary.

@@ -362,6 +362,9 @@ async fn serve(
                     restore_id: None,
                 });
             }
+            FromKernel::Waiting { job, waiting } => {
+                super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, waiting);
+            }
             FromKernel::Keyed { job, error } => {
                 worker.borrow_mut().clients.keys.keyed(&job, error);
             }

@@ -18,6 +18,7 @@ pub mod screen;
 mod serve;
 mod state;
 mod terminal;
+mod waiting;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

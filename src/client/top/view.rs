@@ -122,7 +122,11 @@ fn cells(row: &Row, now_ms: u64) -> Vec<String> {
     };
     vec![
         row.name.clone(),
-        row.state.clone(),
+        // A session whose run waits for input is busy, and says why.
+        match row.waiting {
+            true => "waiting".to_string(),
+            false => row.state.clone(),
+        },
         run,
         time,
         row.queued.to_string(),
@@ -172,6 +176,7 @@ mod tests {
             jobs: 0,
             kernel_pid: None,
             bash: Vec::new(),
+            waiting: false,
             cwd: "/srv/project".into(),
             created_ms: 0,
             active_ms: 0,
