@@ -20,3 +20,4 @@ mod shell;
 mod systemd;
 mod terminal;
 mod tty;
+mod waiting;
