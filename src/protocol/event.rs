@@ -420,4 +420,22 @@ mod tests {
             "abc: worker failed (its worker ended): restarting in 250 ms (failure 1 in the window)"
         );
     }
+
+    #[test]
+    fn waiting_for_input_reads_for_a_person_and_in_json() {
+        let waits = EventKind::WaitingForInput {
+            input: 3,
+            bash: false,
+        };
+        let event = Event::session(0, "abc", "abc", waits);
+        assert_eq!(event.describe(), "abc: run 3 waiting for input");
+        let json = serde_json::to_string(&event.event).unwrap();
+        assert_eq!(json, r#"{"kind":"waiting_for_input","input":3}"#);
+        let taken = EventKind::InputTaken {
+            input: 2,
+            bash: true,
+        };
+        let event = Event::session(0, "abc", "abc", taken);
+        assert_eq!(event.describe(), "abc: bash 2 input taken");
+    }
 }

@@ -510,6 +510,36 @@ mod tests {
     }
 
     #[test]
+    fn a_run_waiting_for_input_shows_until_it_takes_input_or_ends() {
+        let mut listed = info("b", "b", "busy");
+        listed.waiting = true;
+        let mut d = Dashboard::new(&[info("a", "a", "busy"), listed], &status());
+        assert!(d.rows["b"].waiting, "ls said it waits");
+        d.apply(&event("a", 1, EventKind::RunStarted { input: 1 }));
+        let wait = || EventKind::WaitingForInput {
+            input: 1,
+            bash: false,
+        };
+        d.apply(&event("a", 2, wait()));
+        assert!(d.rows["a"].waiting);
+        let taken = EventKind::InputTaken {
+            input: 1,
+            bash: false,
+        };
+        d.apply(&event("a", 3, taken));
+        assert!(!d.rows["a"].waiting);
+        d.apply(&event("a", 4, wait()));
+        let finished = EventKind::RunFinished {
+            input: 1,
+            status: 0,
+            signal: None,
+            cancelled: false,
+        };
+        d.apply(&event("a", 5, finished));
+        assert!(!d.rows["a"].waiting, "an ended run waits for nothing");
+    }
+
+    #[test]
     fn keys_select_filter_and_ask_before_removing() {
         let sessions = [info("a", "alpha", "idle"), info("b", "beta", "busy")];
         let mut d = Dashboard::new(&sessions, &status());

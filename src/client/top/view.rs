@@ -217,4 +217,23 @@ mod tests {
             "{screen}"
         );
     }
+
+    #[test]
+    fn a_session_whose_run_waits_for_input_says_waiting() {
+        let row = |waiting| Row {
+            id: "a".into(),
+            name: "a".into(),
+            state: "busy".into(),
+            cwd: "/".into(),
+            run: None,
+            queued: 0,
+            texts: Default::default(),
+            jobs: 0,
+            failures: 0,
+            last_line: String::new(),
+            waiting,
+        };
+        assert_eq!(cells(&row(true), 0)[1], "waiting");
+        assert_eq!(cells(&row(false), 0)[1], "busy");
+    }
 }
