@@ -160,3 +160,26 @@ fn a_python_repl_at_its_prompt_waits() {
     });
     assert!(!waiting(&t, &id));
 }
+
+#[test]
+fn a_waiting_run_waits_again_after_a_worker_restart_and_its_end_clears_it() {
+    let t = Env::new("waiting-restart");
+    let id = t.new_session();
+    let events = Events::follow(&t, &id);
+    let run = send_tty(&t, &id, "read -p 'answer? ' x");
+    wait_until(WITHIN, "ls --json says waiting", || waiting(&t, &id));
+    let worker = t.worker_pid(&id).expect("a worker serves the session");
+    kill9(worker);
+    // The new worker hears from the kernel, which holds the terminal,
+    // that the run still waits.
+    wait_until(WITHIN, "a new worker says the run waits", || {
+        t.worker_pid(&id).is_some_and(|pid| pid != worker) && waiting(&t, &id)
+    });
+    t.ok(&["cancel", &id]);
+    wait_until(WITHIN, "the cancelled run waits no more", || {
+        !waiting(&t, &id) && t.session(&id)["state"] == "idle"
+    });
+    wait_until(WITHIN, "events carry the input taken", || {
+        events.has("input_taken", Some(run))
+    });
+}
