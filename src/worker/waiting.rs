@@ -36,11 +36,17 @@ impl Waiting {
 /// The kernel says whether terminal job `job` waits for input: record it,
 /// and on a change tell the supervisor and the event stream.
 pub fn waiting_changed(worker: &mut Worker, job: &str, waiting: bool) {
+    let kind = worker.core.job_kind(job);
+    // A word that crossed the job's end (told on another channel than
+    // the end) is stale: a job no longer followed waits for nothing.
+    if waiting && kind.is_none() {
+        return;
+    }
     if !worker.clients.waiting.set(job, waiting) {
         return;
     }
     tracing::debug!(job, waiting, "{job} waiting for input: {waiting}");
-    let number = match worker.core.job_kind(job) {
+    let number = match kind {
         Some(JobKind::Run { input, .. }) => Some((input, false)),
         Some(JobKind::Bash { number, .. }) => Some((number, true)),
         None => None,
