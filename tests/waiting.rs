@@ -98,7 +98,9 @@ fn a_prompt_waits_for_input_until_keys_answer_it() {
         t.log(&id).contains(&format!("[run {run} exited 0]"))
     });
     assert!(t.log(&id).contains("hi bob"), "{}", t.log(&id));
-    assert!(!waiting(&t, &id), "an ended run waits for nothing");
+    wait_until(WITHIN, "an ended run waits for nothing", || {
+        !waiting(&t, &id)
+    });
     wait_until(WITHIN, "events carry the input taken", || {
         events.has("input_taken", Some(run))
     });
@@ -158,7 +160,7 @@ fn a_python_repl_at_its_prompt_waits() {
     wait_until(WITHIN, "the REPL ended", || {
         t.log(&id).contains(&format!("[run {run} exited 0]"))
     });
-    assert!(!waiting(&t, &id));
+    wait_until(WITHIN, "the ended REPL waits no more", || !waiting(&t, &id));
 }
 
 #[test]
