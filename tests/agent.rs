@@ -57,6 +57,13 @@ fn an_agent_answers_a_prompt_with_wait_for_and_keys() {
         serde_json::json!({"kind": "screen", "regex": r"Continue\? \[y/N\]"})
     );
     assert!(prompt["screen"]["ended"].is_null(), "{prompt}");
+    // The kernel's word that the prompt waits reaches the screen.
+    let waiting = wait_for(&t, &id, &["--waiting"], 0);
+    assert_eq!(waiting["met"], serde_json::json!({"kind": "waiting"}));
+    assert_eq!(waiting["screen"]["waiting"], true, "{waiting}");
+    let shown = t.ok(&["screen", &id, "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).expect("screen --json");
+    assert_eq!(shown["waiting"], true, "{shown}");
     keys(&t, &id, &["y", "Enter"]);
     let end = wait_for(&t, &id, &["--end"], 0);
     assert_eq!(end["met"]["kind"], "end", "{end}");

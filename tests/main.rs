@@ -23,3 +23,4 @@ mod shell;
 mod systemd;
 mod terminal;
 mod tty;
+mod waiting;

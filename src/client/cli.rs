@@ -409,7 +409,8 @@ pub enum Command {
     Mcp,
     /// Follow the daemon's events, one line each: sessions created,
     /// removed, renamed; state changes; runs queued, started, finished,
-    /// interrupted; background jobs; restore and revival notices; worker
+    /// interrupted; terminal runs waiting for input and input taken;
+    /// background jobs; restore and revival notices; worker
     /// and kernel failures with the restart verdict; the latest output
     /// line (at most once a second per session); the daemon stopping.
     ///

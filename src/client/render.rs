@@ -34,7 +34,11 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
         rows.push(vec![
             escape_controls(&s.id),
             escape_controls(&s.name),
-            escape_controls(&s.state),
+            // Busy, and waiting for input: the word says which.
+            match s.waiting {
+                true => "waiting".to_string(),
+                false => escape_controls(&s.state),
+            },
             pid(s.pid),
             pid(s.kernel_pid),
             s.jobs.to_string(),

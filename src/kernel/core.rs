@@ -2,7 +2,8 @@
 //! ended, the cancel escalation (SIGINT, SIGTERM after the cancel grace,
 //! SIGKILL after another), the hang-up of a job whose shell has not said
 //! its process group yet, the idle template's drop, and busy evidence while
-//! no worker is connected (`evidence`). Events come in with
+//! no worker is connected (`evidence`), and whether each terminal job waits
+//! for input (`waiting`). Events come in with
 //! the time they happen at; actions come out of [`KernelCore::poll_action`];
 //! [`KernelCore::poll_timeout`] says when it next needs the time
 //! ([`KernelCore::handle_timeout`]). It reads no clock and does no I/O: the
@@ -18,8 +19,10 @@ pub mod ends;
 pub mod evidence;
 pub mod jobs;
 pub mod templates;
+pub mod waiting;
 
 use evidence::EvidenceBook;
+use waiting::WaitingBook;
 
 /// A signal the core asks to be sent to a job's process group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +65,11 @@ pub enum Action {
     /// `state` for `work`, then tell [`KernelCore::evidence_recorded`] or
     /// [`KernelCore::evidence_failed`].
     RecordEvidence { state: BusyState, work: WorkSet },
+    /// Look whether terminal job `job` waits for input
+    /// (`host::tty_wait`), then tell [`KernelCore::waiting_looked`].
+    LookWaiting { job: String },
+    /// Tell the workers whether terminal job `job` waits for input.
+    TellWaiting { job: String, waiting: bool },
 }
 
 /// Where a cancel stands: the signal sent last, and when the next step is due.
@@ -114,6 +122,7 @@ pub struct KernelCore {
     /// its shell).
     background: u32,
     evidence: EvidenceBook,
+    waiting: WaitingBook,
     stopping: bool,
     actions: VecDeque<Action>,
 }
@@ -132,6 +141,7 @@ impl KernelCore {
             ended_before_reporter: Vec::new(),
             background: 0,
             evidence: EvidenceBook::default(),
+            waiting: WaitingBook::default(),
             stopping: false,
             actions: VecDeque::new(),
         }
@@ -148,10 +158,12 @@ impl KernelCore {
         let waits = self.group_waits.values().copied();
         let steps = self.escalations.values().map(|e| e.next_at);
         let evidence = self.evidence.due_at().filter(|_| !self.stopping);
+        let looks = self.waiting.poll_timeout().filter(|_| !self.stopping);
         waits
             .chain(steps)
             .chain(self.template_deadline())
             .chain(evidence)
+            .chain(looks)
             .min()
     }
 
@@ -188,6 +200,9 @@ impl KernelCore {
             let work = self.evidence.work();
             self.actions
                 .push_back(Action::RecordEvidence { state, work });
+        }
+        for job in self.waiting.take_due(now) {
+            self.actions.push_back(Action::LookWaiting { job });
         }
     }
 
@@ -249,7 +264,47 @@ impl KernelCore {
         self.running.remove(job);
         self.escalations.remove(job);
         self.group_waits.retain(|(waiting, _), _| waiting != job);
+        let told = self.waiting.ended(job);
+        self.tell_waiting(job, told);
         self.job_activity(now);
+    }
+
+    /// Terminal job `job` started at `now`: whether it waits for input is
+    /// watched until it ends.
+    pub fn watch_waiting(&mut self, job: &str, now: u64) {
+        self.waiting.watch(job, now);
+    }
+
+    /// Terminal job `job` wrote to its terminal at `now`.
+    pub fn terminal_output(&mut self, job: &str, now: u64) {
+        let told = self.waiting.output(job, now);
+        self.tell_waiting(job, told);
+    }
+
+    /// Keys were written to `job`'s terminal, or it was resized, at `now`.
+    pub fn terminal_nudged(&mut self, job: &str, now: u64) {
+        let told = self.waiting.nudged(job, now);
+        self.tell_waiting(job, told);
+    }
+
+    /// What the look [`Action::LookWaiting`] asked for saw, at `now`.
+    pub fn waiting_looked(&mut self, job: &str, seen: crate::laws::waiting::Seen, now: u64) {
+        let told = self.waiting.looked(job, seen, now);
+        self.tell_waiting(job, told);
+    }
+
+    /// The terminal jobs that wait for input now, as last told.
+    pub fn waiting_jobs(&self) -> Vec<String> {
+        self.waiting.waiting_jobs()
+    }
+
+    fn tell_waiting(&mut self, job: &str, told: Option<bool>) {
+        if let Some(waiting) = told {
+            self.actions.push_back(Action::TellWaiting {
+                job: job.to_string(),
+                waiting,
+            });
+        }
     }
 
     fn job_activity(&mut self, now: u64) {

@@ -10,13 +10,14 @@ use nix::sys::signal::Signal as Nix;
 
 use super::core::{Action, Signal, Want};
 use super::jobs::Kernel;
-use super::serve::{flush_notices, Context};
+use super::serve::{broadcast, flush_notices, Context};
 use super::tree;
 use crate::build_id::build_id;
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::busy_journal::{BusyJournal, JournalLine};
 use crate::laws::revival::BusyState;
 use crate::laws::work::{session_work, Activity, WorkKind, WorkSet};
+use crate::protocol::kernel::FromKernel;
 
 /// Run the core's actions and deadlines for as long as the kernel serves.
 pub async fn drive(ctx: std::rc::Rc<Context>, journal: BusyJournal) {
@@ -167,6 +168,16 @@ fn act(ctx: &Context, journal: &BusyJournal) {
             }
             Action::DropIdleTemplates => ctx.kernel.borrow_mut().drop_idle_templates(),
             Action::RecordEvidence { state, work } => record_evidence(ctx, journal, state, work),
+            Action::LookWaiting { job } => {
+                let seen = ctx.kernel.borrow().ttys.look(&job);
+                ctx.kernel
+                    .borrow_mut()
+                    .core
+                    .waiting_looked(&job, seen, mono_ms());
+            }
+            Action::TellWaiting { job, waiting } => {
+                broadcast(ctx, &FromKernel::Waiting { job, waiting });
+            }
         }
     }
 }

@@ -245,7 +245,12 @@ impl Kernel {
                 self.core.job_ended(job, now);
                 self.books.not_started(job, end);
             }
-            None => self.books.started(job),
+            None => {
+                self.books.started(job);
+                if tty.is_some() {
+                    self.core.watch_waiting(job, now);
+                }
+            }
         }
         self.jobs.insert(
             job.to_string(),
@@ -400,6 +405,9 @@ impl Kernel {
 
     /// Store output of `job`.
     pub fn output(&mut self, job: &str, stream: Stream, bytes: &[u8]) {
+        // A terminal job's output is what its program wrote to its
+        // terminal: it is not waiting for input now.
+        self.core.terminal_output(job, crate::clock::mono_ms());
         if let Some(j) = self.jobs.get_mut(job) {
             if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
                 let more = LostOutput {

@@ -89,7 +89,7 @@ fn send(control: &mpsc::UnboundedSender<Vec<u8>>, message: &FromKernel) {
 }
 
 /// Send a control message to every connected worker.
-fn broadcast(ctx: &Context, message: &FromKernel) {
+pub(super) fn broadcast(ctx: &Context, message: &FromKernel) {
     let Ok(frame) = encode(message) else { return };
     ctx.workers
         .borrow_mut()
@@ -169,6 +169,7 @@ async fn serve_connection(
         Greeted::Leave => return Served::Left,
     }
     ctx.workers.borrow_mut().push(control.clone());
+    tell_waiting_jobs(ctx, control);
     ctx.wake.notify_one();
     loop {
         let request = match read_frame::<ToKernel, _>(read).await {
@@ -188,8 +189,7 @@ async fn serve_connection(
             ToKernel::Hello { .. } => {}
             start @ ToKernel::Start { .. } => start_job(ctx, control, start),
             request @ (ToKernel::Keys { .. } | ToKernel::Resize { .. }) => {
-                let mut kernel = ctx.kernel.borrow_mut();
-                super::tty::request(&mut kernel.ttys, request, control);
+                terminal_request(ctx, request, control)
             }
             ToKernel::Follow { job, from } => {
                 followers.retain(|f| !f.is_finished());
@@ -222,6 +222,26 @@ async fn serve_connection(
                 return Served::Stop;
             }
         }
+    }
+}
+
+/// Keys or a resize for a terminal job: its program is woken, so whether
+/// it waits for input is looked at afresh.
+fn terminal_request(ctx: &Context, request: ToKernel, control: &mpsc::UnboundedSender<Vec<u8>>) {
+    let mut kernel = ctx.kernel.borrow_mut();
+    if let ToKernel::Keys { job, .. } | ToKernel::Resize { job, .. } = &request {
+        kernel.core.terminal_nudged(job, mono_ms());
+    }
+    super::tty::request(&mut kernel.ttys, request, control);
+    drop(kernel);
+    ctx.wake.notify_one();
+}
+
+/// A worker that connects hears which terminal jobs wait for input now.
+fn tell_waiting_jobs(ctx: &Context, control: &mpsc::UnboundedSender<Vec<u8>>) {
+    for job in ctx.kernel.borrow().core.waiting_jobs() {
+        let waiting = true;
+        send(control, &FromKernel::Waiting { job, waiting });
     }
 }
 

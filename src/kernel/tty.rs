@@ -16,8 +16,10 @@
 //! ([`Terminals::signal`]), and the group a later kernel ends if this one
 //! dies is the session's.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::rc::Rc;
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
@@ -26,6 +28,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use super::error::KernelError;
+use crate::laws::waiting::{Foreground, Seen};
 use crate::protocol::kernel::{FromKernel, ToKernel};
 use crate::protocol::tty::WindowSize;
 
@@ -101,6 +104,9 @@ struct Terminal {
     /// The writer of its keys, in the order they came; started with the
     /// first keys.
     keys: Option<mpsc::UnboundedSender<Keys>>,
+    /// Bytes of keys handed to the writer and not written yet: keys the
+    /// program has not read (`laws::waiting`).
+    unwritten: Rc<Cell<u64>>,
 }
 
 /// The terminals of the kernel's terminal jobs, by job.
@@ -116,6 +122,7 @@ impl Terminals {
             master,
             session: None,
             keys: None,
+            unwritten: Rc::default(),
         };
         self.by_job.insert(job.to_string(), terminal);
     }
@@ -183,7 +190,8 @@ impl Terminals {
             {
                 Ok(Ok(writer)) => {
                     let (tx, rx) = mpsc::unbounded_channel();
-                    tokio::task::spawn_local(write_keys(writer, rx));
+                    let unwritten = terminal.unwritten.clone();
+                    tokio::task::spawn_local(write_keys(writer, rx, unwritten));
                     terminal.keys = Some(tx);
                 }
                 Ok(Err(e)) | Err(e) => {
@@ -199,11 +207,31 @@ impl Terminals {
             answer,
         };
         if let Some(writer) = &terminal.keys {
+            let bytes = keys.data.len() as u64;
+            terminal.unwritten.set(terminal.unwritten.get() + bytes);
             if let Err(refused) = writer.send(keys) {
+                terminal.unwritten.set(terminal.unwritten.get() - bytes);
                 let keys = refused.0;
                 let why = format!("the terminal of {} is closed", words(job));
                 send_keyed(&keys.answer, job, Some(why));
             }
+        }
+    }
+
+    /// Whether `job`'s program is blocked reading its terminal, and the
+    /// keys it has not read: those in the terminal's input queue and those
+    /// not written to it yet.
+    pub fn look(&self, job: &str) -> Seen {
+        let Some(terminal) = self.by_job.get(job) else {
+            return Seen {
+                foreground: Foreground::Unknown,
+                unread_key_bytes: 0,
+            };
+        };
+        let seen = crate::host::tty_wait::look(terminal.master.as_fd());
+        Seen {
+            unread_key_bytes: seen.unread_key_bytes + terminal.unwritten.get(),
+            ..seen
         }
     }
 
@@ -255,11 +283,15 @@ fn send_keyed(answer: &mpsc::UnboundedSender<Vec<u8>>, job: &str, error: Option<
 
 /// Write each job's keys in order; a full input queue waits for the
 /// program to read (as a person's typing would).
-async fn write_keys(mut writer: pipe::Sender, mut keys: mpsc::UnboundedReceiver<Keys>) {
+async fn write_keys(
+    mut writer: pipe::Sender,
+    mut keys: mpsc::UnboundedReceiver<Keys>,
+    unwritten: Rc<Cell<u64>>,
+) {
     while let Some(Keys { data, job, answer }) = keys.recv().await {
-        let error = writer
-            .write_all(&data)
-            .await
+        let written = writer.write_all(&data).await;
+        unwritten.set(unwritten.get().saturating_sub(data.len() as u64));
+        let error = written
             .err()
             .map(|e| format!("cannot write to the terminal of {}: {e}", words(&job)));
         send_keyed(&answer, &job, error);

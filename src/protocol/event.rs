@@ -85,6 +85,24 @@ pub enum EventKind {
         /// The run's number.
         input: u64,
     },
+    /// Terminal run `input` waits for input (`laws::waiting`): its
+    /// program is blocked reading its terminal, and quiet.
+    WaitingForInput {
+        /// The run's number (the user bash's, with `bash`).
+        input: u64,
+        /// A user bash (`eukhe bash --tty`), not a run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bash: bool,
+    },
+    /// Terminal run `input`, which waited for input, took some (keys came,
+    /// it wrote, or it ended).
+    InputTaken {
+        /// The run's number (the user bash's, with `bash`).
+        input: u64,
+        /// A user bash, not a run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bash: bool,
+    },
     /// Queued input `input` was withdrawn before it ran.
     Withdrawn {
         /// The input's number.
@@ -203,6 +221,8 @@ impl Event {
             EventKind::RunInterrupted { input } => {
                 format!("run {input} interrupted: its kernel is gone")
             }
+            EventKind::WaitingForInput { input, bash } => waiting(*input, *bash, true),
+            EventKind::InputTaken { input, bash } => waiting(*input, *bash, false),
             EventKind::Withdrawn { input } => format!("input {input} withdrawn"),
             EventKind::JobsStarted { count } => {
                 format!("background jobs started ({count} running)")
@@ -231,6 +251,17 @@ impl Event {
         };
         format!("{who}{what}")
     }
+}
+
+/// A terminal run (or user bash, with `bash`) waits for input, or took it.
+fn waiting(input: u64, bash: bool, waiting: bool) -> String {
+    let job = if bash { "bash" } else { "run" };
+    let what = if waiting {
+        "waiting for input"
+    } else {
+        "input taken"
+    };
+    format!("{job} {input} {what}")
 }
 
 /// `text` cut to at most `EVENT_TEXT_MAX_BYTES`, at a character boundary.
@@ -388,5 +419,23 @@ mod tests {
             event.describe(),
             "abc: worker failed (its worker ended): restarting in 250 ms (failure 1 in the window)"
         );
+    }
+
+    #[test]
+    fn waiting_for_input_reads_for_a_person_and_in_json() {
+        let waits = EventKind::WaitingForInput {
+            input: 3,
+            bash: false,
+        };
+        let event = Event::session(0, "abc", "abc", waits);
+        assert_eq!(event.describe(), "abc: run 3 waiting for input");
+        let json = serde_json::to_string(&event.event).unwrap();
+        assert_eq!(json, r#"{"kind":"waiting_for_input","input":3}"#);
+        let taken = EventKind::InputTaken {
+            input: 2,
+            bash: true,
+        };
+        let event = Event::session(0, "abc", "abc", taken);
+        assert_eq!(event.describe(), "abc: bash 2 input taken");
     }
 }

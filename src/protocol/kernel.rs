@@ -16,8 +16,11 @@ use super::tty::WindowSize;
 
 /// The version of the link and of the spool's layout (9: terminal runs,
 /// `Start`'s `tty`, `ToKernel::Keys` and `Resize`; an earlier kernel would
-/// take those for malformed messages).
-pub const KERNEL_PROTOCOL: u32 = 9;
+/// take those for malformed messages. 10: `FromKernel::Waiting`, which a
+/// worker of 9 would take for a malformed frame and drop the link over;
+/// it never gets one, since a kernel serves only a worker of its own
+/// version and lets any other only ask it to stop).
+pub const KERNEL_PROTOCOL: u32 = 10;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -215,6 +218,15 @@ pub enum FromKernel {
         /// Why they were not written.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// Whether terminal job `job` waits for input now (`laws::waiting`):
+    /// told when it changes, when the job ends (false), and to a worker
+    /// that connects, for each job that waits.
+    Waiting {
+        /// The job's tag.
+        job: String,
+        /// Whether it waits.
+        waiting: bool,
     },
     /// How many processes that runs left behind still live.
     Jobs {

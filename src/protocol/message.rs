@@ -362,6 +362,10 @@ pub struct SessionInfo {
     /// The numbers of the user bash that run now (`eukhe cancel` ends them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bash: Vec<u64>,
+    /// A terminal run (or user bash) of the session waits for input
+    /// (`laws::waiting`); its state stays `busy`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 /// The daemon as `eukhe status` shows it.
@@ -420,6 +424,9 @@ pub struct WorkerInfo {
     /// The numbers of the user bash that run now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bash: Vec<u64>,
+    /// A terminal run (or user bash) waits for input (`laws::waiting`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 /// What comes back.

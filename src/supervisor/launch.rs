@@ -361,6 +361,7 @@ fn take_report(
     slot.kernel_pid = info.kernel_pid;
     slot.clients = info.clients;
     slot.bash = info.bash.clone();
+    slot.waiting = info.waiting;
     slot.last_active_ms = last_active(slot.last_active_ms, was_in_use, slot.seen(), mono_ms());
     // An idle stop or a removal under way owns the state until it is over.
     if matches!(slot.state, SlotState::IdleStopping | SlotState::Removing) {

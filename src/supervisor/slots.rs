@@ -70,6 +70,8 @@ pub struct Slot {
     pub kernel_pid: Option<u32>,
     /// The user bash running, as the worker last reported them.
     pub bash: Vec<u64>,
+    /// A terminal run waits for input, as the worker last reported it.
+    pub waiting: bool,
     /// Bumped at each launch, so a stale watcher knows it is stale.
     pub generation: u64,
     /// The shell's working directory as the snapshot last said, and the
@@ -102,6 +104,7 @@ impl Slot {
             background: 0,
             kernel_pid: None,
             bash: Vec::new(),
+            waiting: false,
             generation: 0,
             shell_cwd: Default::default(),
             clients: 0,
@@ -387,6 +390,7 @@ impl Supervisor {
                         SlotState::Running { .. } => slot.bash.clone(),
                         _ => Vec::new(),
                     },
+                    waiting: matches!(slot.state, SlotState::Running { .. }) && slot.waiting,
                 }
             })
             .collect()

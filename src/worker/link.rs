@@ -330,6 +330,9 @@ async fn serve(
                 }
             }
             FromKernel::Ended { job, end } => {
+                // An end clears the waiting (the kernel's word may come
+                // after it, when the job is forgotten).
+                super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, false);
                 let actions = worker.borrow_mut().core.ended(&job, end.as_ref());
                 super::serve::apply_until_stored(worker, actions).await;
                 worker.borrow_mut().work_changed();
@@ -347,20 +350,13 @@ async fn serve(
                 w.apply(actions);
                 w.work_changed();
             }
-            FromKernel::Notice { text } => {
-                let _ = worker.borrow_mut().append(EntryBody::Notice {
-                    text,
-                    restore: None,
-                    restore_id: None,
-                });
-            }
+            FromKernel::Notice { text } => store_notice(worker, text),
             FromKernel::Error { message } => {
                 tracing::error!("kernel: {message}");
-                let _ = worker.borrow_mut().append(EntryBody::Notice {
-                    text: format!("the kernel: {message}"),
-                    restore: None,
-                    restore_id: None,
-                });
+                store_notice(worker, format!("the kernel: {message}"));
+            }
+            FromKernel::Waiting { job, waiting } => {
+                super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, waiting);
             }
             FromKernel::Keyed { job, error } => {
                 worker.borrow_mut().clients.keys.keyed(&job, error);
@@ -369,4 +365,13 @@ async fn serve(
             FromKernel::Stopped => return "it stopped".into(),
         }
     }
+}
+
+/// Store what the kernel says as a notice in the transcript.
+fn store_notice(worker: &Rc<RefCell<Worker>>, text: String) {
+    let _ = worker.borrow_mut().append(EntryBody::Notice {
+        text,
+        restore: None,
+        restore_id: None,
+    });
 }

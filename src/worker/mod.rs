@@ -20,6 +20,7 @@ mod serve;
 mod state;
 mod terminal;
 mod wait_for;
+mod waiting;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

@@ -155,7 +155,6 @@ impl Screens {
     }
 
     /// Whether job `job` waits for input now (the kernel's word).
-    #[allow(dead_code, reason = "the kernel's waiting message calls it")]
     pub fn set_waiting(&mut self, job: &str, waiting: bool) {
         if let Some(kept) = self.live.values_mut().find(|kept| kept.job == job) {
             if kept.waiting != waiting {
@@ -292,6 +291,7 @@ impl Worker {
             } => {
                 if let Some(input) = self.input_of_job(job) {
                     self.screens.open(input, job, *size);
+                    self.screens.set_waiting(job, self.clients.waiting.has(job));
                 }
             }
             ToKernel::Follow { job, .. } => {
@@ -310,6 +310,7 @@ impl Worker {
                         Vec::new()
                     });
                 self.screens.rebuild((input, job), size, &tail);
+                self.screens.set_waiting(job, self.clients.waiting.has(job));
             }
             ToKernel::Resize { job, size } => {
                 if let Some(input) = self.input_of_job(job) {

@@ -342,6 +342,7 @@ impl Worker {
             kernel_pid: self.core.kernel_pid(),
             clients: self.clients.open_count(),
             bash: self.core.bash_list().iter().map(|q| q.run).collect(),
+            waiting: self.clients.waiting.any(),
         }
     }
 

@@ -52,10 +52,12 @@ async def prompt(session, name):
         "session": name,
         "command": 'read -p "Continue? [y/N] " a; echo "got $a"',
         "tty": True,
-        "timeout_ms": 2000,
+        "timeout_ms": WAIT_MS,
     })
     run = started["bash"]
     assert started["running"] is True and started["exit_status"] is None, said
+    # It answers because the prompt waits for input, long before its timeout.
+    assert started["waiting"] is True, said
     assert "wait_for" in said, said
     step(f"bash tty=true answered while run {run} waits at its prompt (waiting: {started['waiting']})")
 

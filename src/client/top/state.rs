@@ -26,6 +26,8 @@ pub struct Row {
     pub jobs: u32,
     pub failures: u32,
     pub last_line: String,
+    /// A terminal run of the session waits for input (`laws::waiting`).
+    pub waiting: bool,
 }
 
 impl Row {
@@ -41,6 +43,7 @@ impl Row {
             jobs: info.jobs,
             failures: info.failures_in_window,
             last_line: String::new(),
+            waiting: info.waiting,
         }
     }
 
@@ -57,6 +60,7 @@ impl Row {
             jobs: 0,
             failures: 0,
             last_line: String::new(),
+            waiting: false,
         }
     }
 
@@ -75,6 +79,7 @@ impl Row {
                     // No run executes in these states (a run a lost
                     // worker left resumes with the next one and says so).
                     self.run = None;
+                    self.waiting = false;
                 }
                 if state == "idle" {
                     self.queued = 0;
@@ -93,8 +98,11 @@ impl Row {
                 self.texts.remove(input);
                 if self.run.as_ref().is_some_and(|(run, _, _)| run == input) {
                     self.run = None;
+                    self.waiting = false;
                 }
             }
+            EventKind::WaitingForInput { .. } => self.waiting = true,
+            EventKind::InputTaken { .. } => self.waiting = false,
             EventKind::Withdrawn { input } => {
                 self.texts.remove(input);
                 self.queued = self.queued.saturating_sub(1);
@@ -438,6 +446,7 @@ mod tests {
             jobs: 0,
             kernel_pid: None,
             bash: Vec::new(),
+            waiting: false,
             cwd: "/tmp".into(),
             created_ms: 0,
             active_ms: 0,
@@ -498,6 +507,36 @@ mod tests {
         ));
         assert_eq!(d.rows["a"].run, None);
         assert_eq!(d.rows["a"].state, "idle");
+    }
+
+    #[test]
+    fn a_run_waiting_for_input_shows_until_it_takes_input_or_ends() {
+        let mut listed = info("b", "b", "busy");
+        listed.waiting = true;
+        let mut d = Dashboard::new(&[info("a", "a", "busy"), listed], &status());
+        assert!(d.rows["b"].waiting, "ls said it waits");
+        d.apply(&event("a", 1, EventKind::RunStarted { input: 1 }));
+        let wait = || EventKind::WaitingForInput {
+            input: 1,
+            bash: false,
+        };
+        d.apply(&event("a", 2, wait()));
+        assert!(d.rows["a"].waiting);
+        let taken = EventKind::InputTaken {
+            input: 1,
+            bash: false,
+        };
+        d.apply(&event("a", 3, taken));
+        assert!(!d.rows["a"].waiting);
+        d.apply(&event("a", 4, wait()));
+        let finished = EventKind::RunFinished {
+            input: 1,
+            status: 0,
+            signal: None,
+            cancelled: false,
+        };
+        d.apply(&event("a", 5, finished));
+        assert!(!d.rows["a"].waiting, "an ended run waits for nothing");
     }
 
     #[test]

@@ -122,7 +122,11 @@ fn cells(row: &Row, now_ms: u64) -> Vec<String> {
     };
     vec![
         row.name.clone(),
-        row.state.clone(),
+        // A session whose run waits for input is busy, and says why.
+        match row.waiting {
+            true => "waiting".to_string(),
+            false => row.state.clone(),
+        },
         run,
         time,
         row.queued.to_string(),
@@ -172,6 +176,7 @@ mod tests {
             jobs: 0,
             kernel_pid: None,
             bash: Vec::new(),
+            waiting: false,
             cwd: "/srv/project".into(),
             created_ms: 0,
             active_ms: 0,
@@ -211,5 +216,24 @@ mod tests {
             screen.contains("1 sessions, 1 busy, 0 given up"),
             "{screen}"
         );
+    }
+
+    #[test]
+    fn a_session_whose_run_waits_for_input_says_waiting() {
+        let row = |waiting| Row {
+            id: "a".into(),
+            name: "a".into(),
+            state: "busy".into(),
+            cwd: "/".into(),
+            run: None,
+            queued: 0,
+            texts: Default::default(),
+            jobs: 0,
+            failures: 0,
+            last_line: String::new(),
+            waiting,
+        };
+        assert_eq!(cells(&row(true), 0)[1], "waiting");
+        assert_eq!(cells(&row(false), 0)[1], "busy");
     }
 }

@@ -327,3 +327,71 @@ fn a_connected_worker_or_a_stop_leaves_busy_evidence_to_others() {
     assert_eq!(core.poll_timeout(), None);
     assert_eq!(advance(&mut core, 100 * IDLE), vec![]);
 }
+
+#[test]
+fn a_terminal_job_is_looked_at_once_quiet_and_its_waiting_is_told_on_change() {
+    use crate::laws::waiting::{Foreground, Seen, WAITING_QUIET_MS};
+    let blocked = Seen {
+        foreground: Foreground::BlockedOnInput,
+        unread_key_bytes: 0,
+    };
+    let look = Action::LookWaiting { job: "r1".into() };
+    let tell = |waiting| Action::TellWaiting {
+        job: "r1".into(),
+        waiting,
+    };
+    let mut core = core(true, 0);
+    core.job_started("r1", 1_000);
+    core.watch_waiting("r1", 1_000);
+    let quiet = 1_000 + WAITING_QUIET_MS;
+    assert_eq!(core.poll_timeout(), Some(quiet));
+    assert_eq!(advance(&mut core, quiet - 1), vec![]);
+    assert_eq!(advance(&mut core, quiet), vec![look.clone()]);
+    // Asked and not answered yet: the driver does not wake for it again.
+    assert_eq!(core.poll_timeout(), None);
+    core.waiting_looked("r1", blocked, quiet);
+    assert_eq!(actions(&mut core), vec![tell(true)]);
+    assert_eq!(core.waiting_jobs(), vec!["r1".to_string()]);
+    // Output: not waiting, told at once, and the next look once quiet.
+    core.terminal_output("r1", quiet + 100);
+    assert_eq!(actions(&mut core), vec![tell(false)]);
+    assert_eq!(core.poll_timeout(), Some(quiet + 100 + WAITING_QUIET_MS));
+    let later = quiet + 100 + WAITING_QUIET_MS;
+    assert_eq!(advance(&mut core, later), vec![look]);
+    core.waiting_looked("r1", blocked, later);
+    assert_eq!(actions(&mut core), vec![tell(true)]);
+    // Its end clears it, and nothing is looked at after.
+    core.job_ended("r1", later + 1);
+    assert_eq!(actions(&mut core), vec![tell(false)]);
+    assert!(core.waiting_jobs().is_empty());
+    assert_eq!(
+        core.poll_timeout(),
+        Some(later + 1 + IDLE + 1),
+        "the template's only"
+    );
+}
+
+#[test]
+fn keys_untell_waiting_and_a_stopping_kernel_looks_no_more() {
+    use crate::laws::waiting::{Foreground, Seen, WAITING_QUIET_MS};
+    let blocked = Seen {
+        foreground: Foreground::BlockedOnInput,
+        unread_key_bytes: 0,
+    };
+    let mut core = core(true, 0);
+    core.job_started("r2", 0);
+    core.watch_waiting("r2", 0);
+    advance(&mut core, WAITING_QUIET_MS);
+    core.waiting_looked("r2", blocked, WAITING_QUIET_MS);
+    actions(&mut core);
+    core.terminal_nudged("r2", 600);
+    assert_eq!(
+        actions(&mut core),
+        vec![Action::TellWaiting {
+            job: "r2".into(),
+            waiting: false
+        }]
+    );
+    core.stop();
+    assert_eq!(core.poll_timeout(), None);
+}

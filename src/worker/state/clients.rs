@@ -38,6 +38,8 @@ pub struct Clients {
     pub output_line: OutputLine,
     /// Clients waiting for keys to reach a terminal run.
     pub keys: crate::worker::terminal::KeyWaiters,
+    /// The terminal runs that wait for input (`worker::waiting`).
+    pub waiting: crate::worker::waiting::Waiting,
 }
 
 impl Default for Clients {
@@ -52,6 +54,7 @@ impl Default for Clients {
             changed: Rc::default(),
             output_line: OutputLine::default(),
             keys: Default::default(),
+            waiting: Default::default(),
         }
     }
 }
