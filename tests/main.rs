@@ -17,6 +17,7 @@ mod proof;
 mod runaway;
 mod runs;
 mod shell;
+mod shell_attach;
 mod systemd;
 mod terminal;
 mod tty;

@@ -55,7 +55,13 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             text,
         } => super::tty_run::keys(session, input, literal, &text).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
-        Command::Attach { session, tail } => super::attach::attach(session, Some(tail)).await,
+        Command::Attach {
+            session,
+            shell: true,
+            detach_key,
+            ..
+        } => super::shell::attach_shell(session, detach_key).await,
+        Command::Attach { session, tail, .. } => super::attach::attach(session, Some(tail)).await,
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,

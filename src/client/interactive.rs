@@ -181,14 +181,14 @@ impl OutputSink for ToScreen {
 
 /// A channel of byte chunks read as a stream of bytes: ends when every
 /// sender is gone.
-struct ChannelReader {
+pub(super) struct ChannelReader {
     chunks: mpsc::UnboundedReceiver<Vec<u8>>,
     left: Vec<u8>,
     at: usize,
 }
 
 impl ChannelReader {
-    fn new(chunks: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
+    pub(super) fn new(chunks: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
         ChannelReader {
             chunks,
             left: Vec::new(),
@@ -224,14 +224,14 @@ impl AsyncRead for ChannelReader {
 /// Keys and sizes for one terminal run, on a connection of their own,
 /// opened with the first of them and again if it is lost (a worker
 /// restart).
-struct RunKeys {
+pub(super) struct RunKeys {
     session: String,
     input: u64,
     client: Option<Client>,
 }
 
 impl RunKeys {
-    fn new(session: &str, input: u64) -> RunKeys {
+    pub(super) fn new(session: &str, input: u64) -> RunKeys {
         RunKeys {
             session: session.to_string(),
             input,

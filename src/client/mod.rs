@@ -11,6 +11,7 @@ mod events;
 mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
+mod shell;
 mod stdin;
 pub mod stdout;
 pub mod terminal;

@@ -33,6 +33,7 @@ use crate::session::snapshot::Snapshot;
 use crate::session::store::SessionFiles;
 
 mod ends;
+mod shell;
 mod template;
 mod terminal;
 
@@ -102,6 +103,8 @@ pub struct Kernel {
     pub books: JobBooks,
     /// The terminals of terminal jobs.
     pub ttys: super::tty::Terminals,
+    /// The interactive shell jobs among them, and their checkpoints.
+    shells: shell::ShellJobs,
     templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
@@ -143,6 +146,7 @@ impl Kernel {
                 core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
                 books: JobBooks::default(),
                 ttys: Default::default(),
+                shells: Default::default(),
                 templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
@@ -208,6 +212,9 @@ impl Kernel {
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
         self.claim(crate::clock::mono_ms())?;
+        // A shell job's last command may have changed the state this job
+        // starts from.
+        self.merge_shell_checkpoints();
         if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
             if !kernel_accepts(&self.spool_runs(), run) {
                 return Ok(None);
@@ -407,6 +414,9 @@ impl Kernel {
                     error: e.to_string(),
                 };
                 self.books.output_lost(job, more);
+            }
+            if self.is_shell_job(job) {
+                self.merge_shell_checkpoint(job);
             }
             self.bump();
         }

@@ -16,6 +16,7 @@ mod numbering;
 mod outbox;
 pub mod screen;
 mod serve;
+mod shell_marks;
 mod state;
 mod terminal;
 

@@ -163,6 +163,9 @@ impl Kernel {
         parsed: Option<Result<Capture, SessionError>>,
         now: u64,
     ) {
+        if self.is_shell_job(job) {
+            self.shell_ended(job);
+        }
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -261,7 +264,8 @@ impl Kernel {
     }
 
     /// Every scratch file of `job`, its state capture too.
-    pub(super) fn remove_scratch(&self, job: &str) {
+    pub(super) fn remove_scratch(&mut self, job: &str) {
+        self.shell_ended(job);
         self.forget_scratch(job);
         let _ = std::fs::remove_file(self.scratch(job, "state"));
     }

@@ -34,6 +34,13 @@ impl Kernel {
         let late = self.scratch(job, "late");
         write_scripts(&self.snapshot, &restore, &late)?;
         let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
+        let shell;
+        let command = if command == super::shell::SHELL_COMMAND {
+            shell = self.shell_command(job)?;
+            shell.as_str()
+        } else {
+            command
+        };
         let terminal = pty.path.as_str();
         let message = zygote::message(&[
             "job", job, terminal, terminal, &restore, &late, capture, terminal, terminal, command,
