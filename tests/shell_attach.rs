@@ -48,7 +48,12 @@ fn ended_with(terminal: &Terminal, status: i32) {
     if !crate::support::wait_for(WITHIN, || terminal.exit_status().is_some()) {
         panic!("the client did not end; the screen:\n{}", terminal.screen());
     }
-    assert_eq!(terminal.exit_status(), Some(status), "{}", terminal.screen());
+    assert_eq!(
+        terminal.exit_status(),
+        Some(status),
+        "{}",
+        terminal.screen()
+    );
 }
 
 /// The commands `log --json` shows typed in shell run `a`'s shell: each
@@ -59,7 +64,12 @@ fn typed_commands(env: &Env) -> Vec<(String, Option<i64>)> {
         .unwrap()
         .iter()
         .filter(|e| e["kind"] == "shell_command")
-        .map(|e| (e["text"].as_str().unwrap().to_string(), e["status"].as_i64()))
+        .map(|e| {
+            (
+                e["text"].as_str().unwrap().to_string(),
+                e["status"].as_i64(),
+            )
+        })
         .collect()
 }
 

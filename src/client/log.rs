@@ -186,7 +186,10 @@ fn complete_or(incomplete: Option<ClientError>) -> Result<ExitCode, ClientError>
 /// error answer is tried again as a refused connection is: the daemon may
 /// not have seen the lost worker end yet, and answers that it cannot
 /// reach it until the next one runs.
-pub(super) async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), ClientError> {
+pub(super) async fn reopen(
+    session: &str,
+    request: SessionRequest,
+) -> Result<(Client, Response), ClientError> {
     within_relaunch(|| {
         let request = request.clone();
         async move {

@@ -450,9 +450,11 @@ impl RunCore {
             from,
         }));
         let shell = match kind {
-            JobKind::Run { input, .. } => self.started_text.get(&input).is_some_and(|(text, tty)| {
-                tty.is_some() && text == crate::protocol::tty::SHELL_COMMAND
-            }),
+            JobKind::Run { input, .. } => {
+                self.started_text.get(&input).is_some_and(|(text, tty)| {
+                    tty.is_some() && text == crate::protocol::tty::SHELL_COMMAND
+                })
+            }
             JobKind::Bash { .. } => false,
         };
         let followed = Followed {

@@ -134,7 +134,10 @@ impl ShellMarks {
 /// `;N` (absent or unreadable: 0, as a terminal reads it).
 fn status_of(rest: &[u8]) -> i32 {
     let text = String::from_utf8_lossy(rest.strip_prefix(b";").unwrap_or(rest));
-    text.split(';').next().and_then(|s| s.parse().ok()).unwrap_or(0)
+    text.split(';')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The text of an `E` mark: `\xNN` is that byte, `\\` a backslash.
@@ -149,7 +152,9 @@ fn unescape(text: &[u8]) -> String {
                 continue;
             }
             if text.get(i + 1) == Some(&b'x') {
-                let hex = text.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
+                let hex = text
+                    .get(i + 2..i + 4)
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 if let Some(byte) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     bytes.push(byte);
                     i += 4;

@@ -31,7 +31,10 @@ fn a_commands_start_and_end_are_found_with_its_text_and_status() {
 fn marks_cut_at_every_byte_are_found_the_same() {
     for cut in 0..=COMMAND.len() {
         let found = marks_of(&[&COMMAND[..cut], &COMMAND[cut..]]);
-        let seen: Vec<_> = found.iter().map(|(_, f)| (f.text.clone(), f.status)).collect();
+        let seen: Vec<_> = found
+            .iter()
+            .map(|(_, f)| (f.text.clone(), f.status))
+            .collect();
         assert_eq!(
             seen,
             [("false".to_string(), None), ("false".to_string(), Some(1))],
@@ -66,7 +69,9 @@ fn a_chunk_is_cut_so_the_commands_output_lies_between_its_entries() {
                     between.extend_from_slice(data);
                 }
             }
-            EntryBody::ShellCommand { input: 7, status, .. } => inside = status.is_none(),
+            EntryBody::ShellCommand {
+                input: 7, status, ..
+            } => inside = status.is_none(),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -79,6 +84,10 @@ fn a_chunk_is_cut_so_the_commands_output_lies_between_its_entries() {
             _ => None,
         })
         .collect();
-    assert_eq!(ends.last(), Some(&Some(99)), "the last piece says where the chunk ends");
+    assert_eq!(
+        ends.last(),
+        Some(&Some(99)),
+        "the last piece says where the chunk ends"
+    );
     assert!(ends[..ends.len() - 1].iter().all(Option::is_none));
 }
