@@ -110,6 +110,10 @@ fn commands_typed_in_the_shell_are_recorded_and_what_they_change_is_kept() {
     let log = env.ok(&["log", "a"]);
     assert!(log.contains("$ false"), "{log}");
     assert!(log.contains("shell: exited 1]"), "{log}");
+    assert!(
+        !log.contains("__eukhe"),
+        "eukhe's own words never show: {log}"
+    );
 }
 
 #[test]

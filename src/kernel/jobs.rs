@@ -53,6 +53,8 @@ pub struct Job {
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
     pub placeholders: Vec<File>,
+    /// An interactive shell job's checkpoints.
+    shell: Option<shell::ShellJob>,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -65,6 +67,7 @@ struct Handed {
     readers: Readers,
     placeholders: Vec<File>,
     read_ends: [Option<RawFd>; 2],
+    shell: Option<shell::ShellJob>,
 }
 
 /// A start over the snapshot: what it brought back, and the id the
@@ -103,8 +106,6 @@ pub struct Kernel {
     pub books: JobBooks,
     /// The terminals of terminal jobs.
     pub ttys: super::tty::Terminals,
-    /// The interactive shell jobs among them, and their checkpoints.
-    shells: shell::ShellJobs,
     templates: Templates,
     /// What bash gives every shell before a restore, once the kernel's
     /// shell has said (`Report::Defaults`).
@@ -146,7 +147,6 @@ impl Kernel {
                 core: KernelCore::new(timing, !unclaimed, crate::clock::mono_ms()),
                 books: JobBooks::default(),
                 ttys: Default::default(),
-                shells: Default::default(),
                 templates: Templates::default(),
                 shell_defaults: None,
                 first_unmerged: first && !unclaimed,
@@ -224,8 +224,12 @@ impl Kernel {
             return Ok(None);
         };
         let handed = self.hand_to_shell(job, command, stdin_of, tty);
+        let mut shell = None;
         let (readers, placeholders, fifos, end) = match handed {
-            Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
+            Ok(handed) => {
+                shell = handed.shell;
+                (handed.readers, handed.placeholders, handed.read_ends, None)
+            }
             Err(e) => {
                 self.remove_scratch(job);
                 let end = JobEnd {
@@ -261,6 +265,7 @@ impl Kernel {
                 started_from: Rc::clone(&self.snapshot),
                 fifos,
                 placeholders,
+                shell,
             },
         );
         self.bump();
@@ -338,6 +343,7 @@ impl Kernel {
             readers,
             placeholders,
             read_ends,
+            shell: None,
         })
     }
 
@@ -415,9 +421,7 @@ impl Kernel {
                 };
                 self.books.output_lost(job, more);
             }
-            if self.is_shell_job(job) {
-                self.merge_shell_checkpoint(job);
-            }
+            self.merge_shell_checkpoint(job);
             self.bump();
         }
     }

@@ -82,7 +82,6 @@ __eukhe_precmd() {
       [[ :$__eukhe_so_outer: == *:histexpand:* ]] || builtin set +H
       [[ :$__eukhe_bo_outer: == *:expand_aliases:* ]] || builtin shopt -u expand_aliases
       __eukhe_so0= __eukhe_bo0=
-      __eukhe_status "$__eukhe_s"
 @CAPTURE@
     )
     command -p mv -f -- "$__eukhe_state" "$__eukhe_checkpoint" 2>/dev/null

@@ -163,9 +163,7 @@ impl Kernel {
         parsed: Option<Result<Capture, SessionError>>,
         now: u64,
     ) {
-        if self.is_shell_job(job) {
-            self.shell_ended(job);
-        }
+        self.shell_ended(job);
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -264,8 +262,8 @@ impl Kernel {
     }
 
     /// Every scratch file of `job`, its state capture too.
-    pub(super) fn remove_scratch(&mut self, job: &str) {
-        self.shell_ended(job);
+    pub(super) fn remove_scratch(&self, job: &str) {
+        self.remove_shell_files(job);
         self.forget_scratch(job);
         let _ = std::fs::remove_file(self.scratch(job, "state"));
     }

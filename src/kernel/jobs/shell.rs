@@ -8,7 +8,6 @@
 //! later `eukhe bash` sees what a command changed once its prompt is back,
 //! whatever becomes of the worker or the client.
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -40,23 +39,21 @@ pub struct ShellJob {
     base: Rc<Snapshot>,
 }
 
-/// The kernel's running shell jobs, by job.
-#[derive(Default)]
-pub struct ShellJobs {
-    by_job: HashMap<String, ShellJob>,
-}
-
-/// The rc file of a shell job: `shell.bash` with the job's capture.
+/// The rc file of a shell job: `shell.bash` with the job's capture, whose
+/// status is the typed command's (kept by the prompt's hook as it began).
 fn rc_script() -> String {
-    include_str!("../shell.bash").replace("@CAPTURE@", include_str!("../capture.bash"))
+    let capture =
+        include_str!("../capture.bash").replacen("__eukhe_st=$?", "__eukhe_st=$__eukhe_s", 1);
+    include_str!("../shell.bash").replace("@CAPTURE@", &capture)
 }
 
 impl Kernel {
     /// The command a shell job's own bash runs in place of
-    /// [`SHELL_COMMAND`]: `bash -i` over the rc file, written now. The run
-    /// ends with status 0 when the person leaves the shell (`exit`,
-    /// Ctrl-D), or with the signal's status when one ended it.
-    pub(super) fn shell_command(&mut self, job: &str) -> Result<String, KernelError> {
+    /// [`SHELL_COMMAND`] (`bash -i` over the rc file, written now), and
+    /// the job's checkpoints. The run ends with status 0 when the person
+    /// leaves the shell (`exit`, Ctrl-D), or with the signal's status when
+    /// one ended it.
+    pub(super) fn shell_command(&mut self, job: &str) -> Result<(String, ShellJob), KernelError> {
         let rc = self.scratch(job, "shellrc");
         let checkpoint = self.scratch(job, "checkpoint");
         write_private(&rc, &rc_script()).map_err(|source| KernelError::Scratch {
@@ -68,28 +65,26 @@ impl Kernel {
             .iter()
             .map(|name| format!("${{{name}+{name} }}"))
             .collect();
-        self.shells.by_job.insert(
-            job.to_string(),
-            ShellJob {
-                checkpoint: checkpoint.clone(),
-                merged: None,
-                base: Rc::clone(&self.snapshot),
-            },
-        );
-        Ok(format!(
+        let line = format!(
             "__eukhe_restore=$__eukhe_restore __eukhe_late=$__eukhe_late \
              __eukhe_so_outer=$SHELLOPTS __eukhe_bo_outer=$BASHOPTS \
              __eukhe_had=\"{had}\" __eukhe_checkpoint={} \
              \"$BASH\" --rcfile {} -i; (exit $(($? > 128 ? $? : 0)))",
             quote(&checkpoint.to_string_lossy()),
             quote(&rc.to_string_lossy()),
-        ))
+        );
+        let shell = ShellJob {
+            checkpoint,
+            merged: None,
+            base: Rc::clone(&self.snapshot),
+        };
+        Ok((line, shell))
     }
 
-    /// Merge the newest checkpoint of shell job `job` into the snapshot,
-    /// if there is one not merged yet.
+    /// Merge the newest checkpoint of `job`, if it is a shell job and one
+    /// is there that was not merged yet, into the snapshot.
     pub(super) fn merge_shell_checkpoint(&mut self, job: &str) {
-        let Some(shell) = self.shells.by_job.get_mut(job) else {
+        let Some(shell) = self.jobs.get_mut(job).and_then(|j| j.shell.as_mut()) else {
             return;
         };
         let Ok(meta) = std::fs::metadata(&shell.checkpoint) else {
@@ -127,23 +122,47 @@ impl Kernel {
     /// Merge every running shell job's newest checkpoint: before another
     /// job starts from the snapshot.
     pub(super) fn merge_shell_checkpoints(&mut self) {
-        let jobs: Vec<String> = self.shells.by_job.keys().cloned().collect();
-        for job in jobs {
+        let shells: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.shell.is_some())
+            .map(|(job, _)| job.clone())
+            .collect();
+        for job in shells {
             self.merge_shell_checkpoint(&job);
         }
     }
 
-    /// Shell job `job` ended: its last checkpoint is merged, its files go.
+    /// `job` ended: a shell job's last checkpoint is merged, and its
+    /// files go.
     pub(super) fn shell_ended(&mut self, job: &str) {
-        self.merge_shell_checkpoint(job);
-        if let Some(shell) = self.shells.by_job.remove(job) {
-            let _ = std::fs::remove_file(&shell.checkpoint);
-            let _ = std::fs::remove_file(self.scratch(job, "shellrc"));
+        if self.jobs.get(job).is_some_and(|j| j.shell.is_some()) {
+            self.merge_shell_checkpoint(job);
+            if let Some(j) = self.jobs.get_mut(job) {
+                j.shell = None;
+            }
+            self.remove_shell_files(job);
         }
     }
 
-    /// Whether `job` is a running shell job.
-    pub(super) fn is_shell_job(&self, job: &str) -> bool {
-        self.shells.by_job.contains_key(job)
+    /// A shell job's rc file and checkpoints, if it had them.
+    pub(super) fn remove_shell_files(&self, job: &str) {
+        for what in ["checkpoint", "checkpoint.new", "shellrc"] {
+            let _ = std::fs::remove_file(self.scratch(job, what));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_rc_file_captures_with_the_typed_commands_status() {
+        let rc = super::rc_script();
+        assert!(!rc.contains("@CAPTURE@"));
+        assert!(rc.contains("__eukhe_st=$__eukhe_s"));
+        assert!(
+            !rc.contains("__eukhe_st=$?"),
+            "the hook's own status is not the command's"
+        );
     }
 }
