@@ -16,7 +16,10 @@ const PROMPT: &str = "sh> ";
 /// its shell (None: no tmux, the test said why).
 fn attached(env: &Env) -> Option<(Terminal, String)> {
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
-    env.ok(&["bash", "a", "--", &format!("PS1='{PROMPT}'")]);
+    // Its history goes in the test's directory, not the user's.
+    let history = env.dir.join("history");
+    let state = format!("PS1='{PROMPT}'; HISTFILE='{}'", history.display());
+    env.ok(&["bash", "a", "--", &state]);
     Some((attach_again(env)?, id))
 }
 
