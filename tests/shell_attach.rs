@@ -185,9 +185,19 @@ fn the_shell_answers_after_its_worker_is_killed_at_the_prompt() {
             .as_u64()
             .is_some_and(|pid| pid as u32 != worker)
     });
-    terminal.type_text("echo y-$((Y+1))");
+    // Through the client that rode through the worker's loss, then
+    // through a new attach.
+    typed(&terminal, "echo y-$((Y+1))");
+    assert!(terminal.screen().contains("y-6"));
+    terminal.keys(&["C-\\"]);
+    ended_with(&terminal, 0);
+    drop(terminal);
+    let Some(terminal) = attach_again(&env) else {
+        return;
+    };
+    terminal.type_text("echo z-$((Y+2))");
     terminal.keys(&["Enter"]);
-    terminal.wait_screen(WITHIN, "the shell answering", |s| s.contains("y-6"));
+    terminal.wait_screen(WITHIN, "the shell answering", |s| s.contains("z-7"));
     terminal.type_text("exit");
     terminal.keys(&["Enter"]);
     ended_with(&terminal, 0);
