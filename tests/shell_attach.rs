@@ -76,6 +76,22 @@ fn typed_commands(env: &Env) -> Vec<(String, Option<i64>)> {
         .collect()
 }
 
+/// The output `log --json` shows between typed command `text`'s start
+/// and its end.
+fn output_of(env: &Env, text: &str) -> String {
+    let log: serde_json::Value = serde_json::from_str(&env.ok(&["log", "a", "--json"])).unwrap();
+    let mut output = String::new();
+    let mut inside = false;
+    for entry in log.as_array().unwrap() {
+        if entry["kind"] == "shell_command" && entry["text"] == text {
+            inside = entry["status"].is_null();
+        } else if inside && entry["kind"] == "output" {
+            output += entry["text"].as_str().unwrap();
+        }
+    }
+    output
+}
+
 fn ended(commands: &[(String, Option<i64>)]) -> Vec<(&str, i64)> {
     commands
         .iter()
@@ -93,6 +109,7 @@ fn commands_typed_in_the_shell_are_recorded_and_what_they_change_is_kept() {
     typed(&terminal, "export X=1");
     typed(&terminal, "f() { echo f; }");
     typed(&terminal, "false");
+    typed(&terminal, "echo out-$((1+1))");
     terminal.type_text("exit");
     terminal.keys(&["Enter"]);
     ended_with(&terminal, 0);
@@ -105,10 +122,12 @@ fn commands_typed_in_the_shell_are_recorded_and_what_they_change_is_kept() {
             ("cd /tmp", 0),
             ("export X=1", 0),
             ("f() { echo f; }", 0),
-            ("false", 1)
+            ("false", 1),
+            ("echo out-$((1+1))", 0)
         ],
         "{commands:?}"
     );
+    assert_eq!(output_of(&env, "echo out-$((1+1))"), "out-2\r\n");
     // Each command's start comes before its end, with its output between.
     let log = env.ok(&["log", "a"]);
     assert!(log.contains("$ false"), "{log}");
