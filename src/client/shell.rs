@@ -25,11 +25,11 @@ use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Response, SessionRequest};
 use crate::protocol::tty::SHELL_COMMAND;
-use crate::session::transcript::EntryBody;
+use crate::session::transcript::{Entry, EntryBody};
 
 /// How many of the transcript's last entries are read to find a running
 /// shell run.
-const SHELL_TAIL: u64 = 2000;
+const SHELL_TAIL: u64 = 200;
 
 /// `eukhe attach S --shell`.
 pub async fn attach_shell(
@@ -44,8 +44,12 @@ pub async fn attach_shell(
         ));
     }
     let detach = super::tty_run::detach_key(detach_key)?;
-    if let Some(shell) = running_shell(&session).await? {
-        return reattach(&session, shell, detach).await;
+    match running(&session).await? {
+        Running::Shell(shell) => return reattach(&session, shell, detach).await,
+        Running::Other(input) => {
+            eprintln!("eukhe: run {input} runs in {session}; the shell starts once it ends")
+        }
+        Running::Nothing => {}
     }
     let request = SessionRequest::Send {
         text: SHELL_COMMAND.to_string(),
@@ -62,8 +66,16 @@ struct RunningShell {
     after: Option<u64>,
 }
 
-/// The running shell run the transcript's last entries show, if any.
-async fn running_shell(session: &str) -> Result<Option<RunningShell>, ClientError> {
+/// What the transcript's last entries show running.
+enum Running {
+    Shell(RunningShell),
+    /// Another run (by its number).
+    Other(u64),
+    Nothing,
+}
+
+/// What runs now, as the transcript's last entries show it.
+async fn running(session: &str) -> Result<Running, ClientError> {
     let request = SessionRequest::Log {
         tail: Some(SHELL_TAIL),
         input: None,
@@ -71,54 +83,80 @@ async fn running_shell(session: &str) -> Result<Option<RunningShell>, ClientErro
         follow: false,
     };
     let mut client = open(session, ClientStart::Attach, request).await?;
-    let mut texts = BTreeMap::new();
-    let mut shells = BTreeSet::new();
-    let mut running = None;
-    let mut last_mark = BTreeMap::new();
+    let mut seen = TailSeen::default();
     loop {
-        let entry = match client.receive().await? {
-            Response::Entry(entry) => entry,
-            Response::Replayed => break,
+        match client.receive().await? {
+            Response::Entry(entry) => seen.see(&entry),
+            Response::Replayed => return Ok(seen.running()),
             other => return super::cli::unexpected(other),
-        };
+        }
+    }
+}
+
+/// What the transcript's last entries say of its runs.
+#[derive(Default)]
+struct TailSeen {
+    /// Terminal runs' texts.
+    texts: BTreeMap<u64, String>,
+    /// Runs with typed commands.
+    shells: BTreeSet<u64>,
+    /// Each run's last typed command's entry.
+    last_mark: BTreeMap<u64, u64>,
+    ended: BTreeSet<u64>,
+    running: Option<u64>,
+}
+
+impl TailSeen {
+    fn see(&mut self, entry: &Entry) {
         match &entry.body {
             EntryBody::Input {
                 input,
                 text,
                 tty: Some(_),
             } => {
-                texts.insert(*input, text.clone());
+                self.texts.insert(*input, text.clone());
             }
-            EntryBody::RunStarted { input } => running = Some(*input),
+            EntryBody::RunStarted { input } => self.running = Some(*input),
+            // Output may come after its run's end (until it settles).
             EntryBody::Output {
                 input: Some(input), ..
-            } if running.is_none() => running = Some(*input),
-            EntryBody::ShellCommand { input, .. } => {
-                shells.insert(*input);
-                last_mark.insert(*input, entry.seq);
-                running = running.or(Some(*input));
+            } if self.running.is_none() && !self.ended.contains(input) => {
+                self.running = Some(*input)
+            }
+            EntryBody::ShellCommand { input, .. } if !self.ended.contains(input) => {
+                self.shells.insert(*input);
+                self.last_mark.insert(*input, entry.seq);
+                self.running = self.running.or(Some(*input));
             }
             EntryBody::RunFinished { input, .. }
             | EntryBody::RunInterrupted { input }
-            | EntryBody::Withdrawn { input }
-                if running == Some(*input) =>
-            {
-                running = None;
+            | EntryBody::Withdrawn { input } => {
+                self.ended.insert(*input);
+                if self.running == Some(*input) {
+                    self.running = None;
+                }
             }
             _ => {}
         }
     }
-    let Some(input) = running else {
-        return Ok(None);
-    };
-    let is_shell = shells.contains(&input)
-        || texts
-            .get(&input)
-            .is_some_and(|text| text.as_str() == SHELL_COMMAND);
-    Ok(is_shell.then(|| RunningShell {
-        input,
-        after: last_mark.get(&input).map(|seq| seq.saturating_sub(1)),
-    }))
+
+    fn running(&self) -> Running {
+        let Some(input) = self.running else {
+            return Running::Nothing;
+        };
+        let is_shell = self.shells.contains(&input)
+            || self
+                .texts
+                .get(&input)
+                .is_some_and(|text| text.as_str() == SHELL_COMMAND);
+        if !is_shell {
+            return Running::Other(input);
+        }
+        Running::Shell(RunningShell {
+            input,
+            after: self.last_mark.get(&input).map(|seq| seq.saturating_sub(1)),
+        })
+    }
 }
 
 /// Pass this terminal through to running shell run `shell` until it ends
@@ -250,5 +288,77 @@ async fn output_until_end(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::entry::Stream;
+
+    fn seen(bodies: Vec<EntryBody>) -> Running {
+        let mut seen = TailSeen::default();
+        for (seq, body) in bodies.into_iter().enumerate() {
+            seen.see(&Entry {
+                seq: seq as u64 + 1,
+                at_ms: 0,
+                body,
+            });
+        }
+        seen.running()
+    }
+
+    fn output(input: u64) -> EntryBody {
+        EntryBody::Output {
+            input: Some(input),
+            stream: Stream::Stdout,
+            data: "x".into(),
+            spool_end: None,
+            bash: None,
+        }
+    }
+
+    fn typed(input: u64, status: Option<i32>) -> EntryBody {
+        EntryBody::ShellCommand {
+            input,
+            text: "ls".into(),
+            status,
+        }
+    }
+
+    #[test]
+    fn a_running_shell_is_found_by_its_marks_and_redrawn_from_the_last() {
+        // Its start is older than the tail.
+        let running = seen(vec![
+            output(3),
+            typed(3, None),
+            output(3),
+            typed(3, Some(0)),
+        ]);
+        let Running::Shell(shell) = running else {
+            panic!("the shell runs");
+        };
+        assert_eq!((shell.input, shell.after), (3, Some(3)));
+    }
+
+    #[test]
+    fn an_ended_shell_or_another_run_is_not_attached_to() {
+        let ended = vec![
+            typed(3, Some(0)),
+            EntryBody::RunFinished {
+                input: 3,
+                status: 0,
+                signal: None,
+                cancelled: false,
+                lost_output: None,
+            },
+            // What a child of it wrote as it settled.
+            output(3),
+        ];
+        assert!(matches!(seen(ended.clone()), Running::Nothing));
+        let mut other = ended;
+        other.push(EntryBody::RunStarted { input: 4 });
+        other.push(output(4));
+        assert!(matches!(seen(other), Running::Other(4)));
     }
 }
