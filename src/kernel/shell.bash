@@ -84,7 +84,7 @@ __eukhe_precmd() {
       __eukhe_so0= __eukhe_bo0=
 @CAPTURE@
     )
-    command -p mv -f -- "$__eukhe_state" "$__eukhe_checkpoint" 2>/dev/null
+    builtin command -p mv -f -- "$__eukhe_state" "$__eukhe_checkpoint" 2>/dev/null
     builtin printf '\e]133;D;%s\a' "$__eukhe_s"
   fi
   if [[ -n $__eukhe_user_prompt ]]; then
