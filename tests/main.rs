@@ -20,6 +20,7 @@ mod runaway;
 mod runs;
 mod screen;
 mod shell;
+mod shell_attach;
 mod systemd;
 mod terminal;
 mod tty;

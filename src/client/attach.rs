@@ -12,6 +12,7 @@ use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::render::TextLog;
 use super::stdout;
+use crate::config::detach_key::DetachKey;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
 use crate::laws::replace::ClientStart;
 use crate::laws::timing::{CLIENT_RELAUNCH_WITHIN_MS, RELAUNCH_RETRY_MS};
@@ -25,11 +26,11 @@ use crate::session::transcript::{Entry, EntryBody};
 pub async fn attach(
     session: String,
     tail: Option<u64>,
-    read_only: bool,
+    (read_only, detach_key): (bool, Option<DetachKey>),
 ) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     if super::interactive::can_pass_through() {
-        let detach = super::tty_run::detach_key(None)?;
+        let detach = super::tty_run::detach_key(detach_key)?;
         let attached = super::attach_tty::attach_terminal(&session, read_only, detach).await?;
         if let Some(code) = attached {
             return Ok(code);

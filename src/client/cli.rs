@@ -334,6 +334,16 @@ pub enum Command {
         /// restore).
         #[arg(long, value_name = "N", default_value_t = 200)]
         tail: u64,
+        /// An interactive bash over the session's state, on a terminal the
+        /// session's kernel holds: each command typed is recorded with its
+        /// output and status, and what it changes is kept for later
+        /// commands. Comes back to the shell if one runs already.
+        #[arg(long)]
+        shell: bool,
+        /// The key that detaches from a terminal run or the shell (default:
+        /// the `detach_key` setting, else C-\\; `none`: no detaching).
+        #[arg(long, value_name = "KEY")]
+        detach_key: Option<DetachKey>,
     },
     /// The daemon's version, build, pid, backend and session counts.
     Status {

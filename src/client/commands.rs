@@ -61,11 +61,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         } => super::screen::screen(session, input, json).await,
         command @ Command::WaitFor { .. } => super::wait_for::command(command).await,
         command @ Command::Log { .. } => super::log::log(log_args(command)).await,
-        Command::Attach {
-            session,
-            tail,
-            read_only,
-        } => super::attach::attach(session, Some(tail), read_only).await,
+        command @ Command::Attach { .. } => attach(command).await,
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,
@@ -77,6 +73,25 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         | Command::Kernel { .. }
         | Command::Mcp
         | Command::Laws { .. } => unreachable!("served by main"),
+    }
+}
+
+/// `attach`: onto the session's shell (`--shell`), else its terminal run
+/// or its transcript.
+async fn attach(command: Command) -> Result<ExitCode, ClientError> {
+    let Command::Attach {
+        session,
+        tail,
+        read_only,
+        shell,
+        detach_key,
+    } = command
+    else {
+        unreachable!("attach is given an attach");
+    };
+    match shell {
+        true => super::shell::attach_shell(session, detach_key).await,
+        false => super::attach::attach(session, Some(tail), (read_only, detach_key)).await,
     }
 }
 

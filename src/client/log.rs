@@ -186,7 +186,10 @@ fn complete_or(incomplete: Option<ClientError>) -> Result<ExitCode, ClientError>
 /// error answer is tried again as a refused connection is: the daemon may
 /// not have seen the lost worker end yet, and answers that it cannot
 /// reach it until the next one runs.
-async fn reopen(session: &str, request: SessionRequest) -> Result<(Client, Response), ClientError> {
+pub(super) async fn reopen(
+    session: &str,
+    request: SessionRequest,
+) -> Result<(Client, Response), ClientError> {
     within_relaunch(|| {
         let request = request.clone();
         async move {
@@ -560,7 +563,7 @@ async fn follow_input<S: OutputSink>(
 /// What `body`, an entry of input `input` other than its output, means to
 /// a client following it: its end, if it is one. `said` keeps a notice of
 /// the input (why eukhe ended it) for the end that follows.
-fn end_of_input(
+pub(super) fn end_of_input(
     body: &EntryBody,
     input: u64,
     said: &mut Option<String>,

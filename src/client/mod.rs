@@ -13,6 +13,7 @@ mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
 mod screen;
+mod shell;
 mod stdin;
 pub mod stdout;
 pub mod terminal;

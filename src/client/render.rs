@@ -393,6 +393,16 @@ fn marked_line(entry: &Entry) -> String {
         },
         EntryBody::Withdrawn { input } => format!("[run {input} withdrawn]\n"),
         EntryBody::RunInterrupted { input } => format!("[run {input} interrupted]\n"),
+        EntryBody::ShellCommand {
+            input,
+            text,
+            status: None,
+        } => format!("[run {input} shell] $ {text}\n"),
+        EntryBody::ShellCommand {
+            input,
+            status: Some(status),
+            ..
+        } => format!("[run {input} shell: exited {status}]\n"),
         EntryBody::Bash { command, bash } => format!("[bash{}] $ {command}\n", number(*bash)),
         EntryBody::BashFinished {
             status,

@@ -33,6 +33,7 @@ use crate::session::snapshot::Snapshot;
 use crate::session::store::SessionFiles;
 
 mod ends;
+mod shell;
 mod template;
 mod terminal;
 
@@ -52,6 +53,8 @@ pub struct Job {
     /// Holds the FIFOs open for writing until the job has opened them, so
     /// their readers do not see an end before it starts.
     pub placeholders: Vec<File>,
+    /// An interactive shell job's checkpoints.
+    shell: Option<shell::ShellJob>,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -64,6 +67,7 @@ struct Handed {
     readers: Readers,
     placeholders: Vec<File>,
     read_ends: [Option<RawFd>; 2],
+    shell: Option<shell::ShellJob>,
 }
 
 /// A start over the snapshot: what it brought back, and the id the
@@ -189,6 +193,27 @@ impl Kernel {
             .collect()
     }
 
+    /// `job` was accepted but could not be handed to a shell (`error`):
+    /// its end, kept in the spool where a job's end is kept.
+    fn could_not_start(&mut self, job: &str, error: &dyn std::fmt::Display) -> JobEnd {
+        self.remove_scratch(job);
+        let end = JobEnd {
+            status: COULD_NOT_START,
+            signal: None,
+            cancelled: false,
+            notice: Some(format!("{} did not start: {error}", job_in_words(job))),
+            settled: true,
+            lost_output: None,
+        };
+        if keeps_end(job) {
+            if let Err(e) = self.spool.set_end(job, &end) {
+                self.notices
+                    .push(format!("the end of {job} could not be kept: {e}"));
+            }
+        }
+        end
+    }
+
     /// Start `job` unless the spool knows it: `Ok(Some(readers))` of its
     /// output when it started, `Ok(None)` when the spool knew it. A job the
     /// spool accepted but the kernel could not hand to a shell (its scratch
@@ -208,6 +233,9 @@ impl Kernel {
         // A job reaches a spare's kernel only once `new` claimed it; the
         // claim's word may not have come first.
         self.claim(crate::clock::mono_ms())?;
+        // A shell job's last command may have changed the state this job
+        // starts from.
+        self.merge_shell_checkpoints();
         if let Some(run) = job.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()) {
             if !kernel_accepts(&self.spool_runs(), run) {
                 return Ok(None);
@@ -217,26 +245,18 @@ impl Kernel {
             return Ok(None);
         };
         let handed = self.hand_to_shell(job, command, stdin_of, tty);
+        let mut shell = None;
         let (readers, placeholders, fifos, end) = match handed {
-            Ok(handed) => (handed.readers, handed.placeholders, handed.read_ends, None),
-            Err(e) => {
-                self.remove_scratch(job);
-                let end = JobEnd {
-                    status: COULD_NOT_START,
-                    signal: None,
-                    cancelled: false,
-                    notice: Some(format!("{} did not start: {e}", job_in_words(job))),
-                    settled: true,
-                    lost_output: None,
-                };
-                if keeps_end(job) {
-                    if let Err(e) = self.spool.set_end(job, &end) {
-                        self.notices
-                            .push(format!("the end of {job} could not be kept: {e}"));
-                    }
-                }
-                (Vec::new(), Vec::new(), [None, None], Some(end))
+            Ok(handed) => {
+                shell = handed.shell;
+                (handed.readers, handed.placeholders, handed.read_ends, None)
             }
+            Err(e) => (
+                Vec::new(),
+                Vec::new(),
+                [None, None],
+                Some(self.could_not_start(job, &e)),
+            ),
         };
         let now = crate::clock::mono_ms();
         self.core.job_started(job, now);
@@ -259,6 +279,7 @@ impl Kernel {
                 started_from: Rc::clone(&self.snapshot),
                 fifos,
                 placeholders,
+                shell,
             },
         );
         self.bump();
@@ -336,6 +357,7 @@ impl Kernel {
             readers,
             placeholders,
             read_ends,
+            shell: None,
         })
     }
 
@@ -416,6 +438,7 @@ impl Kernel {
                 };
                 self.books.output_lost(job, more);
             }
+            self.merge_shell_checkpoint(job);
             self.bump();
         }
     }

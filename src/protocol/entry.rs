@@ -86,6 +86,19 @@ pub enum EntryBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lost_output: Option<LostOutput>,
     },
+    /// A command typed at the prompt of interactive shell run `input`
+    /// (`eukhe attach --shell`): once as it starts (no `status`), then as
+    /// it ends (its `status`). The run's output between the two is the
+    /// command's.
+    ShellCommand {
+        /// The shell run's number.
+        input: u64,
+        /// The command line as typed (empty when the shell did not say).
+        text: String,
+        /// Its exit status, once it has ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<i32>,
+    },
     /// Run `input` was cut short: the kernel running it is gone. It does
     /// not run again.
     RunInterrupted {

@@ -314,9 +314,10 @@ pub fn entry_event(entry: &Entry) -> Option<EventKind> {
         } => EventKind::Notice {
             text: bounded(text),
         },
-        EntryBody::Output { .. } | EntryBody::Bash { .. } | EntryBody::BashFinished { .. } => {
-            return None
-        }
+        EntryBody::Output { .. }
+        | EntryBody::Bash { .. }
+        | EntryBody::BashFinished { .. }
+        | EntryBody::ShellCommand { .. } => return None,
     })
 }
 

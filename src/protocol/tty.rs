@@ -20,6 +20,12 @@ impl WindowSize {
     pub const DEFAULT: WindowSize = WindowSize { rows: 24, cols: 80 };
 }
 
+/// The text of an interactive shell run (`eukhe attach S --shell`): a
+/// terminal run with exactly this text runs `bash -i` over the session's
+/// state, each command typed at its prompt marked and its state kept. A
+/// bash comment, so a kernel that does not know it runs nothing.
+pub const SHELL_COMMAND: &str = "# eukhe: interactive shell";
+
 /// What a client sends on its connection after a `Bash` or `Send --wait`
 /// request that asked for a terminal, while the run goes on, each in a
 /// frame of its own as `Request::TerminalInput` (`{"type":

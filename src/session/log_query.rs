@@ -90,6 +90,7 @@ pub fn belongs_to(entry: &Entry, input: u64) -> bool {
         | EntryBody::RunStarted { input: i }
         | EntryBody::RunFinished { input: i, .. }
         | EntryBody::RunInterrupted { input: i }
+        | EntryBody::ShellCommand { input: i, .. }
         | EntryBody::Withdrawn { input: i } => *i == input,
         EntryBody::Output {
             input: run, bash, ..

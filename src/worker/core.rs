@@ -82,6 +82,8 @@ struct Followed {
     kind: JobKind,
     /// Its end is stored (output may still come until it settles).
     ended: bool,
+    /// An interactive shell run's marks, read as its output comes.
+    marks: Option<super::shell_marks::ShellMarks>,
 }
 
 /// The books of one session's runs.
@@ -453,8 +455,20 @@ impl RunCore {
             job: job.to_string(),
             from,
         }));
-        self.jobs
-            .insert(job.to_string(), Followed { kind, ended: false });
+        let shell = match kind {
+            JobKind::Run { input, .. } => {
+                self.started_text.get(&input).is_some_and(|(text, tty)| {
+                    tty.is_some() && text == crate::protocol::tty::SHELL_COMMAND
+                })
+            }
+            JobKind::Bash { .. } => false,
+        };
+        let followed = Followed {
+            kind,
+            ended: false,
+            marks: shell.then(Default::default),
+        };
+        self.jobs.insert(job.to_string(), followed);
         actions
     }
 }

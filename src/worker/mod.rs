@@ -17,6 +17,7 @@ mod outbox;
 pub mod screen;
 mod screens;
 mod serve;
+mod shell_marks;
 mod state;
 mod terminal;
 mod wait_for;

@@ -163,6 +163,7 @@ impl Kernel {
         parsed: Option<Result<Capture, SessionError>>,
         now: u64,
     ) {
+        self.shell_ended(job);
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -262,6 +263,7 @@ impl Kernel {
 
     /// Every scratch file of `job`, its state capture too.
     pub(super) fn remove_scratch(&self, job: &str) {
+        self.remove_shell_files(job);
         self.forget_scratch(job);
         let _ = std::fs::remove_file(self.scratch(job, "state"));
     }

@@ -34,6 +34,13 @@ impl Kernel {
         let late = self.scratch(job, "late");
         write_scripts(&self.snapshot, &restore, &late)?;
         let (restore, late) = (restore.to_string_lossy(), late.to_string_lossy());
+        let (shell_line, shell) = if command == super::shell::SHELL_COMMAND {
+            let (line, shell) = self.shell_command(job)?;
+            (Some(line), Some(shell))
+        } else {
+            (None, None)
+        };
+        let command = shell_line.as_deref().unwrap_or(command);
         let terminal = pty.path.as_str();
         let message = zygote::message(&[
             "job", job, terminal, terminal, &restore, &late, capture, terminal, terminal, command,
@@ -50,6 +57,7 @@ impl Kernel {
             readers: vec![(Stream::Stdout, stdout), (Stream::Stderr, stderr.reader)],
             placeholders: vec![stderr.placeholder, File::from(pty.slave)],
             read_ends,
+            shell,
         })
     }
 }

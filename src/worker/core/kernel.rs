@@ -16,6 +16,7 @@ use crate::protocol::message::Response;
 use crate::session::entry::Stream;
 use crate::session::notices;
 use crate::session::transcript::EntryBody;
+use crate::worker::shell_marks;
 
 /// The number of the user bash a kernel job runs: `b<number>-<tag>-<seq>`
 /// (earlier builds named them `b<tag>-<seq>`, without the number).
@@ -202,6 +203,16 @@ impl RunCore {
         match followed.kind {
             JobKind::Run { input, .. } => {
                 self.spool_offsets.insert(input, end);
+                if let Some(marks) = followed.marks.as_mut() {
+                    let found = marks.scan(&data);
+                    if !found.is_empty() {
+                        let entries = shell_marks::split(input, stream, (data, end), found);
+                        let mut actions: Vec<Action> =
+                            entries.into_iter().map(Action::Store).collect();
+                        actions.push(Action::Waiters(input, response));
+                        return actions;
+                    }
+                }
                 vec![
                     Action::Store(EntryBody::Output {
                         input: Some(input),

@@ -554,3 +554,48 @@ fn a_run_ended_without_an_end_tells_its_waiters_why_and_keeps_it() {
         "{ended:#?}"
     );
 }
+
+/// A shell run's marks, found by a worker that took the run over from
+/// another, make its typed commands' entries; the same bytes in another
+/// terminal run are only output.
+#[test]
+fn only_a_shell_runs_marks_make_typed_command_entries() {
+    let marked = b"\x1b]633;E;ls\x07\x1b]133;C\x07a b\r\n\x1b]133;D;0\x07$ ";
+    for (text, shell) in [
+        (crate::protocol::tty::SHELL_COMMAND, true),
+        ("bash -i", false),
+    ] {
+        let transcript = [
+            entry(
+                1,
+                EntryBody::Input {
+                    input: 1,
+                    text: text.into(),
+                    tty: Some(WindowSize::DEFAULT),
+                },
+            ),
+            entry(2, EntryBody::RunStarted { input: 1 }),
+        ];
+        let mut core = RunCore::from_transcript(&transcript, 7);
+        let jobs = BTreeMap::from([("r1".to_string(), JobState::Running)]);
+        core.kernel_hello(99, &jobs, 0);
+        let out = core.output("r1", Stream::Stdout, 40, marked.to_vec().into());
+        let commands: Vec<_> = stores(&out)
+            .into_iter()
+            .filter_map(|body| match body {
+                EntryBody::ShellCommand {
+                    input: 1,
+                    text,
+                    status,
+                } => Some((text.as_str(), *status)),
+                _ => None,
+            })
+            .collect();
+        if shell {
+            assert_eq!(commands, [("ls", None), ("ls", Some(0))]);
+        } else {
+            assert!(commands.is_empty(), "{commands:?}");
+            assert_eq!(stores(&out).len(), 1, "its output whole");
+        }
+    }
+}
