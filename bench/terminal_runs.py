@@ -278,22 +278,31 @@ def bench_tty_throughput(kit, report, size, rounds, tmux_pane):
     try:
         session = eukhe("new").strip()
         pids = started(eukhe)
-        subjects = {
-            "eukhe bash --tty (client on a pty)":
-                lambda: drained_on_terminal(eukhe_argv(eukhe, "bash", "--tty", session, "--", text),
-                                            eukhe.env),
-            "eukhe bash --tty (client's stdout a pipe)":
-                lambda: subprocess.run(["sh", "-c", f'"$0" bash --tty {session} -- "$1" | cat > /dev/null',
-                                        eukhe.binary, text],
-                                       env=eukhe.env, stdin=subprocess.DEVNULL, check=True),
-            "pipe (floor)": lambda: subprocess.run(["sh", "-c", f"{text} | cat > /dev/null"], check=True),
-            "pty, no eukhe (generator on the drained pty)": lambda: drained_on_terminal(["sh", "-c", text]),
-        }
         measured_tmux = tmux_pane is None or tmux_pane[0] != size
         if measured_tmux:
             tmux = kit.Tmux("tty-throughput")
-            subjects["tmux pane"] = lambda: tmux.run_in("base", f"{text}; clear")
-        samples = kit.alternate(subjects, rounds, 1)
+
+        def subjects(text):
+            through = {
+                "eukhe bash --tty (client on a pty)":
+                    lambda: drained_on_terminal(eukhe_argv(eukhe, "bash", "--tty", session, "--", text),
+                                                eukhe.env),
+                "eukhe bash --tty (client's stdout a pipe)":
+                    lambda: subprocess.run(
+                        ["sh", "-c", f'"$0" bash --tty {session} -- "$1" | cat > /dev/null',
+                         eukhe.binary, text],
+                        env=eukhe.env, stdin=subprocess.DEVNULL, check=True),
+                "pipe (floor)": lambda: subprocess.run(["sh", "-c", f"{text} | cat > /dev/null"], check=True),
+                "pty, no eukhe (generator on the drained pty)": lambda: drained_on_terminal(["sh", "-c", text]),
+            }
+            if measured_tmux:
+                through["tmux pane"] = lambda: tmux.run_in("base", f"{text}; clear")
+            return through
+
+        # The warm-up: each subject once, with a 64th of the text.
+        for warm in subjects(f"yes {kit.TEXT_LINE} | head -c {size // 64}").values():
+            warm()
+        samples = kit.alternate(subjects(text), rounds, 0)
         if not measured_tmux:
             samples["tmux pane (benchmark 3, this run)"] = tmux_pane[1]
         tmux_name = "tmux pane" if measured_tmux else "tmux pane (benchmark 3, this run)"
@@ -342,27 +351,34 @@ def session_pss_kib(kit, session):
 
 def bench_tty_memory(kit, report, count):
     """10: `count` sessions with an idle terminal run (`cat` waiting for
-    its terminal) against `count` plain idle sessions, in one daemon."""
+    its terminal) against `count` plain idle sessions, and against
+    `count` with an idle run on no terminal (`eukhe bash -- cat` whose
+    client's stdin stays open): the last difference is the terminal's
+    own (its pty, its screen), the first also counts the run's
+    processes. In one daemon."""
     kit.say(f"10. memory of an idle terminal run, {count} sessions of each")
-    eukhe, pids = kit.Eukhe("tty-memory"), []
+    eukhe, pids, clients = kit.Eukhe("tty-memory"), [], []
     try:
-        plain = [eukhe("new").strip() for _ in range(count)]
-        with_run = [eukhe("new").strip() for _ in range(count)]
-        for session in with_run:
+        groups = {name: [eukhe("new").strip() for _ in range(count)]
+                  for name in ("plain", "run on no terminal", "terminal run")}
+        for session in groups["terminal run"]:
             eukhe("send", "--tty", session, "--", "cat")
+        for session in groups["run on no terminal"]:
+            clients.append(subprocess.Popen([eukhe.binary, "bash", session, "--", "cat"], env=eukhe.env,
+                                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
 
         def all_waiting():
             listed = {s["id"]: s for s in eukhe.sessions()}
             return all(listed[s]["state"] == "busy" and listed[s].get("kernel_pid")
-                       and "cat" in commands_under(kit, listed[s]["kernel_pid"]) for s in with_run)
+                       and "cat" in commands_under(kit, listed[s]["kernel_pid"])
+                       for s in groups["terminal run"] + groups["run on no terminal"])
 
         kit.wait_for(all_waiting)
         pids = started(eukhe)
         # As benchmark 4: what starting them left running is over.
         time.sleep(1.0)
         listed = {s["id"]: s for s in eukhe.sessions()}
-        measured = {name: [session_pss_kib(kit, listed[s]) for s in group]
-                    for name, group in (("plain", plain), ("terminal run", with_run))}
+        measured = {name: [session_pss_kib(kit, listed[s]) for s in group] for name, group in groups.items()}
         session = {name: statistics.median(m[0] for m in values) for name, values in measured.items()}
         worker = {name: statistics.median(m[1] for m in values) for name, values in measured.items()}
         processes = {name: statistics.median(m[2] for m in values) for name, values in measured.items()}
@@ -371,8 +387,17 @@ def bench_tty_memory(kit, report, count):
                          f"session PSS (worker + kernel + all under it), {name}, {count} sessions",
                          "MiB", session[name] / 1024,
                          note=f"worker {worker[name] / 1024:.2f} MiB; {processes[name]:.0f} processes")
-        report.value("10 idle terminal run memory", "an idle terminal run beyond a plain session", "MiB",
-                     (session["terminal run"] - session["plain"]) / 1024,
-                     note=f"the worker's part: {(worker['terminal run'] - worker['plain']) / 1024:.2f} MiB")
+        for than, label in (("plain", "a plain session"),
+                            ("run on no terminal", "a session whose idle run has no terminal")):
+            report.value("10 idle terminal run memory", f"an idle terminal run beyond {label}", "MiB",
+                         (session["terminal run"] - session[than]) / 1024,
+                         note=f"the worker's part: {(worker['terminal run'] - worker[than]) / 1024:.2f} MiB")
     finally:
+        for client in clients:
+            client.stdin.close()
+            try:
+                client.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                client.wait()
         close(eukhe, pids)
