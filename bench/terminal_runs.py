@@ -293,7 +293,7 @@ def bench_tty_throughput(kit, report, size, rounds, tmux_pane):
                          eukhe.binary, text],
                         env=eukhe.env, stdin=subprocess.DEVNULL, check=True),
                 "pipe (floor)": lambda: subprocess.run(["sh", "-c", f"{text} | cat > /dev/null"], check=True),
-                "pty, no eukhe (generator on the drained pty)": lambda: drained_on_terminal(["sh", "-c", text]),
+                "the pty alone (no eukhe)": lambda: drained_on_terminal(["sh", "-c", text]),
             }
             if measured_tmux:
                 through["tmux pane"] = lambda: tmux.run_in("base", f"{text}; clear")
@@ -308,7 +308,7 @@ def bench_tty_throughput(kit, report, size, rounds, tmux_pane):
         tmux_name = "tmux pane" if measured_tmux else "tmux pane (benchmark 3, this run)"
         eukhe_names = [name for name in samples if name.startswith("eukhe")]
         report.timing(f"9 terminal run, {mib} MiB text", samples,
-                      {name: ["pipe (floor)", tmux_name] for name in eukhe_names},
+                      {name: ["pipe (floor)", "the pty alone (no eukhe)", tmux_name] for name in eukhe_names},
                       unit="s", scale=1.0)
         rates = " / ".join(f"{mib / statistics.median(samples[name]):.1f}"
                            for name in [*eukhe_names, "pipe (floor)", tmux_name])
