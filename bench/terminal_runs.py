@@ -174,6 +174,11 @@ def close(eukhe, pids):
     """`eukhe shutdown --force` and its temp dir (Eukhe.close), then
     SIGKILL to any of `pids` still running."""
     eukhe.close()
+    kill_if_running(pids)
+
+
+def kill_if_running(pids):
+    """SIGKILL to each of `pids` that is still running (not a zombie)."""
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as stat:
@@ -274,13 +279,14 @@ def bench_tty_throughput(kit, report, size, rounds, tmux_pane):
     mib = size // (1024 * 1024)
     kit.say(f"9. {mib} MiB of text through a terminal run")
     text = f"yes {kit.TEXT_LINE} | head -c {size}"
-    eukhe, tmux, pids = kit.Eukhe("tty-throughput"), None, []
+    eukhe, tmux, pids, tmux_server = kit.Eukhe("tty-throughput"), None, [], []
     try:
         session = eukhe("new").strip()
         pids = started(eukhe)
         measured_tmux = tmux_pane is None or tmux_pane[0] != size
         if measured_tmux:
             tmux = kit.Tmux("tty-throughput")
+            tmux_server = [tmux.server_pid()]
 
         def subjects(text):
             through = {
@@ -317,6 +323,7 @@ def bench_tty_throughput(kit, report, size, rounds, tmux_pane):
     finally:
         if tmux is not None:
             tmux.close()
+            kill_if_running(tmux_server)
         close(eukhe, pids)
 
 
