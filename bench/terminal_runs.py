@@ -136,14 +136,18 @@ class TmuxOnTerminal:
         self.socket = os.path.join(self.dir, "socket")
         self.server = None
         self.client = None
-        self("new-session", "-d", "-s", "s", "-x", str(COLS), "-y", str(ROWS), command)
-        self.server = int(self("display-message", "-p", "#{pid}").strip())
-        # No status line: its clock would draw between the echoes.
-        self("set-option", "-g", "status", "off")
-        env = {**os.environ, "TERM": "xterm-256color"}
-        env.pop("TMUX", None)
-        self.client = OnTerminal(["tmux", "-S", self.socket, "attach-session", "-t", "s"], env)
-        self.client.wait(self.client.raw, READY_WITHIN, "the tmux client's raw mode")
+        try:
+            self("new-session", "-d", "-s", "s", "-x", str(COLS), "-y", str(ROWS), command)
+            self.server = int(self("display-message", "-p", "#{pid}").strip())
+            # No status line: its clock would draw between the echoes.
+            self("set-option", "-g", "status", "off")
+            env = {**os.environ, "TERM": "xterm-256color"}
+            env.pop("TMUX", None)
+            self.client = OnTerminal(["tmux", "-S", self.socket, "attach-session", "-t", "s"], env)
+            self.client.wait(self.client.raw, READY_WITHIN, "the tmux client's raw mode")
+        except BaseException:
+            self.close()
+            raise
 
     def __call__(self, *args):
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
