@@ -5,6 +5,8 @@
 
 mod support;
 
+mod agent;
+mod attach_tty;
 mod bridge;
 mod daemon;
 mod damage;
@@ -16,6 +18,7 @@ mod packages;
 mod proof;
 mod runaway;
 mod runs;
+mod screen;
 mod shell;
 mod systemd;
 mod terminal;

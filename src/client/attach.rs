@@ -22,8 +22,19 @@ use crate::session::transcript::{Entry, EntryBody};
 /// `eukhe attach`: replay `session`'s last `tail` entries, then follow
 /// it until the person detaches (or, once input ends, until the inputs
 /// sent have run).
-pub async fn attach(session: String, tail: Option<u64>) -> Result<ExitCode, ClientError> {
+pub async fn attach(
+    session: String,
+    tail: Option<u64>,
+    read_only: bool,
+) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
+    if super::interactive::can_pass_through() {
+        let detach = super::tty_run::detach_key(None)?;
+        let attached = super::attach_tty::attach_terminal(&session, read_only, detach).await?;
+        if let Some(code) = attached {
+            return Ok(code);
+        }
+    }
     let interactive = std::io::stdin().is_terminal();
     // A person drives an attach only from a terminal: only then may its
     // start replace an older daemon.
@@ -289,7 +300,7 @@ pub async fn open(
 
 /// Resolves when the supervisor behind `watch` is gone (an idle connection
 /// to it closes); never without one.
-async fn supervisor_lost(watch: &mut Option<Client>) {
+pub(super) async fn supervisor_lost(watch: &mut Option<Client>) {
     match watch {
         Some(client) => {
             let _ = client.receive().await;
@@ -301,7 +312,7 @@ async fn supervisor_lost(watch: &mut Option<Client>) {
 /// The supervisor is lost: start one of this build within
 /// `CLIENT_RELAUNCH_WITHIN_MS` if none listens (a background start: it
 /// never replaces a daemon another client started), and watch it.
-async fn relaunch() -> Result<Client, ClientError> {
+pub(super) async fn relaunch() -> Result<Client, ClientError> {
     within_relaunch(|| connect(ClientStart::Relaunch))
         .await
         .map_err(|e| e.within("lost the daemon and could not start another within a minute"))

@@ -211,6 +211,55 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "KEYS")]
         text: Vec<OsString>,
     },
+    /// Print the screen of a terminal run as a person would see it now:
+    /// its rows as text (trailing blank rows left out), then one line
+    /// saying whose screen it is, its size, the cursor (row and column,
+    /// from 1), the title, whether the program is on the alternate screen,
+    /// and whether it waits for input or ended. The screen of the
+    /// session's current terminal run, or of input N; the last one that
+    /// ended is kept too.
+    Screen {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running,
+        /// else the last one that ended).
+        input: Option<u64>,
+        /// The screen as one JSON object: `lines`, `rows`, `cols`,
+        /// `cursor` (from 0), `title`, `alternate`, `waiting`, `input`,
+        /// `ended` (the exit status, once it ended).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until a terminal run's screen shows a regular expression
+    /// (--match), the run waits for input (--waiting) or it ends (--end),
+    /// whichever of those given comes first; then print the screen. Exit 0
+    /// when one held, 1 when the run ended without, 124 at the timeout (the
+    /// run goes on): `eukhe wait-for s --match 'Continue\?'`.
+    #[command(group = clap::ArgGroup::new("until").required(true).multiple(true))]
+    WaitFor {
+        /// The session's name or id.
+        session: String,
+        /// The terminal run's input number (default: the one running, else
+        /// the first queued terminal run, else the last that ended).
+        input: Option<u64>,
+        /// Until the screen's text (its rows joined by newlines) matches
+        /// this regular expression.
+        #[arg(long = "match", value_name = "REGEX", group = "until")]
+        regex: Option<String>,
+        /// Until the run waits for input.
+        #[arg(long, group = "until")]
+        waiting: bool,
+        /// Until the run has ended.
+        #[arg(long, group = "until")]
+        end: bool,
+        /// How long to wait, in milliseconds (default 30000, at most
+        /// 3600000).
+        #[arg(long, value_name = "MS")]
+        timeout: Option<u64>,
+        /// Print `{screen, met, timed_out}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
     /// was nothing to cancel.
@@ -271,10 +320,16 @@ pub enum Command {
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
     /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input
-    /// detaches once the inputs sent have run.
+    /// detaches once the inputs sent have run. From a terminal, when the
+    /// session's current run is a terminal run: its screen as it is now,
+    /// then this terminal passed through to it (raw) until it ends or the
+    /// detach key.
     Attach {
         /// The session's name or id.
         session: String,
+        /// Onto a terminal run: show it, never type into it or resize it.
+        #[arg(long)]
+        read_only: bool,
         /// Replay the last N entries first (and a line for each earlier
         /// restore).
         #[arg(long, value_name = "N", default_value_t = 200)]

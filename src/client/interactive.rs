@@ -181,14 +181,14 @@ impl OutputSink for ToScreen {
 
 /// A channel of byte chunks read as a stream of bytes: ends when every
 /// sender is gone.
-struct ChannelReader {
+pub(super) struct ChannelReader {
     chunks: mpsc::UnboundedReceiver<Vec<u8>>,
     left: Vec<u8>,
     at: usize,
 }
 
 impl ChannelReader {
-    fn new(chunks: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
+    pub(super) fn new(chunks: mpsc::UnboundedReceiver<Vec<u8>>) -> ChannelReader {
         ChannelReader {
             chunks,
             left: Vec::new(),
@@ -224,22 +224,30 @@ impl AsyncRead for ChannelReader {
 /// Keys and sizes for one terminal run, on a connection of their own,
 /// opened with the first of them and again if it is lost (a worker
 /// restart).
-struct RunKeys {
+pub(super) struct RunKeys {
     session: String,
     input: u64,
     client: Option<Client>,
+    /// The size last sent: told again on a new connection, whose worker
+    /// takes the size of the client that typed last (a new worker has not
+    /// heard it).
+    size: Option<crate::protocol::tty::WindowSize>,
 }
 
 impl RunKeys {
-    fn new(session: &str, input: u64) -> RunKeys {
+    pub(super) fn new(session: &str, input: u64) -> RunKeys {
         RunKeys {
             session: session.to_string(),
             input,
             client: None,
+            size: None,
         }
     }
 
     async fn send(&mut self, input: TerminalInput) -> io::Result<()> {
+        if let TerminalInput::Resize { size } = input {
+            self.size = Some(size);
+        }
         let frame = Request::TerminalInput { input };
         if let Some(client) = &mut self.client {
             if client.send(&frame).await.is_ok() {
@@ -249,6 +257,11 @@ impl RunKeys {
         self.client = None;
         match type_into(&self.session, self.input).await {
             Ok(mut client) => {
+                if let Some(size) = self.size {
+                    let resize = TerminalInput::Resize { size };
+                    let told = Request::TerminalInput { input: resize };
+                    client.send(&told).await.map_err(io::Error::other)?;
+                }
                 let sent = client.send(&frame).await.map_err(io::Error::other);
                 self.client = Some(client);
                 sent

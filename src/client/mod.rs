@@ -2,6 +2,7 @@
 //! and show the answers as a person or a script wants them.
 
 pub(crate) mod attach;
+mod attach_tty;
 pub mod cli;
 mod commands;
 pub(crate) mod connect;
@@ -11,12 +12,14 @@ mod events;
 mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
+mod screen;
 mod stdin;
 pub mod stdout;
 pub mod terminal;
 mod top;
 mod tty_run;
 pub mod usage;
+pub mod wait_for;
 mod words;
 
 pub use cli::{run, Cli};

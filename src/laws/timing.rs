@@ -322,6 +322,15 @@ pub const SPARE_REMAKE_MS: u64 = 500;
 /// client gives up on the call.
 pub const MCP_BASH_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 
+/// How long `eukhe wait-for` and the MCP `wait_for` tool wait when the
+/// caller names no timeout: as long as the MCP `bash` tool, for the same
+/// reason. Not a law's timeout: the caller chooses it.
+pub const WAIT_FOR_TIMEOUT_DEFAULT_MS: u64 = 30_000;
+/// The longest wait a `wait_for` request may ask for: one hour. A longer
+/// timeout is cut to it, so no request holds a worker's connection for
+/// ever; a caller that must wait longer asks again.
+pub const WAIT_FOR_TIMEOUT_MAX_MS: u64 = 3_600_000;
+
 /// The latest output line of a session goes out on the event stream at
 /// most this often (`eukhe events`, `eukhe top`): a flood of output never
 /// floods the stream. Not a law's timeout: nothing waits for it.

@@ -12,6 +12,8 @@
 //! the rest.
 
 mod lines;
+mod screen_calls;
+pub mod screen_tools;
 mod server;
 mod terms;
 pub mod tools;

@@ -20,6 +20,8 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::screen_calls;
+use super::screen_tools::{ScreenArgs, SendKeysArgs, WaitForArgs};
 use super::tools::{
     bash_gap, bash_trailer, check_arguments, read_on, BashArgs, CancelArgs, CappedOutput, LogArgs,
     LogPage, NewSessionArgs, NoArgs, RemoveArgs, SendArgs, OUTPUT_CAP_BYTES,
@@ -42,7 +44,9 @@ a session with `new_session` (or find one with `list_sessions`), then run comman
 the session survives this agent's exit, a crash of eukhe's own processes and a reboot. Long \
 commands: `bash` answers after `timeout_ms` with the output so far while the command keeps \
 running (follow it with `log`, stop it with `cancel`), or queue them with `send`. Every command \
-and its output stay in the session's transcript (`log`).";
+and its output stay in the session's transcript (`log`). Programs that prompt or draw a \
+screen: `bash` with `tty: true`, then read it with `screen`, type with `send_keys` and wait \
+with `wait_for`, as a person at the terminal would.";
 
 /// The tools, and the calls a client may still cancel.
 #[derive(Clone, Default)]
@@ -53,7 +57,7 @@ pub struct Tools {
 }
 
 /// A tool call's answer: text for the model, the same facts as JSON.
-fn answer(text: String, structured: Value) -> CallToolResult {
+pub(super) fn answer(text: String, structured: Value) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(structured);
     result
@@ -154,7 +158,11 @@ impl Tools {
         the answer gives the output so far and its number, and the command goes on in the \
         session: read the rest with `log` (run = that number), stop it with `cancel` (run = \
         that number). Output over 32 KiB is cut in the middle; all of it stays in the \
-        transcript. Cancelling this call cancels the command."
+        transcript. Cancelling this call cancels the command. With tty=true the command runs \
+        on a terminal (rows, cols: default 24x80), for programs that prompt or draw a screen \
+        (`git rebase -i`, `read -p`, a password prompt, `npm init`, vim): the call answers when \
+        it ends, when it waits for input, or at timeout_ms, with its screen, never hanging on a \
+        prompt; answer the prompt with `send_keys`, then `wait_for`."
     )]
     async fn bash(
         &self,
@@ -165,7 +173,61 @@ impl Tools {
         // call is read after the call itself, and the runtime runs this
         // task's first step before the task that carries the cancel.
         let watch = CancelWatch::new(self, context.id.clone());
+        if args.tty {
+            return outcome(screen_calls::bash_tty(args, &watch.notify).await);
+        }
         outcome(bash(args, &watch.notify).await)
+    }
+
+    #[tool(
+        description = "Type keys into a terminal run (`bash` with tty=true): `keys` is a list \
+        of key names (Enter, Tab, Escape, BSpace, Up, Down, Left, Right, PageUp, PageDown, F1, \
+        C-c for Ctrl-C, M-x for Alt-x) and text typed as it is, e.g. [\"y\", \"Enter\"] or \
+        [\":wq\", \"Enter\"]; or `text`, typed exactly. Returns once they are in the \
+        terminal's input queue, where they wait for the program to read them as typed keys \
+        do, so there is no race with a program that is still starting. Then call `wait_for` \
+        to see what the program did with them."
+    )]
+    async fn send_keys(
+        &self,
+        Parameters(args): Parameters<SendKeysArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(screen_calls::send_keys(args).await)
+    }
+
+    #[tool(
+        description = "Show a terminal run's screen as a person would see it now: its rows of \
+        text, the cursor, whether the program is full-screen (vim, less), whether it waits \
+        for input, and its exit status once it ended. Default: the session's running \
+        terminal run, else the last one that ended; `run` names another."
+    )]
+    async fn screen(
+        &self,
+        Parameters(args): Parameters<ScreenArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        outcome(screen_calls::screen(args).await)
+    }
+
+    #[tool(
+        description = "Wait until a terminal run's screen matches the regular expression \
+        `match` (its rows joined by newlines; Rust regex syntax, so escape ? [ ( as \\? \\[ \
+        \\(), or until the run waits for input (`waiting`: its program is blocked reading \
+        the terminal and quiet), or until it ends (`end`); any of those given. Answers with \
+        the screen and which one held, or at timeout_ms (default 30000) with the screen and \
+        timed_out=true (the run goes on). Use it after `bash` with tty=true and after each \
+        `send_keys`, instead of sleeping."
+    )]
+    async fn wait_for(
+        &self,
+        Parameters(args): Parameters<WaitForArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        if args.until().is_empty() {
+            return Err(McpError::invalid_params(
+                "wait_for needs `match`, `waiting: true` or `end: true`",
+                None,
+            ));
+        }
+        outcome(screen_calls::wait_for(args).await)
     }
 
     #[tool(
@@ -501,7 +563,7 @@ mod tests {
     fn every_tool_checks_its_arguments_before_it_runs() {
         let stray = serde_json::json!({ "session": "s", "command": "true", "stray": 1 });
         let tools = Tools::tool_router().list_all();
-        assert_eq!(tools.len(), 7);
+        assert_eq!(tools.len(), 10);
         for tool in tools {
             let refused = check_arguments(&tool.name, stray.as_object());
             assert!(

@@ -54,6 +54,18 @@ pub struct BashArgs {
     /// goes on running in the session.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Run it on a terminal (for programs that prompt or draw a screen:
+    /// `git rebase -i`, `npm init`, `python3`): the answer comes when it
+    /// ends, waits for input, or at the timeout, with its screen instead
+    /// of its output.
+    #[serde(default)]
+    pub tty: bool,
+    /// The terminal's rows with `tty` (default 24).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// The terminal's columns with `tty` (default 80).
+    #[serde(default)]
+    pub cols: Option<u16>,
 }
 
 /// Arguments of `send`.
@@ -137,6 +149,9 @@ pub fn check_arguments(tool: &str, arguments: Option<&JsonObject>) -> Result<(),
         "log" => fits::<LogArgs>(arguments),
         "cancel" => fits::<CancelArgs>(arguments),
         "remove_session" => fits::<RemoveArgs>(arguments),
+        "send_keys" => fits::<super::screen_tools::SendKeysArgs>(arguments),
+        "screen" => fits::<super::screen_tools::ScreenArgs>(arguments),
+        "wait_for" => fits::<super::screen_tools::WaitForArgs>(arguments),
         _ => Ok(()),
     }
 }

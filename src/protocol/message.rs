@@ -179,6 +179,38 @@ pub enum SessionRequest {
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
     },
+    /// The screen of terminal run `input` (absent: the session's current
+    /// terminal run, else the last one that ended), answered `Screen`.
+    Screen {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
+    /// Wait until the screen of terminal run `input` (absent: the
+    /// session's current terminal run, else the last one that ended) meets
+    /// any of `until`, at most `timeout_ms` (bounded by
+    /// `laws::timing::WAIT_FOR_TIMEOUT_MAX_MS`). Answered once with
+    /// `WaitedFor`: the condition that held, or the run's end without one,
+    /// or the timeout (the run goes on); an invalid regex is one error line.
+    WaitFor {
+        /// The input's number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+        /// The conditions: any one holding ends the wait.
+        until: Vec<Until>,
+        /// How long to wait, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// Pass a terminal run through to an attached terminal: answered
+    /// `Redraw` (the bytes that paint its screen as it is now), then its
+    /// output live and its end as `Send --wait` hears them; an error when
+    /// the session's current run (or run `input`) is no terminal run that
+    /// runs.
+    WatchTerminal {
+        /// The run's number (absent: the session's current run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u64>,
+    },
     /// The client leaves on purpose (a detach from a terminal run): the
     /// user bash this connection asked for goes on, never hung up for its
     /// client's going. Answers nothing.
@@ -242,6 +274,22 @@ pub enum SessionRequest {
         /// The queued input's number.
         run: u64,
     },
+}
+
+/// A condition `WaitFor` waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Until {
+    /// The screen's text (its rows joined by newlines) matches `regex`
+    /// (the `regex` crate's syntax).
+    Screen {
+        /// The regular expression.
+        regex: String,
+    },
+    /// The run waits for input (`laws::waiting`).
+    Waiting,
+    /// The run has ended.
+    End,
 }
 
 /// One queued input, as `eukhe queue` shows it.
@@ -467,7 +515,32 @@ pub enum Response {
         /// The queued inputs, in queue order.
         inputs: Vec<QueuedInput>,
     },
+    /// The answer to `WaitFor`: the screen when the wait ended, and why.
+    WaitedFor {
+        /// The screen as it was then.
+        screen: super::screen::ScreenState,
+        /// The condition that held (the first of `until` that did).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        met: Option<Until>,
+        /// The timeout came first; the run goes on.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        timed_out: bool,
+    },
     /// One event of the daemon's stream (and, worker to supervisor on the
     /// control connection, one the worker reports).
     Event(Event),
+    /// The first answer to `watch_terminal`: bytes that paint a cleared
+    /// terminal into run `input`'s screen as it is now.
+    Redraw {
+        /// The run's number.
+        input: u64,
+        /// The bytes.
+        #[serde(with = "super::tty::base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// The answer to `screen`: a terminal run's screen as it is now.
+    Screen {
+        /// The screen.
+        screen: super::screen::ScreenState,
+    },
 }

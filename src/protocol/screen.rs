@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenState {
+    /// The number of the input (a run, or user bash) whose screen it is.
+    #[serde(default)]
+    pub input: u64,
     /// Rows of the terminal.
     pub rows: u16,
     /// Columns of the terminal.
@@ -28,6 +31,9 @@ pub struct ScreenState {
     /// program is blocked reading the terminal and wrote nothing for a
     /// moment.
     pub waiting: bool,
+    /// The exit status the run ended with; absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<i32>,
 }
 
 /// The cursor of a screen: zero-based, row 0 at the top.
@@ -48,6 +54,7 @@ mod tests {
 
     fn sample() -> ScreenState {
         ScreenState {
+            input: 3,
             rows: 2,
             cols: 10,
             lines: vec!["$ read x".into(), String::new()],
@@ -59,6 +66,7 @@ mod tests {
             title: Some("bash".into()),
             alternate: false,
             waiting: true,
+            ended: None,
         }
     }
 

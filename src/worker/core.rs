@@ -149,6 +149,12 @@ impl RunCore {
             .map(|(run, _)| *run)
     }
 
+    /// The terminal size run `run` started with, if it is a terminal run
+    /// that has not ended.
+    pub fn run_tty(&self, run: RunId) -> Option<WindowSize> {
+        self.started_text.get(&run).and_then(|(_, tty)| *tty)
+    }
+
     pub fn connected(&self) -> bool {
         self.connected
     }

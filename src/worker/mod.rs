@@ -15,9 +15,11 @@ mod link;
 mod numbering;
 mod outbox;
 pub mod screen;
+mod screens;
 mod serve;
 mod state;
 mod terminal;
+mod wait_for;
 
 pub use error::WorkerError;
 use std::cell::RefCell;

@@ -136,9 +136,9 @@ impl Screen {
         ScreenSize::new(rows.get(), cols.get())
     }
 
-    /// What a person sees now, as text. `waiting` is not the screen's to
-    /// know: it is false here, and the caller sets it from the waiting
-    /// rule (`laws::waiting`).
+    /// What a person sees now, as text. Whose screen it is (`input`),
+    /// `waiting` and `ended` are not the screen's to know: the caller
+    /// (`worker::screens`) sets them.
     pub fn state(&self) -> ScreenState {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
@@ -148,6 +148,7 @@ impl Screen {
             .collect();
         let (row, col) = screen.cursor_position();
         ScreenState {
+            input: 0,
             rows: rows.get(),
             cols: cols.get(),
             lines,
@@ -159,6 +160,7 @@ impl Screen {
             title: self.parser.callbacks().title.clone(),
             alternate: screen.alternate_screen(),
             waiting: false,
+            ended: None,
         }
     }
 

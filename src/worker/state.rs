@@ -88,6 +88,8 @@ pub struct Worker {
     pub stopping: bool,
     /// This process, read once: `info` goes out with every sign of life.
     identity: ProcessIdentity,
+    /// The screens of the terminal jobs that run now, and the last ended one's.
+    pub screens: super::screens::Screens,
 }
 
 impl Worker {
@@ -100,8 +102,12 @@ impl Worker {
         let mut actions = actions.into_iter();
         while let Some(action) = actions.next() {
             match action {
-                Action::Store(body @ EntryBody::Output { .. }) => self.store_output(body),
+                Action::Store(body @ EntryBody::Output { .. }) => {
+                    self.screens_see_store(&body);
+                    self.store_output(body)
+                }
                 Action::Store(body) => {
+                    self.screens_see_store(&body);
                     let _ = self.append(body);
                 }
                 Action::StoreUntilStored(body) => {
@@ -109,7 +115,10 @@ impl Worker {
                     // the end (or notice) that follows it.
                     self.notice_unstored_output();
                     match self.append(body.clone()) {
-                        Ok(_) => log_end(&body),
+                        Ok(_) => {
+                            log_end(&body);
+                            self.screens_see_store(&body);
+                        }
                         Err(e) => {
                             tracing::error!("{e}; retrying");
                             let mut held = vec![Action::StoreUntilStored(body)];
@@ -123,6 +132,7 @@ impl Worker {
                         self.link_owes.watch.asked(job, mono_ms());
                         self.reschedule.notify_one();
                     }
+                    self.screens_see_kernel(&message);
                     self.send_kernel(message)
                 }
                 Action::Waiters(run, response) => self.tell_waiters(run, response),

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::protocol::kernel::ToKernel;
 use crate::protocol::message::{Response, SessionRequest};
-use crate::protocol::tty::TerminalInput;
+use crate::protocol::tty::{TerminalInput, WindowSize};
 use crate::worker::core::RunCore;
 use crate::worker::outbox::Outbox;
 use crate::worker::state::Worker;
@@ -123,6 +123,8 @@ pub fn type_into(worker: &Worker, input: u64, client: &Outbox) {
 #[derive(Default)]
 pub struct TerminalOfConnection {
     input: Option<u64>,
+    /// The size this connection's client last gave its terminal run.
+    size: Option<WindowSize>,
 }
 
 impl TerminalOfConnection {
@@ -150,17 +152,39 @@ impl TerminalOfConnection {
     }
 
     /// Keys or a size from the client, for its terminal run while it runs
-    /// (otherwise dropped: nobody waits for an answer).
-    pub fn input(&self, worker: &mut Worker, input: TerminalInput) {
-        let Some(job) = self.input.and_then(|n| job_of(&worker.core, Some(n)).ok()) else {
+    /// (otherwise dropped: nobody waits for an answer). Several clients
+    /// may type into one run (attached terminals): the terminal takes the
+    /// size of the client that typed or resized last, as tmux's
+    /// `window-size latest`, so the program fits the window of whoever
+    /// uses it now.
+    pub fn input(&mut self, worker: &mut Worker, input: TerminalInput) {
+        let Some(number) = self.input else {
+            return;
+        };
+        let Ok(job) = job_of(&worker.core, Some(number)) else {
             return;
         };
         match input {
             TerminalInput::Keys { data } => {
+                let size = self
+                    .size
+                    .filter(|size| worker.screens.size(number) != Some(*size));
+                if let Some(size) = size {
+                    resize(worker, job.clone(), size);
+                }
                 worker.clients.keys.wait(&job, None);
                 worker.send_kernel(ToKernel::Keys { job, data });
             }
-            TerminalInput::Resize { size } => worker.send_kernel(ToKernel::Resize { job, size }),
+            TerminalInput::Resize { size } => {
+                self.size = Some(size);
+                resize(worker, job, size);
+            }
         }
     }
+}
+
+fn resize(worker: &mut Worker, job: String, size: WindowSize) {
+    let message = ToKernel::Resize { job, size };
+    worker.screens_see_kernel(&message);
+    worker.send_kernel(message);
 }

@@ -19,7 +19,10 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 INVALID_PARAMS = -32602
-TOOLS = {"new_session", "list_sessions", "bash", "send", "log", "cancel", "remove_session"}
+TOOLS = {
+    "new_session", "list_sessions", "bash", "send", "log", "cancel", "remove_session",
+    "send_keys", "screen", "wait_for",
+}
 
 
 def step(what):

@@ -20,6 +20,7 @@ use crate::session::transcript::EntryBody;
 use crate::worker::core::InputCancel;
 use crate::worker::outbox::Outbox;
 use crate::worker::state::{ClientConnection, Worker};
+use crate::worker::wait_for;
 
 /// Receive the client the supervisor hands over and serve it on its own.
 pub(super) async fn take_handed_client(
@@ -150,9 +151,11 @@ pub(super) async fn session_request(
             stdin,
             tty,
         } => return bash_request(worker, command, (stdin, tty), tx, peer).await,
-        SessionRequest::Keys { input, data } => {
-            crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
+        request @ (SessionRequest::Keys { .. } | SessionRequest::WaitFor { .. }) => {
+            terminal_request(worker, request, tx)
         }
+        SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
+        SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
         SessionRequest::TypeInto { input } => {
@@ -160,13 +163,7 @@ pub(super) async fn session_request(
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
-        SessionRequest::Queue => {
-            // What runs beside the queue and `cancel` ends: user bash first.
-            let core = &worker.borrow().core;
-            let mut inputs = core.bash_list();
-            inputs.extend(core.queue().cloned());
-            let _ = tx.send(Response::Queue { inputs });
-        }
+        SessionRequest::Queue => queue(&worker.borrow(), tx),
         SessionRequest::Withdraw { run } => {
             let withdrawn = worker.borrow_mut().withdraw(run);
             let _ = tx.send(match withdrawn {
@@ -191,6 +188,24 @@ pub(super) async fn session_request(
         }
     }
     None
+}
+
+/// Keys for a terminal run, or a wait on its screen (`worker::wait_for`).
+fn terminal_request(worker: &Rc<RefCell<Worker>>, request: SessionRequest, tx: &Outbox) {
+    match request {
+        SessionRequest::Keys { input, data } => {
+            crate::worker::terminal::keys(&mut worker.borrow_mut(), input, data, tx)
+        }
+        request => wait_for::start(worker, request, tx),
+    }
+}
+
+/// `queue`: what runs beside the queue and `cancel` ends (user bash
+/// first), then the queued inputs.
+fn queue(worker: &Worker, tx: &Outbox) {
+    let mut inputs = worker.core.bash_list();
+    inputs.extend(worker.core.queue().cloned());
+    let _ = tx.send(Response::Queue { inputs });
 }
 
 /// Why a command line cannot run, if it cannot: it takes no number then.

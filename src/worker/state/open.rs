@@ -70,6 +70,7 @@ impl Worker {
             reschedule: Default::default(),
             stopping: false,
             identity: own_identity(),
+            screens: Default::default(),
         };
         let damaged = (opened.damaged.as_slice(), opened.numbered_until);
         worker.note_transcript_repairs(opened.migrated, opened.torn.as_ref(), damaged)?;

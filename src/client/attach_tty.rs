@@ -1,0 +1,229 @@
+//! `eukhe attach` onto a terminal run, from a terminal: the run's screen
+//! as it is now (painted from the worker's screen, never replayed from the
+//! start), then bytes both ways as `bash --tty` passes them
+//! (`interactive`: raw mode, the detach key, the window's size, the
+//! terminal's modes given back on every exit path). Several clients may be
+//! attached at once; each sees the output, the keys of each reach the
+//! program, and the terminal takes the size of the one that attached or
+//! typed last. `--read-only` writes neither keys nor sizes.
+//!
+//! A lost connection (a worker or daemon gone) is made again as an attach
+//! makes it, and the screen painted again from the new worker's screen.
+//! When the run ends the client says so in one line and exits: the line
+//! view would write the transcript's lines over the program's last screen.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
+use super::connect::{connect, Client};
+use super::error::ClientError;
+use super::interactive::{ChannelReader, RunKeys};
+use super::terminal::detach::DetachScanner;
+use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink};
+use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
+use super::terminal::size::{window_size, WindowChanges};
+use crate::config::detach_key::DetachKey;
+use crate::laws::replace::ClientStart;
+use crate::protocol::message::{Response, SessionRequest};
+use crate::protocol::screen::ScreenState;
+
+/// What a person's terminal is cleared with before a screen is painted:
+/// the main screen, modes reset, cursor home, everything erased.
+const CLEAR: &[u8] = b"\x1b[?1049l\x1b[m\x1b[H\x1b[2J";
+
+/// The terminal run a watch follows: its connection and number.
+struct Watched {
+    client: Client,
+    input: u64,
+}
+
+/// Attach to `session`'s current terminal run, if it has one that runs:
+/// `None` when it has none (the caller shows the line view).
+pub async fn attach_terminal(
+    session: &str,
+    read_only: bool,
+    detach: DetachKey,
+) -> Result<Option<ExitCode>, ClientError> {
+    let request = SessionRequest::WatchTerminal { input: None };
+    let mut client = open(session, ClientStart::Attach, request).await?;
+    let (input, redraw) = match client.receive().await? {
+        Response::Redraw { input, data } => (input, data),
+        _ => return Ok(None),
+    };
+    let stdin = io::stdin();
+    let raw = Arc::new(
+        RawMode::enter(stdin.as_fd())
+            .map_err(ClientError::system("cannot put the terminal in raw mode"))?,
+    );
+    let signals = TerminalSignals::new()
+        .map_err(ClientError::system("cannot watch the terminal's signals"))?;
+    let watch = tokio::spawn(watch_signals(raw.clone(), signals));
+    let watched = Watched { client, input };
+    // The watch is the worker's connection (handed over): a lost
+    // supervisor is noticed on a connection of its own, and relaunched.
+    let supervisor = connect(ClientStart::AttachWatch).await.ok();
+    let ended = pass_through(session, (watched, supervisor), redraw, (read_only, detach)).await;
+    watch.abort();
+    let _ = watch.await;
+    drop(raw);
+    match ended? {
+        Some(words) => eprintln!("eukhe: {words}; detached from {session}"),
+        None => eprintln!(
+            "eukhe: detached; run {input} goes on in {session} (`eukhe attach {session}` shows it)"
+        ),
+    }
+    Ok(Some(ExitCode::SUCCESS))
+}
+
+/// Pass the terminal through until the run ends (what ended it, in
+/// words) or the person detaches (`None`).
+async fn pass_through(
+    session: &str,
+    (watched, mut supervisor): (Watched, Option<Client>),
+    redraw: Vec<u8>,
+    (read_only, detach): (bool, DetachKey),
+) -> Result<Option<String>, ClientError> {
+    let input = watched.input;
+    let (output, program) = mpsc::unbounded_channel();
+    let _ = output.send([CLEAR, &redraw].concat());
+    let following = follow(session, watched, output);
+    let passing = async {
+        let stdin = io::stdin();
+        let mut sizes = WindowChanges::new(stdin.as_fd())
+            .map_err(ClientError::system("cannot watch the window's size"))?;
+        let ends = Ends {
+            stdin: tokio::io::stdin(),
+            stdout: tokio::io::stdout(),
+            program: ChannelReader::new(program),
+        };
+        let scanner = DetachScanner::new(&detach);
+        let ended = if read_only {
+            passthrough(ends, &mut NoKeys, &mut sizes, scanner).await
+        } else {
+            let mut keys = RunKeys::new(session, input);
+            // Attaching makes this window the one whose size the terminal takes.
+            if let Some((rows, cols)) = window_size(stdin.as_fd()) {
+                let _ = keys.resize(rows, cols).await;
+            }
+            passthrough(ends, &mut keys, &mut sizes, scanner).await
+        };
+        Ok::<_, ClientError>(ended)
+    };
+    tokio::pin!(following, passing);
+    let mut end = None;
+    loop {
+        tokio::select! {
+            done = &mut following, if end.is_none() => end = Some(done?),
+            _ = supervisor_lost(&mut supervisor) => supervisor = Some(relaunch().await?),
+            passed = &mut passing => match passed? {
+                Ended::Detached | Ended::StdinClosed => return Ok(None),
+                Ended::Failed(e) => {
+                    return Err(ClientError::System {
+                        what: "passing the terminal through".to_string(),
+                        source: e.source,
+                    })
+                }
+                Ended::OutputEnded => break,
+            },
+        }
+    }
+    match end {
+        Some(end) => Ok(Some(end)),
+        None => following.await.map(Some),
+    }
+}
+
+/// Send run `watched`'s output to `output` until it ends (what ended it,
+/// in words); a lost connection is made again and the screen painted anew.
+async fn follow(
+    session: &str,
+    mut watched: Watched,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+) -> Result<String, ClientError> {
+    let input = watched.input;
+    loop {
+        match watched.client.receive().await {
+            Ok(Response::Output { data, .. }) => {
+                let _ = output.send(data.to_vec());
+            }
+            Ok(Response::Exit {
+                cut_short: Some(why),
+                ..
+            }) => return Ok(why),
+            Ok(Response::Exit { status, .. }) => return Ok(format!("run {input} exited {status}")),
+            Ok(other) => return super::cli::unexpected(other),
+            Err(_) => match watch_again(session, input).await? {
+                Again::Watching(client, redraw) => {
+                    watched.client = client;
+                    let _ = output.send([CLEAR, &redraw].concat());
+                }
+                Again::Ended(words) => return Ok(words),
+            },
+        }
+    }
+}
+
+/// What watching a run again found.
+enum Again {
+    /// It runs: the new connection and the bytes that paint its screen.
+    Watching(Client, Vec<u8>),
+    /// It ended meanwhile, in words.
+    Ended(String),
+}
+
+/// Watch run `input` again within `CLIENT_RELAUNCH_WITHIN_MS` (a new
+/// worker answers once its kernel link is up and the screen rebuilt).
+async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
+    within_relaunch(|| async move {
+        let request = SessionRequest::WatchTerminal { input: Some(input) };
+        let mut client = open(session, ClientStart::Reattach, request).await?;
+        match client.receive().await? {
+            Response::Redraw { data, .. } => Ok(Again::Watching(client, data)),
+            Response::Error { message } => match ended(session, input).await {
+                Some(status) => Ok(Again::Ended(format!("run {input} exited {status}"))),
+                None => Err(ClientError::Daemon { message }),
+            },
+            other => super::cli::unexpected(other),
+        }
+    })
+    .await
+    .map_err(|e| {
+        e.within(format!(
+            "lost the session {session} and could not attach again within a minute"
+        ))
+    })
+}
+
+/// The status run `input` ended with, if its screen says it ended.
+async fn ended(session: &str, input: u64) -> Option<i32> {
+    let request = SessionRequest::Screen { input: Some(input) };
+    let mut client = open(session, ClientStart::Reattach, request).await.ok()?;
+    match client.receive().await.ok()? {
+        Response::Screen {
+            screen:
+                ScreenState {
+                    ended: Some(status),
+                    ..
+                },
+        } => Some(status),
+        _ => None,
+    }
+}
+
+/// A read-only attach's keys and sizes: none leave this client.
+struct NoKeys;
+
+impl KeySink for NoKeys {
+    async fn keys(&mut self, _bytes: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+
+    async fn resize(&mut self, _rows: u16, _cols: u16) -> io::Result<()> {
+        Ok(())
+    }
+}
