@@ -30,6 +30,11 @@ const READ_BYTES: usize = 512 * 1024;
 /// `OUTPUT_GATHER_MS` goes into the same record.
 pub const GATHER_FROM_BYTES: usize = 16 * 1024;
 
+/// The same for a terminal: its line discipline hands a reader at most
+/// one buffer of 4 KiB at a time, so a read that nearly fills it finds
+/// the program writing on.
+const TERMINAL_GATHER_FROM_BYTES: usize = 4000;
+
 pub struct Fifo {
     pub reader: pipe::Receiver,
     /// A write end held by the kernel until the job has opened its own.
@@ -100,6 +105,10 @@ async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, reader: &mut 
     // zeroed half-megabyte per stream.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
     let mut held = 0;
+    let gather_from = match nix::unistd::isatty(&*reader) {
+        Ok(true) => TERMINAL_GATHER_FROM_BYTES,
+        _ => GATHER_FROM_BYTES,
+    };
     loop {
         let read = reader.read_buf(&mut buf);
         let got = if held == 0 {
@@ -121,7 +130,7 @@ async fn pump(kernel: &RefCell<Kernel>, job: &str, stream: Stream, reader: &mut 
         match got {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let ended = n >= GATHER_FROM_BYTES && {
+                let ended = n >= gather_from && {
                     // Held while gathering: the job's end waits for them.
                     kernel.borrow_mut().holding(job, stream, buf.len());
                     !gather(reader, &mut buf).await
