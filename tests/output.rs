@@ -904,11 +904,10 @@ fn output_lost_is_told_to_a_client_that_follows_the_transcript() {
         .unwrap();
     // The first line is written on a full disk; then there is room
     // again, for the next worker and for what the command writes after.
-    wait_until(std::time::Duration::from_secs(10), "the run starts", || {
-        env.session(&id)["state"] == "busy"
-    });
-    // Time for the first line to meet the full disk: its loss shows
-    // nowhere a test could wait on.
+    // Once `sleep` runs, the first line is in the kernel's pipe.
+    env.run_process(env.kernel(&id), "sleep 4");
+    // Time for the kernel to read it and meet the full disk: its loss
+    // shows nowhere a test could wait on.
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::remove_file(filler).unwrap();
     kill_worker_and_wait_for_the_next(&env, &id);
