@@ -22,11 +22,10 @@ use tokio::sync::mpsc;
 use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
 use super::connect::{connect, Client};
 use super::error::ClientError;
-use super::interactive::{ChannelReader, RunKeys};
-use super::terminal::detach::DetachScanner;
-use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink};
+use super::interactive::{pass_terminal, passthrough_failed, RunKeys};
+use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
-use super::terminal::size::{window_size, WindowChanges};
+use super::terminal::size::window_size;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Response, SessionRequest};
@@ -93,26 +92,15 @@ async fn pass_through(
     let _ = output.send([CLEAR, &redraw].concat());
     let following = follow(session, watched, output);
     let passing = async {
-        let stdin = io::stdin();
-        let mut sizes = WindowChanges::new(stdin.as_fd())
-            .map_err(ClientError::system("cannot watch the window's size"))?;
-        let ends = Ends {
-            stdin: tokio::io::stdin(),
-            stdout: tokio::io::stdout(),
-            program: ChannelReader::new(program),
-        };
-        let scanner = DetachScanner::new(&detach);
-        let ended = if read_only {
-            passthrough(ends, &mut NoKeys, &mut sizes, scanner).await
-        } else {
-            let mut keys = RunKeys::new(session, input);
-            // Attaching makes this window the one whose size the terminal takes.
-            if let Some((rows, cols)) = window_size(stdin.as_fd()) {
-                let _ = keys.resize(rows, cols).await;
-            }
-            passthrough(ends, &mut keys, &mut sizes, scanner).await
-        };
-        Ok::<_, ClientError>(ended)
+        if read_only {
+            return pass_terminal(program, &mut NoKeys, &detach).await;
+        }
+        let mut keys = RunKeys::new(session, input);
+        // Attaching makes this window the one whose size the terminal takes.
+        if let Some((rows, cols)) = window_size(io::stdin().as_fd()) {
+            let _ = keys.resize(rows, cols).await;
+        }
+        pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);
     let mut end = None;
@@ -122,12 +110,7 @@ async fn pass_through(
             _ = supervisor_lost(&mut supervisor) => supervisor = Some(relaunch().await?),
             passed = &mut passing => match passed? {
                 Ended::Detached | Ended::StdinClosed => return Ok(None),
-                Ended::Failed(e) => {
-                    return Err(ClientError::System {
-                        what: "passing the terminal through".to_string(),
-                        source: e.source,
-                    })
-                }
+                Ended::Failed(e) => return Err(passthrough_failed(e)),
                 Ended::OutputEnded => break,
             },
         }

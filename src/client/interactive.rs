@@ -24,7 +24,7 @@ use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::log::{exit_code, output_until_end, OutputSink};
 use super::terminal::detach::DetachScanner;
-use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink};
+use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink, PassthroughError};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::WindowChanges;
 use crate::config::detach_key::DetachKey;
@@ -120,16 +120,7 @@ async fn follow(
         numbered.notified().await;
         let input = number.get().expect("told once numbered");
         let mut keys = RunKeys::new(session, input);
-        let stdin = std::io::stdin();
-        let mut sizes = WindowChanges::new(stdin.as_fd())
-            .map_err(ClientError::system("cannot watch the window's size"))?;
-        let ends = Ends {
-            stdin: tokio::io::stdin(),
-            stdout: tokio::io::stdout(),
-            program: ChannelReader::new(program),
-        };
-        let scanner = DetachScanner::new(&detach);
-        Ok::<_, ClientError>(passthrough(ends, &mut keys, &mut sizes, scanner).await)
+        pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);
     let mut end = None;
@@ -138,12 +129,7 @@ async fn follow(
             done = &mut following, if end.is_none() => end = Some(done?),
             passed = &mut passing => match passed? {
                 Ended::Detached => return Ok(Followed::Detached(number.get())),
-                Ended::Failed(e) => {
-                    return Err(ClientError::System {
-                        what: "passing the terminal through".to_string(),
-                        source: e.source,
-                    })
-                }
+                Ended::Failed(e) => return Err(passthrough_failed(e)),
                 // The person's terminal is gone: nobody sees the rest.
                 Ended::StdinClosed => return Ok(Followed::Detached(number.get())),
                 Ended::OutputEnded => break,
@@ -176,6 +162,33 @@ impl OutputSink for ToScreen {
         // the person detached, and then nothing is shown any more.
         let _ = self.output.send(data.to_vec());
         Ok(())
+    }
+}
+
+/// Pass this terminal through to a program whose output comes on
+/// `program` and whose keys go to `keys`, until the detach key, the
+/// output's end or a failure.
+pub(super) async fn pass_terminal<K: KeySink>(
+    program: mpsc::UnboundedReceiver<Vec<u8>>,
+    keys: &mut K,
+    detach: &DetachKey,
+) -> Result<Ended, ClientError> {
+    let stdin = io::stdin();
+    let mut sizes = WindowChanges::new(stdin.as_fd())
+        .map_err(ClientError::system("cannot watch the window's size"))?;
+    let ends = Ends {
+        stdin: tokio::io::stdin(),
+        stdout: tokio::io::stdout(),
+        program: ChannelReader::new(program),
+    };
+    Ok(passthrough(ends, keys, &mut sizes, DetachScanner::new(detach)).await)
+}
+
+/// A passthrough whose read or write failed, as the client's error.
+pub(super) fn passthrough_failed(e: PassthroughError) -> ClientError {
+    ClientError::System {
+        what: "passing the terminal through".to_string(),
+        source: e.source,
     }
 }
 

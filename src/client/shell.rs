@@ -15,12 +15,10 @@ use tokio::sync::mpsc;
 
 use super::attach::open;
 use super::error::ClientError;
-use super::interactive::{can_pass_through, ChannelReader, RunKeys};
+use super::interactive::{can_pass_through, pass_terminal, passthrough_failed, RunKeys};
 use super::log::{end_of_input, exit_code, reopen, InputEnd};
-use super::terminal::detach::DetachScanner;
-use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink};
+use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
-use super::terminal::size::WindowChanges;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Response, SessionRequest};
@@ -206,20 +204,11 @@ async fn follow(
     let following = output_until_end(session, shell, output);
     let passing = async {
         let mut keys = RunKeys::new(session, shell.input);
-        let stdin = std::io::stdin();
-        let mut sizes = WindowChanges::new(stdin.as_fd())
-            .map_err(ClientError::system("cannot watch the window's size"))?;
         // The shell's terminal takes this window's size: a program whose
         // size changes draws its screen again.
         let size = super::tty_run::window_size();
         let _ = keys.resize(size.rows, size.cols).await;
-        let ends = Ends {
-            stdin: tokio::io::stdin(),
-            stdout: tokio::io::stdout(),
-            program: ChannelReader::new(program),
-        };
-        let scanner = DetachScanner::new(&detach);
-        Ok::<_, ClientError>(passthrough(ends, &mut keys, &mut sizes, scanner).await)
+        pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);
     let mut end = None;
@@ -228,12 +217,7 @@ async fn follow(
             done = &mut following, if end.is_none() => end = Some(done?),
             passed = &mut passing => match passed? {
                 Ended::Detached | Ended::StdinClosed => return Ok(None),
-                Ended::Failed(e) => {
-                    return Err(ClientError::System {
-                        what: "passing the terminal through".to_string(),
-                        source: e.source,
-                    })
-                }
+                Ended::Failed(e) => return Err(passthrough_failed(e)),
                 Ended::OutputEnded => break,
             },
         }
