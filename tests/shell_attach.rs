@@ -123,7 +123,9 @@ fn commands_typed_in_the_shell_are_recorded_and_what_they_change_is_kept() {
             ("export X=1", 0),
             ("f() { echo f; }", 0),
             ("false", 1),
-            ("echo out-$((1+1))", 0)
+            ("echo out-$((1+1))", 0),
+            // The line that leaves is recorded as ended too.
+            ("exit", 0)
         ],
         "{commands:?}"
     );
@@ -221,4 +223,30 @@ fn the_shell_answers_after_its_worker_is_killed_at_the_prompt() {
     terminal.keys(&["Enter"]);
     ended_with(&terminal, 0);
     assert_eq!(env.ok(&["bash", "a", "--", "echo $Y"]), "5\n");
+}
+
+#[test]
+fn what_a_line_that_exits_changes_is_kept() {
+    let env = Env::new("shell-attach-exit-line");
+    let Some((terminal, _)) = attached(&env) else {
+        return;
+    };
+    typed(&terminal, "(cd /; exit 3)");
+    terminal.type_text("cd /tmp; export Z=9; exit 4");
+    terminal.keys(&["Enter"]);
+    ended_with(&terminal, 0);
+    // The line's changes are the session's; the subshell's exit saved
+    // nothing of its own.
+    assert_eq!(env.ok(&["bash", "a", "--", "pwd; echo $Z"]), "/tmp\n9\n");
+    let commands = typed_commands(&env);
+    assert!(
+        ended(&commands).contains(&("(cd /; exit 3)", 3)),
+        "{commands:?}"
+    );
+    assert!(
+        ended(&commands).contains(&("cd /tmp; export Z=9; exit 4", 4)),
+        "the exiting line is recorded as ended: {commands:?}"
+    );
+    // `exit` stays a builtin for later commands: no function of eukhe's.
+    assert_eq!(env.ok(&["bash", "a", "--", "type -t exit"]), "builtin\n");
 }

@@ -53,22 +53,18 @@ __eukhe_preexec() {
 
 __eukhe_status() { builtin return "$1"; }
 
-# Before each prompt: after a command (PS0 set `__eukhe_ran`), its state
-# to the checkpoint file (whole, by a rename), then its end mark.
-__eukhe_precmd() {
-  __eukhe_s=$?
-  if [[ -n $__eukhe_first ]]; then
-    __eukhe_first=
-    for __eukhe_n in "${__eukhe_interactive_names[@]}"; do
-      __eukhe_given[$__eukhe_n]=${!__eukhe_n-$'\1'}
-    done
-  fi
+# Before each prompt, and at `exit`: after a command (PS0 set
+# `__eukhe_ran`), its state to the checkpoint file (whole, by a rename),
+# then its end mark with status `__eukhe_s`.
+__eukhe_save() {
   if [[ -n ${__eukhe_ran+x} ]]; then
     builtin unset __eukhe_ran
     __eukhe_state=$__eukhe_checkpoint.new
     (
       # What is this shell's and not the session's.
-      builtin unset -f __eukhe_mark_text __eukhe_preexec __eukhe_status __eukhe_precmd
+      builtin unset -f __eukhe_mark_text __eukhe_preexec __eukhe_status __eukhe_precmd \
+        __eukhe_save
+      [[ -n $__eukhe_own_exit ]] && builtin unset -f exit
       PROMPT_COMMAND=$__eukhe_user_prompt
       [[ -z $PROMPT_COMMAND ]] && builtin unset PROMPT_COMMAND
       PS0=${PS0#'${__eukhe_ran:=}$(__eukhe_preexec)'}
@@ -87,9 +83,38 @@ __eukhe_precmd() {
     builtin command -p mv -f -- "$__eukhe_state" "$__eukhe_checkpoint" 2>/dev/null
     builtin printf '\e]133;D;%s\a' "$__eukhe_s"
   fi
+}
+
+# Before each prompt.
+__eukhe_precmd() {
+  __eukhe_s=$?
+  if [[ -n $__eukhe_first ]]; then
+    __eukhe_first=
+    for __eukhe_n in "${__eukhe_interactive_names[@]}"; do
+      __eukhe_given[$__eukhe_n]=${!__eukhe_n-$'\1'}
+    done
+  fi
+  __eukhe_save
   if [[ -n $__eukhe_user_prompt ]]; then
     __eukhe_status "$__eukhe_s"
     builtin eval "$__eukhe_user_prompt"
   fi
   __eukhe_status "$__eukhe_s"
 }
+
+# `exit` after a command on the same line (`cd /tmp; exit`) leaves before
+# the next prompt: what the line changed is saved first. Only this shell's
+# own exit (a subshell's state is not the session's), and only when the
+# session has no `exit` function of its own.
+__eukhe_own_exit=
+if ! builtin declare -F exit >/dev/null; then
+  __eukhe_own_exit=y
+  exit() {
+    __eukhe_s=$?
+    (($#)) || builtin set -- "$__eukhe_s"
+    # The line's status is the one it exits with.
+    [[ $1 =~ ^-?[0-9]+$ ]] && __eukhe_s=$(($1 & 255))
+    [[ $BASHPID == "$$" ]] && __eukhe_save
+    builtin exit "$@"
+  }
+fi
