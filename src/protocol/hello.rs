@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 
 /// The wire protocol this build speaks.
 /// 2: output travels as binary frames (`protocol::output`).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: terminal runs and their screens (`keys`, `screen`, `wait-for`,
+/// attaching onto a terminal run, the shell), and `waiting` in the
+/// sessions' listings: messages a peer of 2 refuses as unknown.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Capabilities a peer advertises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
