@@ -584,7 +584,7 @@ mod tests {
     fn every_tool_checks_its_arguments_before_it_runs() {
         let stray = serde_json::json!({ "session": "s", "command": "true", "stray": 1 });
         let tools = Tools::tool_router().list_all();
-        assert_eq!(tools.len(), 10);
+        assert_eq!(tools.len(), 11);
         for tool in tools {
             let refused = check_arguments(&tool.name, stray.as_object());
             assert!(

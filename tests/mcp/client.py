@@ -264,7 +264,7 @@ async def main():
             assert f"next_since: {facts['next_since']}" in text(woken), text(woken)
             later = await call(session, "wait", {"session": "mcp-test", "any_run": True, "since": facts["next_since"], "timeout_ms": 300})
             assert later.structured_content["timed_out"] is True, later.structured_content
-            assert later.structured_content["next_since"] == facts["next_since"], later.structured_content
+            assert later.structured_content["next_since"] >= facts["next_since"], later.structured_content
             message = await invalid_params(session, "wait", {"session": "mcp-test"})
             assert "needs" in message, message
             step(f"wait wakes on run {ending['run']}'s end (status 5), times out from its cursor, refuses no condition")
