@@ -242,3 +242,33 @@ fn after_a_reboot_events_since_replays_a_runs_end() {
     assert!(end["seq"].as_u64().unwrap() > since, "{replayed}");
     assert_eq!(end["id"], id.as_str(), "{replayed}");
 }
+
+#[test]
+fn a_wait_rides_through_a_killed_worker_and_idle_wakes_once_the_run_ended() {
+    let env = Env::new("wake-worker-lost");
+    let id = env.new_session();
+    let (run, _) = send(&env, &id, "sleep 2; exit 9");
+    let worker = env.worker(&id);
+    let waiting = env
+        .command(&["wait", &id, "--run", &run.to_string(), "--timeout", "60000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start eukhe wait");
+    env.note(waiting.id());
+    kill9(worker);
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(env.worker_pid(&id), Some(worker), "a new worker serves");
+
+    send(&env, &id, "sleep 1");
+    let (code, answer, _) = wait_json(&env, &[&id, "--idle"]);
+    assert_eq!(code, 0, "{answer}");
+    assert_eq!(answer["events"][0]["event"]["state"], "idle", "{answer}");
+    assert_eq!(env.session(&id)["state"], "idle");
+}
