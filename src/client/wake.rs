@@ -22,7 +22,7 @@ use crate::laws::timing::{
 };
 use crate::protocol::event::Event;
 use crate::protocol::message::{Request, Response, SessionRequest};
-use crate::session::wake::{Condition, Wake, Woken};
+use crate::session::wake::{regex_error_line, Condition, Wake, Woken};
 
 /// What a wait was asked for.
 #[derive(Clone, Debug)]
@@ -107,7 +107,8 @@ pub async fn from_command(command: Command) -> Result<ExitCode, ClientError> {
     let regex = match regex {
         Some(regex) => Some(Regex::new(&regex).map_err(|e| {
             ClientError::Usage(format!(
-                "--match {regex:?} is not a regular expression: {e}"
+                "--match {regex:?} is not a regular expression: {}",
+                regex_error_line(&e)
             ))
         })?),
         None => None,

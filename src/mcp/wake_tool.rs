@@ -9,7 +9,7 @@ use rmcp::model::CallToolResult;
 use super::server::answer;
 use crate::client::wake::{wait, WaitArgs as ClientWaitArgs, WaitOutcome};
 use crate::client::ClientError;
-use crate::session::wake::Condition;
+use crate::session::wake::{regex_error_line, Condition};
 
 // `rmcp` re-exports the `schemars` it derives schemas with.
 use rmcp::schemars;
@@ -76,7 +76,7 @@ impl WaitArgs {
         let regex = match &self.regex {
             Some(regex) => Some(Regex::new(regex).map_err(|e| WaitRefused::BadRegex {
                 regex: regex.clone(),
-                why: e.to_string(),
+                why: regex_error_line(&e),
             })?),
             None => None,
         };

@@ -26,6 +26,17 @@ pub fn stored_event(id: &str, name: &str, entry: &Entry) -> Option<Event> {
     Some(Event::session(entry.at_ms, id, name, kind).at_seq(Some(entry.seq)))
 }
 
+/// The regex crate's complaint about an expression, in one line (its
+/// message draws the expression over several).
+pub fn regex_error_line(error: &regex::Error) -> String {
+    let text = error.to_string();
+    text.lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .map(|line| line.trim().trim_start_matches("error: ").to_string())
+        .unwrap_or(text)
+}
+
 /// What a wait waits for; it is met by whichever comes first.
 #[derive(Clone, Debug, Default)]
 pub struct Condition {
@@ -310,6 +321,13 @@ mod tests {
             }
         );
         assert_eq!((woken.seq, woken.status), (3, None));
+    }
+
+    #[test]
+    fn a_bad_expression_is_told_in_one_line() {
+        let unclosed = String::from("(");
+        let error = Regex::new(&unclosed).unwrap_err();
+        assert_eq!(regex_error_line(&error), "unclosed group");
     }
 
     #[test]
