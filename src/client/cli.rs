@@ -292,7 +292,8 @@ pub enum Command {
         #[arg(long, group = "condition")]
         idle: bool,
         /// Only what was stored after entry SEQ (a cursor from `events` or
-        /// an earlier `wait`); default: from now.
+        /// an earlier `wait`); default: from now. `--run N` looks at the
+        /// whole run either way.
         #[arg(long, value_name = "SEQ")]
         since: Option<u64>,
         /// How long to wait, in milliseconds (default 30000, at most
