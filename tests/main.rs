@@ -25,3 +25,4 @@ mod systemd;
 mod terminal;
 mod tty;
 mod waiting;
+mod wake;

@@ -66,7 +66,8 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,
         Command::Doctor { json } => doctor(json).await,
-        Command::Events { json, session } => super::events::events(json, session).await,
+        command @ Command::Events { .. } => super::events::from_command(command).await,
+        command @ Command::Wait { .. } => super::wake::from_command(command).await,
         Command::Top => super::top::top().await,
         Command::Daemon
         | Command::Worker { .. }

@@ -17,6 +17,7 @@ pub mod screen_tools;
 mod server;
 mod terms;
 pub mod tools;
+pub mod wake_tool;
 
 use std::process::ExitCode;
 
