@@ -12,15 +12,14 @@ use super::attach::open;
 use super::cli::{unexpected, Command};
 use super::connect::connect;
 use super::error::ClientError;
+use super::events::resubscribe;
 use super::log::{exit_code, reopen};
 use super::render::utc_timestamp;
 use super::wait_for::TIMED_OUT;
 use crate::clock::wall_ms;
 use crate::laws::replace::ClientStart;
-use crate::laws::timing::{
-    WAIT_FOR_TIMEOUT_DEFAULT_MS, WAIT_FOR_TIMEOUT_MAX_MS, WAIT_IDLE_POLL_MS,
-};
-use crate::protocol::event::Event;
+use crate::laws::timing::{WAIT_FOR_TIMEOUT_DEFAULT_MS, WAIT_FOR_TIMEOUT_MAX_MS};
+use crate::protocol::event::{Event, EventKind};
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::wake::{regex_error_line, Condition, Wake, Woken};
 
@@ -259,24 +258,53 @@ async fn follow(args: &WaitArgs, wake: &mut Wake) -> Result<Woken, ClientError> 
     }
 }
 
-/// With `wanted`: resolves once the daemon lists the session as idle (or
-/// resting); never without. A daemon that cannot be asked right now (it
-/// restarts) is asked again at the next turn.
+/// With `wanted`: resolves once the session is idle (or resting); never
+/// without. Its state changes come on the daemon's event stream, which is
+/// subscribed before the state is asked, so no change falls between the
+/// two; a lost stream is subscribed again and the state asked again.
 async fn idle(session: &str, wanted: bool) {
     if !wanted {
         return std::future::pending().await;
     }
+    let idle_state = |state: &str| matches!(state, "idle" | "saved");
+    let followed = Some(session.to_string());
+    let mut stream = None;
     loop {
-        let asked = async { connect(ClientStart::Log).await?.ask(Request::List).await };
-        if let Ok(Response::Sessions { sessions }) = asked.await {
-            let idle = sessions
-                .iter()
-                .find(|s| s.id == session || s.name == session)
-                .is_some_and(|s| matches!(s.state.as_str(), "idle" | "saved"));
-            if idle {
-                return;
+        let Some(mut events) = stream.take() else {
+            stream = resubscribe(&followed).await.ok();
+            if stream.is_none() {
+                return std::future::pending().await;
+            }
+            continue;
+        };
+        if listed_state(session)
+            .await
+            .as_deref()
+            .is_some_and(idle_state)
+        {
+            return;
+        }
+        loop {
+            match events.receive().await {
+                Ok(Response::Event(Event {
+                    event: EventKind::State { state },
+                    ..
+                })) if idle_state(&state) => return,
+                Ok(_) => {}
+                Err(_) => break,
             }
         }
-        tokio::time::sleep(Duration::from_millis(WAIT_IDLE_POLL_MS)).await;
+    }
+}
+
+/// The session's state as `ls` words it, if the daemon answers.
+async fn listed_state(session: &str) -> Option<String> {
+    let mut client = connect(ClientStart::Log).await.ok()?;
+    match client.ask(Request::List).await.ok()? {
+        Response::Sessions { sessions } => sessions
+            .into_iter()
+            .find(|s| s.id == session || s.name == session)
+            .map(|s| s.state),
+        _ => None,
     }
 }
