@@ -165,10 +165,15 @@ fn threads_below(dir: &Path) -> Option<u64> {
 /// The OOM kills `memory.events` of this process's cgroup counted so far
 /// (0 where it counts none).
 pub fn own_oom_kills() -> u64 {
-    let Ok(dir) = cgroup_dir_of("self") else {
-        return 0;
-    };
-    oom_kills(&std::fs::read_to_string(dir.join("memory.events")).unwrap_or_default())
+    // Found once: a kernel's cgroup does not change once it serves.
+    static EVENTS: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let events = EVENTS.get_or_init(|| {
+        let file = cgroup_dir_of("self").ok()?.join("memory.events");
+        file.exists().then_some(file)
+    });
+    events.as_ref().map_or(0, |file| {
+        oom_kills(&std::fs::read_to_string(file).unwrap_or_default())
+    })
 }
 
 /// `oom_kill N` in a `memory.events` text.

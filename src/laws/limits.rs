@@ -351,20 +351,34 @@ pub fn process_backend_refusal(limits: &ResourceLimits, place: &CgroupPlace) -> 
     }
 }
 
+/// A kernel job's name as its notice names it: `r7` is "run 7", a user
+/// bash `b3-...` is "bash 3"; other jobs have none.
+pub fn job_label(job: &str) -> Option<String> {
+    let (kind, rest) = match job.split_at_checked(1)? {
+        ("r", rest) => ("run", rest),
+        ("b", rest) => ("bash", rest.split('-').next()?),
+        _ => return None,
+    };
+    let number: u64 = whole(rest)?;
+    Some(format!("{kind} {number}"))
+}
+
 /// What a job's end means under a memory limit: the notice to store, if
 /// the kernel's cgroup counted an OOM kill while the job ran and the job
-/// died of SIGKILL (the OOM killer's signal).
+/// ended by SIGKILL (the OOM killer's signal), its shell's or its
+/// command's (status 137).
 pub fn oom_notice(
-    run: u64,
+    job: &str,
     killed_by_sigkill: bool,
     oom_kills_at_start: u64,
     oom_kills_at_end: u64,
     memory_max: Option<Max>,
 ) -> Option<String> {
     let memory = memory_max?;
+    let label = job_label(job)?;
     (killed_by_sigkill && oom_kills_at_end > oom_kills_at_start).then(|| {
         format!(
-            "run {run} was killed: the session's memory limit ({}) was reached",
+            "{label} was killed: the session's memory limit ({}) was reached",
             size_text(memory)
         )
     })

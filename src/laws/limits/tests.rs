@@ -183,10 +183,29 @@ fn a_delegated_cgroup_or_no_limits_is_never_refused() {
 fn an_oom_kill_during_the_run_is_told_with_the_limit() {
     let limit = Some(Max::Value(512 << 20));
     assert_eq!(
-        oom_notice(7, true, 2, 3, limit).as_deref(),
+        oom_notice("r7", true, 2, 3, limit).as_deref(),
         Some("run 7 was killed: the session's memory limit (512M) was reached")
     );
-    assert_eq!(oom_notice(7, true, 3, 3, limit), None, "no new OOM kill");
-    assert_eq!(oom_notice(7, false, 2, 3, limit), None, "ended otherwise");
-    assert_eq!(oom_notice(7, true, 2, 3, None), None, "no memory limit");
+    assert_eq!(
+        oom_notice("b4-9-1", true, 0, 1, limit).as_deref(),
+        Some("bash 4 was killed: the session's memory limit (512M) was reached")
+    );
+    assert_eq!(oom_notice("r7", true, 3, 3, limit), None, "no new OOM kill");
+    assert_eq!(
+        oom_notice("r7", false, 2, 3, limit),
+        None,
+        "ended otherwise"
+    );
+    assert_eq!(oom_notice("r7", true, 2, 3, None), None, "no memory limit");
+    assert_eq!(oom_notice("t1", true, 2, 3, limit), None, "no run");
+}
+
+#[test]
+fn jobs_are_named_as_the_user_knows_them() {
+    assert_eq!(job_label("r12").as_deref(), Some("run 12"));
+    assert_eq!(job_label("b3-ab-2").as_deref(), Some("bash 3"));
+    assert_eq!(job_label("r"), None);
+    assert_eq!(job_label("rx"), None);
+    assert_eq!(job_label(""), None);
+    assert_eq!(job_label("template"), None);
 }
