@@ -116,3 +116,99 @@ fn the_process_backend_refuses_limits_it_cannot_apply_in_one_line_or_applies_the
     let id = plain.ok(&["new"]).trim().to_string();
     assert!(plain.session(&id).get("resources").is_none());
 }
+
+/// A cgroup v1 memory cgroup of this test's, below its own, with a limit:
+/// removed (once empty) when dropped, after the `Env` whose processes it
+/// held has ended them.
+struct MemoryV1 {
+    dir: PathBuf,
+}
+
+impl MemoryV1 {
+    /// Where a v1 memory hierarchy holds this process and root may write.
+    fn make(limit: &str) -> Option<MemoryV1> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mountinfo.lines().find_map(|line| {
+            let (fields, rest) = line.split_once(" - ")?;
+            let rest: Vec<&str> = rest.split_whitespace().collect();
+            (rest.first() == Some(&"cgroup") && rest.get(2)?.split(',').any(|o| o == "memory"))
+                .then(|| fields.split_whitespace().nth(4).map(str::to_string))?
+        })?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let path = own.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':').skip(1);
+            let controllers = fields.next()?;
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then(|| fields.next())?
+        })?;
+        let dir = PathBuf::from(mount)
+            .join(path.trim_matches('/'))
+            .join(format!(
+                "eukhe-oom-{}-{}",
+                std::process::id(),
+                crate::support::unique()
+            ));
+        std::fs::create_dir(&dir).ok()?;
+        let made = MemoryV1 { dir };
+        std::fs::write(made.dir.join("memory.limit_in_bytes"), limit).ok()?;
+        Some(made)
+    }
+}
+
+impl Drop for MemoryV1 {
+    fn drop(&mut self) {
+        crate::support::wait_for(std::time::Duration::from_secs(10), || {
+            std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists()
+        });
+    }
+}
+
+/// A run past the memory limit is OOM-killed: it ends with status 137 and
+/// a notice naming the limit, and the session goes on. With a delegated
+/// cgroup v2 the limit is the session's own (`--memory-max 64M`); on a
+/// hybrid host (cgroup v1 memory, this machine) the daemon, and so the
+/// kernel, start in a v1 memory cgroup limited to 64M, whose OOM kills the
+/// kernel counts the same way.
+#[test]
+fn a_run_past_the_memory_limit_ends_137_with_a_notice_and_the_session_goes_on() {
+    let mut v1 = None;
+    let env = Env::new("limits-oom");
+    let id = if memory_delegated() {
+        env.ok(&["new", "--memory-max", "64M"]).trim().to_string()
+    } else {
+        if !nix::unistd::geteuid().is_root() {
+            crate::support::skip::skip_unless_ci("needs root for a memory cgroup of its own");
+            return;
+        }
+        let Some(cgroup) = MemoryV1::make("64M") else {
+            crate::support::skip::skip_unless_ci(
+                "neither a delegated cgroup v2 nor a cgroup v1 memory hierarchy is here",
+            );
+            return;
+        };
+        let procs = cgroup.dir.join("cgroup.procs");
+        let mut new = env.command(&["new"]);
+        // The client starts the daemon, which starts the kernel: all inside.
+        // SAFETY: between fork and exec the closure only writes one file.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut new, move || {
+                std::fs::write(&procs, std::process::id().to_string())
+            });
+        }
+        let out = new.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        v1 = Some(cgroup);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // tail holds its one endless line: 200 MiB, past the limit.
+    let out = env.run(&["send", "--wait", &id, "head -c 200M /dev/zero | tail"]);
+    assert_eq!(out.status.code(), Some(137), "{out:?}");
+    let log = env.log(&id);
+    let notice = "run 1 was killed: the session's memory limit (64M) was reached";
+    assert!(log.contains(notice), "{log}");
+    assert_eq!(env.bash(&id, "echo still here"), "still here\n");
+    drop(env);
+    drop(v1);
+}

@@ -162,18 +162,78 @@ fn threads_below(dir: &Path) -> Option<u64> {
     Some(count)
 }
 
-/// The OOM kills `memory.events` of this process's cgroup counted so far
-/// (0 where it counts none).
-pub fn own_oom_kills() -> u64 {
+/// The files of this process's memory cgroup that count OOM kills and
+/// hold its limit: cgroup v2's `memory.events` and `memory.max`, else
+/// cgroup v1's `memory.oom_control` and `memory.limit_in_bytes` (a hybrid
+/// host's memory controller).
+fn own_memory_files() -> Option<&'static (PathBuf, PathBuf)> {
     // Found once: a kernel's cgroup does not change once it serves.
-    static EVENTS: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    let events = EVENTS.get_or_init(|| {
-        let file = cgroup_dir_of("self").ok()?.join("memory.events");
-        file.exists().then_some(file)
-    });
-    events.as_ref().map_or(0, |file| {
-        oom_kills(&std::fs::read_to_string(file).unwrap_or_default())
+    static FILES: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+    FILES
+        .get_or_init(|| {
+            let v2 = cgroup_dir_of("self")
+                .ok()
+                .map(|dir| (dir.join("memory.events"), dir.join("memory.max")));
+            let v1 = memory_v1_dir().map(|dir| {
+                (
+                    dir.join("memory.oom_control"),
+                    dir.join("memory.limit_in_bytes"),
+                )
+            });
+            [v2, v1]
+                .into_iter()
+                .flatten()
+                .find(|(events, _)| events.exists())
+        })
+        .as_ref()
+}
+
+/// This process's cgroup v1 memory directory, if a v1 memory hierarchy
+/// holds it.
+fn memory_v1_dir() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = memory_v1_mount(&mountinfo)?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    })?;
+    let below = path.trim_matches('/');
+    Some(match below {
+        "" => PathBuf::from(mount),
+        below => Path::new(&mount).join(below),
     })
+}
+
+/// The mount point of the cgroup v1 hierarchy with the memory controller.
+fn memory_v1_mount(mountinfo: &str) -> Option<String> {
+    mountinfo.lines().find_map(|line| {
+        let (fields, rest) = line.split_once(" - ")?;
+        let mut rest = rest.split_whitespace();
+        let (fstype, options) = (rest.next()?, rest.nth(1)?);
+        (fstype == "cgroup" && options.split(',').any(|o| o == "memory"))
+            .then(|| fields.split_whitespace().nth(4).map(str::to_string))?
+    })
+}
+
+/// The OOM kills this process's memory cgroup counted so far (0 where
+/// none counts them).
+pub fn own_oom_kills() -> u64 {
+    own_memory_files().map_or(0, |(events, _)| {
+        oom_kills(&std::fs::read_to_string(events).unwrap_or_default())
+    })
+}
+
+/// The memory limit of this process's cgroup, if it has one.
+pub fn own_memory_limit() -> Option<u64> {
+    let (_, limit) = own_memory_files()?;
+    let bytes: u64 = std::fs::read_to_string(limit).ok()?.trim().parse().ok()?;
+    // cgroup v1 writes "no limit" as the largest page-aligned i64.
+    (bytes < i64::MAX as u64 / 2).then_some(bytes)
 }
 
 /// `oom_kill N` in a `memory.events` text.
@@ -206,9 +266,27 @@ mod tests {
     }
 
     #[test]
-    fn oom_kills_are_read_from_memory_events() {
+    fn oom_kills_are_read_from_memory_events_or_oom_control() {
         let events = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n";
         assert_eq!(oom_kills(events), 2);
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n";
+        assert_eq!(oom_kills(v1), 5);
         assert_eq!(oom_kills(""), 0);
+    }
+
+    #[test]
+    fn the_v1_memory_hierarchy_is_found_by_its_controller() {
+        let mountinfo = "\
+30 25 0:26 / /sys/fs/cgroup/cpu rw,relatime shared:5 - cgroup cgroup rw,cpu
+34 25 0:29 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
+";
+        assert_eq!(
+            memory_v1_mount(mountinfo).as_deref(),
+            Some("/sys/fs/cgroup/memory")
+        );
+        assert_eq!(
+            memory_v1_mount("35 25 0:30 / /u rw - cgroup2 cgroup2 rw"),
+            None
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use super::{job_in_words, keeps_end, Kernel};
 use crate::kernel::core::ends::{ends_at_close, plan_end, Captured, EndNotice, OnClose};
 use crate::kernel::spool::JobEnd;
-use crate::laws::limits::oom_notice;
+use crate::laws::limits::{oom_notice, Max};
 use crate::session::entry::Stream;
 use crate::session::snapshot::{parse_capture, Capture};
 use crate::session::store::{read_json, SessionMeta};
@@ -219,8 +219,11 @@ impl Kernel {
         if now <= oom_kills_at_start {
             return None;
         }
+        // The session's own limit, else the one its cgroup was given.
         let meta = read_json::<SessionMeta>(&self.files.meta()).ok().flatten();
-        let memory_max = meta.and_then(|m| m.limits.memory_max);
+        let memory_max = meta
+            .and_then(|m| m.limits.memory_max)
+            .or(crate::host::cgroup::own_memory_limit().map(Max::Value));
         oom_notice(job, true, oom_kills_at_start, now, memory_max)
     }
 
