@@ -93,3 +93,40 @@ fn limits_are_the_kernel_units_properties_at_every_start_and_ls_shows_them() {
     assert!(shown(&eukhe, &plain).contains(&"MemoryMax=infinity".to_string()));
     assert!(eukhe.session(&plain).get("resources").is_none());
 }
+
+/// The issue's test: `--memory-max 64M` and a run allocating 200 MiB. The
+/// run ends (status 137), its notice names the limit, and the kernel unit
+/// (`OOMPolicy=continue`) and its session go on. It needs a memory
+/// controller in the private systemd, which a host that binds memory to
+/// cgroup v1 cannot give it.
+#[test]
+fn under_systemd_a_run_past_memory_max_ends_with_a_notice_and_the_session_goes_on() {
+    if skip() {
+        return;
+    }
+    let eukhe = Installed::boot("oom", &[]);
+    let controllers = eukhe.root("cat /sys/fs/cgroup/cgroup.controllers");
+    if !controllers.split_whitespace().any(|c| c == "memory") {
+        skip_unless_ci(&format!(
+            "the private systemd's cgroup v2 offers no memory controller ({:?}): \
+             this host binds it to cgroup v1",
+            controllers.trim()
+        ));
+        return;
+    }
+    let id = eukhe.eukhe("new --memory-max 64M").trim().to_string();
+    let out = eukhe.user(&format!(
+        "eukhe send --wait {id} 'head -c 200M /dev/zero | tail'"
+    ));
+    assert_eq!(out.status.code(), Some(137), "{out:?}");
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert!(
+        log.contains("run 1 was killed: the session's memory limit (64M) was reached"),
+        "{log}"
+    );
+    assert_eq!(eukhe.unit(&kernel(&id), "ActiveState"), "active");
+    assert_eq!(
+        eukhe.eukhe(&format!("bash {id} -- 'echo still here'")),
+        "still here\n"
+    );
+}
