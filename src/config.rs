@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub mod detach_key;
+pub mod limits;
 use detach_key::{DetachKey, DETACH_KEY_ALLOWED};
 
 use crate::laws::idle_stop::{IdleStop, IdleStopError};
@@ -183,6 +184,9 @@ pub struct Config {
     /// The key a client leaves a terminal run with (`detach_key`).
     #[serde(default, deserialize_with = "detach_key_setting")]
     pub detach_key: DetachKey,
+    /// The resource limits a new session gets unless it asks its own.
+    #[serde(default, deserialize_with = "limits::limits_setting")]
+    pub limits: crate::laws::limits::ResourceLimits,
 }
 
 fn default_spare_session() -> bool {
@@ -254,12 +258,13 @@ fn allowed(key: &str) -> String {
         "idle_stop_ms" => "milliseconds (at least 1) or \"never\"".to_string(),
         "spare_session" => "true or false".to_string(),
         "detach_key" => DETACH_KEY_ALLOWED.to_string(),
+        "limits" => "a table of memory_max, cpu_quota and tasks_max".to_string(),
         _ => "nothing: it is no setting".to_string(),
     }
 }
 
 /// Every setting the file takes.
-const SETTINGS: [&str; 7] = [
+const SETTINGS: [&str; 8] = [
     "worker_lost_exit_ms",
     "worker_watchdog_ms",
     "cancel_grace_ms",
@@ -267,6 +272,7 @@ const SETTINGS: [&str; 7] = [
     "idle_stop_ms",
     "spare_session",
     "detach_key",
+    "limits",
 ];
 
 /// `key = value` refused: the setting, the value given and the values it
@@ -372,6 +378,7 @@ impl Default for Config {
             idle_stop_ms: default_idle_stop(),
             spare_session: default_spare_session(),
             detach_key: DetachKey::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -570,7 +577,7 @@ mod tests {
                 "\ncolour = 1",
                 "line 2 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, \
                  worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session, \
-                 detach_key",
+                 detach_key, limits",
             ),
         ] {
             assert_eq!(Config::parse(line).unwrap_err().to_string(), said);

@@ -119,6 +119,9 @@ pub enum Command {
         /// Print the id and name as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Resource limits of the session's kernel and its runs.
+        #[command(flatten)]
+        limits: super::limits::LimitArgs,
     },
     /// List sessions, the one active most recently last.
     ///

@@ -13,6 +13,7 @@ use super::render;
 use super::stdout::{self, outln};
 use super::words::command_line;
 use crate::config::detach_key::DetachKey;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Request, Response, SessionRequest, ShutdownMode};
 use crate::session::entry::Stream;
@@ -27,7 +28,8 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             env,
             clean_env,
             json,
-        } => new_session(name, cwd, &env, clean_env, json).await,
+            limits,
+        } => new_session(name, cwd, &env, clean_env, json, limits.limits()?).await,
         Command::Ls { json } => list(json).await,
         Command::Status { json } => status(json).await,
         Command::Restart { session } => restart(session).await,
@@ -137,6 +139,7 @@ async fn new_session(
     env: &[String],
     clean_env: bool,
     json: bool,
+    limits: ResourceLimits,
 ) -> Result<ExitCode, ClientError> {
     let cwd = shell_cwd(cwd)?;
     let env = session_env(env, clean_env)?;
@@ -144,6 +147,7 @@ async fn new_session(
         name,
         cwd,
         env: Some(env),
+        limits,
     };
     match ask(ClientStart::New, request).await? {
         Response::Created { id, name } => {

@@ -10,6 +10,7 @@ mod doctor;
 pub mod error;
 mod events;
 mod interactive;
+pub mod limits;
 pub(crate) mod log;
 pub(crate) mod render;
 mod screen;

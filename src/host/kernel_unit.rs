@@ -11,6 +11,7 @@
 use super::HostError;
 use std::time::Duration;
 
+use crate::laws::limits::ResourceLimits;
 use crate::laws::timing::TM;
 
 use super::escape::kernel_unit;
@@ -44,12 +45,16 @@ fn why_not_up(unit: &str, state: &UnitState) -> HostError {
 
 /// Start the kernel unit of `session` and return once it is active (the
 /// kernel serves its socket) or has failed.
-pub async fn start(session: &str) -> Result<(), HostError> {
+pub async fn start(session: &str, limits: &ResourceLimits) -> Result<(), HostError> {
     let unit = kernel_unit(session);
     let units = UserManager::connect().await?;
     // The session's restart budget decides; systemd's start limit must not
     // refuse a start the budget allows.
     units.reset_failed(&unit).await;
+    if !limits.is_none() {
+        // Set at every start: runtime properties do not outlive a reboot.
+        units.set_limits(&unit, limits).await?;
+    }
     let state = units.start_and_wait(&unit, START_WITHIN).await?;
     if state.is_up() {
         tracing::info!("started the session's kernel ({unit})");

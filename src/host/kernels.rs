@@ -12,8 +12,10 @@ use super::process::signal;
 use super::process_exit::ProcessExit;
 use super::HostKind;
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::timing::TM;
 use crate::paths::Paths;
+use crate::session::store::{read_json, SessionFiles, SessionMeta};
 
 /// End a broken kernel: through its unit under systemd, else by identity
 /// (SIGTERM ends its processes; SIGKILL if it outlives its teardown).
@@ -48,7 +50,8 @@ pub async fn terminate(kernel: ProcessIdentity, grace_ms: u64) {
 /// else a detached process (it is not this worker's child).
 pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
     if HostKind::from_env()? == HostKind::Systemd {
-        return super::kernel_unit::start(id).await;
+        let limits = limits_of(id, paths)?;
+        return super::kernel_unit::start(id, &limits).await;
     }
     let (exe, arg0) = crate::build_id::own_executable();
     let output = tokio::process::Command::new(exe)
@@ -75,6 +78,19 @@ pub async fn start(id: &str, paths: &Paths) -> Result<(), HostError> {
         what: format!("the kernel of session {id}"),
         state: format!("did not start: {why}"),
     })
+}
+
+/// The resource limits of session `id`, as its `meta.json` keeps them (a
+/// spare, with no metadata yet, has none).
+fn limits_of(id: &str, paths: &Paths) -> Result<ResourceLimits, HostError> {
+    let files = SessionFiles::new(paths.session_dir(id));
+    match read_json::<SessionMeta>(&files.meta()) {
+        Ok(meta) => Ok(meta.map(|m| m.limits).unwrap_or_default()),
+        Err(e) => Err(HostError::State {
+            what: format!("the kernel of session {id}"),
+            state: format!("cannot read its limits: {e}"),
+        }),
+    }
 }
 
 #[cfg(test)]

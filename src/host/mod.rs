@@ -9,6 +9,7 @@
 pub use error::HostError;
 
 pub mod busy_journal;
+pub mod cgroup;
 pub mod error;
 pub mod escape;
 pub mod handoff;

@@ -38,6 +38,15 @@ pub trait Manager {
     /// "all").
     fn kill_unit(&self, name: &str, whom: &str, signal: i32) -> zbus::Result<()>;
 
+    /// Set `properties` of the unit (`runtime`: until the next reboot),
+    /// as `systemctl set-property` does.
+    fn set_unit_properties(
+        &self,
+        name: &str,
+        runtime: bool,
+        properties: &[(&str, zbus::zvariant::Value<'_>)],
+    ) -> zbus::Result<()>;
+
     /// Forget the unit's failed state and its start-limit counter.
     fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
 

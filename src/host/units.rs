@@ -19,6 +19,8 @@ use tokio::sync::watch;
 use zbus::proxy::CacheProperties;
 use zbus::zvariant::OwnedObjectPath;
 
+use crate::laws::limits::ResourceLimits;
+
 use super::systemd1::{JobProxy, ManagerProxy, ServiceProxy, UnitProxy};
 pub use super::unit_state::UnitState;
 use super::unit_state::{ActiveState, ServiceResult, SubState};
@@ -161,6 +163,27 @@ impl UserManager {
             Err(zbus::Error::MethodError(name, _, _)) if name.as_str() == NO_SUCH_UNIT => Ok(()),
             Err(e) => Err(dbus_error("cannot kill", unit, e)),
         }
+    }
+
+    /// Set `limits` as properties of `unit` until the next reboot (its
+    /// next start applies them; a running unit's cgroup takes them now).
+    pub async fn set_limits(&self, unit: &str, limits: &ResourceLimits) -> Result<(), HostError> {
+        use zbus::zvariant::Value;
+        let mut properties: Vec<(&str, Value<'_>)> = Vec::new();
+        if let Some(memory) = limits.memory_max {
+            properties.push(("MemoryMax", Value::U64(memory.property())));
+        }
+        if let Some(percent) = limits.cpu_quota_percent {
+            let usec = ResourceLimits::cpu_quota_usec(percent);
+            properties.push(("CPUQuotaPerSecUSec", Value::U64(usec)));
+        }
+        if let Some(tasks) = limits.tasks_max {
+            properties.push(("TasksMax", Value::U64(tasks.property())));
+        }
+        self.manager
+            .set_unit_properties(unit, true, &properties)
+            .await
+            .map_err(|e| dbus_error("cannot set the resource limits of", unit, e))
     }
 
     /// Forget that `unit` failed (so a fresh start is not refused by a

@@ -55,6 +55,9 @@ pub struct Job {
     pub placeholders: Vec<File>,
     /// An interactive shell job's checkpoints.
     shell: Option<shell::ShellJob>,
+    /// The OOM kills the kernel's cgroup had counted as it started: more
+    /// at its end tell that its memory limit was reached.
+    pub oom_kills_at_start: u64,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -280,6 +283,7 @@ impl Kernel {
                 fifos,
                 placeholders,
                 shell,
+                oom_kills_at_start: crate::host::cgroup::own_oom_kills(),
             },
         );
         self.bump();

@@ -64,6 +64,10 @@ pub fn main(session: &str, detach: bool) -> Result<(), KernelError> {
     let files = SessionFiles::new(paths.session_dir(session));
     let meta: SessionMeta =
         read_meta_or_spare(&files)?.ok_or_else(|| KernelError::NoSession(session.to_string()))?;
+    if detach && !meta.limits.is_none() {
+        // Before the fork: the kernel and everything it starts are inside.
+        crate::host::cgroup::enter(session, &meta.limits)?;
+    }
     let ready = if detach {
         Some(detach_from_parent()?)
     } else {

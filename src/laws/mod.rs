@@ -18,6 +18,7 @@
 //! | [`adoption`] | adopt or replace live workers, survivor handling | `bend/launcher.bend` |
 //! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
 //! | [`events`] | the event stream's bounds: a subscriber's buffer, the output-line rate (a setting, not a law of the specification) | none |
+//! | [`limits`] | a session's resource limits: their text, the controllers they need, the process backend's refusal, an OOM kill's notice (a rule of eukhe's own) | none |
 //! | [`client_left`] | whether the end of an `eukhe bash` client's connection hangs up its command (a setting of the shell, not a law of the specification) | none |
 //! | [`removal`] | `rm`: remove, cancel and remove, or refuse a busy session; a removal is final | none |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
@@ -29,6 +30,7 @@ pub mod client_left;
 pub mod events;
 pub mod idle_shutdown;
 pub mod idle_stop;
+pub mod limits;
 pub mod notice;
 pub mod orphan;
 pub mod removal;

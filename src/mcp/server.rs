@@ -356,11 +356,18 @@ async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, ClientError
     // The session takes this server's environment, as `eukhe new` takes
     // its shell's: the agent's, as its MCP client configured it.
     let env = session_env(&[], false)?;
+    let limits = crate::client::limits::LimitArgs {
+        memory_max: args.memory_max,
+        cpu_quota: args.cpu_quota,
+        tasks_max: args.tasks_max,
+    }
+    .limits()?;
     let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::New {
         name: args.name,
         cwd,
         env: Some(env),
+        limits,
     };
     match client.ask(request).await? {
         Response::Created { id, name } => Ok(answer(

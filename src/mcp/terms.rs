@@ -17,6 +17,14 @@ pub fn in_tool_terms(message: &str) -> String {
             "`remove_session` with `force: true`",
         );
     }
+    // `new_session`'s limits are arguments, not options.
+    for (option, argument) in [
+        ("--memory-max", "memory_max"),
+        ("--cpu-quota", "cpu_quota"),
+        ("--tasks-max", "tasks_max"),
+    ] {
+        text = text.replace(option, argument);
+    }
     text.replace("`eukhe ls`", "`list_sessions`")
 }
 
@@ -35,6 +43,14 @@ mod tests {
         assert_eq!(
             in_tool_terms("no session \"x\": `eukhe ls` lists them"),
             "no session \"x\": `list_sessions` lists them"
+        );
+        assert_eq!(
+            in_tool_terms("--memory-max \"64m\": expected bytes"),
+            "memory_max \"64m\": expected bytes"
+        );
+        assert!(
+            in_tool_terms("(use the systemd backend, or drop --tasks-max)")
+                .ends_with("or drop tasks_max)")
         );
         assert_eq!(in_tool_terms("nothing to change"), "nothing to change");
     }

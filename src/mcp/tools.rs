@@ -39,6 +39,16 @@ pub struct NewSessionArgs {
     /// directory `eukhe mcp` runs in).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Most memory the session's commands may use, as systemd reads it:
+    /// bytes, or a whole number with K, M, G or T, or "infinity" (e.g. "2G").
+    #[serde(default)]
+    pub memory_max: Option<String>,
+    /// Most CPU time per second, in percent of one CPU (e.g. "50%").
+    #[serde(default)]
+    pub cpu_quota: Option<String>,
+    /// Most processes and threads at once: a number or "infinity".
+    #[serde(default)]
+    pub tasks_max: Option<String>,
 }
 
 /// Arguments of `bash`.

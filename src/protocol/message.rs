@@ -10,6 +10,7 @@ use super::event::Event;
 use super::hello::Hello;
 use super::tty::{TerminalInput, WindowSize};
 use crate::laws::idle_shutdown::QuiesceAnswer;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::work::WorkSet;
 
 /// How a session's first environment is made: sent with `New`, kept in
@@ -42,6 +43,9 @@ pub enum Request {
         /// older client gets).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         env: Option<SessionEnv>,
+        /// Its kernel's resource limits, over `config.toml`'s defaults.
+        #[serde(default, skip_serializing_if = "ResourceLimits::is_none")]
+        limits: ResourceLimits,
     },
     /// List sessions.
     List,
@@ -366,6 +370,25 @@ pub struct SessionInfo {
     /// (`laws::waiting`); its state stays `busy`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting: bool,
+    /// The session's resource limits and what its kernel uses now, for a
+    /// session with limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<SessionResources>,
+}
+
+/// A session's resource limits and its kernel's current use, read from
+/// its cgroup (absent where the cgroup does not count it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionResources {
+    /// The limits, as the session was created with them.
+    pub limits: ResourceLimits,
+    /// Bytes of memory its kernel's cgroup uses now.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Processes and threads in its kernel's cgroup now.
+    #[serde(default)]
+    pub tasks: Option<u64>,
 }
 
 /// The daemon as `eukhe status` shows it.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::laws::adoption::ProcessIdentity;
+use crate::laws::limits::ResourceLimits;
 
 /// What a session is, as created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +28,9 @@ pub struct SessionMeta {
     /// The engine that turns the session's input into runs.
     #[serde(default = "default_engine")]
     pub engine: String,
+    /// Its kernel's resource limits, applied to every kernel it gets.
+    #[serde(default, skip_serializing_if = "ResourceLimits::is_none")]
+    pub limits: ResourceLimits,
 }
 
 fn default_engine() -> String {

@@ -12,14 +12,26 @@ use std::time::Duration;
 use super::launch::{ask_worker, Shared};
 use crate::host::process::is_alive;
 use crate::host::workers::WorkerHost;
+use crate::host::HostKind;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_shutdown::QuiesceAnswer;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::timing::TM;
 use crate::protocol::message::{Request, Response};
 use crate::session::store::{read_json, KernelRecord};
 
 fn host(supervisor: &Shared) -> Rc<dyn WorkerHost> {
     supervisor.borrow().host.clone()
+}
+
+/// Whether this backend can apply `limits` to a new session's kernels,
+/// or the one line that says why not. Under systemd the kernel unit takes
+/// them as properties; the process backend needs a delegated cgroup v2.
+pub fn limits_apply(supervisor: &Shared, limits: &ResourceLimits) -> Result<(), String> {
+    match host(supervisor).kind() {
+        HostKind::Systemd => Ok(()),
+        HostKind::Process => crate::host::cgroup::process_refusal(limits).map_or(Ok(()), Err),
+    }
 }
 
 /// The live worker process of `id` left from before, if any.

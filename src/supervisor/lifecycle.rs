@@ -199,6 +199,7 @@ mod tests {
             cwd: "/".into(),
             created_ms: 0,
             engine: "shell".into(),
+            limits: Default::default(),
         };
         Slot::new(meta, SlotState::Saved)
     }

@@ -20,6 +20,7 @@ use super::spare;
 use crate::build_id::{build_id, version};
 use crate::clock::{mono_ms, wall_ms};
 use crate::host::systemd;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::restart::RestartBudget;
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
@@ -195,7 +196,12 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
             events::serve(&supervisor, stream, session).await;
             return;
         }
-        Request::New { name, cwd, env } => new_session(&supervisor, name, cwd, env).await,
+        Request::New {
+            name,
+            cwd,
+            env,
+            limits,
+        } => new_session(&supervisor, name, cwd, env, limits).await,
         Request::List => list(&supervisor).await,
         Request::Status => {
             super::launch::starts_settled(&supervisor).await;
@@ -291,6 +297,7 @@ async fn new_session(
     name: Option<String>,
     cwd: Option<String>,
     env: Option<SessionEnv>,
+    limits: ResourceLimits,
 ) -> Response {
     let id = fresh_id(supervisor);
     let name = name.map_or_else(|| id.clone(), |name| normalize_name(&name));
@@ -307,14 +314,20 @@ async fn new_session(
             "working directory {cwd:?} is not an existing absolute directory"
         ));
     }
+    let limits = limits.or(supervisor.borrow().config.limits);
+    if let Err(message) = backend::limits_apply(supervisor, &limits) {
+        return error(message);
+    }
     let meta = SessionMeta {
         id: id.clone(),
         name: name.clone(),
         cwd,
         created_ms: wall_ms(),
         engine: "shell".into(),
+        limits,
     };
-    if spare::wanted(supervisor) {
+    // A spare's kernel started without limits.
+    if limits.is_none() && spare::wanted(supervisor) {
         if let Some(id) = spare::claim(supervisor, meta.clone(), env.as_ref()).await {
             let name = supervisor.borrow().slots[&id].meta.name.clone();
             let created = EventKind::Created {

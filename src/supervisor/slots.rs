@@ -9,11 +9,12 @@ use crate::host::process::is_alive;
 use crate::host::workers::WorkerHost;
 use crate::laws::adoption::ProcessIdentity;
 use crate::laws::idle_stop::Seen;
+use crate::laws::limits::ResourceLimits;
 use crate::laws::removal::may_bring_back;
 use crate::laws::restart::RestartBudget;
 use crate::laws::work::WorkSet;
 use crate::paths::Paths;
-use crate::protocol::message::SessionInfo;
+use crate::protocol::message::{SessionInfo, SessionResources};
 use crate::session::removed::Removals;
 use crate::session::snapshot::Snapshot;
 use crate::session::store::{
@@ -231,6 +232,7 @@ impl Supervisor {
                 cwd: String::new(),
                 created_ms: 0,
                 engine: "shell".into(),
+                limits: Default::default(),
             };
             let slot = Slot::new(meta, SlotState::Damaged { problem });
             slots.insert(id, slot);
@@ -391,6 +393,7 @@ impl Supervisor {
                         _ => Vec::new(),
                     },
                     waiting: matches!(slot.state, SlotState::Running { .. }) && slot.waiting,
+                    resources: resources(&slot.meta.limits, slot.kernel_pid),
                 }
             })
             .collect()
@@ -407,4 +410,18 @@ impl Supervisor {
             .map_or(0, |d| d.as_millis() as u64);
         written.max(slot.meta.created_ms)
     }
+}
+
+/// `ls`'s resources of a session with limits: them, and what its kernel's
+/// cgroup uses now while it lives.
+fn resources(limits: &ResourceLimits, kernel_pid: Option<u32>) -> Option<SessionResources> {
+    if limits.is_none() {
+        return None;
+    }
+    let (memory_bytes, tasks) = kernel_pid.map_or((None, None), crate::host::cgroup::usage);
+    Some(SessionResources {
+        limits: *limits,
+        memory_bytes,
+        tasks,
+    })
 }

@@ -65,6 +65,7 @@ fn make(supervisor: &Shared) -> Option<String> {
         cwd: "/".into(),
         created_ms: crate::clock::wall_ms(),
         engine: "shell".into(),
+        limits: Default::default(),
     };
     if let Err(e) = create_session_dir(&files.dir).and_then(|_| write_json(&files.spare(), &meta)) {
         tracing::warn!("no spare session: {e}");

@@ -481,6 +481,7 @@ fn launch_world_rust(start: u64, envs: &[(u8, bool)]) -> Vec<String> {
         cwd: "/".into(),
         created_ms: 0,
         engine: "shell".into(),
+        limits: Default::default(),
     };
     let mut slot = Slot::new(meta, SlotState::Saved);
     let mut now = start;

@@ -155,7 +155,12 @@ fn a_wrong_setting_is_named_with_the_values_it_takes_in_one_line() {
         (
             "unknown-key",
             "colour = 1\n",
-            "config.toml: line 1 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session, detach_key",
+            "config.toml: line 1 (colour = 1): `colour` is no setting: the settings are worker_lost_exit_ms, worker_watchdog_ms, cancel_grace_ms, output_sync_ms, idle_stop_ms, spare_session, detach_key, limits",
+        ),
+        (
+            "limits-memory",
+            "[limits]\nmemory_max = \"64m\"\n",
+            "limits.memory_max = \"64m\": expected bytes, or a whole number with a K, M, G or T suffix (powers of 1024), or \"infinity\"",
         ),
         (
             "detach-key",

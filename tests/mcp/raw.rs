@@ -248,3 +248,42 @@ fn the_log_tool_shows_a_damaged_region_as_one_notice_in_its_place() {
     );
     server.close();
 }
+
+#[test]
+fn new_sessions_limits_are_refused_in_the_tools_terms() {
+    let env = Env::new("mcp-limits");
+    let mut server = Server::start(&env);
+    server.initialize();
+    let call = |n: u64, arguments: Value| {
+        json!({
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": { "name": "new_session", "arguments": arguments }
+        })
+        .to_string()
+    };
+    let text = |answer: &Value| {
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let refused = server.ask(&call(2, json!({ "memory_max": "64m" })));
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        text(&refused).contains("memory_max \"64m\": expected bytes"),
+        "{refused}"
+    );
+    let tasks = server.ask(&call(3, json!({ "name": "capped", "tasks_max": "50" })));
+    if tasks["result"]["isError"] == true {
+        // No delegated cgroup v2 here (the process backend's refusal).
+        let said = text(&tasks);
+        assert!(
+            said.contains("resource limits need") && said.ends_with("drop tasks_max)"),
+            "{said}"
+        );
+    } else {
+        let id = tasks["result"]["structuredContent"]["id"].as_str().unwrap();
+        assert_eq!(env.session(id)["resources"]["limits"]["tasks_max"], 50);
+    }
+    server.close();
+}

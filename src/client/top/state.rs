@@ -451,6 +451,7 @@ mod tests {
             created_ms: 0,
             active_ms: 0,
             problem: None,
+            resources: None,
         }
     }
 

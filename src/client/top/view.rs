@@ -177,6 +177,7 @@ mod tests {
             kernel_pid: None,
             bash: Vec::new(),
             waiting: false,
+            resources: None,
             cwd: "/srv/project".into(),
             created_ms: 0,
             active_ms: 0,

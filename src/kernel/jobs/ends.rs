@@ -6,8 +6,10 @@ use std::rc::Rc;
 use super::{job_in_words, keeps_end, Kernel};
 use crate::kernel::core::ends::{ends_at_close, plan_end, Captured, EndNotice, OnClose};
 use crate::kernel::spool::JobEnd;
+use crate::laws::limits::{oom_notice, Max};
 use crate::session::entry::Stream;
 use crate::session::snapshot::{parse_capture, Capture};
+use crate::session::store::{read_json, SessionMeta};
 use crate::session::SessionError;
 
 impl Kernel {
@@ -171,6 +173,7 @@ impl Kernel {
             return;
         }
         j.placeholders.clear();
+        let oom_kills_at_start = j.oom_kills_at_start;
         self.core.job_ended(job, now);
         let cancelled = self.books.get(job).is_some_and(|b| b.cancelled);
         let plan = plan_end(Captured::from(&parsed), status, cancelled);
@@ -191,11 +194,37 @@ impl Kernel {
             .notice
             .map(|n| self.notice_text(n, &parsed))
             .or(not_saved);
+        let sigkill = libc::SIGKILL;
+        let killed = plan.signal == Some(sigkill) || status == 128 + sigkill;
+        let notice = match (
+            killed
+                .then(|| self.oom_notice(job, oom_kills_at_start))
+                .flatten(),
+            notice,
+        ) {
+            (Some(oom), Some(other)) => Some(format!("{oom}; {other}")),
+            (oom, other) => oom.or(other),
+        };
         let Some(end) = self.books.end(job, status, plan.signal, notice) else {
             return;
         };
         self.record_end(job, &end);
         self.remove_retired_late();
+    }
+
+    /// The notice of `job`, killed by SIGKILL, if its kernel's cgroup
+    /// counted an OOM kill since it started (`laws::limits::oom_notice`).
+    fn oom_notice(&self, job: &str, oom_kills_at_start: u64) -> Option<String> {
+        let now = crate::host::cgroup::own_oom_kills();
+        if now <= oom_kills_at_start {
+            return None;
+        }
+        // The session's own limit, else the one its cgroup was given.
+        let meta = read_json::<SessionMeta>(&self.files.meta()).ok().flatten();
+        let memory_max = meta
+            .and_then(|m| m.limits.memory_max)
+            .or(crate::host::cgroup::own_memory_limit().map(Max::Value));
+        oom_notice(job, true, oom_kills_at_start, now, memory_max)
     }
 
     /// The words of an end's `notice`, for `parsed`, the capture it is about.
