@@ -279,6 +279,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Give a session a fresh shell: its first working directory and
+    /// environment, no functions, aliases or options set since; the
+    /// transcript is kept, with one notice saying so.
+    ///
+    /// The persistent bash tool's `restart`. Refused while a run, a `bash`
+    /// command or a background job runs (queued inputs wait and run in
+    /// the new shell), unless --force ends them with the old shell. Not
+    /// `restart`, which starts a given-up session again with its state.
+    Reset {
+        /// The session: its id or name.
+        session: String,
+        /// End what runs in the shell rather than refuse.
+        #[arg(long)]
+        force: bool,
+    },
     /// Withdraw a queued input before it runs (it never runs).
     Withdraw {
         /// The session: its id or name.

@@ -65,6 +65,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,
+        Command::Reset { session, force } => super::reset::command(session, force).await,
         Command::Doctor { json } => doctor(json).await,
         Command::Events { json, session } => super::events::events(json, session).await,
         Command::Top => super::top::top().await,

@@ -12,6 +12,7 @@ mod events;
 mod interactive;
 pub(crate) mod log;
 pub(crate) mod render;
+pub mod reset;
 mod screen;
 mod shell;
 mod stdin;

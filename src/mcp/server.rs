@@ -20,6 +20,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::reset_call;
 use super::screen_calls;
 use super::screen_tools::{ScreenArgs, SendKeysArgs, WaitForArgs};
 use super::tools::{
@@ -162,7 +163,10 @@ impl Tools {
         on a terminal (rows, cols: default 24x80), for programs that prompt or draw a screen \
         (`git rebase -i`, `read -p`, a password prompt, `npm init`, vim): the call answers when \
         it ends, when it waits for input, or at timeout_ms, with its screen, never hanging on a \
-        prompt; answer the prompt with `send_keys`, then `wait_for`."
+        prompt; answer the prompt with `send_keys`, then `wait_for`. restart=true gives the \
+        session a fresh shell first (its first directory and environment; the transcript is \
+        kept), with or without a command; it is refused while something runs unless \
+        force=true."
     )]
     async fn bash(
         &self,
@@ -173,10 +177,22 @@ impl Tools {
         // call is read after the call itself, and the runtime runs this
         // task's first step before the task that carries the cancel.
         let watch = CancelWatch::new(self, context.id.clone());
-        if args.tty {
-            return outcome(screen_calls::bash_tty(args, &watch.notify).await);
+        if !args.restart && args.command.is_none() {
+            return Err(McpError::invalid_params(reset_call::NO_COMMAND, None));
         }
-        outcome(bash(args, &watch.notify).await)
+        let restarted = match reset_call::restart_first(&args).await {
+            Ok(restarted) => restarted,
+            Err(e) => return outcome(Err(e)),
+        };
+        if args.command.is_none() {
+            return Ok(reset_call::restarted_only(&args.session));
+        }
+        let ran = if args.tty {
+            screen_calls::bash_tty(args, &watch.notify).await
+        } else {
+            bash(args, &watch.notify).await
+        };
+        outcome(ran.map(|result| reset_call::after_restart(restarted, result)))
     }
 
     #[tool(
@@ -370,7 +386,7 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
     let deadline = tokio::time::Instant::now() + Duration::from_millis(waited_ms);
     let session = args.session;
     let request = SessionRequest::Bash {
-        command: args.command,
+        command: args.command.unwrap_or_default(),
         stdin: None,
         tty: None,
     };

@@ -17,6 +17,17 @@ pub fn in_tool_terms(message: &str) -> String {
             "`remove_session` with `force: true`",
         );
     }
+    // "`eukhe reset --force s` ends it with the old shell"
+    while let Some(start) = text.find("`eukhe reset --force ") {
+        let after = start + 1;
+        let Some(len) = text[after..].find('`') else {
+            break;
+        };
+        text.replace_range(
+            start..after + len + 1,
+            "`bash` with `restart: true, force: true`",
+        );
+    }
     text.replace("`eukhe ls`", "`list_sessions`")
 }
 
@@ -35,6 +46,10 @@ mod tests {
         assert_eq!(
             in_tool_terms("no session \"x\": `eukhe ls` lists them"),
             "no session \"x\": `list_sessions` lists them"
+        );
+        assert_eq!(
+            in_tool_terms("the shell is busy (a run): `eukhe reset --force ab12cd34` ends it"),
+            "the shell is busy (a run): `bash` with `restart: true, force: true` ends it"
         );
         assert_eq!(in_tool_terms("nothing to change"), "nothing to change");
     }
