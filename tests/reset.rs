@@ -98,3 +98,42 @@ fn a_reset_is_refused_while_a_run_runs_and_forced_ends_it_interrupted() {
     assert!(log.contains("ended with the old shell"), "{log}");
     assert_eq!(t.bash(&id, "echo still here"), "still here\n");
 }
+
+// Under systemd the kernel is its own unit: a reset stops it (its cgroup
+// empties) and starts it again, with no failure counted.
+#[test]
+fn under_systemd_a_reset_starts_the_kernel_unit_again_with_a_fresh_shell() {
+    use crate::support::installed::Installed;
+    use crate::support::skip::skip_unless_ci;
+    use crate::support::systemd::unavailable;
+    if let Some(why) = unavailable() {
+        skip_unless_ci(&format!("a private systemd cannot run here: {why}"));
+        return;
+    }
+    let eukhe = Installed::boot("reset", &[]);
+    let id = eukhe.eukhe("new --cwd /").trim().to_string();
+    let unit = format!("eukhe-kernel@{id}.service");
+    eukhe.eukhe(&format!("bash {id} -- 'cd /tmp; export X=1; f(){{ :; }}'"));
+    let before = eukhe.main_pid(&unit);
+    assert_ne!(before, 0, "the kernel unit runs");
+    eukhe.eukhe(&format!("reset {id}"));
+    assert_eq!(
+        eukhe.eukhe(&format!(
+            "bash {id} -- 'pwd; echo ${{X-unset}}; type -t f || echo no-f'"
+        )),
+        "/\nunset\nno-f\n"
+    );
+    assert_eq!(eukhe.unit(&unit, "ActiveState"), "active");
+    assert_ne!(
+        eukhe.main_pid(&unit),
+        before,
+        "a new kernel runs in the unit"
+    );
+    let log = eukhe.eukhe(&format!("log {id}"));
+    assert_eq!(
+        log.matches("restarted at the user's request").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(eukhe.session(&id)["failures_in_window"], 0);
+}

@@ -427,7 +427,8 @@ pub enum Command {
     ///
     /// Tools: new_session, list_sessions, bash (a command now, in a shell
     /// that keeps cd and export; past its timeout it answers and the
-    /// command goes on), send, log, cancel, remove_session. Add it to an
+    /// command goes on; restart: a fresh shell, as `reset`), send, log,
+    /// cancel, remove_session. Add it to an
     /// MCP client as the command `eukhe` with the argument `mcp`. It
     /// starts the daemon when none listens and, a background client,
     /// never replaces one.

@@ -44,7 +44,8 @@ a session with `new_session` (or find one with `list_sessions`), then run comman
 `bash`: the working directory, variables, functions and aliases persist from call to call, and \
 the session survives this agent's exit, a crash of eukhe's own processes and a reboot. Long \
 commands: `bash` answers after `timeout_ms` with the output so far while the command keeps \
-running (follow it with `log`, stop it with `cancel`), or queue them with `send`. Every command \
+running (follow it with `log`, stop it with `cancel`), or queue them with `send`. A shell in a \
+bad state: `bash` with `restart: true` gives the session a fresh one. Every command \
 and its output stay in the session's transcript (`log`). Programs that prompt or draw a \
 screen: `bash` with `tty: true`, then read it with `screen`, type with `send_keys` and wait \
 with `wait_for`, as a person at the terminal would.";
