@@ -72,10 +72,14 @@ fn a_reset_gives_a_fresh_shell_and_keeps_the_transcript_with_one_notice() {
 }
 
 #[test]
-fn a_reset_is_refused_while_a_run_runs_and_forced_ends_it_interrupted() {
+fn a_reset_is_refused_while_a_run_runs_and_forced_ends_it_interrupted_and_the_queue_goes_on() {
     let t = Env::new("reset-busy");
     let id = session_in(&t, &t.dir);
+    t.bash(&id, "cd /tmp");
     t.send(&id, "sleep 300");
+    // Queued behind the sleep: it waits through the reset and runs in the
+    // fresh shell.
+    t.send(&id, "echo \"queued, run in $PWD\"");
     let kernel = t.kernel(&id);
     let run = t.run_process(kernel, "sleep 300");
 
@@ -94,8 +98,13 @@ fn a_reset_is_refused_while_a_run_runs_and_forced_ends_it_interrupted() {
     wait_until(Duration::from_secs(10), "the run's process ends", || {
         !still(run)
     });
-    let log = t.log_with(&id, "[run 1 interrupted]", Duration::from_secs(10));
+    let log = t.log_with(&id, "[run 3 exited 0]", Duration::from_secs(10));
+    assert!(log.contains("[run 2 interrupted]"), "{log}");
     assert!(log.contains("ended with the old shell"), "{log}");
+    assert!(
+        log.contains(&format!("queued, run in {}\n", t.dir.display())),
+        "{log}"
+    );
     assert_eq!(t.bash(&id, "echo still here"), "still here\n");
 }
 

@@ -119,6 +119,10 @@ async fn reset(worker: &Rc<RefCell<Worker>>, force: bool) -> Result<(), String> 
             forced: refusal(w.core.work(), false, "").is_some(),
         });
         w.send_kernel(ToKernel::Stop);
+        // From now on the old kernel is given nothing: a `bash` or a run
+        // asked meanwhile waits for the fresh one, as for a kernel that
+        // is still starting.
+        w.core.kernel_lost();
     }
     // The fresh kernel's link coming up (or the worker stopping) wakes it.
     loop {
