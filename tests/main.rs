@@ -26,3 +26,4 @@ mod systemd;
 mod terminal;
 mod tty;
 mod waiting;
+mod wake;

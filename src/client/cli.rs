@@ -260,6 +260,49 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Wait until a run ends (--run N, --any-run), output matches a
+    /// regular expression (--match) or the session is idle (--idle),
+    /// whichever comes first, reading the durable transcript from a cursor
+    /// (--since SEQ: the entries after it): nothing stored while this
+    /// client, its worker or the daemon was away is missed. Prints the
+    /// event that met it and the next cursor; exits with the run's status,
+    /// 0 when met without one, 124 at the timeout (everything goes on
+    /// running): `eukhe wait s --run 3`.
+    #[command(group = clap::ArgGroup::new("condition").required(true).multiple(true))]
+    Wait {
+        /// The session's name or id.
+        session: String,
+        /// Until run N has ended (at once if it already has).
+        #[arg(
+            long,
+            value_name = "N",
+            group = "condition",
+            conflicts_with = "any_run"
+        )]
+        run: Option<u64>,
+        /// Until any run ends after the cursor.
+        #[arg(long, group = "condition")]
+        any_run: bool,
+        /// Until a line of output after the cursor matches this regular
+        /// expression.
+        #[arg(long = "match", value_name = "REGEX", group = "condition")]
+        regex: Option<String>,
+        /// Until the session is idle (no run, queued input or background
+        /// job).
+        #[arg(long, group = "condition")]
+        idle: bool,
+        /// Only what was stored after entry SEQ (a cursor from `events` or
+        /// an earlier `wait`); default: from now.
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
+        /// How long to wait, in milliseconds (default 30000, at most
+        /// 3600000).
+        #[arg(long, value_name = "MS")]
+        timeout: Option<u64>,
+        /// Print `{events, next_since, status, timed_out}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel the running run and every running `bash` command (SIGINT,
     /// then SIGTERM and SIGKILL after the cancel grace); exit 1 when there
     /// was nothing to cancel.
@@ -451,6 +494,11 @@ pub enum Command {
         /// Only this session's events (and the daemon's own).
         #[arg(long, value_name = "SESSION")]
         session: Option<String>,
+        /// First replay the stored events after cursor SEQ (each session's
+        /// transcript entry numbers: "seq" in --json, the first column in
+        /// text), then follow.
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
     },
     /// A live dashboard of every session: state, working directory, the
     /// run and its elapsed time, queue, background jobs, failures, the

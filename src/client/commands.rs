@@ -67,7 +67,8 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Withdraw { session, run } => withdraw(session, run).await,
         Command::Reset { session, force } => super::reset::command(session, force).await,
         Command::Doctor { json } => doctor(json).await,
-        Command::Events { json, session } => super::events::events(json, session).await,
+        command @ Command::Events { .. } => super::events::from_command(command).await,
+        command @ Command::Wait { .. } => super::wake::from_command(command).await,
         Command::Top => super::top::top().await,
         Command::Daemon
         | Command::Worker { .. }

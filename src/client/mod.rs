@@ -22,6 +22,7 @@ mod top;
 mod tty_run;
 pub mod usage;
 pub mod wait_for;
+pub mod wake;
 mod words;
 
 pub use cli::{run, Cli};

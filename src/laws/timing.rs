@@ -334,6 +334,9 @@ pub const WAIT_FOR_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 /// timeout is cut to it, so no request holds a worker's connection for
 /// ever; a caller that must wait longer asks again.
 pub const WAIT_FOR_TIMEOUT_MAX_MS: u64 = 3_600_000;
+/// How often `eukhe wait --idle` asks the daemon whether the session is
+/// idle: a session's state is not in its transcript, so it is asked.
+pub const WAIT_IDLE_POLL_MS: u64 = 250;
 
 /// The latest output line of a session goes out on the event stream at
 /// most this often (`eukhe events`, `eukhe top`): a flood of output never

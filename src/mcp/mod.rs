@@ -18,6 +18,7 @@ pub mod screen_tools;
 mod server;
 mod terms;
 pub mod tools;
+pub mod wake_tool;
 
 use std::process::ExitCode;
 

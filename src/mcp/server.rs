@@ -27,6 +27,7 @@ use super::tools::{
     bash_gap, bash_trailer, check_arguments, read_on, BashArgs, CancelArgs, CappedOutput, LogArgs,
     LogPage, NewSessionArgs, NoArgs, RemoveArgs, SendArgs, OUTPUT_CAP_BYTES,
 };
+use super::wake_tool::WaitArgs;
 use crate::build_id::version;
 use crate::client::attach::open;
 use crate::client::cli::{absolute, session_env, unexpected};
@@ -245,6 +246,26 @@ impl Tools {
             ));
         }
         outcome(screen_calls::wait_for(args).await)
+    }
+
+    #[tool(
+        description = "Wait for something to happen in a session instead of polling: until \
+        run `run` ends (at once if it already has), any run ends (`any_run`), a line of output \
+        matches the regular expression `match`, or the session is idle (`idle`), whichever \
+        comes first. Events are read from the session's durable transcript after the cursor \
+        `since`, so nothing is missed while you were away, the daemon restarted or the machine \
+        rebooted: pass the answer's `next_since` as `since` next time. Answers with the event \
+        that woke it and the run's exit status, or at timeout_ms (default 30000) with \
+        timed_out=true (everything goes on running)."
+    )]
+    async fn wait(
+        &self,
+        Parameters(args): Parameters<WaitArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        if let Err(refused) = args.to_client() {
+            return Err(McpError::invalid_params(refused.to_string(), None));
+        }
+        outcome(super::wake_tool::call(args).await)
     }
 
     #[tool(
@@ -580,7 +601,7 @@ mod tests {
     fn every_tool_checks_its_arguments_before_it_runs() {
         let stray = serde_json::json!({ "session": "s", "command": "true", "stray": 1 });
         let tools = Tools::tool_router().list_all();
-        assert_eq!(tools.len(), 10);
+        assert_eq!(tools.len(), 11);
         for tool in tools {
             let refused = check_arguments(&tool.name, stray.as_object());
             assert!(

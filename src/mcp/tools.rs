@@ -164,6 +164,7 @@ pub fn check_arguments(tool: &str, arguments: Option<&JsonObject>) -> Result<(),
         "send_keys" => fits::<super::screen_tools::SendKeysArgs>(arguments),
         "screen" => fits::<super::screen_tools::ScreenArgs>(arguments),
         "wait_for" => fits::<super::screen_tools::WaitForArgs>(arguments),
+        "wait" => fits::<super::wake_tool::WaitArgs>(arguments),
         _ => Ok(()),
     }
 }

@@ -31,6 +31,11 @@ pub struct Event {
     pub name: Option<String>,
     /// What happened.
     pub event: EventKind,
+    /// The event's cursor: the sequence number of the transcript entry it
+    /// stands for (none: an event nothing stores, such as a state change).
+    /// `eukhe events --since` and `eukhe wait --since` take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 /// What happened.
@@ -176,6 +181,7 @@ impl Event {
             id: None,
             name: None,
             event,
+            seq: None,
         }
     }
 
@@ -186,7 +192,13 @@ impl Event {
             id: Some(id.to_string()),
             name: Some(name.to_string()),
             event,
+            seq: None,
         }
+    }
+
+    /// The same event, stamped with its transcript entry's `seq`.
+    pub fn at_seq(self, seq: Option<u64>) -> Event {
+        Event { seq, ..self }
     }
 
     /// The event as one line for a person (no time: the caller adds it).

@@ -70,6 +70,12 @@ impl EventHub {
         self.publish(Event::session(wall_ms(), id, name, event));
     }
 
+    /// An event of session `id` a worker reported, with its cursor (the
+    /// seq of the transcript entry it stands for), now.
+    pub fn stored(&self, id: &str, name: &str, event: EventKind, seq: Option<u64>) {
+        self.publish(Event::session(wall_ms(), id, name, event).at_seq(seq));
+    }
+
     /// Session `id` shows `state` now: one event if that is news.
     pub fn state(&self, id: &str, name: &str, state: &str) {
         let news = self

@@ -262,7 +262,8 @@ async fn watch(supervisor: Shared, id: String, generation: u64) {
             Ok(Ok(Response::Event(event))) => {
                 let s = supervisor.borrow();
                 if let Some(slot) = s.slots.get(&id).filter(|slot| !slot.spare) {
-                    s.events.session(&id, &slot.meta.name, event.event);
+                    s.events
+                        .stored(&id, &slot.meta.name, event.event, event.seq);
                 }
             }
             Ok(Ok(_)) => {}

@@ -398,7 +398,13 @@ impl Worker {
                 None => return,
             },
         };
-        self.tell_event(entry.at_ms, kind);
+        // Only what `entry_event` makes is replayed from the transcript;
+        // the latest output line is live only, so it carries no cursor.
+        let seq = match kind {
+            EventKind::Output { .. } => None,
+            _ => Some(entry.seq),
+        };
+        self.tell_stored_event(entry.at_ms, kind, seq);
     }
 
     /// The latest output line, once its turn has come (from the tick).
@@ -411,8 +417,14 @@ impl Worker {
     /// Send an event of this session to the supervisor (which stamps it
     /// with the session's current name), if one supervises.
     pub fn tell_event(&self, at_ms: u64, kind: EventKind) {
+        self.tell_stored_event(at_ms, kind, None);
+    }
+
+    /// An event with its cursor: the seq of the transcript entry it stands
+    /// for, so a subscriber that replayed the transcript skips it.
+    fn tell_stored_event(&self, at_ms: u64, kind: EventKind, seq: Option<u64>) {
         if self.clients.supervised() {
-            let event = Event::session(at_ms, &self.meta.id, &self.meta.name, kind);
+            let event = Event::session(at_ms, &self.meta.id, &self.meta.name, kind).at_seq(seq);
             self.clients.to_supervisor(Response::Event(event));
         }
     }

@@ -230,17 +230,23 @@ assert.equal(ended.screen.ended, 0, JSON.stringify(ended.screen));
 assert.ok(ended.screen.lines.join("\n").includes("hello ts"), JSON.stringify(ended.screen));
 step(`bash tty=true waits at its prompt; screen, send_keys, wait_for end: "hello ts"`);
 
-// wait (where this build has it): it wakes on a run's end.
-if (listed.has("wait")) {
-  const sleepy = (await call("send", { session: S, command: "sleep 1; exit 5" })).structuredContent;
-  const t0 = Date.now();
-  const woke = await call("wait", { session: S, run: sleepy.run, timeout_ms: WAIT_MS });
-  const said = text(woke);
-  assert.ok(Date.now() - t0 < WAIT_MS - 1000, "the wait woke before its timeout");
-  assert.ok(said.includes("5"), said);
-  assert.ok(JSON.stringify(woke.structuredContent).includes("5"), JSON.stringify(woke.structuredContent));
-  step(`wait run=${sleepy.run} woke on its end (status 5) after ${Date.now() - t0} ms`);
-}
+// wait: it wakes on a run's end, from a cursor, with the run's status;
+// from the next cursor it times out, and everything goes on.
+const sleepy = (await call("send", { session: S, command: "sleep 1; exit 5" })).structuredContent;
+const t0 = Date.now();
+const woke = await call("wait", { session: S, run: sleepy.run, timeout_ms: WAIT_MS });
+const wokeAfter = Date.now() - t0;
+const facts = woke.structuredContent;
+assert.equal(facts.timed_out, false, JSON.stringify(facts));
+assert.equal(facts.status, 5, JSON.stringify(facts));
+assert.equal(facts.events.at(-1).event.kind, "run_finished", JSON.stringify(facts));
+assert.ok(wokeAfter < WAIT_MS / 2, `the wait woke after ${wokeAfter} ms`);
+assert.ok(text(woke).includes(`next_since: ${facts.next_since}`), text(woke));
+const quiet = (await call("wait", { session: S, any_run: true, since: facts.next_since, timeout_ms: 300 }))
+  .structuredContent;
+assert.equal(quiet.timed_out, true, JSON.stringify(quiet));
+await invalidParams("wait", { session: S });
+step(`wait run=${sleepy.run} woke on its end (status 5) after ${wokeAfter} ms; from next_since it times out`);
 
 // Errors: arguments that do not fit are invalid params; a valid call that
 // fails is an isError result of one line.

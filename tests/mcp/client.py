@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 INVALID_PARAMS = -32602
 TOOLS = {
     "new_session", "list_sessions", "bash", "send", "log", "cancel", "remove_session",
-    "send_keys", "screen", "wait_for",
+    "send_keys", "screen", "wait_for", "wait",
 }
 
 
@@ -256,6 +256,20 @@ async def main():
             assert found == list(range(1, 41)), found
             assert pages >= 2, pages
             step(f"log pages ({pages}) under the cap hold every chunk once, read on with since")
+
+            # `wait` wakes on a run's end, from a cursor, with its status.
+            ending = (await call(session, "send", {"session": "mcp-test", "command": "sleep 1; exit 5"})).structured_content
+            woken = await call(session, "wait", {"session": "mcp-test", "run": ending["run"], "timeout_ms": 30000})
+            facts = woken.structured_content
+            assert facts["timed_out"] is False and facts["status"] == 5, facts
+            assert facts["events"][0]["event"]["kind"] == "run_finished", facts
+            assert f"next_since: {facts['next_since']}" in text(woken), text(woken)
+            later = await call(session, "wait", {"session": "mcp-test", "any_run": True, "since": facts["next_since"], "timeout_ms": 300})
+            assert later.structured_content["timed_out"] is True, later.structured_content
+            assert later.structured_content["next_since"] >= facts["next_since"], later.structured_content
+            message = await invalid_params(session, "wait", {"session": "mcp-test"})
+            assert "needs" in message, message
+            step(f"wait wakes on run {ending['run']}'s end (status 5), times out from its cursor, refuses no condition")
 
             queued = (await call(session, "send", {"session": "mcp-test", "command": "sleep 30"})).structured_content
             refused = await session.call_tool("remove_session", {"session": "mcp-test"})

@@ -140,7 +140,7 @@ fn lines_that_are_no_message_get_json_rpcs_errors_and_serving_goes_on() {
     assert!(
         tools["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 10),
+            .is_some_and(|t| t.len() == 11),
         "{tools}"
     );
     server.close();
