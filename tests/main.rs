@@ -17,6 +17,7 @@ mod mcp;
 mod output;
 mod packages;
 mod proof;
+mod reset;
 mod runaway;
 mod runs;
 mod screen;

@@ -326,6 +326,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Give a session a fresh shell: its first working directory and
+    /// environment, no functions, aliases or options set since; the
+    /// transcript is kept, with one notice saying so.
+    ///
+    /// The persistent bash tool's `restart`. Refused while a run, a `bash`
+    /// command or a background job runs (queued inputs wait and run in
+    /// the new shell), unless --force ends them with the old shell. Not
+    /// `restart`, which starts a given-up session again with its state.
+    Reset {
+        /// The session: its id or name.
+        session: String,
+        /// End what runs in the shell rather than refuse.
+        #[arg(long)]
+        force: bool,
+    },
     /// Withdraw a queued input before it runs (it never runs).
     Withdraw {
         /// The session: its id or name.
@@ -459,7 +474,8 @@ pub enum Command {
     ///
     /// Tools: new_session, list_sessions, bash (a command now, in a shell
     /// that keeps cd and export; past its timeout it answers and the
-    /// command goes on), send, log, cancel, remove_session. Add it to an
+    /// command goes on; restart: a fresh shell, as `reset`), send, log,
+    /// cancel, remove_session. Add it to an
     /// MCP client as the command `eukhe` with the argument `mcp`. It
     /// starts the daemon when none listens and, a background client,
     /// never replaces one.

@@ -67,6 +67,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
         Command::Withdraw { session, run } => withdraw(session, run).await,
+        Command::Reset { session, force } => super::reset::command(session, force).await,
         Command::Doctor { json } => doctor(json).await,
         command @ Command::Events { .. } => super::events::from_command(command).await,
         command @ Command::Wait { .. } => super::wake::from_command(command).await,

@@ -13,6 +13,7 @@ mod interactive;
 pub mod limits;
 pub(crate) mod log;
 pub(crate) mod render;
+pub mod reset;
 mod screen;
 mod shell;
 mod stdin;

@@ -294,6 +294,10 @@ pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// gives up after it (the kernel holds the session's runs, and only its
 /// death ends them).
 pub const KERNEL_ANSWER_MS: u64 = 5_000;
+/// How long a shell reset (`eukhe reset`, MCP `bash` with `restart`) may
+/// take before its client is told it failed: the old kernel's teardown,
+/// then a new kernel's start.
+pub const SHELL_RESET_MS: u64 = TM.kernel.kernel_teardown + TM.kernel.kernel_start_wait;
 /// How long a worker waits, after an `eukhe bash` client's connection
 /// ended, for that client's process to be gone (it closes its sockets as
 /// it exits, a moment before): gone within it, the client went away and

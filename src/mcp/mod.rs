@@ -12,6 +12,7 @@
 //! the rest.
 
 mod lines;
+mod reset_call;
 mod screen_calls;
 pub mod screen_tools;
 mod server;

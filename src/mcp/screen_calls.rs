@@ -140,7 +140,7 @@ pub async fn bash_tty(
     let timeout_ms = args.timeout_ms.unwrap_or(MCP_BASH_TIMEOUT_DEFAULT_MS);
     let session = args.session;
     let request = SessionRequest::Bash {
-        command: args.command,
+        command: args.command.unwrap_or_default(),
         stdin: None,
         tty: Some(size),
     };

@@ -20,6 +20,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::reset_call;
 use super::screen_calls;
 use super::screen_tools::{ScreenArgs, SendKeysArgs, WaitForArgs};
 use super::tools::{
@@ -44,7 +45,8 @@ a session with `new_session` (or find one with `list_sessions`), then run comman
 `bash`: the working directory, variables, functions and aliases persist from call to call, and \
 the session survives this agent's exit, a crash of eukhe's own processes and a reboot. Long \
 commands: `bash` answers after `timeout_ms` with the output so far while the command keeps \
-running (follow it with `log`, stop it with `cancel`), or queue them with `send`. Every command \
+running (follow it with `log`, stop it with `cancel`), or queue them with `send`. A shell in a \
+bad state: `bash` with `restart: true` gives the session a fresh one. Every command \
 and its output stay in the session's transcript (`log`). Programs that prompt or draw a \
 screen: `bash` with `tty: true`, then read it with `screen`, type with `send_keys` and wait \
 with `wait_for`, as a person at the terminal would.";
@@ -163,7 +165,10 @@ impl Tools {
         on a terminal (rows, cols: default 24x80), for programs that prompt or draw a screen \
         (`git rebase -i`, `read -p`, a password prompt, `npm init`, vim): the call answers when \
         it ends, when it waits for input, or at timeout_ms, with its screen, never hanging on a \
-        prompt; answer the prompt with `send_keys`, then `wait_for`."
+        prompt; answer the prompt with `send_keys`, then `wait_for`. restart=true gives the \
+        session a fresh shell first (its first directory and environment; the transcript is \
+        kept), with or without a command; it is refused while something runs unless \
+        force=true."
     )]
     async fn bash(
         &self,
@@ -174,10 +179,22 @@ impl Tools {
         // call is read after the call itself, and the runtime runs this
         // task's first step before the task that carries the cancel.
         let watch = CancelWatch::new(self, context.id.clone());
-        if args.tty {
-            return outcome(screen_calls::bash_tty(args, &watch.notify).await);
+        if !args.restart && args.command.is_none() {
+            return Err(McpError::invalid_params(reset_call::NO_COMMAND, None));
         }
-        outcome(bash(args, &watch.notify).await)
+        let restarted = match reset_call::restart_first(&args).await {
+            Ok(restarted) => restarted,
+            Err(e) => return outcome(Err(e)),
+        };
+        if args.command.is_none() {
+            return Ok(reset_call::restarted_only(&args.session));
+        }
+        let ran = if args.tty {
+            screen_calls::bash_tty(args, &watch.notify).await
+        } else {
+            bash(args, &watch.notify).await
+        };
+        outcome(ran.map(|result| reset_call::after_restart(restarted, result)))
     }
 
     #[tool(
@@ -398,7 +415,7 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
     let deadline = tokio::time::Instant::now() + Duration::from_millis(waited_ms);
     let session = args.session;
     let request = SessionRequest::Bash {
-        command: args.command,
+        command: args.command.unwrap_or_default(),
         stdin: None,
         tty: None,
     };

@@ -7,16 +7,11 @@
 pub fn in_tool_terms(message: &str) -> String {
     let mut text = message.to_string();
     // "`eukhe rm --force s1` cancels its work and removes it"
-    while let Some(start) = text.find("`eukhe rm --force ") {
-        let after = start + 1;
-        let Some(len) = text[after..].find('`') else {
-            break;
-        };
-        text.replace_range(
-            start..after + len + 1,
-            "`remove_session` with `force: true`",
-        );
-    }
+    replace_command(
+        &mut text,
+        "`eukhe rm --force ",
+        "`remove_session` with `force: true`",
+    );
     // `new_session`'s limits are arguments, not options.
     for (option, argument) in [
         ("--memory-max", "memory_max"),
@@ -25,7 +20,25 @@ pub fn in_tool_terms(message: &str) -> String {
     ] {
         text = text.replace(option, argument);
     }
+    // "`eukhe reset --force s` ends it with the old shell"
+    replace_command(
+        &mut text,
+        "`eukhe reset --force ",
+        "`bash` with `restart: true, force: true`",
+    );
     text.replace("`eukhe ls`", "`list_sessions`")
+}
+
+/// Put `tool` in place of every quoted command line in `text` that starts
+/// with `command` (its opening quote included).
+fn replace_command(text: &mut String, command: &str, tool: &str) {
+    while let Some(start) = text.find(command) {
+        let after = start + 1;
+        let Some(len) = text[after..].find('`') else {
+            break;
+        };
+        text.replace_range(start..after + len + 1, tool);
+    }
 }
 
 #[cfg(test)]
@@ -51,6 +64,10 @@ mod tests {
         assert!(
             in_tool_terms("(use the systemd backend, or drop --tasks-max)")
                 .ends_with("or drop tasks_max)")
+        );
+        assert_eq!(
+            in_tool_terms("the shell is busy (a run): `eukhe reset --force ab12cd34` ends it"),
+            "the shell is busy (a run): `bash` with `restart: true, force: true` ends it"
         );
         assert_eq!(in_tool_terms("nothing to change"), "nothing to change");
     }

@@ -57,8 +57,20 @@ pub struct NewSessionArgs {
 pub struct BashArgs {
     /// The session: its id or its name.
     pub session: String,
-    /// A shell command line (bash), run in the session's shell.
-    pub command: String,
+    /// A shell command line (bash), run in the session's shell (it may be
+    /// left out with `restart`).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Give the session a fresh shell first: its first working directory
+    /// and environment; functions, aliases and options set since are
+    /// gone, the transcript is kept. Refused while something runs in the
+    /// shell, unless `force`.
+    #[serde(default)]
+    pub restart: bool,
+    /// With `restart`: end what still runs in the shell (runs, commands,
+    /// background jobs) rather than refuse.
+    #[serde(default)]
+    pub force: bool,
     /// How long to wait for the command, in milliseconds (default 30000).
     /// Past it the call answers with the output so far and the command
     /// goes on running in the session.

@@ -273,6 +273,18 @@ pub enum SessionRequest {
     },
     /// The queued inputs.
     Queue,
+    /// Give the session a fresh shell: the kernel ends and a new one
+    /// starts from the session's first state (its first working directory
+    /// and environment); the transcript stays, with one notice saying so.
+    /// Refused while a run, a user bash or a background job runs, unless
+    /// `force` (they end with the old shell, recorded interrupted); queued
+    /// inputs stay and run in the new shell. Answered `Ok` once the new
+    /// kernel serves.
+    ResetShell {
+        /// End what runs rather than refuse.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        force: bool,
+    },
     /// Withdraw queued input `run` (it never runs).
     Withdraw {
         /// The queued input's number.

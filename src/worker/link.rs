@@ -70,7 +70,7 @@ pub async fn run(
     w.clients.keys.link_lost();
     w.link_owes.watch.link_ended();
     w.core.kernel_lost();
-    if w.stopping || w.link_owes.stop_asked {
+    if w.stopping || w.link_owes.stop_asked || w.link_owes.reset.is_some() {
         Ok(())
     } else {
         let gone = WorkerError::KernelGone(ended);

@@ -14,6 +14,7 @@ mod kernel_watch;
 mod link;
 mod numbering;
 mod outbox;
+mod reset;
 pub mod screen;
 mod screens;
 mod serve;

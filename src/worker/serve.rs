@@ -65,7 +65,9 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Worke
             paths.clone(),
         );
         tokio::task::spawn_local(async move {
-            if let Err(e) = super::link::run(worker.clone(), paths, signals.run.clone()).await {
+            if let Err(e) =
+                super::reset::keep_linked(worker.clone(), paths, signals.run.clone()).await
+            {
                 tracing::error!("{e}");
                 *failure.borrow_mut() = Some(e);
                 stop(&worker, &signals).await;

@@ -58,6 +58,9 @@ pub struct LinkOwes {
     pub queued_told: Option<u32>,
     /// Whether the kernel answers the starts it is asked for.
     pub watch: KernelWatch,
+    /// A shell reset asked the kernel to stop: the link's end is expected,
+    /// and a fresh kernel follows (`reset`).
+    pub reset: Option<super::reset::ResetAsked>,
 }
 
 pub struct Worker {

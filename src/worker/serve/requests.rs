@@ -164,6 +164,9 @@ pub(super) async fn session_request(
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),
         SessionRequest::Queue => queue(&worker.borrow(), tx),
+        SessionRequest::ResetShell { force } => {
+            crate::worker::reset::request(worker, force, tx).await
+        }
         SessionRequest::Withdraw { run } => {
             let withdrawn = worker.borrow_mut().withdraw(run);
             let _ = tx.send(match withdrawn {
