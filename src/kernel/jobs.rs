@@ -55,6 +55,8 @@ pub struct Job {
     pub placeholders: Vec<File>,
     /// An interactive shell job's checkpoints.
     shell: Option<shell::ShellJob>,
+    /// Its latest small records, for its followers to send inline.
+    pub recent: super::recent::RecentOutput,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -280,6 +282,7 @@ impl Kernel {
                 fifos,
                 placeholders,
                 shell,
+                recent: Default::default(),
             },
         );
         self.bump();
@@ -431,12 +434,16 @@ impl Kernel {
         // terminal: it is not waiting for input now.
         self.core.terminal_output(job, crate::clock::mono_ms());
         if let Some(j) = self.jobs.get_mut(job) {
-            if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
-                let more = LostOutput {
-                    bytes: bytes.len() as u64,
-                    error: e.to_string(),
-                };
-                self.books.output_lost(job, more);
+            match Spool::append(&mut j.out, stream, bytes) {
+                Ok(end) => j.recent.appended(stream, bytes, end),
+                Err(e) => {
+                    j.recent.clear();
+                    let more = LostOutput {
+                        bytes: bytes.len() as u64,
+                        error: e.to_string(),
+                    };
+                    self.books.output_lost(job, more);
+                }
             }
             self.merge_shell_checkpoint(job);
             self.bump();
