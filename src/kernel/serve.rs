@@ -416,11 +416,15 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         // and wakes this loop.
         // Nor before a reader that has seen its last writer go closes its
         // stream (a moment after): the end is then told settled.
-        let unread = live && {
-            let k = ctx.kernel.borrow();
-            k.unread_output(&job) || k.settling(&job)
+        // Looked at only once there is an end to tell: a running job's
+        // output is not held up by the look.
+        let unread = || {
+            live && {
+                let k = ctx.kernel.borrow();
+                k.unread_output(&job) || k.settling(&job)
+            }
         };
-        if !end_sent && !unread && (end.is_some() || !live) {
+        if !end_sent && (end.is_some() || !live) && !unread() {
             end_sent = true;
             let end = match live {
                 true => ctx.kernel.borrow_mut().end_to_tell(&job),
