@@ -10,6 +10,7 @@ mod attach_tty;
 mod bridge;
 mod daemon;
 mod damage;
+mod echo;
 mod kernel;
 mod lifecycle;
 mod limits;

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, Notify};
 
 use super::attach::open;
@@ -27,6 +27,7 @@ use super::terminal::detach::DetachScanner;
 use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink, PassthroughError};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::WindowChanges;
+use super::terminal::tty_io::Tty;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::entry::Stream;
@@ -176,9 +177,19 @@ pub(super) async fn pass_terminal<K: KeySink>(
     let stdin = io::stdin();
     let mut sizes = WindowChanges::new(stdin.as_fd())
         .map_err(ClientError::system("cannot watch the window's size"))?;
+    // The person's terminal opened anew (no thread per read or write);
+    // as it is, should that fail.
+    let stdin: Box<dyn AsyncRead + Unpin> = match Tty::reopen(stdin.as_fd(), false) {
+        Ok(tty) => Box::new(tty),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let stdout: Box<dyn AsyncWrite + Unpin> = match Tty::reopen(io::stdout().as_fd(), true) {
+        Ok(tty) => Box::new(tty),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
     let ends = Ends {
-        stdin: tokio::io::stdin(),
-        stdout: tokio::io::stdout(),
+        stdin,
+        stdout,
         program: ChannelReader::new(program),
     };
     Ok(passthrough(ends, keys, &mut sizes, DetachScanner::new(detach)).await)

@@ -58,6 +58,8 @@ pub struct Job {
     /// The OOM kills the kernel's cgroup had counted as it started: more
     /// at its end tell that its memory limit was reached.
     pub oom_kills_at_start: u64,
+    /// Its latest small records, for its followers to send inline.
+    pub recent: super::recent::RecentOutput,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -284,6 +286,7 @@ impl Kernel {
                 placeholders,
                 shell,
                 oom_kills_at_start: crate::host::cgroup::own_oom_kills(),
+                recent: Default::default(),
             },
         );
         self.bump();
@@ -435,12 +438,16 @@ impl Kernel {
         // terminal: it is not waiting for input now.
         self.core.terminal_output(job, crate::clock::mono_ms());
         if let Some(j) = self.jobs.get_mut(job) {
-            if let Err(e) = Spool::append(&mut j.out, stream, bytes) {
-                let more = LostOutput {
-                    bytes: bytes.len() as u64,
-                    error: e.to_string(),
-                };
-                self.books.output_lost(job, more);
+            match Spool::append(&mut j.out, stream, bytes) {
+                Ok(end) => j.recent.appended(stream, bytes, end),
+                Err(e) => {
+                    j.recent.clear();
+                    let more = LostOutput {
+                        bytes: bytes.len() as u64,
+                        error: e.to_string(),
+                    };
+                    self.books.output_lost(job, more);
+                }
             }
             self.merge_shell_checkpoint(job);
             self.bump();

@@ -22,6 +22,7 @@ pub mod error;
 mod hang_up;
 mod jobs;
 mod output;
+mod recent;
 mod serve;
 mod session_dir;
 pub mod spool;

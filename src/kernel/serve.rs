@@ -401,14 +401,11 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         };
         let (live, end, settled) = state;
         // Everything written so far: the worker reads the records from
-        // the spool file itself (no copy of the bytes through this socket).
+        // the spool file itself, unless they are few and small (no copy
+        // of a flood's bytes through this socket).
         let written = spool.len(&job);
         if written > from {
-            let message = FromKernel::Spooled {
-                job: job.clone(),
-                from,
-                end: written,
-            };
+            let message = grown(&ctx, &job, from, written);
             if tx.send(encode(&message).unwrap_or_default()).await.is_err() {
                 return;
             }
@@ -419,11 +416,15 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         // and wakes this loop.
         // Nor before a reader that has seen its last writer go closes its
         // stream (a moment after): the end is then told settled.
-        let unread = live && {
-            let k = ctx.kernel.borrow();
-            k.unread_output(&job) || k.settling(&job)
+        // Looked at only once there is an end to tell: a running job's
+        // output is not held up by the look.
+        let unread = || {
+            live && {
+                let k = ctx.kernel.borrow();
+                k.unread_output(&job) || k.settling(&job)
+            }
         };
-        if !end_sent && !unread && (end.is_some() || !live) {
+        if !end_sent && (end.is_some() || !live) && !unread() {
             end_sent = true;
             let end = match live {
                 true => ctx.kernel.borrow_mut().end_to_tell(&job),
@@ -446,6 +447,28 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         if changed.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// What tells a worker that `job`'s spool grew from `from` to `written`:
+/// the records themselves when they are few and small, else the span.
+fn grown(ctx: &Context, job: &str, from: u64, written: u64) -> FromKernel {
+    let kernel = ctx.kernel.borrow();
+    let inline = kernel
+        .jobs
+        .get(job)
+        .and_then(|j| j.recent.span(from, written));
+    match inline {
+        Some(records) => FromKernel::Output {
+            job: job.to_string(),
+            from,
+            records,
+        },
+        None => FromKernel::Spooled {
+            job: job.to_string(),
+            from,
+            end: written,
+        },
     }
 }
 

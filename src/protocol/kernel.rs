@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::entry::LostOutput;
+use super::entry::{LostOutput, Stream};
 use super::tty::WindowSize;
 
 /// The version of the link and of the spool's layout (9: terminal runs,
@@ -19,8 +19,9 @@ use super::tty::WindowSize;
 /// take those for malformed messages. 10: `FromKernel::Waiting`, which a
 /// worker of 9 would take for a malformed frame and drop the link over;
 /// it never gets one, since a kernel serves only a worker of its own
-/// version and lets any other only ask it to stop).
-pub const KERNEL_PROTOCOL: u32 = 10;
+/// version and lets any other only ask it to stop. 11: `FromKernel::Output`,
+/// small spooled records sent inline).
+pub const KERNEL_PROTOCOL: u32 = 11;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -47,6 +48,19 @@ pub struct JobEnd {
     /// client and no transcript has those bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_output: Option<LostOutput>,
+}
+
+/// One spool record sent inline (`FromKernel::Output`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InlineRecord {
+    /// The stream its bytes came from.
+    pub stream: Stream,
+    /// The spool offset just after it.
+    pub end: u64,
+    /// Its bytes.
+    #[serde(with = "super::tty::base64_bytes")]
+    pub data: Vec<u8>,
 }
 
 /// What a kernel knows of one job.
@@ -197,6 +211,17 @@ pub enum FromKernel {
         from: u64,
         /// Where they end.
         end: u64,
+    },
+    /// `job`'s spool holds these records from byte `from` on, the same
+    /// records `Spooled` would point to, sent whole because they are small:
+    /// the worker takes them without reading the spool file.
+    Output {
+        /// The job's tag.
+        job: String,
+        /// Where the first record starts in the spool.
+        from: u64,
+        /// The records, in spool order.
+        records: Vec<InlineRecord>,
     },
     /// `job` ended (`None`: a kernel that is gone had accepted it).
     Ended {

@@ -22,10 +22,12 @@ use crate::laws::timing::{FOLLOWER_PATIENCE_MS, KERNEL_RETRY_MS, KERNEL_RUNS_POL
 use crate::paths::Paths;
 use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
-use crate::protocol::kernel::{FromKernel, JobState, ToKernel, KERNEL_PROTOCOL};
+use crate::protocol::kernel::{FromKernel, InlineRecord, JobState, ToKernel, KERNEL_PROTOCOL};
 use crate::session::page_cache;
+use crate::session::spool::Chunk;
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
+use bytes::Bytes;
 
 /// How often a worker retries a kernel it cannot drive yet (another
 /// protocol version with runs in flight, or one still starting).
@@ -269,44 +271,70 @@ async fn read_spooled(
             // job was forgotten) or was cut; nothing more to read.
             break;
         }
-        {
-            let mut w = worker.borrow_mut();
-            let stored = w.core.follows(job);
-            let unstored = w.store.unstored_output;
-            for (stream, bytes, record_end) in chunk.records {
-                let actions = w.core.output(job, stream, record_end, bytes);
-                w.apply(actions);
-            }
-            // The spool's pages are handed back behind what the transcript
-            // holds (copied or pointed to), in steps as the output flows,
-            // so a flood recycles its pages: the first release of a step
-            // starts writing it to disk, a later one drops it once clean
-            // (advice only: the bytes stay, and the transcript's stored
-            // records point to them). The next group commit, which syncs
-            // them, releases the rest.
-            if stored && w.core.follows(job) && w.store.unstored_output == unstored {
-                let step = |at: u64| at / page_cache::RECYCLE_BYTES;
-                if step(chunk.next) > step(from) {
-                    spool.release(job, chunk.next);
-                }
-                w.store.spool_stored.insert(job.to_string(), chunk.next);
-            }
-        }
-        from = chunk.next;
-        // Keep pace with the clients that follow it, up to a point: one
-        // that does not read within `FOLLOWER_PATIENCE_MS` falls behind and
-        // is fed from the transcript (`Outbox::send_output`).
-        let followers = worker.borrow().followers(job);
-        for follower in followers.iter().filter(|f| !f.is_behind()) {
-            let patience = Duration::from_millis(FOLLOWER_PATIENCE_MS);
-            let waited = tokio::time::timeout(patience, follower.below(FOLLOW_AHEAD_BYTES)).await;
-            if waited.is_err() {
-                follower.stall();
-            }
-        }
-        tokio::task::yield_now().await;
+        let next = chunk.next;
+        take_records(worker, job, from, chunk).await;
+        from = next;
     }
     Ok(())
+}
+
+/// Records of `job` the kernel sent inline: the same records the spool
+/// holds from `from`, taken as if read from the file.
+async fn take_inline(
+    worker: &Rc<RefCell<Worker>>,
+    job: &str,
+    from: u64,
+    records: Vec<InlineRecord>,
+) {
+    let Some(next) = records.last().map(|record| record.end) else {
+        return;
+    };
+    let records = records
+        .into_iter()
+        .map(|record| (record.stream, Bytes::from(record.data), record.end))
+        .collect();
+    take_records(worker, job, from, Chunk { records, next }).await;
+}
+
+/// Store and show `chunk`, the records of `job`'s spool from `from`; then
+/// keep pace with the clients that follow it.
+async fn take_records(worker: &Rc<RefCell<Worker>>, job: &str, from: u64, chunk: Chunk) {
+    {
+        let mut w = worker.borrow_mut();
+        let spool = w.store.spool.clone();
+        let stored = w.core.follows(job);
+        let unstored = w.store.unstored_output;
+        for (stream, bytes, record_end) in chunk.records {
+            let actions = w.core.output(job, stream, record_end, bytes);
+            w.apply(actions);
+        }
+        // The spool's pages are handed back behind what the transcript
+        // holds (copied or pointed to), in steps as the output flows,
+        // so a flood recycles its pages: the first release of a step
+        // starts writing it to disk, a later one drops it once clean
+        // (advice only: the bytes stay, and the transcript's stored
+        // records point to them). The next group commit, which syncs
+        // them, releases the rest.
+        if stored && w.core.follows(job) && w.store.unstored_output == unstored {
+            let step = |at: u64| at / page_cache::RECYCLE_BYTES;
+            if step(chunk.next) > step(from) {
+                spool.release(job, chunk.next);
+            }
+            w.store.spool_stored.insert(job.to_string(), chunk.next);
+        }
+    }
+    // Keep pace with the clients that follow it, up to a point: one
+    // that does not read within `FOLLOWER_PATIENCE_MS` falls behind and
+    // is fed from the transcript (`Outbox::send_output`).
+    let followers = worker.borrow().followers(job);
+    for follower in followers.iter().filter(|f| !f.is_behind()) {
+        let patience = Duration::from_millis(FOLLOWER_PATIENCE_MS);
+        let waited = tokio::time::timeout(patience, follower.below(FOLLOW_AHEAD_BYTES)).await;
+        if waited.is_err() {
+            follower.stall();
+        }
+    }
+    tokio::task::yield_now().await;
 }
 
 async fn serve(
@@ -328,6 +356,9 @@ async fn serve(
                 if let Err(e) = read_spooled(worker, &job, from, end).await {
                     return e.to_string();
                 }
+            }
+            FromKernel::Output { job, from, records } => {
+                take_inline(worker, &job, from, records).await
             }
             FromKernel::Ended { job, end } => {
                 // An end clears the waiting (the kernel's word may come

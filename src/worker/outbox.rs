@@ -268,10 +268,21 @@ async fn catch_up(outbox: Outbox, transcript: PathBuf) {
     }
 }
 
+/// Write `parts` as one stream of bytes, in as few writes as the socket
+/// takes: a frame's header and its bytes go together, so the client wakes
+/// once for the whole frame.
 async fn write_all(write: &mut OwnedWriteHalf, parts: &[&[u8]]) -> Result<(), FrameError> {
+    use std::io::IoSlice;
     use tokio::io::AsyncWriteExt;
-    for part in parts {
-        write.write_all(part).await?;
+    let mut slices: Vec<IoSlice> = parts.iter().map(|part| IoSlice::new(part)).collect();
+    let mut left = &mut slices[..];
+    IoSlice::advance_slices(&mut left, 0);
+    while !left.is_empty() {
+        let written = write.write_vectored(left).await?;
+        if written == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+        }
+        IoSlice::advance_slices(&mut left, written);
     }
     Ok(())
 }

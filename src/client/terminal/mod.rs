@@ -8,3 +8,4 @@ pub mod modes;
 pub mod passthrough;
 pub mod raw;
 pub mod size;
+pub mod tty_io;
