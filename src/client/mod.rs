@@ -21,6 +21,7 @@ mod top;
 mod tty_run;
 pub mod usage;
 pub mod wait_for;
+pub mod windows;
 mod words;
 
 pub use cli::{run, Cli};

@@ -18,3 +18,4 @@ pub(crate) mod store;
 
 pub use store::SessionMeta;
 pub mod transcript;
+pub mod windows;

@@ -23,9 +23,14 @@ use crate::paths::Paths;
 use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
 use crate::protocol::kernel::{FromKernel, JobState, ToKernel, KERNEL_PROTOCOL};
+use crate::session::entry::Stream;
 use crate::session::page_cache;
+use crate::session::spool::open_job;
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
+use crate::session::windows::index::IndexWriter;
+use bytes::Bytes;
+use std::path::Path;
 
 /// How often a worker retries a kernel it cannot drive yet (another
 /// protocol version with runs in flight, or one still starting).
@@ -255,7 +260,7 @@ const FOLLOW_AHEAD_BYTES: usize = 4 << 20;
 /// the core, a chunk at a time (other work goes on between chunks).
 async fn read_spooled(
     worker: &Rc<RefCell<Worker>>,
-    job: &str,
+    (job, indexes): (&str, &mut Indexes),
     mut from: u64,
     end: u64,
 ) -> Result<(), WorkerError> {
@@ -269,6 +274,8 @@ async fn read_spooled(
             // job was forgotten) or was cut; nothing more to read.
             break;
         }
+        let session = worker.borrow().files.dir.clone();
+        indexes.read(&session, job, from, &chunk.records);
         {
             let mut w = worker.borrow_mut();
             let stored = w.core.follows(job);
@@ -314,6 +321,7 @@ async fn serve(
     read: &mut OwnedReadHalf,
     wake_runs: &tokio::sync::Notify,
 ) -> String {
+    let mut indexes = Indexes::default();
     loop {
         let message = match read_frame::<FromKernel, _>(read).await {
             Ok(message) => message,
@@ -325,11 +333,12 @@ async fn serve(
         }
         match message {
             FromKernel::Spooled { job, from, end } => {
-                if let Err(e) = read_spooled(worker, &job, from, end).await {
+                if let Err(e) = read_spooled(worker, (&job, &mut indexes), from, end).await {
                     return e.to_string();
                 }
             }
             FromKernel::Ended { job, end } => {
+                indexes.ended(&job);
                 // An end clears the waiting (the kernel's word may come
                 // after it, when the job is forgotten).
                 super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, false);
@@ -364,6 +373,30 @@ async fn serve(
             FromKernel::Started { .. } | FromKernel::Hello { .. } => {}
             FromKernel::Stopped => return "it stopped".into(),
         }
+    }
+}
+
+/// The indexes of the jobs' output files (`session::windows::index`),
+/// written as their output is read; a job whose index cannot follow has
+/// none written (its readers read its output instead).
+#[derive(Default)]
+struct Indexes(BTreeMap<String, Option<IndexWriter>>);
+
+impl Indexes {
+    /// `job`'s records from `from`, as read from its output file.
+    fn read(&mut self, session: &Path, job: &str, from: u64, records: &[(Stream, Bytes, u64)]) {
+        let writer = self.0.entry(job.to_string()).or_insert_with(|| {
+            let output = open_job(session, job).ok()?;
+            IndexWriter::open(session, job, &output, from)
+        });
+        let records = records.iter().map(|(s, b, e)| (*s, &b[..], *e));
+        if writer.as_mut().is_some_and(|w| !w.read(from, records)) {
+            *writer = None;
+        }
+    }
+
+    fn ended(&mut self, job: &str) {
+        self.0.remove(job);
     }
 }
 
