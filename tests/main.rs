@@ -12,6 +12,7 @@ mod daemon;
 mod damage;
 mod kernel;
 mod lifecycle;
+mod log_windows;
 mod mcp;
 mod output;
 mod packages;

@@ -123,11 +123,11 @@ pub(crate) async fn fetch(
 }
 
 /// A grep's parts as `grep -n` writes them: `N:` before a matching line,
-/// `N-` before a context line, `--` between groups.
-pub(crate) fn numbered(parts: &[ShownPart], regex: &regex::bytes::Regex) -> Vec<u8> {
+/// `N-` before a context line, `--` between groups when there is context.
+pub(crate) fn numbered(parts: &[ShownPart], regex: &regex::bytes::Regex, context: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
+        if i > 0 && context {
             out.extend_from_slice(b"--\n");
         }
         let lines = part.data.split_inclusive(|&b| b == b'\n');
@@ -168,10 +168,13 @@ pub async fn show(
     json: bool,
 ) -> Result<ExitCode, ClientError> {
     let grep = match &window {
-        OutputWindow::Grep { pattern, .. } => Some(
+        OutputWindow::Grep {
+            pattern, context, ..
+        } => Some((
             regex::bytes::Regex::new(pattern)
                 .map_err(|e| ClientError::Usage(format!("--grep {pattern:?}: {e}")))?,
-        ),
+            *context > 0,
+        )),
         _ => None,
     };
     let (parts, summary) = fetch(session, input, stream, window, ClientStart::Log).await?;
@@ -201,7 +204,7 @@ pub async fn show(
         stdout::outln!("{value}")?;
     } else {
         match &grep {
-            Some(regex) => stdout::write_all(&numbered(&parts, regex))?,
+            Some((regex, context)) => stdout::write_all(&numbered(&parts, regex, *context))?,
             None => {
                 for part in &parts {
                     stdout::write_all(&part.data)?;

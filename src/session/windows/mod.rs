@@ -152,7 +152,8 @@ fn start_mark(marks: &[Mark], stream: Option<Stream>, window: &OutputWindow, tot
     let fits = |mark: &Mark| {
         let c = mark.of(stream);
         match window {
-            OutputWindow::Head { .. } | OutputWindow::Grep { .. } => false,
+            // Before the stream's first byte: only the other one's.
+            OutputWindow::Head { .. } | OutputWindow::Grep { .. } => c.bytes == 0,
             OutputWindow::Bytes { start, .. } => c.bytes <= *start,
             OutputWindow::Tail { lines } => {
                 let before = total.saturating_sub(*lines);

@@ -54,10 +54,20 @@ impl<'a> Records<'a> {
     fn bytes(&mut self, at: u64, len: usize) -> io::Result<&[u8]> {
         let buffered = at >= self.buf_at && at + len as u64 <= self.buf_at + self.buf.len() as u64;
         if !buffered {
+            // What is buffered from `at` on is kept: each byte is read once.
+            let buf_end = self.buf_at + self.buf.len() as u64;
+            let kept = if at >= self.buf_at && at < buf_end {
+                self.buf.drain(..(at - self.buf_at) as usize);
+                self.buf.len()
+            } else {
+                self.buf.clear();
+                0
+            };
             let want = len.max(READ_BYTES).min((self.end - at) as usize).max(len);
             self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, at)?;
-            self.read += want as u64;
+            self.file
+                .read_exact_at(&mut self.buf[kept..], at + kept as u64)?;
+            self.read += (want - kept) as u64;
             self.buf_at = at;
         }
         let from = (at - self.buf_at) as usize;
