@@ -90,3 +90,9 @@ fn an_mcp_agent_answers_a_prompt_and_drives_git_rebase_i_at_a_terminal() {
     let env = Env::new("mcp-agent");
     run_script(&env, "agent.py");
 }
+
+#[test]
+fn an_mcp_client_reads_windows_of_one_runs_output_and_is_told_what_is_left_out() {
+    let env = Env::new("mcp-windows");
+    run_script(&env, "windows.py");
+}

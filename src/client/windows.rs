@@ -39,7 +39,7 @@ pub struct WindowFlags {
 }
 
 /// `START:END` or `START:` (or `START` alone).
-fn parse_range(text: &str) -> Result<(u64, Option<u64>), String> {
+pub(crate) fn parse_range(text: &str) -> Result<(u64, Option<u64>), String> {
     let (start, end) = text.split_once(':').unwrap_or((text, ""));
     let number = |s: &str| {
         s.trim()

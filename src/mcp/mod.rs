@@ -17,6 +17,7 @@ pub mod screen_tools;
 mod server;
 mod terms;
 pub mod tools;
+mod window_tools;
 
 use std::process::ExitCode;
 
