@@ -362,6 +362,9 @@ impl Select for Tail {
 pub struct Grep {
     lines: Lines,
     regex: Regex,
+    /// The regex with `^` and `$` at every line's ends, run on a whole
+    /// chunk: where it finds nothing, no line of the chunk matches.
+    search: Option<Regex>,
     context: u64,
     max_count: u64,
     matches: u64,
@@ -378,9 +381,20 @@ impl Grep {
     /// The lines `regex` matches, `context` lines around each, at most
     /// `max_count` matches.
     pub fn new(regex: Regex, context: u64, max_count: Option<u64>) -> Grep {
+        // Flags and whole-text anchors could tell a chunk from its lines:
+        // such a regex is run on each line.
+        let pattern = regex.as_str();
+        let search = match ["(?", "\\A", "\\z"].iter().any(|p| pattern.contains(p)) {
+            true => None,
+            false => regex::bytes::RegexBuilder::new(pattern)
+                .multi_line(true)
+                .build()
+                .ok(),
+        };
         Grep {
             lines: Lines::new(Place::START),
             regex,
+            search,
             context,
             max_count: max_count.unwrap_or(u64::MAX),
             matches: 0,
@@ -450,12 +464,45 @@ impl Grep {
     }
 }
 
-impl Select for Grep {
-    fn feed(&mut self, data: &[u8]) -> Flow {
+impl Grep {
+    /// Each line of `data` looked at.
+    fn each_line(&mut self, data: &[u8]) -> Flow {
         let mut lines = std::mem::replace(&mut self.lines, Lines::new(Place::START));
         let flow = lines.feed(data, |at, line, dropped| self.line(at, line, dropped));
         self.lines = lines;
         flow
+    }
+
+    /// Where the lines of `data` that need no look lie, when the regex
+    /// finds nothing in it: after the line it continues and the context
+    /// a match there or before may show, and before the lines a match
+    /// after may show and the line it leaves open.
+    fn skippable(&self, data: &[u8]) -> Option<std::ops::Range<usize>> {
+        let search = self.search.as_ref()?;
+        // The first line may end one that matches: its context follows.
+        let owed = self.after_left.max(self.context);
+        let first = memchr::memchr_iter(b'\n', data).nth(usize::try_from(owed).ok()?)? + 1;
+        let last = match memchr::memrchr_iter(b'\n', data).nth(usize::try_from(self.context).ok()?)
+        {
+            Some(newline) => newline + 1,
+            None => return None,
+        };
+        (first < last && !search.is_match(data)).then_some(first..last)
+    }
+}
+
+impl Select for Grep {
+    fn feed(&mut self, data: &[u8]) -> Flow {
+        let Some(skip) = self.skippable(data) else {
+            return self.each_line(data);
+        };
+        if self.each_line(&data[..skip.start]) == Flow::Enough {
+            return Flow::Enough;
+        }
+        self.lines.at.advance(&data[skip.clone()]);
+        // The lines before the context kept next are not just before it.
+        self.before.clear();
+        self.each_line(&data[skip.end..])
     }
 
     fn finish(mut self: Box<Self>) -> Collected {

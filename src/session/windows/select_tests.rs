@@ -58,3 +58,28 @@ fn grep_groups_matches_with_context_and_stops_at_its_max_count() {
     assert_eq!(first.matches, Some(1));
     assert!(first.stopped);
 }
+
+#[test]
+fn chunks_a_grep_skips_give_what_looking_at_every_line_gives() {
+    let data = numbers(3000);
+    for pattern in ["^(7|1000|1001|2999|3000)$", "99", "0$", "^1", "x"] {
+        for context in [0, 1, 3] {
+            for max_count in [None, Some(2)] {
+                // A group `(?:...)` turns the chunk search off: every line
+                // is looked at.
+                let every = Regex::new(&format!("(?:{pattern})")).unwrap();
+                for chunk in [1, 13, 100, 4096] {
+                    let fast = Grep::new(Regex::new(pattern).unwrap(), context, max_count);
+                    assert!(fast.search.is_some());
+                    let fast = run(Box::new(fast), &data, chunk);
+                    let slow = Grep::new(every.clone(), context, max_count);
+                    assert!(slow.search.is_none());
+                    let slow = run(Box::new(slow), &data, chunk);
+                    let what = format!("{pattern} -C {context} -m {max_count:?} in {chunk}s");
+                    assert_eq!(fast.parts, slow.parts, "{what}");
+                    assert_eq!(fast.matches, slow.matches, "{what}");
+                }
+            }
+        }
+    }
+}
