@@ -149,6 +149,12 @@ fn a_last_line_without_newline_counts_and_each_stream_is_its_own() {
     );
     let (grepped, _) = window(&t, &id, 1, &["--stream", "stderr", "--grep", "3"]);
     assert_eq!(text(&grepped), "3:e3\n");
+    // User bash's output has a file of its own too, when it is large.
+    let bash = t.ok(&["bash", &id, "--", "seq 1 200000"]);
+    assert_eq!(bash.len(), seq(200_000).len());
+    let (tail, said) = window(&t, &id, 2, &["--tail", "1"]);
+    assert_eq!(text(&tail), "200000\n");
+    assert!(said.contains("200000 lines"), "{said}");
     // A run that never was: one line, eukhe's failure.
     let out = t.run(&["log", &id, "--raw", "9", "--tail", "1"]);
     assert_eq!(out.status.code(), Some(125));

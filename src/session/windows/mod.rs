@@ -4,9 +4,9 @@
 //! what it shows and about a block more, whatever the output's size. A
 //! grep reads the output from its start until its max count.
 //!
-//! An output with no file (small, its bytes all kept in the transcript;
-//! or user bash, whose job is not named by its number) or a damaged one is
-//! read from the transcript, as `log --raw` reads it: slower, never wrong.
+//! An output with no file (small, its bytes all kept in the transcript)
+//! or a damaged one is read from the transcript, as `log --raw` reads it:
+//! slower, never wrong.
 
 pub mod index;
 mod records;
@@ -20,7 +20,7 @@ use crate::protocol::entry::Stream;
 use crate::protocol::window::{OutputWindow, WindowSummary};
 use crate::session::entry::EntryBody;
 use crate::session::log_query::{self, LogQuery};
-use crate::session::spool::{open_job, SpoolError};
+use crate::session::spool::{open_job, SpoolError, OUTPUT_DIR, SPOOL_DIR};
 
 use index::{Mark, BLOCK_BYTES};
 use records::Records;
@@ -65,9 +65,26 @@ pub enum WindowError {
     Transcript(#[from] crate::session::SessionError),
 }
 
-/// The job whose output file holds run `input`'s output.
-fn job_of_run(input: u64) -> String {
-    format!("r{input}")
+/// The job whose output file holds input `input`'s output, if it has
+/// one: run N's job is `rN`, user bash N's `bN-...` (numbers are never
+/// given twice, so one such file at most).
+fn job_of_input(session: &Path, input: u64) -> Option<String> {
+    let run = format!("r{input}");
+    if [OUTPUT_DIR, SPOOL_DIR, OUTPUT_DIR]
+        .iter()
+        .any(|place| session.join(place).join(format!("{run}.out")).exists())
+    {
+        return Some(run);
+    }
+    let bash = format!("b{input}-");
+    [SPOOL_DIR, OUTPUT_DIR, SPOOL_DIR].iter().find_map(|place| {
+        let names = std::fs::read_dir(session.join(place)).ok()?;
+        names.flatten().find_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let job = name.strip_suffix(".out")?;
+            (job == run || job.starts_with(&bash)).then(|| job.to_string())
+        })
+    })
 }
 
 /// Answer `ask` from the session directory `session` (whose transcript is
@@ -76,7 +93,7 @@ pub fn answer(session: &Path, transcript: &Path, ask: &WindowAsk) -> Result<Answ
     if let OutputWindow::Grep { pattern, .. } = &ask.window {
         regex(pattern)?;
     }
-    let job = job_of_run(ask.input);
+    let job = job_of_input(session, ask.input).unwrap_or_else(|| format!("r{}", ask.input));
     let mut notes = Vec::new();
     match open_job(session, &job) {
         Ok(file) => match from_file(session, &job, &file, ask, true) {
