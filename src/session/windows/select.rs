@@ -277,7 +277,8 @@ impl Lines {
 pub struct Tail {
     lines: Lines,
     wanted: u64,
-    kept: VecDeque<(Place, Vec<u8>)>,
+    /// The last lines, each with whether it was cut at the line cap.
+    kept: VecDeque<(Place, Vec<u8>, bool)>,
     kept_bytes: usize,
     stopped: bool,
 }
@@ -294,14 +295,14 @@ impl Tail {
         }
     }
 
-    fn keep(&mut self, at: Place, line: &[u8]) {
+    fn keep(&mut self, at: Place, line: &[u8], cut: bool) {
         if self.wanted == 0 {
             return;
         }
-        self.kept.push_back((at, line.to_vec()));
+        self.kept.push_back((at, line.to_vec(), cut));
         self.kept_bytes += line.len();
         while self.kept.len() as u64 > self.wanted {
-            let (_, gone) = self.kept.pop_front().expect("more than wanted");
+            let (_, gone, _) = self.kept.pop_front().expect("more than wanted");
             self.kept_bytes -= gone.len();
         }
     }
@@ -310,21 +311,21 @@ impl Tail {
 impl Select for Tail {
     fn feed(&mut self, data: &[u8]) -> Flow {
         let mut whole = Vec::new();
-        self.lines.feed(data, |at, line, _| {
-            whole.push((at, line.to_vec()));
+        self.lines.feed(data, |at, line, dropped| {
+            whole.push((at, line.to_vec(), dropped > 0));
             Flow::More
         });
-        for (at, line) in whole {
-            self.keep(at, &line);
+        for (at, line, cut) in whole {
+            self.keep(at, &line, cut);
         }
         Flow::More
     }
 
     fn finish(mut self: Box<Self>) -> Collected {
-        if let Some((at, line, _)) = self.lines.last() {
-            self.keep(at, &line);
+        if let Some((at, line, dropped)) = self.lines.last() {
+            self.keep(at, &line, dropped > 0);
         }
-        let Some(&(first, _)) = self.kept.front() else {
+        let Some(&(first, _, _)) = self.kept.front() else {
             return Collected::default();
         };
         let mut data = Vec::with_capacity(self.kept_bytes.min(WINDOW_CAP_BYTES));
@@ -334,8 +335,9 @@ impl Select for Tail {
         };
         // Over the cap: the newest bytes are kept, starting in a line.
         let mut skip = self.kept_bytes.saturating_sub(WINDOW_CAP_BYTES);
-        self.stopped = skip > 0;
-        for (at, line) in &self.kept {
+        // A line longer than the line cap kept only its start.
+        self.stopped = skip > 0 || self.kept.iter().any(|(_, _, cut)| *cut);
+        for (at, line, _) in &self.kept {
             if skip >= line.len() {
                 skip -= line.len();
                 continue;
