@@ -155,6 +155,15 @@ fn a_last_line_without_newline_counts_and_each_stream_is_its_own() {
     let (tail, said) = window(&t, &id, 2, &["--tail", "1"]);
     assert_eq!(text(&tail), "200000\n");
     assert!(said.contains("200000 lines"), "{said}");
+    // A resting session is read from disk, by the daemon: no worker starts.
+    t.ok(&["shutdown", "--force"]);
+    let (tail, said) = window(&t, &id, 1, &["--stream", "stdout", "--tail", "2"]);
+    assert_eq!(text(&tail), "b\nc");
+    assert!(
+        said.contains("run 1: 5 bytes, 3 lines; shown lines 2-3"),
+        "{said}"
+    );
+    assert_eq!(t.worker_pid(&id), None, "a worker started to read");
     // A run that never was: one line, eukhe's failure.
     let out = t.run(&["log", &id, "--raw", "9", "--tail", "1"]);
     assert_eq!(out.status.code(), Some(125));
