@@ -14,6 +14,7 @@ mod echo;
 mod kernel;
 mod lifecycle;
 mod limits;
+mod log_windows;
 mod mcp;
 mod output;
 mod packages;

@@ -168,3 +168,9 @@ fn the_typescript_sdk_drives_every_tool_and_is_told_errors_apart() {
     assert!(stdout.contains("all steps passed"), "{stdout}");
     assert!(stdout.contains("every listed tool was called"), "{stdout}");
 }
+
+#[test]
+fn an_mcp_client_reads_windows_of_one_runs_output_and_is_told_what_is_left_out() {
+    let env = Env::new("mcp-windows");
+    run_script(&env, "windows.py");
+}

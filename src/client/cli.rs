@@ -355,8 +355,10 @@ pub enum Command {
         /// The session's name or id.
         session: String,
         /// One JSON array of entries (with --follow: one entry per line);
-        /// output is `"text"` when it is valid UTF-8, else `"base64"`.
-        #[arg(long, conflicts_with = "raw")]
+        /// output is `"text"` when it is valid UTF-8, else `"base64"`. With
+        /// --raw and a window (--head, --tail, --bytes, --grep): one object,
+        /// the output's size and the window's parts.
+        #[arg(long)]
         json: bool,
         /// Only the last N entries (read from the end of the transcript),
         /// after a line for each earlier restore of the session.
@@ -379,6 +381,9 @@ pub enum Command {
         /// With --raw: only this stream.
         #[arg(long, value_enum, requires = "raw")]
         stream: Option<StreamArg>,
+        /// With --raw: a window of the output (`client::windows`).
+        #[command(flatten)]
+        window: super::windows::WindowFlags,
     },
     /// Replay a session's transcript, then follow it; typed lines are input.
     /// Ctrl-C cancels the running run, Ctrl-\ detaches, end of input

@@ -62,7 +62,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             json,
         } => super::screen::screen(session, input, json).await,
         command @ Command::WaitFor { .. } => super::wait_for::command(command).await,
-        command @ Command::Log { .. } => super::log::log(log_args(command)).await,
+        command @ Command::Log { .. } => super::windows::log(log_args(command)).await,
         command @ Command::Attach { .. } => attach(command).await,
         Command::Cancel { session, all } => cancel(session, all).await,
         Command::Queue { session, json } => queue(session, json).await,
@@ -111,6 +111,7 @@ fn log_args(command: Command) -> super::log::LogArgs {
         timestamps,
         raw,
         stream,
+        window,
     } = command
     else {
         unreachable!("log_args of a command other than log")
@@ -124,6 +125,7 @@ fn log_args(command: Command) -> super::log::LogArgs {
         timestamps,
         raw,
         stream: stream.map(Stream::from),
+        window,
     }
 }
 

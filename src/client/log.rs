@@ -31,6 +31,7 @@ pub struct LogArgs {
     pub timestamps: bool,
     pub raw: Option<u64>,
     pub stream: Option<Stream>,
+    pub window: super::windows::WindowFlags,
 }
 
 /// How entries are written.

@@ -24,6 +24,7 @@ mod tty_run;
 pub mod usage;
 pub mod wait_for;
 pub mod wake;
+pub mod windows;
 mod words;
 
 pub use cli::{run, Cli};

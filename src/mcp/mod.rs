@@ -19,6 +19,7 @@ mod server;
 mod terms;
 pub mod tools;
 pub mod wake_tool;
+mod window_tools;
 
 use std::process::ExitCode;
 

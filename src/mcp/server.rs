@@ -287,7 +287,10 @@ impl Tools {
         `[stderr] `), its end (`[run N exited S]`), and notices (`! ...`). Narrow it with \
         `run` (one input's entries), `tail` (the last N entries) or `since` (the entries after \
         entry SEQ). One answer holds at most 32 KiB; when it stops there it says which `since` \
-        reads on."
+        reads on. For one run's output without re-running it: with `run`, `head` (its first N \
+        lines), `tail_lines` (its last N lines), `bytes` (\"START:END\") or `grep` (a regex; its \
+        matching lines numbered, `context` lines around them, at most `max_count`, default \
+        100); the answer gives the output's size in bytes and lines and says what it left out."
     )]
     async fn log(&self, Parameters(args): Parameters<LogArgs>) -> Result<CallToolResult, McpError> {
         outcome(log(args).await)
@@ -511,6 +514,20 @@ async fn send(args: SendArgs) -> Result<CallToolResult, ClientError> {
 }
 
 async fn log(args: LogArgs) -> Result<CallToolResult, ClientError> {
+    if let Some(window) = super::window_tools::window_of(&args).map_err(ClientError::Usage)? {
+        let run = args.run.unwrap_or_default();
+        let (parts, summary) = crate::client::windows::fetch(
+            &args.session,
+            run,
+            None,
+            window.clone(),
+            ClientStart::Mcp,
+        )
+        .await?;
+        let (text, structured) =
+            super::window_tools::window_text(&args.session, &window, &parts, &summary);
+        return Ok(answer(text, structured));
+    }
     let request = SessionRequest::Log {
         tail: args.tail,
         input: args.run,

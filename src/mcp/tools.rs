@@ -118,6 +118,27 @@ pub struct LogArgs {
     /// command (the number their answers give).
     #[serde(default)]
     pub run: Option<u64>,
+    /// With `run`: only the first `head` lines of its output.
+    #[serde(default)]
+    pub head: Option<u64>,
+    /// With `run`: only the last `tail_lines` lines of its output (`tail`
+    /// counts transcript entries).
+    #[serde(default)]
+    pub tail_lines: Option<u64>,
+    /// With `run`: only bytes START to END of its output, as
+    /// "START:END" or "START:" (to the end).
+    #[serde(default)]
+    pub bytes: Option<String>,
+    /// With `run`: only the lines of its output this regex matches,
+    /// numbered (`N:`), with `context` lines around each (`N-`).
+    #[serde(default)]
+    pub grep: Option<String>,
+    /// With `grep`: lines shown before and after each match.
+    #[serde(default)]
+    pub context: Option<u64>,
+    /// With `grep`: stop after this many matching lines (default 100).
+    #[serde(default)]
+    pub max_count: Option<u64>,
 }
 
 /// Arguments of `cancel`.

@@ -246,6 +246,18 @@ pub enum SessionRequest {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         follow: bool,
     },
+    /// A window of input `input`'s output (`stream`, or both as they
+    /// came): answered with parts (`window_part`, then its bytes as
+    /// output frames), then `window_end` with the whole output's size.
+    Window {
+        /// The input's number.
+        input: u64,
+        /// Only this stream's bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<Stream>,
+        /// Which part.
+        window: super::window::OutputWindow,
+    },
     /// The transcript's last `tail` entries (default 200; or those after
     /// entry `after`, when attaching again), then live entries until the
     /// client leaves.
@@ -585,4 +597,8 @@ pub enum Response {
         /// The screen.
         screen: super::screen::ScreenState,
     },
+    /// A part of an output window starts: its bytes follow as output.
+    WindowPart(super::window::PartStart),
+    /// An output window is complete: the whole output's size.
+    WindowEnd(super::window::WindowSummary),
 }

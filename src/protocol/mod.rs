@@ -6,7 +6,7 @@
 //! limit), [`message`] (the requests and responses), [`output`] (output
 //! bytes as binary frames), [`event`] (the daemon's event stream), [`hello`] (the versioned greeting every
 //! connection starts with), [`tty`] (terminal runs: sizes and keys), [`screen`] (a terminal
-//! run's screen as text).
+//! run's screen as text), [`window`] (a part of one input's output).
 
 pub mod entry;
 pub mod event;
@@ -17,6 +17,7 @@ pub mod message;
 pub mod output;
 pub mod screen;
 pub mod tty;
+pub mod window;
 pub mod zeros;
 
 pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME_BYTES};

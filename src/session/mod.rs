@@ -19,3 +19,4 @@ pub(crate) mod store;
 pub use store::SessionMeta;
 pub mod transcript;
 pub mod wake;
+pub mod windows;

@@ -18,6 +18,7 @@ mod shutdown;
 mod slots;
 mod spare;
 pub(crate) mod state_lock;
+mod windows;
 
 pub use error::SupervisorError;
 use std::cell::RefCell;

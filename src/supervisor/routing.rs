@@ -458,6 +458,10 @@ async fn route(
         serve_resting_log(supervisor, &id, &mut client, query).await;
         return;
     }
+    if let (true, SessionRequest::Window { .. }) = (resting, &request) {
+        super::windows::serve_resting_window(supervisor, &id, &mut client, request).await;
+        return;
+    }
     match running_worker(supervisor, &id, state, &client, &request, zero_runs).await {
         Ok(Reached::Handed) => {}
         Ok(Reached::Greeted(worker, hello)) => {

@@ -23,11 +23,14 @@ use crate::paths::Paths;
 use crate::protocol::event::EventKind;
 use crate::protocol::frame::{read_frame, read_frame_bytes, write_frame};
 use crate::protocol::kernel::{FromKernel, InlineRecord, JobState, ToKernel, KERNEL_PROTOCOL};
+use crate::session::entry::Stream;
 use crate::session::page_cache;
-use crate::session::spool::Chunk;
+use crate::session::spool::{open_job, Chunk};
 use crate::session::store::{read_json, KernelRecord};
 use crate::session::transcript::EntryBody;
+use crate::session::windows::index::IndexWriter;
 use bytes::Bytes;
+use std::path::Path;
 
 /// How often a worker retries a kernel it cannot drive yet (another
 /// protocol version with runs in flight, or one still starting).
@@ -257,7 +260,7 @@ const FOLLOW_AHEAD_BYTES: usize = 4 << 20;
 /// the core, a chunk at a time (other work goes on between chunks).
 async fn read_spooled(
     worker: &Rc<RefCell<Worker>>,
-    job: &str,
+    (job, indexes): (&str, &mut Indexes),
     mut from: u64,
     end: u64,
 ) -> Result<(), WorkerError> {
@@ -272,7 +275,7 @@ async fn read_spooled(
             break;
         }
         let next = chunk.next;
-        take_records(worker, job, from, chunk).await;
+        take_records(worker, (job, &mut *indexes), from, chunk).await;
         from = next;
     }
     Ok(())
@@ -282,7 +285,7 @@ async fn read_spooled(
 /// holds from `from`, taken as if read from the file.
 async fn take_inline(
     worker: &Rc<RefCell<Worker>>,
-    job: &str,
+    (job, indexes): (&str, &mut Indexes),
     from: u64,
     records: Vec<InlineRecord>,
 ) {
@@ -293,12 +296,19 @@ async fn take_inline(
         .into_iter()
         .map(|record| (record.stream, Bytes::from(record.data), record.end))
         .collect();
-    take_records(worker, job, from, Chunk { records, next }).await;
+    take_records(worker, (job, indexes), from, Chunk { records, next }).await;
 }
 
-/// Store and show `chunk`, the records of `job`'s spool from `from`; then
-/// keep pace with the clients that follow it.
-async fn take_records(worker: &Rc<RefCell<Worker>>, job: &str, from: u64, chunk: Chunk) {
+/// Index, store and show `chunk`, the records of `job`'s spool from
+/// `from`; then keep pace with the clients that follow it.
+async fn take_records(
+    worker: &Rc<RefCell<Worker>>,
+    (job, indexes): (&str, &mut Indexes),
+    from: u64,
+    chunk: Chunk,
+) {
+    let session = worker.borrow().files.dir.clone();
+    indexes.read(&session, job, from, &chunk.records);
     {
         let mut w = worker.borrow_mut();
         let spool = w.store.spool.clone();
@@ -342,6 +352,7 @@ async fn serve(
     read: &mut OwnedReadHalf,
     wake_runs: &tokio::sync::Notify,
 ) -> String {
+    let mut indexes = Indexes::default();
     loop {
         let message = match read_frame::<FromKernel, _>(read).await {
             Ok(message) => message,
@@ -353,14 +364,15 @@ async fn serve(
         }
         match message {
             FromKernel::Spooled { job, from, end } => {
-                if let Err(e) = read_spooled(worker, &job, from, end).await {
+                if let Err(e) = read_spooled(worker, (&job, &mut indexes), from, end).await {
                     return e.to_string();
                 }
             }
             FromKernel::Output { job, from, records } => {
-                take_inline(worker, &job, from, records).await
+                take_inline(worker, (&job, &mut indexes), from, records).await
             }
             FromKernel::Ended { job, end } => {
+                indexes.ended(&job);
                 // An end clears the waiting (the kernel's word may come
                 // after it, when the job is forgotten).
                 super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, false);
@@ -395,6 +407,30 @@ async fn serve(
             FromKernel::Started { .. } | FromKernel::Hello { .. } => {}
             FromKernel::Stopped => return "it stopped".into(),
         }
+    }
+}
+
+/// The indexes of the jobs' output files (`session::windows::index`),
+/// written as their output is read; a job whose index cannot follow has
+/// none written (its readers read its output instead).
+#[derive(Default)]
+struct Indexes(BTreeMap<String, Option<IndexWriter>>);
+
+impl Indexes {
+    /// `job`'s records from `from`, as read from its output file.
+    fn read(&mut self, session: &Path, job: &str, from: u64, records: &[(Stream, Bytes, u64)]) {
+        let writer = self.0.entry(job.to_string()).or_insert_with(|| {
+            let output = open_job(session, job).ok()?;
+            IndexWriter::open(session, job, &output, from)
+        });
+        let records = records.iter().map(|(s, b, e)| (*s, &b[..], *e));
+        if writer.as_mut().is_some_and(|w| !w.read(from, records)) {
+            *writer = None;
+        }
+    }
+
+    fn ended(&mut self, job: &str) {
+        self.0.remove(job);
     }
 }
 

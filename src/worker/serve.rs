@@ -28,6 +28,7 @@ use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSI
 mod loops;
 mod replays;
 mod requests;
+mod windows;
 
 pub use loops::apply_until_stored;
 use loops::{

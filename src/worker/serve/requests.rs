@@ -182,6 +182,7 @@ pub(super) async fn session_request(
             after,
             follow,
         } => send_log(worker, LogQuery { tail, input, after }, follow, tx),
+        request @ SessionRequest::Window { .. } => super::windows::send_window(worker, request, tx),
         SessionRequest::Attach { after, tail } => {
             let start = match after {
                 Some(after) => ReplayStart::After(after),
