@@ -4,7 +4,6 @@
 use tokio::net::UnixStream;
 
 use super::launch::Shared;
-use super::routing::error;
 use crate::protocol::message::SessionRequest;
 use crate::protocol::write_frame;
 use crate::session::windows::{self, WindowAsk};
@@ -16,29 +15,15 @@ pub(super) async fn serve_resting_window(
     client: &mut UnixStream,
     request: SessionRequest,
 ) {
-    let SessionRequest::Window {
-        input,
-        stream,
-        window,
-    } = request
-    else {
+    let Some(ask) = WindowAsk::of(request) else {
         return;
     };
     let files = supervisor.borrow().files(id);
-    let ask = WindowAsk {
-        input,
-        stream,
-        window,
-    };
-    let answered =
-        tokio::task::spawn_blocking(move || windows::answer(&files.dir, &files.transcript(), &ask))
-            .await;
-    let responses = match answered {
-        Ok(Ok(answer)) => windows::responses(answer, stream),
-        Ok(Err(e)) => vec![error(e.to_string())],
-        Err(e) => vec![error(format!("the output window failed: {e}"))],
-    };
-    for response in responses {
+    let answered = tokio::task::spawn_blocking(move || {
+        windows::answer_frames(&files.dir, &files.transcript(), &ask)
+    })
+    .await;
+    for response in answered.unwrap_or_else(|e| vec![windows::failed(e)]) {
         if write_frame(client, &response).await.is_err() {
             return;
         }

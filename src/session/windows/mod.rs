@@ -37,6 +37,24 @@ pub struct WindowAsk {
     pub window: OutputWindow,
 }
 
+impl WindowAsk {
+    /// The window `request` asks for, if it is a `Window` request.
+    pub fn of(request: crate::protocol::message::SessionRequest) -> Option<WindowAsk> {
+        match request {
+            crate::protocol::message::SessionRequest::Window {
+                input,
+                stream,
+                window,
+            } => Some(WindowAsk {
+                input,
+                stream,
+                window,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A window's answer: its parts, then the whole output's size.
 #[derive(Debug, Default)]
 pub struct Answer {
@@ -332,4 +350,26 @@ pub fn responses(answer: Answer, stream: Option<Stream>) -> Vec<crate::protocol:
     }
     responses.push(Response::WindowEnd(answer.summary));
     responses
+}
+
+/// The answer to `ask` as the frames a client reads: the window's parts and
+/// size, or one error line. It reads files: run it off an async thread.
+pub fn answer_frames(
+    session: &Path,
+    transcript: &Path,
+    ask: &WindowAsk,
+) -> Vec<crate::protocol::Response> {
+    match answer(session, transcript, ask) {
+        Ok(answer) => responses(answer, ask.stream),
+        Err(e) => vec![crate::protocol::Response::Error {
+            message: e.to_string(),
+        }],
+    }
+}
+
+/// The line for a window whose reading thread failed.
+pub fn failed(e: impl std::fmt::Display) -> crate::protocol::Response {
+    crate::protocol::Response::Error {
+        message: format!("the output window failed: {e}"),
+    }
 }

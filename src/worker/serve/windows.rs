@@ -12,18 +12,8 @@ use crate::worker::state::Worker;
 
 /// Answer `request` (a `Window`) on `tx`.
 pub(super) fn send_window(worker: &Rc<RefCell<Worker>>, request: SessionRequest, tx: &Outbox) {
-    let SessionRequest::Window {
-        input,
-        stream,
-        window,
-    } = request
-    else {
+    let Some(ask) = WindowAsk::of(request) else {
         return;
-    };
-    let ask = WindowAsk {
-        input,
-        stream,
-        window,
     };
     let (next_input, dir, transcript) = {
         let w = worker.borrow();
@@ -41,19 +31,10 @@ pub(super) fn send_window(worker: &Rc<RefCell<Worker>>, request: SessionRequest,
     }
     let tx = tx.clone();
     tokio::task::spawn_local(async move {
-        let stream = ask.stream;
         let answered =
-            tokio::task::spawn_blocking(move || windows::answer(&dir, &transcript, &ask)).await;
-        let responses = match answered {
-            Ok(Ok(answer)) => windows::responses(answer, stream),
-            Ok(Err(e)) => vec![Response::Error {
-                message: e.to_string(),
-            }],
-            Err(e) => vec![Response::Error {
-                message: format!("the output window failed: {e}"),
-            }],
-        };
-        for response in responses {
+            tokio::task::spawn_blocking(move || windows::answer_frames(&dir, &transcript, &ask))
+                .await;
+        for response in answered.unwrap_or_else(|e| vec![windows::failed(e)]) {
             if tx.send(response).is_err() {
                 return;
             }
