@@ -11,20 +11,14 @@ import os
 import sys
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from common import eukhe_mcp, step, text
+
 INVALID_PARAMS = -32602
 WAIT_MS = 20000
-
-
-def step(what):
-    print(f"ok: {what}", flush=True)
-
-
-def text(result):
-    return "".join(block.text for block in result.content if block.type == "text")
 
 
 async def call(session, tool, arguments):
@@ -127,13 +121,7 @@ async def errors(session, name):
 
 
 async def main():
-    env = {
-        name: os.environ[name]
-        for name in ("EUKHE_SOCKET", "EUKHE_STATE_DIR", "PATH", "HOME")
-        if name in os.environ
-    }
-    server = StdioServerParameters(command=os.environ["EUKHE_BIN"], args=["mcp"], env=env, cwd="/")
-    async with stdio_client(server) as (read, write):
+    async with stdio_client(eukhe_mcp()) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             # The test's own directory (the state directory's parent): the

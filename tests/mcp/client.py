@@ -14,23 +14,17 @@ import sys
 import time
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
+
+from common import eukhe_mcp, step, text
 
 INVALID_PARAMS = -32602
 TOOLS = {
     "new_session", "list_sessions", "bash", "send", "log", "cancel", "remove_session",
     "send_keys", "screen", "wait_for", "wait",
 }
-
-
-def step(what):
-    print(f"ok: {what}", flush=True)
-
-
-def text(result):
-    return "".join(block.text for block in result.content if block.type == "text")
 
 
 async def call(session, tool, arguments):
@@ -74,13 +68,7 @@ async def session_record(session, session_id, what, condition, within=15.0):
 
 
 async def main():
-    env = {
-        name: os.environ[name]
-        for name in ("EUKHE_SOCKET", "EUKHE_STATE_DIR", "PATH", "HOME")
-        if name in os.environ
-    }
-    server = StdioServerParameters(command=os.environ["EUKHE_BIN"], args=["mcp"], env=env, cwd="/")
-    async with stdio_client(server) as (read, write):
+    async with stdio_client(eukhe_mcp()) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             assert init.server_info.name == "eukhe", init.server_info

@@ -7,23 +7,16 @@ Run by tests/mcp.rs like client.py (EUKHE_BIN, EUKHE_SOCKET,
 EUKHE_STATE_DIR). Prints one `ok:` line per step; any failure raises.
 """
 
-import os
 import re
 import sys
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
+from common import eukhe_mcp, step, text
+
 OUTPUT_CAP_BYTES = 32 * 1024
-
-
-def step(what):
-    print(f"ok: {what}", flush=True)
-
-
-def text(result):
-    return "".join(block.text for block in result.content if block.type == "text")
 
 
 async def call(session, tool, arguments):
@@ -36,13 +29,7 @@ async def call(session, tool, arguments):
 
 
 async def main():
-    env = {
-        name: os.environ[name]
-        for name in ("EUKHE_SOCKET", "EUKHE_STATE_DIR", "PATH", "HOME")
-        if name in os.environ
-    }
-    server = StdioServerParameters(command=os.environ["EUKHE_BIN"], args=["mcp"], env=env, cwd="/")
-    async with stdio_client(server) as (read, write):
+    async with stdio_client(eukhe_mcp()) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
