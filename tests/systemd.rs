@@ -11,7 +11,7 @@ use crate::support::systemd::{unavailable, PrivateSystemd};
 use crate::support::{never, wait_until};
 
 /// Why these tests cannot run here, printed as the reason they did not.
-fn skip() -> bool {
+pub(crate) fn skip() -> bool {
     match unavailable() {
         Some(why) => {
             skip_unless_ci(&format!("a private systemd cannot run here: {why}"));

@@ -10,19 +10,8 @@
 use std::time::Duration;
 
 use crate::support::installed::Installed;
-use crate::support::skip::skip_unless_ci;
-use crate::support::systemd::unavailable;
 use crate::support::wait_until;
-
-fn skip() -> bool {
-    match unavailable() {
-        Some(why) => {
-            skip_unless_ci(&format!("a private systemd cannot run here: {why}"));
-            true
-        }
-        None => false,
-    }
-}
+use crate::systemd::skip;
 
 fn kernel(id: &str) -> String {
     format!("eukhe-kernel@{id}.service")
