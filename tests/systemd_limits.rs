@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::support::installed::Installed;
+use crate::support::installed::{Installed, UID};
 use crate::support::wait_until;
 use crate::systemd::skip;
 
@@ -34,10 +34,32 @@ fn limits_are_the_kernel_units_properties_at_every_start_and_ls_shows_them() {
         return;
     }
     let mut eukhe = Installed::boot("limits", &[]);
-    let id = eukhe
-        .eukhe("new --memory-max 64M --tasks-max 50 --cpu-quota 150%")
-        .trim()
-        .to_string();
+    let created: serde_json::Value = serde_json::from_str(
+        &eukhe.eukhe("new --json --memory-max 64M --tasks-max 50 --cpu-quota 150%"),
+    )
+    .expect("new --json");
+    let id = created["id"].as_str().expect("an id").to_string();
+    // What the user manager can enforce, as its own cgroup says; a limit
+    // it cannot is told, never kept in silence.
+    let manager = eukhe.root(&format!(
+        "cat /sys/fs/cgroup/user.slice/user-{UID}.slice/user@{UID}.service/cgroup.controllers"
+    ));
+    let has = |controller: &str| manager.split_whitespace().any(|c| c == controller);
+    let warning = created["warning"].as_str().unwrap_or_default();
+    for (controller, property) in [
+        ("memory", "MemoryMax"),
+        ("cpu", "CPUQuota"),
+        ("pids", "TasksMax"),
+    ] {
+        assert_eq!(
+            warning.contains(property),
+            !has(controller),
+            "the manager has {manager:?}; the warning: {warning:?}"
+        );
+    }
+    if !has("memory") {
+        assert!(warning.contains("not enforced"), "{warning}");
+    }
     let limited = [
         "CPUQuotaPerSecUSec=1.500000s",
         "MemoryMax=67108864",
@@ -78,7 +100,10 @@ fn limits_are_the_kernel_units_properties_at_every_start_and_ls_shows_them() {
     });
     assert_eq!(shown(&eukhe, &id), limited);
     // A session without limits leaves its kernel unit's alone.
-    let plain = eukhe.eukhe("new").trim().to_string();
+    let plain = eukhe.eukhe("new --json");
+    assert!(!plain.contains("warning"), "{plain}");
+    let plain: serde_json::Value = serde_json::from_str(&plain).expect("new --json");
+    let plain = plain["id"].as_str().expect("an id").to_string();
     assert!(shown(&eukhe, &plain).contains(&"MemoryMax=infinity".to_string()));
     assert!(eukhe.session(&plain).get("resources").is_none());
 }

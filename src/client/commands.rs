@@ -153,9 +153,16 @@ async fn new_session(
         limits,
     };
     match ask(ClientStart::New, request).await? {
-        Response::Created { id, name } => {
+        Response::Created { id, name, warning } => {
+            if let Some(warning) = &warning {
+                eprintln!("eukhe: warning: {warning}");
+            }
             if json {
-                outln!("{}", serde_json::json!({ "id": id, "name": name }))?;
+                let mut created = serde_json::json!({ "id": id, "name": name });
+                if let Some(warning) = warning {
+                    created["warning"] = warning.into();
+                }
+                outln!("{created}")?;
             } else {
                 outln!("{id}")?;
             }

@@ -12,7 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use super::HostError;
-use crate::laws::limits::{process_backend_refusal, CgroupPlace, ResourceLimits};
+use crate::laws::limits::{
+    process_backend_refusal, systemd_unenforced, CgroupPlace, ResourceLimits,
+};
 
 /// The cgroup v2 mount point in `/proc/self/mountinfo`'s text.
 fn cgroup2_mount(mountinfo: &str) -> Option<String> {
@@ -85,6 +87,24 @@ pub fn process_refusal(limits: &ResourceLimits) -> Option<String> {
         return None;
     }
     process_backend_refusal(limits, &place())
+}
+
+/// `eukhe new` on the systemd backend: the warning when the user
+/// manager this daemon runs under cannot enforce `limits`. None when it
+/// can, or when this daemon is under no user manager (nothing to tell).
+pub fn systemd_warning(limits: &ResourceLimits) -> Option<String> {
+    if limits.is_none() {
+        return None;
+    }
+    let own = cgroup_dir_of("self").ok()?;
+    let manager = own.ancestors().find(|dir| {
+        dir.file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with("user@") && name.ends_with(".service"))
+    })?;
+    let text = std::fs::read_to_string(manager.join("cgroup.controllers")).ok()?;
+    let controllers: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    systemd_unenforced(limits, &controllers)
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> HostError {

@@ -351,6 +351,56 @@ pub fn process_backend_refusal(limits: &ResourceLimits, place: &CgroupPlace) -> 
     }
 }
 
+/// The systemd property a controller enforces.
+fn property_of(controller: Controller) -> &'static str {
+    match controller {
+        Controller::Memory => "MemoryMax",
+        Controller::Cpu => "CPUQuota",
+        Controller::Pids => "TasksMax",
+    }
+}
+
+/// `eukhe new` under systemd: the warning when the user manager's cgroup
+/// (`manager_controllers`, its `cgroup.controllers`) lacks a controller
+/// `limits` need. systemd keeps such a property on the kernel unit and
+/// shows it, but nothing enforces it: without this line the gap is silent.
+pub fn systemd_unenforced(
+    limits: &ResourceLimits,
+    manager_controllers: &[String],
+) -> Option<String> {
+    let missing: Vec<Controller> = limits
+        .controllers()
+        .into_iter()
+        .filter(|c| !manager_controllers.iter().any(|have| have == c.name()))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let names = |name: fn(Controller) -> &'static str| {
+        missing
+            .iter()
+            .map(|c| name(*c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let has = if manager_controllers.is_empty() {
+        "none".to_string()
+    } else {
+        manager_controllers.join(" ")
+    };
+    let (controllers, are) = if missing.len() == 1 {
+        ("controller", "is")
+    } else {
+        ("controllers", "are")
+    };
+    Some(format!(
+        "the user manager's cgroup has no {} {controllers} (it has {has}): {} {are} set on the session's kernel unit but not enforced; delegate the {controllers} to the user manager (Delegate= of user@.service) or drop {}",
+        names(Controller::name),
+        names(property_of),
+        names(option_of)
+    ))
+}
+
 /// A kernel job's name as its notice names it: `r7` is "run 7", a user
 /// bash `b3-...` is "bash 3"; other jobs have none.
 pub fn job_label(job: &str) -> Option<String> {

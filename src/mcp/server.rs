@@ -390,13 +390,18 @@ async fn new_session(args: NewSessionArgs) -> Result<CallToolResult, ClientError
         limits,
     };
     match client.ask(request).await? {
-        Response::Created { id, name } => Ok(answer(
-            format!(
+        Response::Created { id, name, warning } => {
+            let mut text = format!(
                 "created session {name} (id {id}); run commands in it with `bash` \
                  session={name}"
-            ),
-            json!({ "id": id, "name": name }),
-        )),
+            );
+            let mut created = json!({ "id": id, "name": name });
+            if let Some(warning) = warning {
+                text.push_str(&format!("\nwarning: {warning}"));
+                created["warning"] = warning.into();
+            }
+            Ok(answer(text, created))
+        }
         other => unexpected(other),
     }
 }

@@ -495,6 +495,10 @@ pub enum Response {
         id: String,
         /// The new session's name.
         name: String,
+        /// What the user must know about the session as made: limits
+        /// this host keeps but cannot enforce.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
     },
     /// The answer to `rm`: the session `id`, named `name`, is gone.
     Removed {

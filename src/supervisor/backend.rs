@@ -24,13 +24,18 @@ fn host(supervisor: &Shared) -> Rc<dyn WorkerHost> {
     supervisor.borrow().host.clone()
 }
 
-/// Whether this backend can apply `limits` to a new session's kernels,
-/// or the one line that says why not. Under systemd the kernel unit takes
-/// them as properties; the process backend needs a delegated cgroup v2.
-pub fn limits_apply(supervisor: &Shared, limits: &ResourceLimits) -> Result<(), String> {
+/// Whether this backend can apply `limits` to a new session's kernels
+/// (with a warning to pass on, if any), or the one line that says why
+/// not. Under systemd the kernel unit takes them as properties, enforced
+/// only where the user manager has the controllers; the process backend
+/// needs a delegated cgroup v2.
+pub fn limits_apply(
+    supervisor: &Shared,
+    limits: &ResourceLimits,
+) -> Result<Option<String>, String> {
     match host(supervisor).kind() {
-        HostKind::Systemd => Ok(()),
-        HostKind::Process => crate::host::cgroup::process_refusal(limits).map_or(Ok(()), Err),
+        HostKind::Systemd => Ok(crate::host::cgroup::systemd_warning(limits)),
+        HostKind::Process => crate::host::cgroup::process_refusal(limits).map_or(Ok(None), Err),
     }
 }
 

@@ -314,10 +314,10 @@ async fn new_session(
             "working directory {cwd:?} is not an existing absolute directory"
         ));
     }
-    let limits = limits.or(supervisor.borrow().config.limits);
-    if let Err(message) = backend::limits_apply(supervisor, &limits) {
-        return error(message);
-    }
+    let (limits, warning) = match session_limits(supervisor, limits) {
+        Ok(found) => found,
+        Err(message) => return error(message),
+    };
     let meta = SessionMeta {
         id: id.clone(),
         name: name.clone(),
@@ -335,7 +335,7 @@ async fn new_session(
             };
             supervisor.borrow().events.session(&id, &name, created);
             supervisor.borrow().state_changed(&id);
-            return Response::Created { id, name };
+            return Response::Created { id, name, warning };
         }
     }
     let files = supervisor.borrow().files(&id);
@@ -356,9 +356,23 @@ async fn new_session(
     supervisor.borrow().events.session(&id, &name, created);
     launch(supervisor, &id).await;
     match wait_running(supervisor, &id).await {
-        Ok(()) => Response::Created { id, name },
+        Ok(()) => Response::Created { id, name, warning },
         Err(message) => error(message),
     }
+}
+
+/// The limits a new session gets (its own, else the configured ones) and
+/// the warning to pass on, or the one line refusing them on this backend.
+fn session_limits(
+    supervisor: &Shared,
+    limits: ResourceLimits,
+) -> Result<(ResourceLimits, Option<String>), String> {
+    let limits = limits.or(supervisor.borrow().config.limits);
+    let warning = backend::limits_apply(supervisor, &limits)?;
+    if let Some(warning) = &warning {
+        tracing::warn!("{warning}");
+    }
+    Ok((limits, warning))
 }
 
 /// A fresh session id: no other session's id, nor another session's name

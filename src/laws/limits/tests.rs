@@ -209,3 +209,29 @@ fn jobs_are_named_as_the_user_knows_them() {
     assert_eq!(job_label(""), None);
     assert_eq!(job_label("template"), None);
 }
+
+#[test]
+fn systemd_warns_of_each_limit_its_user_manager_cannot_enforce() {
+    let all = ResourceLimits {
+        memory_max: Some(Max::Value(64 << 20)),
+        cpu_quota_percent: Some(150),
+        tasks_max: Some(Max::Value(50)),
+    };
+    assert_eq!(
+        systemd_unenforced(&all, &[]).as_deref(),
+        Some(
+            "the user manager's cgroup has no memory, cpu, pids controllers (it has none): \
+             MemoryMax, CPUQuota, TasksMax are set on the session's kernel unit but not enforced; \
+             delegate the controllers to the user manager (Delegate= of user@.service) or drop --memory-max, --cpu-quota, --tasks-max"
+        )
+    );
+    let memory_and_pids = ["memory".to_string(), "pids".to_string()];
+    let why = systemd_unenforced(&all, &memory_and_pids).unwrap();
+    assert!(
+        why.contains("no cpu controller (it has memory pids): CPUQuota is set")
+            && why.ends_with("drop --cpu-quota"),
+        "{why}"
+    );
+    assert_eq!(systemd_unenforced(&memory(1), &memory_and_pids), None);
+    assert_eq!(systemd_unenforced(&ResourceLimits::default(), &[]), None);
+}
