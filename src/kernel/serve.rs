@@ -317,6 +317,7 @@ fn hello(ctx: &Context, protocol: u32) -> FromKernel {
         },
         jobs: k.job_states(),
         background: k.core.background(),
+        terminals: k.ttys.sizes(),
     }
 }
 

@@ -190,11 +190,14 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
         restore_id,
         jobs,
         background,
+        terminals,
         ..
     } = hello
     else {
         return Ok(());
     };
+    // Before the jobs are followed: a screen rebuilt then takes its sizes.
+    w.screens.heard_sizes(terminals);
     if restored.is_some() {
         log_revival(&w.meta.id, &jobs, w.core.queue().count());
     }

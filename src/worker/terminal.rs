@@ -184,7 +184,10 @@ impl TerminalOfConnection {
 }
 
 fn resize(worker: &mut Worker, job: String, size: WindowSize) {
-    let message = ToKernel::Resize { job, size };
+    // The screen takes the size after the output stored so far, as a
+    // rebuilt one does (`Screens::rebuild`).
+    let at = worker.core.stored_spool_offset(&job);
+    let message = ToKernel::Resize { job, size, at };
     worker.screens_see_kernel(&message);
     worker.send_kernel(message);
 }
