@@ -391,20 +391,21 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         if ctx.kernel.borrow().core.stopping() {
             return;
         }
-        let (spool, state) = {
+        let (spool, state, spooled) = {
             let k = ctx.kernel.borrow();
+            let spooled = k.jobs.get(&job).map(|j| j.spooled);
             let state = match k.books.get(&job) {
                 Some(j) => (true, j.end.clone(), j.open_streams == 0),
                 // Not live here: what the spool holds is all there is.
                 None => (false, k.spool.end(&job), true),
             };
-            (k.spool.clone(), state)
+            (k.spool.clone(), state, spooled)
         };
         let (live, end, settled) = state;
         // Everything written so far: the worker reads the records from
         // the spool file itself, unless they are few and small (no copy
         // of a flood's bytes through this socket).
-        let written = spool.len(&job);
+        let written = spooled.unwrap_or_else(|| spool.len(&job));
         if written > from {
             let message = grown(&ctx, &job, from, written);
             if tx.send(encode(&message).unwrap_or_default()).await.is_err() {

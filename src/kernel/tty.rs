@@ -89,11 +89,12 @@ pub fn reader(master: &OwnedFd) -> Result<pipe::Receiver, KernelError> {
     pipe::Receiver::from_owned_fd_unchecked(master.try_clone().map_err(cannot)?).map_err(cannot)
 }
 
-/// Keys for a terminal, and where to say they are written.
+/// Keys for a terminal, and where to say they are written (none: nobody
+/// waits to hear it).
 struct Keys {
     data: Vec<u8>,
     job: String,
-    answer: mpsc::UnboundedSender<Vec<u8>>,
+    answer: Option<mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 /// One terminal job's terminal.
@@ -186,8 +187,13 @@ impl Terminals {
     }
 
     /// Write `data` to `job`'s terminal, after any keys before it; then
-    /// send `Keyed` on `answer`. An error is answered at once.
-    pub fn keys(&mut self, job: &str, data: Vec<u8>, answer: mpsc::UnboundedSender<Vec<u8>>) {
+    /// send `Keyed` on `answer`, if any. An error is answered at once.
+    pub fn keys(
+        &mut self,
+        job: &str,
+        data: Vec<u8>,
+        answer: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    ) {
         let Some(terminal) = self.by_job.get_mut(job) else {
             send_keyed(&answer, job, Some(no_terminal(job)));
             return;
@@ -267,7 +273,10 @@ pub fn request(
     control: &mpsc::UnboundedSender<Vec<u8>>,
 ) {
     match request {
-        ToKernel::Keys { job, data } => terminals.keys(&job, data, control.clone()),
+        ToKernel::Keys { job, data, quiet } => {
+            let answer = (!quiet).then(|| control.clone());
+            terminals.keys(&job, data, answer)
+        }
         ToKernel::Resize { job, size, at } => {
             if let Err(message) = terminals.resize(&job, size, at) {
                 if let Ok(frame) = crate::protocol::frame::encode(&FromKernel::Error { message }) {
@@ -302,7 +311,13 @@ fn no_terminal(job: &str) -> String {
     format!("{job} has no terminal (it was not started with --tty, or it has ended)")
 }
 
-fn send_keyed(answer: &mpsc::UnboundedSender<Vec<u8>>, job: &str, error: Option<String>) {
+fn send_keyed(answer: &Option<mpsc::UnboundedSender<Vec<u8>>>, job: &str, error: Option<String>) {
+    let Some(answer) = answer else {
+        if let Some(error) = error {
+            tracing::warn!("{error}");
+        }
+        return;
+    };
     let keyed = FromKernel::Keyed {
         job: job.to_string(),
         error,

@@ -22,7 +22,7 @@ use super::tty::WindowSize;
 /// version and lets any other only ask it to stop. 11: `FromKernel::Output`,
 /// small spooled records sent inline. 12: `Resize`'s `at` and `Hello`'s
 /// `terminals`, each terminal job's sizes and where in its output each
-/// began).
+/// began; `Keys`'s `quiet`).
 pub const KERNEL_PROTOCOL: u32 = 12;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
@@ -123,13 +123,18 @@ pub enum ToKernel {
         tty: Option<WindowSize>,
     },
     /// Write `data` to terminal job `job`'s terminal, as typed keys; the
-    /// kernel answers `Keyed` once they are in its input queue.
+    /// kernel answers `Keyed` once they are in its input queue, unless
+    /// `quiet`.
     Keys {
         /// The job's tag.
         job: String,
         /// The bytes.
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
+        /// Nobody waits to hear they are written (a person's typing): no
+        /// `Keyed` comes back, an error is only logged.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        quiet: bool,
     },
     /// Set terminal job `job`'s window size (its program gets SIGWINCH).
     Resize {
