@@ -119,11 +119,12 @@ async fn writer(
 }
 
 async fn connection(ctx: Rc<Context>, stream: UnixStream) {
-    let (mut read, write) = stream.into_split();
+    let (read, write) = stream.into_split();
     let (tx, output_rx) = mpsc::channel(OUTBOX_FRAMES);
     let (control, control_rx) = mpsc::unbounded_channel();
     let writer = tokio::task::spawn_local(writer(write, control_rx, output_rx));
     let mut followers = Vec::new();
+    let mut read = crate::protocol::frame::frame_reader(read);
     let served = serve_connection(&ctx, &mut read, &tx, &control, &mut followers).await;
     // The worker is gone (or asked for the stop): its followers end with
     // it, and the kernel knows it has no worker.
@@ -147,6 +148,9 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
     }
 }
 
+/// A worker's connection, read a frame at a time.
+type FrameReader = tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>;
+
 /// How a connection's service ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Served {
@@ -158,7 +162,7 @@ enum Served {
 
 async fn serve_connection(
     ctx: &Rc<Context>,
-    read: &mut tokio::net::unix::OwnedReadHalf,
+    read: &mut FrameReader,
     tx: &mpsc::Sender<Vec<u8>>,
     control: &mpsc::UnboundedSender<Vec<u8>>,
     followers: &mut Vec<tokio::task::JoinHandle<()>>,
@@ -274,7 +278,7 @@ fn forget(ctx: &Context, job: &str) {
 /// serve it.
 async fn greet(
     ctx: &Rc<Context>,
-    read: &mut tokio::net::unix::OwnedReadHalf,
+    read: &mut FrameReader,
     control: &mpsc::UnboundedSender<Vec<u8>>,
 ) -> Greeted {
     let Ok(ToKernel::Hello { protocol, .. }) = read_frame::<ToKernel, _>(read).await else {
