@@ -23,6 +23,7 @@ mod reset;
 mod runaway;
 mod runs;
 mod screen;
+mod screen_restart;
 mod shell;
 mod shell_attach;
 mod systemd;

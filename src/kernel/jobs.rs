@@ -60,6 +60,9 @@ pub struct Job {
     pub oom_kills_at_start: u64,
     /// Its latest small records, for its followers to send inline.
     pub recent: super::recent::RecentOutput,
+    /// How far its spool file has grown (the kernel is its one writer and
+    /// made it empty): its followers need not ask the file.
+    pub spooled: u64,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -287,6 +290,7 @@ impl Kernel {
                 shell,
                 oom_kills_at_start: crate::host::cgroup::own_oom_kills(),
                 recent: Default::default(),
+                spooled: 0,
             },
         );
         self.bump();
@@ -439,7 +443,10 @@ impl Kernel {
         self.core.terminal_output(job, crate::clock::mono_ms());
         if let Some(j) = self.jobs.get_mut(job) {
             match Spool::append(&mut j.out, stream, bytes) {
-                Ok(end) => j.recent.appended(stream, bytes, end),
+                Ok(end) => {
+                    j.spooled = end;
+                    j.recent.appended(stream, bytes, end)
+                }
                 Err(e) => {
                     j.recent.clear();
                     let more = LostOutput {

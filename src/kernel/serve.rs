@@ -119,11 +119,12 @@ async fn writer(
 }
 
 async fn connection(ctx: Rc<Context>, stream: UnixStream) {
-    let (mut read, write) = stream.into_split();
+    let (read, write) = stream.into_split();
     let (tx, output_rx) = mpsc::channel(OUTBOX_FRAMES);
     let (control, control_rx) = mpsc::unbounded_channel();
     let writer = tokio::task::spawn_local(writer(write, control_rx, output_rx));
     let mut followers = Vec::new();
+    let mut read = crate::protocol::frame::frame_reader(read);
     let served = serve_connection(&ctx, &mut read, &tx, &control, &mut followers).await;
     // The worker is gone (or asked for the stop): its followers end with
     // it, and the kernel knows it has no worker.
@@ -147,6 +148,9 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
     }
 }
 
+/// A worker's connection, read a frame at a time.
+type FrameReader = tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>;
+
 /// How a connection's service ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Served {
@@ -158,7 +162,7 @@ enum Served {
 
 async fn serve_connection(
     ctx: &Rc<Context>,
-    read: &mut tokio::net::unix::OwnedReadHalf,
+    read: &mut FrameReader,
     tx: &mpsc::Sender<Vec<u8>>,
     control: &mpsc::UnboundedSender<Vec<u8>>,
     followers: &mut Vec<tokio::task::JoinHandle<()>>,
@@ -274,7 +278,7 @@ fn forget(ctx: &Context, job: &str) {
 /// serve it.
 async fn greet(
     ctx: &Rc<Context>,
-    read: &mut tokio::net::unix::OwnedReadHalf,
+    read: &mut FrameReader,
     control: &mpsc::UnboundedSender<Vec<u8>>,
 ) -> Greeted {
     let Ok(ToKernel::Hello { protocol, .. }) = read_frame::<ToKernel, _>(read).await else {
@@ -317,6 +321,7 @@ fn hello(ctx: &Context, protocol: u32) -> FromKernel {
         },
         jobs: k.job_states(),
         background: k.core.background(),
+        terminals: k.ttys.sizes(),
     }
 }
 
@@ -390,20 +395,21 @@ async fn follow(ctx: Rc<Context>, tx: mpsc::Sender<Vec<u8>>, job: String, mut fr
         if ctx.kernel.borrow().core.stopping() {
             return;
         }
-        let (spool, state) = {
+        let (spool, state, spooled) = {
             let k = ctx.kernel.borrow();
+            let spooled = k.jobs.get(&job).map(|j| j.spooled);
             let state = match k.books.get(&job) {
                 Some(j) => (true, j.end.clone(), j.open_streams == 0),
                 // Not live here: what the spool holds is all there is.
                 None => (false, k.spool.end(&job), true),
             };
-            (k.spool.clone(), state)
+            (k.spool.clone(), state, spooled)
         };
         let (live, end, settled) = state;
         // Everything written so far: the worker reads the records from
         // the spool file itself, unless they are few and small (no copy
         // of a flood's bytes through this socket).
-        let written = spool.len(&job);
+        let written = spooled.unwrap_or_else(|| spool.len(&job));
         if written > from {
             let message = grown(&ctx, &job, from, written);
             if tx.send(encode(&message).unwrap_or_default()).await.is_err() {

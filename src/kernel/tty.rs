@@ -17,7 +17,7 @@
 //! dies is the session's.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::rc::Rc;
 
@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 
 use super::error::KernelError;
 use crate::laws::waiting::{Foreground, Seen};
-use crate::protocol::kernel::{FromKernel, ToKernel};
+use crate::protocol::kernel::{FromKernel, SizeAt, ToKernel};
 use crate::protocol::tty::WindowSize;
 
 /// A terminal just opened for a job.
@@ -89,11 +89,12 @@ pub fn reader(master: &OwnedFd) -> Result<pipe::Receiver, KernelError> {
     pipe::Receiver::from_owned_fd_unchecked(master.try_clone().map_err(cannot)?).map_err(cannot)
 }
 
-/// Keys for a terminal, and where to say they are written.
+/// Keys for a terminal, and where to say they are written (none: nobody
+/// waits to hear it).
 struct Keys {
     data: Vec<u8>,
     job: String,
-    answer: mpsc::UnboundedSender<Vec<u8>>,
+    answer: Option<mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 /// One terminal job's terminal.
@@ -107,7 +108,14 @@ struct Terminal {
     /// Bytes of keys handed to the writer and not written yet: keys the
     /// program has not read (`laws::waiting`).
     unwritten: Rc<Cell<u64>>,
+    /// The sizes it took, oldest first (at most [`SIZES_KEPT`]).
+    sizes: Vec<SizeAt>,
 }
+
+/// The most sizes a terminal remembers: a rebuilt screen replays the
+/// output's tail, over which a person resizes a window a few times; the
+/// oldest go first.
+pub const SIZES_KEPT: usize = 64;
 
 /// The terminals of the kernel's terminal jobs, by job.
 #[derive(Default)]
@@ -116,13 +124,14 @@ pub struct Terminals {
 }
 
 impl Terminals {
-    /// `job` runs on the terminal whose master is `master`.
-    pub fn add(&mut self, job: &str, master: OwnedFd) {
+    /// `job` runs on the terminal whose master is `master`, of `size`.
+    pub fn add(&mut self, job: &str, master: OwnedFd, size: WindowSize) {
         let terminal = Terminal {
             master,
             session: None,
             keys: None,
             unwritten: Rc::default(),
+            sizes: vec![SizeAt { at: 0, size }],
         };
         self.by_job.insert(job.to_string(), terminal);
     }
@@ -151,9 +160,10 @@ impl Terminals {
         }
     }
 
-    /// Set `job`'s window size; its program gets SIGWINCH.
-    pub fn resize(&self, job: &str, size: WindowSize) -> Result<(), String> {
-        let terminal = self.by_job.get(job).ok_or_else(|| no_terminal(job))?;
+    /// Set `job`'s window size, taken by the worker's screen at spool
+    /// offset `at` of its output; its program gets SIGWINCH.
+    pub fn resize(&mut self, job: &str, size: WindowSize, at: u64) -> Result<(), String> {
+        let terminal = self.by_job.get_mut(job).ok_or_else(|| no_terminal(job))?;
         let winsize = libc::winsize {
             ws_row: size.rows,
             ws_col: size.cols,
@@ -165,6 +175,7 @@ impl Terminals {
         // wrapper for it (its ioctl macros make unsafe functions).
         let rc = unsafe { libc::ioctl(terminal.master.as_raw_fd(), libc::TIOCSWINSZ, &winsize) };
         if rc == 0 {
+            remember_size(&mut terminal.sizes, SizeAt { at, size });
             Ok(())
         } else {
             Err(format!(
@@ -176,8 +187,13 @@ impl Terminals {
     }
 
     /// Write `data` to `job`'s terminal, after any keys before it; then
-    /// send `Keyed` on `answer`. An error is answered at once.
-    pub fn keys(&mut self, job: &str, data: Vec<u8>, answer: mpsc::UnboundedSender<Vec<u8>>) {
+    /// send `Keyed` on `answer`, if any. An error is answered at once.
+    pub fn keys(
+        &mut self,
+        job: &str,
+        data: Vec<u8>,
+        answer: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    ) {
         let Some(terminal) = self.by_job.get_mut(job) else {
             send_keyed(&answer, job, Some(no_terminal(job)));
             return;
@@ -235,6 +251,14 @@ impl Terminals {
         }
     }
 
+    /// The sizes each terminal took, by job, oldest first.
+    pub fn sizes(&self) -> BTreeMap<String, Vec<SizeAt>> {
+        let sizes = self.by_job.iter();
+        sizes
+            .map(|(job, terminal)| (job.clone(), terminal.sizes.clone()))
+            .collect()
+    }
+
     /// `job` is forgotten: its terminal closes once its reader is done.
     pub fn forget(&mut self, job: &str) {
         self.by_job.remove(job);
@@ -249,15 +273,31 @@ pub fn request(
     control: &mpsc::UnboundedSender<Vec<u8>>,
 ) {
     match request {
-        ToKernel::Keys { job, data } => terminals.keys(&job, data, control.clone()),
-        ToKernel::Resize { job, size } => {
-            if let Err(message) = terminals.resize(&job, size) {
+        ToKernel::Keys { job, data, quiet } => {
+            let answer = (!quiet).then(|| control.clone());
+            terminals.keys(&job, data, answer)
+        }
+        ToKernel::Resize { job, size, at } => {
+            if let Err(message) = terminals.resize(&job, size, at) {
                 if let Ok(frame) = crate::protocol::frame::encode(&FromKernel::Error { message }) {
                     let _ = control.send(frame);
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// Add `size` to `sizes`: one taken at the same offset as the last
+/// replaces it (no output was drawn at that one), the oldest goes past
+/// [`SIZES_KEPT`].
+fn remember_size(sizes: &mut Vec<SizeAt>, size: SizeAt) {
+    match sizes.last_mut() {
+        Some(last) if last.at >= size.at => *last = size,
+        _ => sizes.push(size),
+    }
+    if sizes.len() > SIZES_KEPT {
+        sizes.remove(0);
     }
 }
 
@@ -271,7 +311,13 @@ fn no_terminal(job: &str) -> String {
     format!("{job} has no terminal (it was not started with --tty, or it has ended)")
 }
 
-fn send_keyed(answer: &mpsc::UnboundedSender<Vec<u8>>, job: &str, error: Option<String>) {
+fn send_keyed(answer: &Option<mpsc::UnboundedSender<Vec<u8>>>, job: &str, error: Option<String>) {
+    let Some(answer) = answer else {
+        if let Some(error) = error {
+            tracing::warn!("{error}");
+        }
+        return;
+    };
     let keyed = FromKernel::Keyed {
         job: job.to_string(),
         error,
@@ -295,5 +341,36 @@ async fn write_keys(
             .err()
             .map(|e| format!("cannot write to the terminal of {}: {e}", words(&job)));
         send_keyed(&answer, &job, error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size_at(at: u64, cols: u16) -> SizeAt {
+        let size = WindowSize { rows: 24, cols };
+        SizeAt { at, size }
+    }
+
+    #[test]
+    fn a_size_taken_where_no_output_came_since_the_last_replaces_it() {
+        let mut sizes = vec![size_at(0, 80)];
+        remember_size(&mut sizes, size_at(0, 90));
+        remember_size(&mut sizes, size_at(7, 100));
+        remember_size(&mut sizes, size_at(7, 110));
+        remember_size(&mut sizes, size_at(9, 120));
+        assert_eq!(sizes, [size_at(0, 90), size_at(7, 110), size_at(9, 120)]);
+    }
+
+    #[test]
+    fn a_terminal_remembers_its_newest_sizes_only() {
+        let mut sizes = vec![size_at(0, 80)];
+        for at in 1..=SIZES_KEPT as u64 + 5 {
+            remember_size(&mut sizes, size_at(at, 100));
+        }
+        assert_eq!(sizes.len(), SIZES_KEPT);
+        assert_eq!(sizes.last(), Some(&size_at(SIZES_KEPT as u64 + 5, 100)));
+        assert_eq!(sizes[0].at, 6);
     }
 }

@@ -14,6 +14,17 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The largest frame payload accepted or sent: 1 MiB.
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 
+/// What a reader of a stream of frames buffers: a small frame (a
+/// keystroke, its echo) then takes one read, not one for its header and
+/// one for its payload.
+pub const FRAME_READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// `read` buffered for reading frames from (only frames: the buffer may
+/// hold the start of the next one).
+pub fn frame_reader<R: AsyncRead>(read: R) -> tokio::io::BufReader<R> {
+    tokio::io::BufReader::with_capacity(FRAME_READ_BUFFER_BYTES, read)
+}
+
 /// Why a frame could not be read or written.
 #[derive(Debug)]
 pub enum FrameError {

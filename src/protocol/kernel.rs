@@ -20,8 +20,10 @@ use super::tty::WindowSize;
 /// worker of 9 would take for a malformed frame and drop the link over;
 /// it never gets one, since a kernel serves only a worker of its own
 /// version and lets any other only ask it to stop. 11: `FromKernel::Output`,
-/// small spooled records sent inline).
-pub const KERNEL_PROTOCOL: u32 = 11;
+/// small spooled records sent inline. 12: `Resize`'s `at` and `Hello`'s
+/// `terminals`, each terminal job's sizes and where in its output each
+/// began; `Keys`'s `quiet`).
+pub const KERNEL_PROTOCOL: u32 = 12;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -61,6 +63,18 @@ pub struct InlineRecord {
     /// Its bytes.
     #[serde(with = "super::tty::base64_bytes")]
     pub data: Vec<u8>,
+}
+
+/// A size a terminal job's terminal took, and the spool offset of the
+/// job's output it took it at: output records ending after `at` were
+/// drawn at this size (until the next).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeAt {
+    /// The spool offset (0: the terminal's first size).
+    pub at: u64,
+    /// The size.
+    pub size: WindowSize,
 }
 
 /// What a kernel knows of one job.
@@ -109,13 +123,18 @@ pub enum ToKernel {
         tty: Option<WindowSize>,
     },
     /// Write `data` to terminal job `job`'s terminal, as typed keys; the
-    /// kernel answers `Keyed` once they are in its input queue.
+    /// kernel answers `Keyed` once they are in its input queue, unless
+    /// `quiet`.
     Keys {
         /// The job's tag.
         job: String,
         /// The bytes.
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
+        /// Nobody waits to hear they are written (a person's typing): no
+        /// `Keyed` comes back, an error is only logged.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        quiet: bool,
     },
     /// Set terminal job `job`'s window size (its program gets SIGWINCH).
     Resize {
@@ -123,6 +142,10 @@ pub enum ToKernel {
         job: String,
         /// The new size.
         size: WindowSize,
+        /// The spool offset of the job's output the worker's screen had
+        /// taken when it took this size: a rebuilt screen takes it there.
+        #[serde(default)]
+        at: u64,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.
@@ -192,6 +215,11 @@ pub enum FromKernel {
         jobs: BTreeMap<String, JobState>,
         /// Processes that runs left running.
         background: u32,
+        /// The sizes each terminal job's terminal took, by tag, oldest
+        /// first, the last its size now: a worker rebuilding a screen
+        /// from the stored output resizes it where the live one was.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        terminals: BTreeMap<String, Vec<SizeAt>>,
     },
     /// `job` was accepted and runs (`accepted: false`: the spool knew it;
     /// it was not executed again).

@@ -151,6 +151,16 @@ impl RunCore {
             .map(|(run, _)| *run)
     }
 
+    /// How far job `job`'s stored output reaches in its spool.
+    pub fn stored_spool_offset(&self, job: &str) -> u64 {
+        let offset = match self.job_kind(job) {
+            Some(JobKind::Run { input, .. }) => self.spool_offsets.get(&input),
+            Some(JobKind::Bash { number, .. }) => self.open_bash.get(&number),
+            None => None,
+        };
+        offset.copied().unwrap_or(0)
+    }
+
     /// The terminal size run `run` started with, if it is a terminal run
     /// that has not ended.
     pub fn run_tty(&self, run: RunId) -> Option<WindowSize> {

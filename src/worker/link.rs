@@ -47,7 +47,7 @@ pub async fn run(
     wake_runs: Rc<tokio::sync::Notify>,
 ) -> Result<(), WorkerError> {
     let (stream, hello) = connect(&worker, &paths).await?;
-    let (mut read, mut write) = stream.into_split();
+    let (read, mut write) = stream.into_split();
     let (tx, mut rx) = unbounded_channel::<ToKernel>();
     tokio::task::spawn_local(async move {
         while let Some(message) = rx.recv().await {
@@ -69,6 +69,7 @@ pub async fn run(
         w.kernel_connected.notify_waiters();
     }
     wake_runs.notify_one();
+    let mut read = crate::protocol::frame::frame_reader(read);
     let ended = serve(&worker, &mut read, &wake_runs).await;
     let mut w = worker.borrow_mut();
     w.kernel = None;
@@ -190,11 +191,14 @@ fn greet(w: &mut Worker, hello: FromKernel) -> Result<(), WorkerError> {
         restore_id,
         jobs,
         background,
+        terminals,
         ..
     } = hello
     else {
         return Ok(());
     };
+    // Before the jobs are followed: a screen rebuilt then takes its sizes.
+    w.screens.heard_sizes(terminals);
     if restored.is_some() {
         log_revival(&w.meta.id, &jobs, w.core.queue().count());
     }
@@ -349,7 +353,7 @@ async fn take_records(
 
 async fn serve(
     worker: &Rc<RefCell<Worker>>,
-    read: &mut OwnedReadHalf,
+    read: &mut tokio::io::BufReader<OwnedReadHalf>,
     wake_runs: &tokio::sync::Notify,
 ) -> String {
     let mut indexes = Indexes::default();

@@ -7,14 +7,17 @@
 //! A worker that starts while a terminal run goes on (after a crash or a
 //! restart) rebuilds its screen from the tail of the transcript
 //! ([`REBUILD_ENTRIES`], [`REBUILD_BYTES`]), so a screen request after the
-//! restart shows what the program drew before it.
+//! restart shows what the program drew before it. The kernel's hello says
+//! which sizes the terminal took and where in the output each began
+//! (`SizeAt`): the rebuild takes each at its place, as the live screen
+//! did, and ends at the size the terminal has now.
 
 use std::collections::BTreeMap;
 
 use tokio::sync::watch;
 
 use crate::laws::runs::RunId;
-use crate::protocol::kernel::ToKernel;
+use crate::protocol::kernel::{SizeAt, ToKernel};
 use crate::protocol::message::Response;
 use crate::protocol::screen::ScreenState;
 use crate::protocol::tty::WindowSize;
@@ -59,6 +62,9 @@ pub struct Screens {
     /// then awaits `changed()` on it: no change between the read and the
     /// wait is missed, as a `Notify` would miss it.
     pub changed: watch::Sender<u64>,
+    /// The sizes each terminal job's terminal took, as the kernel's hello
+    /// said: a screen rebuilt as its job is followed takes them.
+    heard_sizes: BTreeMap<String, Vec<SizeAt>>,
 }
 
 impl Default for Screens {
@@ -67,6 +73,7 @@ impl Default for Screens {
             live: BTreeMap::new(),
             last_ended: None,
             changed: watch::Sender::new(0),
+            heard_sizes: BTreeMap::new(),
         }
     }
 }
@@ -213,39 +220,116 @@ impl Screens {
         })
     }
 
-    /// Rebuild input `input`'s screen (job `job`, on a terminal of
-    /// `size`) from the transcript's `tail`: its newest output, at most
-    /// [`REBUILD_BYTES`] of it.
-    pub fn rebuild(&mut self, (input, job): (RunId, &str), size: WindowSize, tail: &[Entry]) {
-        self.open(input, job, size);
-        let outputs: Vec<&[u8]> = tail
+    /// The kernel's hello said which sizes its terminal jobs took.
+    pub fn heard_sizes(&mut self, sizes: BTreeMap<String, Vec<SizeAt>>) {
+        self.heard_sizes = sizes;
+    }
+
+    /// The sizes job `job`'s terminal took (once: the rebuild takes them).
+    fn sizes_of(&mut self, job: &str) -> Option<Vec<SizeAt>> {
+        self.heard_sizes
+            .remove(job)
+            .filter(|sizes| !sizes.is_empty())
+    }
+
+    /// Rebuild input `input`'s screen (job `job`) from the transcript's
+    /// `tail`: its newest output, at most [`REBUILD_BYTES`] of it, each
+    /// size of `sizes` (oldest first, not empty) taken before the first
+    /// record drawn after it, so the screen ends at the last.
+    pub fn rebuild(&mut self, (input, job): (RunId, &str), sizes: &[SizeAt], tail: &[Entry]) {
+        // Runs and user bash are numbered apart in older transcripts: only
+        // the job's own kind of output is its.
+        let user_bash = job.starts_with('b');
+        let outputs: Vec<(&[u8], Option<u64>)> = tail
             .iter()
             .filter_map(|entry| match &entry.body {
                 EntryBody::Output {
-                    input: Some(run),
-                    bash: None,
+                    input: run,
+                    bash,
                     data,
+                    spool_end,
                     ..
-                } if *run == input => Some(&data[..]),
+                } => {
+                    let own = match user_bash {
+                        true => *bash == Some(input),
+                        false => bash.is_none() && *run == Some(input),
+                    };
+                    own.then_some((&data[..], *spool_end))
+                }
                 _ => None,
             })
             .collect();
         let mut from = outputs.len();
         let mut bytes = 0;
-        while from > 0 && bytes + outputs[from - 1].len() <= REBUILD_BYTES {
+        while from > 0 && bytes + outputs[from - 1].0.len() <= REBUILD_BYTES {
             from -= 1;
-            bytes += outputs[from].len();
+            bytes += outputs[from].0.len();
         }
-        if from == outputs.len() {
+        let fed: Vec<(&[u8], Option<u64>)> = match outputs.last() {
             // The newest record alone is over the bound: its end.
-            if let Some(last) = outputs.last() {
-                self.feed(input, &last[last.len().saturating_sub(REBUILD_BYTES)..]);
+            Some(&(last, end)) if from == outputs.len() => {
+                vec![(&last[last.len().saturating_sub(REBUILD_BYTES)..], end)]
             }
-            return;
-        }
-        for data in &outputs[from..] {
+            _ => outputs[from..].to_vec(),
+        };
+        let mut replay = SizeReplay::new(sizes, fed.iter().find_map(|(_, end)| *end));
+        self.open(input, job, replay.first());
+        for (data, end) in fed {
+            if let Some(end) = end {
+                for size in replay.before(end) {
+                    self.resize(input, size);
+                }
+            }
             self.feed(input, data);
         }
+        for size in replay.rest() {
+            self.resize(input, size);
+        }
+    }
+}
+
+/// The sizes a rebuilt screen takes as its output is fed again: a size
+/// taken at spool offset `at` comes before each record that ends after
+/// `at` (sizes are taken between records).
+struct SizeReplay<'a> {
+    sizes: &'a [SizeAt],
+    next: usize,
+}
+
+impl<'a> SizeReplay<'a> {
+    /// For output whose first record fed ends at `first_end` (none: no
+    /// record says where it ends, and the whole replay is at the last
+    /// size, the one the terminal has now).
+    fn new(sizes: &'a [SizeAt], first_end: Option<u64>) -> Self {
+        let next = match first_end {
+            Some(end) => sizes.iter().take_while(|size| size.at < end).count(),
+            None => sizes.len(),
+        };
+        SizeReplay {
+            sizes,
+            next: next.max(1),
+        }
+    }
+
+    /// The size the screen starts at.
+    fn first(&self) -> WindowSize {
+        self.sizes[self.next - 1].size
+    }
+
+    /// The sizes to take before a record that ends at `end`.
+    fn before(&mut self, end: u64) -> Vec<WindowSize> {
+        let from = self.next;
+        while self.next < self.sizes.len() && self.sizes[self.next].at < end {
+            self.next += 1;
+        }
+        self.sizes[from..self.next].iter().map(|s| s.size).collect()
+    }
+
+    /// The sizes taken after the last record fed.
+    fn rest(&mut self) -> Vec<WindowSize> {
+        let rest = self.sizes[self.next..].iter().map(|s| s.size).collect();
+        self.next = self.sizes.len();
+        rest
     }
 }
 
@@ -295,10 +379,15 @@ impl Worker {
                 }
             }
             ToKernel::Follow { job, .. } => {
-                let Some(JobKind::Run { input, .. }) = self.core.job_kind(job) else {
+                let Some(input) = self.input_of_job(job) else {
                     return;
                 };
-                let Some(size) = self.core.run_tty(input) else {
+                let heard = self.screens.sizes_of(job);
+                let started = self
+                    .core
+                    .run_tty(input)
+                    .map(|size| vec![SizeAt { at: 0, size }]);
+                let Some(sizes) = heard.or(started) else {
                     return;
                 };
                 if self.screens.keeps(input) {
@@ -309,10 +398,10 @@ impl Worker {
                         tracing::warn!("the screen of run {input} starts blank: {e}");
                         Vec::new()
                     });
-                self.screens.rebuild((input, job), size, &tail);
+                self.screens.rebuild((input, job), &sizes, &tail);
                 self.screens.set_waiting(job, self.clients.waiting.has(job));
             }
-            ToKernel::Resize { job, size } => {
+            ToKernel::Resize { job, size, .. } => {
                 if let Some(input) = self.input_of_job(job) {
                     self.screens.resize(input, *size);
                 }

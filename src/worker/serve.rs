@@ -135,7 +135,8 @@ async fn handed_client(
         .ok()
         .and_then(|c| c.pid())
         .and_then(|pid| u32::try_from(pid).ok());
-    let (mut read, write) = stream.into_split();
+    let (read, write) = stream.into_split();
+    let mut read = crate::protocol::frame::frame_reader(read);
     let tx = Outbox::spawn_writer(write, zero_runs);
     // The user bash asked for here, and who the client is (taken with the
     // first, while it surely lives), so the end of this connection can

@@ -15,14 +15,15 @@ use crate::worker::state::Worker;
 
 /// Clients waiting for their keys to be written, per job, in the order
 /// their keys went to the kernel (it answers each job's keys in order;
-/// `None`: keys a run's own connection sent, which nobody waits for).
+/// keys a run's own connection sends are quiet: nobody waits for them,
+/// and the kernel answers none).
 #[derive(Default)]
 pub struct KeyWaiters {
-    by_job: HashMap<String, VecDeque<Option<Outbox>>>,
+    by_job: HashMap<String, VecDeque<Outbox>>,
 }
 
 impl KeyWaiters {
-    fn wait(&mut self, job: &str, client: Option<Outbox>) {
+    fn wait(&mut self, job: &str, client: Outbox) {
         self.by_job
             .entry(job.to_string())
             .or_default()
@@ -32,7 +33,7 @@ impl KeyWaiters {
     /// The kernel link is gone: no answer comes for keys sent on it.
     pub fn link_lost(&mut self) {
         for (_, waiting) in self.by_job.drain() {
-            for client in waiting.into_iter().flatten() {
+            for client in waiting {
                 let message = "the session's kernel went away before the keys were written: \
                                see `eukhe log` and send them again if the run still waits"
                     .to_string();
@@ -46,7 +47,7 @@ impl KeyWaiters {
         let Some(waiting) = self.by_job.get_mut(job) else {
             return;
         };
-        if let Some(Some(client)) = waiting.pop_front() {
+        if let Some(client) = waiting.pop_front() {
             let _ = client.send(match error {
                 None => Response::Ok,
                 Some(message) => Response::Error { message },
@@ -104,8 +105,9 @@ pub fn keys(worker: &mut Worker, input: Option<u64>, data: Vec<u8>, client: &Out
         let _ = client.send(Response::Error { message });
         return;
     }
-    worker.clients.keys.wait(&job, Some(client.clone()));
-    worker.send_kernel(ToKernel::Keys { job, data });
+    worker.clients.keys.wait(&job, client.clone());
+    let quiet = false;
+    worker.send_kernel(ToKernel::Keys { job, data, quiet });
 }
 
 /// `TypeInto`: whether input `input` runs, so the connection's keys have
@@ -172,8 +174,10 @@ impl TerminalOfConnection {
                 if let Some(size) = size {
                     resize(worker, job.clone(), size);
                 }
-                worker.clients.keys.wait(&job, None);
-                worker.send_kernel(ToKernel::Keys { job, data });
+                // Nobody waits to hear they are written: the kernel
+                // answers nothing, and the worker is not woken for it.
+                let quiet = true;
+                worker.send_kernel(ToKernel::Keys { job, data, quiet });
             }
             TerminalInput::Resize { size } => {
                 self.size = Some(size);
@@ -184,7 +188,10 @@ impl TerminalOfConnection {
 }
 
 fn resize(worker: &mut Worker, job: String, size: WindowSize) {
-    let message = ToKernel::Resize { job, size };
+    // The screen takes the size after the output stored so far, as a
+    // rebuilt one does (`Screens::rebuild`).
+    let at = worker.core.stored_spool_offset(&job);
+    let message = ToKernel::Resize { job, size, at };
     worker.screens_see_kernel(&message);
     worker.send_kernel(message);
 }

@@ -52,7 +52,7 @@ impl Kernel {
                 source,
             })?;
         let read_ends = [Some(stdout.as_raw_fd()), Some(stderr.reader.as_raw_fd())];
-        self.ttys.add(job, pty.master);
+        self.ttys.add(job, pty.master, size);
         Ok(Handed {
             readers: vec![(Stream::Stdout, stdout), (Stream::Stderr, stderr.reader)],
             placeholders: vec![stderr.placeholder, File::from(pty.slave)],

@@ -4,11 +4,18 @@ use crate::session::entry::Stream;
 
 const SIZE: WindowSize = WindowSize { rows: 3, cols: 10 };
 
+/// A terminal that kept its first size.
+const FIRST: &[SizeAt] = &[SizeAt { at: 0, size: SIZE }];
+
 fn current(run: Option<RunId>) -> ScreenAsked {
     ScreenAsked::Current { current: run }
 }
 
 fn output(input: Option<RunId>, bash: Option<RunId>, data: &[u8]) -> Entry {
+    output_to(input, bash, data, None)
+}
+
+fn output_to(input: Option<RunId>, bash: Option<RunId>, data: &[u8], end: Option<u64>) -> Entry {
     Entry {
         seq: 1,
         at_ms: 0,
@@ -16,7 +23,7 @@ fn output(input: Option<RunId>, bash: Option<RunId>, data: &[u8]) -> Entry {
             input,
             stream: Stream::Stdout,
             data: bytes::Bytes::copy_from_slice(data),
-            spool_end: None,
+            spool_end: end,
             bash,
         },
     }
@@ -123,7 +130,7 @@ fn a_rebuilt_screen_takes_the_run_s_own_newest_output() {
         output(Some(3), None, b"\r\nsecond"),
     ];
     let mut screens = Screens::default();
-    screens.rebuild((3, "r3"), SIZE, &tail);
+    screens.rebuild((3, "r3"), FIRST, &tail);
     let state = screens.state(ScreenAsked::Input(3)).unwrap();
     assert_eq!(state.lines, ["first", "second", ""]);
 }
@@ -136,14 +143,77 @@ fn a_rebuild_feeds_no_more_than_its_bound_of_the_newest_bytes() {
         output(Some(3), None, b"\x1b[H\x1b[2Jnew"),
     ];
     let mut screens = Screens::default();
-    screens.rebuild((3, "r3"), SIZE, &tail);
+    screens.rebuild((3, "r3"), FIRST, &tail);
     let state = screens.state(ScreenAsked::Input(3)).unwrap();
     assert_eq!(state.lines, ["new", "", ""]);
     // One record over the bound: its newest bytes.
     let mut huge = vec![b'b'; REBUILD_BYTES];
     huge.extend_from_slice(b"\x1b[H\x1b[2Jend");
     let mut screens = Screens::default();
-    screens.rebuild((3, "r3"), SIZE, &[output(Some(3), None, &huge)]);
+    screens.rebuild((3, "r3"), FIRST, &[output(Some(3), None, &huge)]);
     let state = screens.state(ScreenAsked::Input(3)).unwrap();
     assert_eq!(state.lines, ["end", "", ""]);
+}
+
+const WIDE: WindowSize = WindowSize { rows: 4, cols: 20 };
+
+fn size_at(at: u64, size: WindowSize) -> SizeAt {
+    SizeAt { at, size }
+}
+
+#[test]
+fn a_rebuilt_screen_takes_each_size_where_the_live_one_took_it() {
+    // Drawn at 10 columns, then at 20 after a resize between the records:
+    // the second record's text past column 10 is kept.
+    let tail = [
+        output_to(Some(3), None, b"\x1b[2J\x1b[Hsmall", Some(10)),
+        output_to(Some(3), None, b"\x1b[1;15Hwide", Some(20)),
+    ];
+    let sizes = [size_at(0, SIZE), size_at(10, WIDE)];
+    let mut screens = Screens::default();
+    screens.rebuild((3, "r3"), &sizes, &tail);
+    let state = screens.state(ScreenAsked::Input(3)).unwrap();
+    assert_eq!((state.rows, state.cols), (4, 20));
+    assert_eq!(state.lines, ["small         wide", "", "", ""]);
+}
+
+#[test]
+fn a_rebuild_from_the_middle_starts_at_the_size_then_and_ends_at_the_last() {
+    // The tail starts after the resize to 20 columns; the terminal was
+    // made small again after the last record.
+    let tail = [output_to(Some(3), None, b"\x1b[1;15Hwide", Some(30))];
+    let sizes = [size_at(0, SIZE), size_at(10, WIDE), size_at(30, SIZE)];
+    let mut screens = Screens::default();
+    screens.rebuild((3, "r3"), &sizes, &tail);
+    let state = screens.state(ScreenAsked::Input(3)).unwrap();
+    assert_eq!((state.rows, state.cols), (3, 10));
+    // Drawn at 20 columns, then cut to 10 by the last size.
+    assert_eq!(state.lines, ["", "", ""]);
+    let mut screens = Screens::default();
+    screens.rebuild((3, "r3"), &sizes[..2], &tail);
+    let state = screens.state(ScreenAsked::Input(3)).unwrap();
+    assert_eq!(state.lines, ["              wide", "", "", ""]);
+}
+
+#[test]
+fn a_rebuild_of_output_that_says_no_offsets_is_drawn_at_the_size_now() {
+    let tail = [output(Some(3), None, b"\x1b[1;15Hwide")];
+    let sizes = [size_at(0, SIZE), size_at(10, WIDE)];
+    let mut screens = Screens::default();
+    screens.rebuild((3, "r3"), &sizes, &tail);
+    let state = screens.state(ScreenAsked::Input(3)).unwrap();
+    assert_eq!((state.rows, state.cols), (4, 20));
+    assert_eq!(state.lines, ["              wide", "", "", ""]);
+}
+
+#[test]
+fn a_user_bash_screen_is_rebuilt_from_its_own_output() {
+    let tail = [
+        output_to(Some(5), None, b"run 5's", Some(4)),
+        output_to(None, Some(5), b"bash 5's", Some(8)),
+    ];
+    let mut screens = Screens::default();
+    screens.rebuild((5, "b5-1-1"), FIRST, &tail);
+    let state = screens.state(ScreenAsked::Input(5)).unwrap();
+    assert_eq!(state.lines, ["bash 5's", "", ""]);
 }
