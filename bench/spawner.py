@@ -103,7 +103,7 @@ def quartiles(values):
     """The 25th and 75th percentiles (the middle half's bounds)."""
     if len(values) < 2:
         return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
+    q = statistics.quantiles(values, n=4, method="inclusive")
     return q[0], q[2]
 
 

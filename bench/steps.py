@@ -199,8 +199,10 @@ def table(rounds, floor, walls):
         f, what = step_floors[name.split()[0]]
         total_floor += f
         lines.append(f"| {name} | {ms(med(a, b))} | {ms(f)} | {what} |")
+    steps_sum = sum(med(a, b) for _, a, b in STEPS)
+    lines.append(f"| the steps' medians added | {ms(steps_sum)} | {ms(total_floor)} | the steps' floors added |")
     total = statistics.median(m["exit"] - m["exec"] for m in rounds)
-    lines.append(f"| exec to exit (traced) | {ms(total)} | {ms(total_floor)} | the steps' floors |")
+    lines.append(f"| exec to exit (traced), median | {ms(total)} | | |")
     lines.append(f"| the spawner's wall time (traced) | {ms(statistics.median(walls))} | "
                  f"{ms(floor['sh -c true'])} | `sh -c true` spawned the same way |")
     others = [s for m in rounds for s in m["other_syncs"]]
