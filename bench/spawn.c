@@ -8,6 +8,7 @@
      quiet MS          milliseconds of nothing before each action (0: none)
      subject NAME      a subject; the lines below it, up to the next subject:
      cleanenv          its environment starts empty (else: this process's)
+     noquiet           no quiet before it (a floor that leaves nothing behind)
      env KEY=VALUE     set in its environment
      run ARG<TAB>ARG   one process, spawned and waited; a subject's runs go
                        one after another and are timed together. `%n` in an
@@ -43,6 +44,7 @@ struct subject {
     char name[128];
     char **env;
     int runs;
+    int noquiet;
     int read_output[MAX_RUNS];
     char *argv[MAX_RUNS][MAX_ARGS + 1];
 };
@@ -96,6 +98,8 @@ static void read_plan(const char *path, int *rounds, int *warmup, int *quiet_ms)
             s = &subjects[subject_count++];
             snprintf(s->name, sizeof s->name, "%s", value);
             s->env = environ;
+        } else if (!strcmp(line, "noquiet") && s) {
+            s->noquiet = 1;
         } else if (!strcmp(line, "cleanenv") && s) {
             s->env = calloc(1, sizeof *s->env);
         } else if (!strcmp(line, "env") && s) {
@@ -184,7 +188,7 @@ int main(int argc, char **argv) {
     struct timespec quiet = {quiet_ms / 1000, (long)(quiet_ms % 1000) * 1000000L};
     for (int round = 0; round < warmup + rounds; round++) {
         for (int i = 0; i < subject_count; i++) {
-            if (quiet_ms) nanosleep(&quiet, NULL);
+            if (quiet_ms && !subjects[i].noquiet) nanosleep(&quiet, NULL);
             long long start = now_ns();
             run_subject(&subjects[i], &actions, round);
             long long took = now_ns() - start;

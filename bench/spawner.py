@@ -45,10 +45,11 @@ class Command:
     argument `%n` is the round's number; a step whose `read_output` is
     true gives its first output line to the next steps as `%o`."""
 
-    def __init__(self, *steps, env=None, read_output=()):
+    def __init__(self, *steps, env=None, read_output=(), quiet=True):
         self.steps = [[resolve(step[0]), *step[1:]] for step in steps]
         self.env = dict(os.environ if env is None else env)
         self.read_output = set(read_output)
+        self.quiet = quiet
 
 
 def resolve(program):
@@ -61,7 +62,7 @@ def resolve(program):
 def plan_text(subjects, rounds, warmup, quiet):
     lines = [f"rounds {rounds}", f"warmup {warmup}", f"quiet {int(quiet * 1000)}"]
     for name, command in subjects.items():
-        lines += [f"subject {name}", "cleanenv"]
+        lines += [f"subject {name}", "cleanenv"] + ([] if command.quiet else ["noquiet"])
         lines += [f"env {k}={v}" for k, v in command.env.items()
                   if "\n" not in k + v and "\t" not in k + v]
         for i, step in enumerate(command.steps):
@@ -76,11 +77,11 @@ def alternate(subjects, rounds, warmup, quiet=0.0, with_nothing=True):
     """Time each subject (a name -> Command) `rounds` times, A B A B, after
     `warmup` rounds, with `quiet` seconds of nothing before each. Returns
     name -> durations in seconds, index i of each list from round i.
-    `nothing` is timed too (first in each round) unless `with_nothing` is
-    false."""
+    `nothing` is timed too (first in each round, with no quiet before it)
+    unless `with_nothing` is false."""
     build()
     if with_nothing:
-        subjects = {NOTHING_NAME: Command([NOTHING]), **subjects}
+        subjects = {NOTHING_NAME: Command([NOTHING], quiet=False), **subjects}
     with tempfile.NamedTemporaryFile("w", prefix="eukhe-bench-plan-", suffix=".txt") as plan:
         plan.write(plan_text(subjects, rounds, warmup, quiet))
         plan.flush()

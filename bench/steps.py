@@ -145,9 +145,18 @@ def finish(marks):
     if not sends:
         return None
     marks["kernel_tells"] = sends[-1]
-    marks["other_syncs"] = [(s[2], s[1] - s[0]) for s in marks["syncs"]
+    marks["other_syncs"] = [(step_of(marks, s[0]), s[1] - s[0]) for s in marks["syncs"]
                             if s[1] is not None and s[0] != marks["sync_start"]]
     return marks
+
+
+def step_of(marks, when):
+    """The number of the step a moment falls in (0: before the client's exec)."""
+    step = 0
+    for i, (_, start, _) in enumerate(STEPS, 1):
+        if marks.get(start, 1e18) <= when:
+            step = i
+    return step
 
 
 def floors(state_dir, binary, env):
@@ -208,8 +217,10 @@ def table(rounds, floor, walls):
     others = [s for m in rounds for s in m["other_syncs"]]
     per_round = len(others) / len(rounds)
     if others:
+        where = statistics.multimode(step for step, _ in others)
         lines.append(f"| other syncs in the worker (each) | {ms(statistics.median(d for _, d in others))} | "
-                     f"{ms(floor['fdatasync_4k'])} | {per_round:.1f} a round trip, off or on the path |")
+                     f"{ms(floor['fdatasync_4k'])} | {per_round:.1f} a round trip, most often begun in step "
+                     f"{', '.join(map(str, where))}: a group commit on its own thread |")
     return "\n".join(lines)
 
 
