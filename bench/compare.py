@@ -50,9 +50,12 @@ def bench_compare(kit, report, other, rounds):
             for name, daemon in daemons.items()
         }
         subjects[kit.SH_FLOOR] = spawner.Command(["sh", "-c", "true"])
-        samples = spawner.alternate(subjects, rounds * 5, 3)
+        samples, cpu = spawner.alternate_with_cpu(subjects, rounds * 5, 3)
         names = list(subjects)[:2]
         report.timing("2 round trip", samples,
+                      {names[0]: [names[1], kit.SH_FLOOR], names[1]: [kit.SH_FLOOR]})
+        # The client's own CPU (wait4's), which a busy machine moves least.
+        report.timing("2 client CPU", {name: cpu[name] for name in [*names, kit.SH_FLOOR]},
                       {names[0]: [names[1], kit.SH_FLOOR], names[1]: [kit.SH_FLOOR]})
         # Blocks of round trips, build after build: CPU per round trip.
         block, ticks = 50, {name: [] for name in daemons}

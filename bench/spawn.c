@@ -18,7 +18,9 @@
 
    Each round runs every subject once, in the plan's order (A B A B), each
    process by posix_spawn and wait4, its stdout and stdin /dev/null. For
-   each timed round and subject it prints `ROUND NAME NANOSECONDS`. A
+   each timed round and subject it prints `ROUND NANOSECONDS CPU NAME`: the
+   wall time, and the CPU (user and system) its processes used themselves,
+   from wait4, which other work on the machine moves far less. A
    process that fails (exit status not 0) ends it with status 2, saying
    which. Kept in C and this small so that what it adds to every subject
    is the same and can be measured: `nothing` (a process that exits at
@@ -139,7 +141,9 @@ static void expand(char **argv, char **out, char *buffer, size_t size, int round
     out[i] = NULL;
 }
 
-static void run_subject(struct subject *s, posix_spawn_file_actions_t *actions, int round) {
+/* Runs a subject's processes in turn; returns the CPU they used, in ns. */
+static long long run_subject(struct subject *s, posix_spawn_file_actions_t *actions, int round) {
+    long long cpu = 0;
     for (int r = 0; r < s->runs; r++) {
         char *argv[MAX_ARGS + 1], buffer[4096];
         expand(s->argv[r], argv, buffer, sizeof buffer, round);
@@ -169,12 +173,15 @@ static void run_subject(struct subject *s, posix_spawn_file_actions_t *actions, 
         int status;
         struct rusage usage;
         if (wait4(pid, &status, 0, &usage) != pid) fail("wait4", argv[0]);
+        cpu += (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000000LL +
+               (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1000LL;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             fprintf(stderr, "spawn: %s (subject %s, round %d) ended with status %d\n",
                     argv[0], s->name, round, status);
             exit(2);
         }
     }
+    return cpu;
 }
 
 int main(int argc, char **argv) {
@@ -190,9 +197,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < subject_count; i++) {
             if (quiet_ms && !subjects[i].noquiet) nanosleep(&quiet, NULL);
             long long start = now_ns();
-            run_subject(&subjects[i], &actions, round);
+            long long cpu = run_subject(&subjects[i], &actions, round);
             long long took = now_ns() - start;
-            if (round >= warmup) printf("%d %lld %s\n", round - warmup, took, subjects[i].name);
+            if (round >= warmup)
+                printf("%d %lld %lld %s\n", round - warmup, took, cpu, subjects[i].name);
         }
         fflush(stdout);
     }

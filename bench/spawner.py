@@ -74,9 +74,16 @@ def plan_text(subjects, rounds, warmup, quiet):
 
 
 def alternate(subjects, rounds, warmup, quiet=0.0, with_nothing=True):
+    """alternate_with_cpu's wall times alone."""
+    return alternate_with_cpu(subjects, rounds, warmup, quiet, with_nothing)[0]
+
+
+def alternate_with_cpu(subjects, rounds, warmup, quiet=0.0, with_nothing=True):
     """Time each subject (a name -> Command) `rounds` times, A B A B, after
     `warmup` rounds, with `quiet` seconds of nothing before each. Returns
-    name -> durations in seconds, index i of each list from round i.
+    name -> durations in seconds, index i of each list from round i, and
+    name -> the CPU its own processes used (seconds, from wait4: a client's,
+    not the daemon's it asks), round by round the same.
     `nothing` is timed too (first in each round, with no quiet before it)
     unless `with_nothing` is false."""
     build()
@@ -89,10 +96,12 @@ def alternate(subjects, rounds, warmup, quiet=0.0, with_nothing=True):
     if out.returncode != 0:
         raise RuntimeError(f"the spawner failed: {out.stderr.strip()}")
     samples = {name: [None] * rounds for name in subjects}
+    cpu = {name: [None] * rounds for name in subjects}
     for line in out.stdout.splitlines():
-        round_, nanoseconds, name = line.split(" ", 2)
+        round_, nanoseconds, cpu_nanoseconds, name = line.split(" ", 3)
         samples[name][int(round_)] = int(nanoseconds) / 1e9
-    return samples
+        cpu[name][int(round_)] = int(cpu_nanoseconds) / 1e9
+    return samples, cpu
 
 
 def paired_ratios(values, peer_values):
