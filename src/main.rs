@@ -11,11 +11,15 @@ use eukhe::laws::restart::{restart_verdict, RestartVerdict, RESTART_GIVE_UP_AFTE
 use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NAMES, TM};
 
 fn main() -> ExitCode {
-    let cli = match <Cli as clap::Parser>::try_parse() {
-        Ok(cli) => cli,
-        // A usage error is one of eukhe's own failures (125), in one
-        // line; help and the version are not failures.
-        Err(e) => return eukhe::client::usage::report(&e),
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let cli = match eukhe::client::fast_args::plain_bash(&args) {
+        Some(command) => Cli { command },
+        None => match <Cli as clap::Parser>::try_parse() {
+            Ok(cli) => cli,
+            // A usage error is one of eukhe's own failures (125), in one
+            // line; help and the version are not failures.
+            Err(e) => return eukhe::client::usage::report(&e),
+        },
     };
     match cli.command {
         Command::Daemon => report(eukhe::supervisor::main()),

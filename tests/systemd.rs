@@ -935,44 +935,73 @@ fn the_units_verify_clean_with_systemd_analyze() {
 
 /// A benchmark, not a test (bench/run runs it): session start through
 /// `eukhe@.service` against `systemd-run --user` starting a trivial
-/// transient service, alternated in one shell inside, so neither pays the
-/// way in. Prints `BENCH {"name": [microseconds, ...]}`.
+/// transient service, alternated round by round inside by bench/run's
+/// spawner (`EUKHE_BENCH_SPAWN`, bench/spawn.c), which also times a process
+/// that does nothing (`EUKHE_BENCH_NOTHING`): its own cost. Prints
+/// `BENCH {"name": [microseconds, ...]}`, index i of each from round i.
 #[test]
 #[ignore = "a benchmark: bench/run runs it"]
 fn bench_systemd_session_start() {
     if skip() {
         return;
     }
-    let rounds: u32 = std::env::var("EUKHE_BENCH_ROUNDS")
+    let rounds: usize = std::env::var("EUKHE_BENCH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(10);
+    let warmup = 2;
+    let helper = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: bench/run sets it"))
+    };
     let eukhe = Installed::boot("bench", &[]);
-    eukhe.eukhe("status"); // a warm supervisor
+    for (from, inside) in [
+        (
+            helper("EUKHE_BENCH_SPAWN"),
+            "/usr/local/bin/eukhe-bench-spawn",
+        ),
+        (
+            helper("EUKHE_BENCH_NOTHING"),
+            "/usr/local/bin/eukhe-bench-nothing",
+        ),
+    ] {
+        eukhe
+            .systemd
+            .install(std::path::Path::new(&from), inside, 0o755)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    // A warm supervisor.
+    eukhe.eukhe("status");
+    // The plan of bench/spawn.c; the heredoc finds each program's path.
+    let plan = [
+        format!("rounds {rounds}"),
+        format!("warmup {warmup}"),
+        "quiet 0".to_string(),
+        "subject nothing (the harness's own cost)".to_string(),
+        "run /usr/local/bin/eukhe-bench-nothing".to_string(),
+        "subject eukhe new (eukhe@.service)".to_string(),
+        "run $(command -v eukhe)\tnew".to_string(),
+        "subject systemd-run --user --wait true".to_string(),
+        "run $(command -v systemd-run)\t--user\t--wait\t--quiet\ttrue".to_string(),
+    ]
+    .join("\n");
     let script = format!(
-        r#"now() {{ date +%s%6N; }}
-for i in $(seq 1 {rounds}); do
-  a=$(now); eukhe new >/dev/null || exit 1; b=$(now)
-  systemd-run --user --wait --quiet true || exit 1; c=$(now)
-  echo "$((b - a)) $((c - b))"
-done"#
+        "plan=$(mktemp)\ncat > \"$plan\" <<PLAN\n{plan}\nPLAN\n/usr/local/bin/eukhe-bench-spawn \"$plan\""
     );
-    // A start that failed would be timed as a fast one: each must succeed,
-    // and each made its session.
+    // The spawner ends at the first start that fails (a failed start would
+    // be timed as a fast one); each made its session.
     let out = eukhe.user_ok(&script);
     let made = eukhe.sessions().as_array().map_or(0, Vec::len);
-    assert_eq!(made, rounds as usize, "sessions made by {rounds} starts");
-    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    assert_eq!(made, rounds + warmup, "sessions made by {rounds} starts");
+    let mut samples: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
     for line in out.lines() {
-        let mut times = line.split_whitespace().map(|t| t.parse::<u64>().unwrap());
-        ours.push(times.next().unwrap());
-        floor.push(times.next().unwrap());
+        // `ROUND NANOSECONDS CPU NAME` (bench/spawn.c).
+        let mut fields = line.splitn(4, ' ');
+        let (nanoseconds, name) = (fields.nth(1), fields.nth(1));
+        let nanoseconds: u64 = nanoseconds.and_then(|n| n.parse().ok()).expect(line);
+        samples
+            .entry(name.expect(line).to_string())
+            .or_default()
+            .push(nanoseconds / 1000);
     }
-    println!(
-        "BENCH {}",
-        serde_json::json!({
-            "eukhe new (eukhe@.service)": ours,
-            "systemd-run --user --wait true": floor,
-        })
-    );
+    println!("BENCH {}", serde_json::json!(samples));
 }

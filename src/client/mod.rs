@@ -9,6 +9,7 @@ pub(crate) mod connect;
 mod doctor;
 pub mod error;
 mod events;
+pub mod fast_args;
 mod interactive;
 pub mod limits;
 pub(crate) mod log;
