@@ -349,3 +349,29 @@ fn the_proxy_refuses_another_users_socket() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
 }
+
+#[test]
+fn the_interactive_proxy_replaces_an_idle_older_daemon_and_the_background_one_never() {
+    let older = Env::new("proxy-replace").with("EUKHE_VERSION", "0.0.1");
+    older.ok(&["new"]);
+    let old_daemon = older.daemon_pid();
+    let installed = older.sharing().with("EUKHE_VERSION", "9.0.0");
+    let proxy = |args: &[&str]| {
+        let out = installed
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    // A background client's proxy keeps the daemon it finds.
+    proxy(&["proxy", "--background"]);
+    assert_eq!(older.daemon_pid(), old_daemon);
+    // An interactive client's proxy is the remote's own interactive start.
+    proxy(&["proxy"]);
+    let new_daemon = installed.daemon_pid();
+    assert_ne!(new_daemon, old_daemon);
+    let status: serde_json::Value =
+        serde_json::from_str(&installed.ok(&["status", "--json"])).unwrap();
+    assert_eq!(status["version"], "9.0.0", "{status}");
+}
