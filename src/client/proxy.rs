@@ -25,11 +25,27 @@ const COPY_BUFFER: usize = 64 * 1024;
 /// Run the proxy; `background`: the client behind it is a background
 /// client, so the daemon is never replaced.
 pub fn main(background: bool) -> ExitCode {
-    let ready = crate::runtime::block_on_client("proxy", ready(background));
+    let ready = match accepting_now(background) {
+        Some(ready) => ready,
+        None => crate::runtime::block_on_client("proxy", ready(background)),
+    };
     match ready.and_then(splice) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => super::cli::finish(Err(e)),
     }
+}
+
+/// For a background client, the daemon that accepts now, reached without
+/// a runtime (the common case, on every remote command's path): the
+/// client's own hello decides about it. None: none accepts, or the client
+/// is interactive.
+fn accepting_now(background: bool) -> Option<Result<UnixStream, ClientError>> {
+    if !background {
+        return None;
+    }
+    let paths = Paths::from_env().ok()?;
+    let daemon = UnixStream::connect(&paths.socket).ok()?;
+    Some(refuse_foreign_socket(&paths.socket).map(|()| daemon))
 }
 
 /// A connection to this machine's daemon, started or replaced first as
@@ -39,11 +55,8 @@ async fn ready(background: bool) -> Result<UnixStream, ClientError> {
     // Always this machine's daemon: a remote's own EUKHE_REMOTE must not
     // send the proxy on to a third machine.
     if background {
-        // A daemon that accepts is used as it is: the client's own hello
-        // decides. Only when none accepts is one started (or activated).
-        if UnixStream::connect(&paths.socket).is_err() {
-            drop(connect_to(&Target::Local, ClientStart::Relaunch).await?);
-        }
+        // None accepted (`accepting_now`): start one (or activate it).
+        drop(connect_to(&Target::Local, ClientStart::Relaunch).await?);
     } else {
         // The remote's own interactive start: it may replace an idle
         // daemon older than the eukhe installed here.
