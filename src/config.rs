@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub mod detach_key;
+pub mod hosts;
 pub mod limits;
 use detach_key::{DetachKey, DETACH_KEY_ALLOWED};
 
