@@ -17,7 +17,12 @@ fn main() -> ExitCode {
         // line; help and the version are not failures.
         Err(e) => return eukhe::client::usage::report(&e),
     };
+    match eukhe::client::remote::target_from(cli.host.as_deref()) {
+        Ok(target) => eukhe::client::remote::set_process_target(target),
+        Err(e) => return eukhe::client::cli::finish(Err(e.into())),
+    }
     match cli.command {
+        Command::Proxy { background } => eukhe::client::proxy::main(background),
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),
         Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),

@@ -19,6 +19,7 @@ mod mcp;
 mod output;
 mod packages;
 mod proof;
+mod remote;
 mod reset;
 mod runaway;
 mod runs;

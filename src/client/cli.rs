@@ -54,6 +54,11 @@ A reader of standard output that goes away (`eukhe log s | head -1`) ends any co
 by SIGPIPE."
 )]
 pub struct Cli {
+    /// Run the command against another machine's daemon, over SSH
+    /// (`ssh HOST eukhe proxy`; also EUKHE_REMOTE). EUKHE_SSH is the ssh
+    /// command (default `ssh`), EUKHE_REMOTE_COMMAND the remote eukhe.
+    #[arg(long, value_name = "[ssh://][user@]host[:port]")]
+    pub host: Option<String>,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -517,6 +522,15 @@ pub enum Command {
     /// back); c cancels the run; r restarts a given-up session; d removes
     /// (asks first); / filters by name; q quits.
     Top,
+    /// Connect standard input and output to this user's daemon, starting
+    /// it if none answers: what `eukhe --host HOST` runs on HOST over ssh.
+    /// Refuses when the daemon's socket belongs to another user.
+    Proxy {
+        /// The client behind it is a background client: never replace the
+        /// daemon.
+        #[arg(long)]
+        background: bool,
+    },
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {
         /// One JSON object.

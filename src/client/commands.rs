@@ -76,6 +76,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         | Command::Worker { .. }
         | Command::Kernel { .. }
         | Command::Mcp
+        | Command::Proxy { .. }
         | Command::Laws { .. } => unreachable!("served by main"),
     }
 }

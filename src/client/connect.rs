@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use super::error::ClientError;
+use super::remote::{self, process_target, Target, Transport};
 use crate::build_id::{build_id, version};
 use crate::laws::replace::{
     busy_daemon_kept, lacking_capability, replace_verdict, start_kind, Build, ClientKind,
@@ -24,10 +25,28 @@ use crate::session::store::{private_append, private_dir};
 /// A connection to the daemon, after hello.
 pub struct Client {
     stream: UnixStream,
+    /// The daemon's hello.
     pub daemon: Hello,
+    /// The `ssh` carrying the stream, for a remote daemon.
+    transport: Option<Box<Transport>>,
 }
 
 impl Client {
+    /// A client of a remote daemon, over `transport`'s stream.
+    pub(super) fn remote(stream: UnixStream, daemon: Hello, transport: Transport) -> Client {
+        Client {
+            stream,
+            daemon,
+            transport: Some(Box::new(transport)),
+        }
+    }
+
+    /// The pid of the `ssh` carrying this connection (a remote daemon's).
+    pub fn transport_pid(&self) -> Option<u32> {
+        self.transport.as_ref().and_then(|t| t.pid())
+    }
+
+    /// Send one request.
     pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         write_frame(&mut self.stream, request)
             .await
@@ -37,6 +56,7 @@ impl Client {
             })
     }
 
+    /// Read one answer.
     pub async fn receive(&mut self) -> Result<Response, ClientError> {
         read_frame(&mut self.stream)
             .await
@@ -46,13 +66,14 @@ impl Client {
             })
     }
 
+    /// Send `request` and read its answer.
     pub async fn ask(&mut self, request: Request) -> Result<Response, ClientError> {
         self.send(&request).await?;
         self.receive().await
     }
 }
 
-fn our_hello(role: Role) -> Hello {
+pub(super) fn our_hello(role: Role) -> Hello {
     Hello {
         protocol: PROTOCOL_VERSION,
         version: version().to_string(),
@@ -103,7 +124,11 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
         ))
     })?;
     match answer {
-        Ok(Response::Hello(daemon)) => Ok(Some(Client { stream, daemon })),
+        Ok(Response::Hello(daemon)) => Ok(Some(Client {
+            stream,
+            daemon,
+            transport: None,
+        })),
         Ok(Response::Error { message }) => Err(ClientError::Daemon { message }),
         Ok(other) => Err(ClientError::NoDaemon(format!(
             "the daemon answered {other:?} to hello"
@@ -116,16 +141,37 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
     }
 }
 
-/// Connect to a running daemon without starting one.
+/// Connect to a running daemon without starting one (a remote target's
+/// proxy starts one there as a background client would).
 pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
+    if let Target::Remote(host) = process_target() {
+        return remote::connect_remote(host, ClientStart::Relaunch)
+            .await
+            .map(Some);
+    }
     let paths = Paths::from_env()?;
     handshake(&paths, Role::Interactive).await
 }
 
-/// Connect, starting a daemon if none listens. `start` says who starts
-/// (`laws::replace::start_kind`): only an interactive start may replace an
-/// older daemon, as the replacement law says.
+/// Connect to this process's target (`--host`), starting a daemon if
+/// none listens. `start` says who starts (`laws::replace::start_kind`):
+/// only an interactive start may replace an older daemon, as the
+/// replacement law says.
 pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
+    connect_to(process_target(), start).await
+}
+
+/// Connect to `target`'s daemon as [`connect`] does: this machine's, or
+/// another's through `ssh HOST eukhe proxy` (`client::remote`).
+pub async fn connect_to(target: &Target, start: ClientStart) -> Result<Client, ClientError> {
+    match target {
+        Target::Local => connect_local(start).await,
+        Target::Remote(host) => remote::connect_remote(host, start).await,
+    }
+}
+
+/// Connect to this machine's daemon, starting one if none listens.
+async fn connect_local(start: ClientStart) -> Result<Client, ClientError> {
     let paths = Paths::from_env()?;
     let kind = start_kind(start);
     let role = match kind {
@@ -158,7 +204,7 @@ pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
 }
 
 /// This build, as the replacement law compares builds.
-fn our_build() -> Build {
+pub(super) fn our_build() -> Build {
     Build {
         version: version().to_string(),
         build_id: build_id().to_string(),
@@ -166,7 +212,7 @@ fn our_build() -> Build {
 }
 
 /// The daemon's hello, as the replacement law reads it.
-fn their_hello(daemon: &Hello) -> DaemonHello {
+pub(super) fn their_hello(daemon: &Hello) -> DaemonHello {
     DaemonHello {
         build: Build {
             version: daemon.version.clone(),
@@ -357,6 +403,11 @@ async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
 /// through a daemon's restart waits for the next daemon. None: no daemon
 /// listens yet.
 pub async fn connect_background_existing() -> Result<Option<Client>, ClientError> {
+    if let Target::Remote(host) = process_target() {
+        return remote::connect_remote(host, ClientStart::Relaunch)
+            .await
+            .map(Some);
+    }
     let paths = Paths::from_env()?;
     let Some(client) = handshake(&paths, Role::Background).await? else {
         return Ok(None);

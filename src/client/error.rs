@@ -73,6 +73,13 @@ pub enum ClientError {
         #[source]
         source: FrameError,
     },
+    /// Another machine's daemon could not be reached over SSH, in one
+    /// line naming the host (`client::remote`).
+    #[error("{0}")]
+    Remote(String),
+    /// A `--host` value that names no host.
+    #[error(transparent)]
+    NotAHost(#[from] super::remote::NotAHost),
     /// No daemon could be reached, started or kept, and why (the law's
     /// message, the daemon's last words, a deadline passed).
     #[error("{0}")]

@@ -348,6 +348,50 @@ pub fn busy_daemon_kept(
     keep(client_protocol, daemon, Some(message))
 }
 
+/// The verdict of a client on a daemon on another machine (`host`, reached
+/// over SSH through that machine's `eukhe proxy`). The client cannot start
+/// its own build there, so it never replaces: where [`replace_verdict`]
+/// would, it uses the daemon and says so, naming the host and both
+/// versions (the remote's own interactive start, the proxy, has already
+/// replaced an idle daemon older than the remote's installed eukhe). An
+/// older client uses a newer daemon and says so; any other build is used
+/// and named. Only protocols that disagree stop it.
+pub fn remote_verdict(
+    client: &Build,
+    client_protocol: u32,
+    daemon: &DaemonHello,
+    host: &str,
+) -> Result<ReplaceVerdict, NotAVersion> {
+    let relation = replace_relation(client, &daemon.build)?;
+    let (c, d) = (&client.version, &daemon.build.version);
+    if client_protocol != daemon.protocol {
+        return Ok(ReplaceVerdict {
+            action: ReplaceAction::Stop,
+            message: Some(format!(
+                "the daemon on {host} (v{d}) speaks protocol {} and this eukhe (v{c}) speaks {client_protocol}: install the same eukhe on both machines",
+                daemon.protocol
+            )),
+        });
+    }
+    let message = match relation {
+        Relation::SameBuild => None,
+        Relation::ClientNewer => Some(format!(
+            "the daemon on {host} (v{d}) is older than this eukhe (v{c}): using it; install v{c} on {host} to replace it"
+        )),
+        Relation::ClientOlder => Some(format!(
+            "this eukhe (v{c}) is older than the daemon on {host} (v{d}): using it; update eukhe here"
+        )),
+        Relation::OtherBuild => Some(format!(
+            "this eukhe (v{c}, build {}) is another build than the daemon on {host} (v{d}, build {}): using it",
+            client.build_id, daemon.build.build_id
+        )),
+    };
+    Ok(ReplaceVerdict {
+        action: ReplaceAction::Use,
+        message,
+    })
+}
+
 fn keep(client_protocol: u32, daemon: &DaemonHello, message: Option<String>) -> ReplaceVerdict {
     if client_protocol == daemon.protocol {
         ReplaceVerdict {
@@ -500,5 +544,82 @@ mod tests {
             r#"{"build":{"version":"1.0.0","build_id":"x"},"protocol":-1,"idle_shutdown":true}"#
         )
         .is_err());
+    }
+
+    fn remote_daemon(version: &str, id: &str, protocol: u32) -> DaemonHello {
+        DaemonHello {
+            build: build(version, id),
+            protocol,
+            idle_shutdown: true,
+        }
+    }
+
+    #[test]
+    fn a_client_never_replaces_a_remote_daemon_and_names_host_and_versions() {
+        let newer = build("0.3.0", "n");
+        let older = remote_daemon("0.2.0", "o", 4);
+        // Locally an interactive start would replace this daemon.
+        let local = replace_verdict(&newer, 4, ClientKind::Interactive, &older).unwrap();
+        assert_eq!(local.action, ReplaceAction::ReplaceIfIdle);
+        let remote = remote_verdict(&newer, 4, &older, "ann@box").unwrap();
+        assert_eq!(remote.action, ReplaceAction::Use);
+        let message = remote.message.unwrap();
+        assert!(message.contains("ann@box"), "{message}");
+        assert!(
+            message.contains("v0.2.0") && message.contains("v0.3.0"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_older_client_uses_a_newer_remote_daemon_and_says_so() {
+        let verdict = remote_verdict(
+            &build("0.2.0", "o"),
+            4,
+            &remote_daemon("0.3.0", "n", 4),
+            "box",
+        )
+        .unwrap();
+        assert_eq!(verdict.action, ReplaceAction::Use);
+        let message = verdict.message.unwrap();
+        assert!(
+            message.contains("older than the daemon on box (v0.3.0)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_same_build_remote_is_used_silently_and_another_protocol_stops() {
+        let same = remote_verdict(
+            &build("0.3.0", "a"),
+            4,
+            &remote_daemon("0.3.0", "a", 4),
+            "box",
+        );
+        assert_eq!(
+            same.unwrap(),
+            ReplaceVerdict {
+                action: ReplaceAction::Use,
+                message: None
+            }
+        );
+        let other = remote_verdict(
+            &build("0.3.0", "a"),
+            4,
+            &remote_daemon("0.3.0", "b", 4),
+            "box",
+        );
+        assert_eq!(other.unwrap().action, ReplaceAction::Use);
+        for daemon in ["0.2.0", "0.3.0", "0.4.0"] {
+            let stop = remote_verdict(
+                &build("0.3.0", "a"),
+                4,
+                &remote_daemon(daemon, "b", 5),
+                "box",
+            )
+            .unwrap();
+            assert_eq!(stop.action, ReplaceAction::Stop, "{daemon}");
+            assert!(stop.message.unwrap().contains("box"), "{daemon}");
+        }
     }
 }

@@ -371,6 +371,16 @@ pub const EVENTS_RECONNECT_MS: u64 = 200;
 /// last events (its own stop) before it ends.
 pub const EVENTS_FLUSH_MS: u64 = 200;
 
+/// How long ssh is given to log in to a remote host and start its proxy.
+pub const SSH_LOGIN_MS: u64 = 15_000;
+/// How long a client waits for a remote daemon's hello through ssh: the
+/// login, then the proxy's own start of a daemon there (a launcher's
+/// replacement of an older one, then a start), as a local client waits.
+pub const REMOTE_HELLO_MS: u64 =
+    SSH_LOGIN_MS + TM.client.launcher_wait + TM.client.daemon_start_wait;
+/// How long a client whose transport ended waits for ssh's exit status.
+pub const SSH_EXIT_MS: u64 = 2_000;
+
 // Poll and retry intervals: not timeouts (nothing gives up after them),
 // how often a waiter looks again. Kept here so no shell carries a literal.
 

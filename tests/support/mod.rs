@@ -12,6 +12,7 @@ pub mod process;
 pub mod skip;
 mod sleeps;
 pub mod small_disk;
+pub mod sshd;
 pub mod systemd;
 pub mod terminal;
 pub mod wire;

@@ -1,0 +1,345 @@
+//! Sessions on another machine over SSH (issue 55): every client command
+//! with `--host` against a real sshd on loopback (`support::sshd`), whose
+//! logins reach a private installation of their own. The "remote" and the
+//! client are two installations on this machine: the client's own state is
+//! never used.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use crate::support::process::{cmdline, descendants};
+use crate::support::sshd::{RemotePath, Sshd};
+use crate::support::{kill9, skip, wait_until, Env};
+
+/// A remote installation behind its sshd, and a client of it.
+struct Remote {
+    client: Env,
+    sshd: Sshd,
+    env: Env,
+}
+
+impl Remote {
+    fn start(name: &str, path: RemotePath) -> Option<Remote> {
+        let env = Env::new(&format!("remote-{name}"));
+        let sshd = Sshd::start(&env, name, path)?;
+        let client = sshd.client(&format!("client-{name}"));
+        Some(Remote { client, sshd, env })
+    }
+
+    /// `eukhe --host HOST ARGS` from the client.
+    fn command(&self, args: &[&str]) -> Command {
+        let host = self.sshd.host();
+        let mut all = vec!["--host", host.as_str()];
+        all.extend_from_slice(args);
+        self.client.command(&all)
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run eukhe")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "eukhe --host {args:?} failed ({}):\nstdout: {}\nstderr: {}\nsshd: {}",
+            out.status,
+            text(&out.stdout),
+            text(&out.stderr),
+            self.sshd.log()
+        );
+        text(&out.stdout)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The lines a child writes on standard output, as they come.
+fn lines_of(child: &mut std::process::Child) -> Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Read `lines` into `seen` until one contains `want`, failing after `within`.
+fn expect_line(lines: &Receiver<String>, seen: &mut Vec<String>, want: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !seen.iter().any(|l| l.contains(want)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("never saw {want:?}; saw {seen:?}"),
+        }
+    }
+}
+
+/// The `ssh` a client runs (its child), by pid.
+fn ssh_child(client: u32) -> Option<u32> {
+    descendants(client)
+        .into_iter()
+        .find(|&pid| cmdline(pid).starts_with("ssh"))
+}
+
+#[test]
+fn new_bash_send_and_log_run_on_the_remote_daemon() {
+    let Some(r) = Remote::start("basic", RemotePath::WithEukhe) else {
+        return;
+    };
+    let id = r.ok(&["new", "--name", "s"]).trim().to_string();
+    // The session is the remote installation's, not the client's.
+    let listed = r.env.sessions();
+    assert!(
+        listed.as_array().unwrap().iter().any(|s| s["id"] == id),
+        "{listed}"
+    );
+    assert_eq!(
+        r.ok(&["bash", "s", "--", "echo hello from afar"]),
+        "hello from afar\n"
+    );
+    let out = r.run(&["send", "--wait", "s", "echo sent; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("sent\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    let log = r.ok(&["log", "s"]);
+    assert!(
+        log.contains("hello from afar") && log.contains("[run 2 exited 3]"),
+        "{log}"
+    );
+    // Standard input reaches the remote command.
+    let mut cat = r
+        .command(&["bash", "s", "--", "tr a-z A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cat.stdin.take().unwrap().write_all(b"piped\n").unwrap();
+    let out = cat.wait_with_output().unwrap();
+    assert_eq!(text(&out.stdout), "PIPED\n");
+}
+
+#[test]
+fn log_follow_and_attach_show_the_remote_sessions_output() {
+    let Some(r) = Remote::start("follow", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    r.ok(&["bash", "s", "--", "echo first"]);
+    let mut follow = r
+        .command(&["log", "--follow", "s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let follow_lines = lines_of(&mut follow);
+    let mut attach = r
+        .command(&["attach", "s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let attach_lines = lines_of(&mut attach);
+    let (mut followed, mut attached) = (Vec::new(), Vec::new());
+    let within = Duration::from_secs(20);
+    expect_line(&follow_lines, &mut followed, "first", within);
+    expect_line(&attach_lines, &mut attached, "first", within);
+    // Output made on the remote machine itself reaches both.
+    r.env.ok(&["bash", "s", "--", "echo made over there"]);
+    expect_line(&follow_lines, &mut followed, "made over there", within);
+    expect_line(&attach_lines, &mut attached, "made over there", within);
+    // A line typed into the attach is the remote session's input.
+    let mut stdin = attach.stdin.take().unwrap();
+    writeln!(stdin, "echo typed far away").unwrap();
+    expect_line(&attach_lines, &mut attached, "[run 3 exited 0]", within);
+    expect_line(&follow_lines, &mut followed, "typed far away", within);
+    assert!(r.env.log("s").contains("$ echo typed far away"));
+    drop(stdin);
+    for mut child in [follow, attach] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn a_killed_ssh_under_send_wait_is_ridden_through_output_once() {
+    let Some(r) = Remote::start("drop", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    let marker = r.env.dir.join("go");
+    let out_file = r.client.dir.join("out");
+    let mut waiting = r
+        .command(&[
+            "send",
+            "--wait",
+            "s",
+            &format!(
+                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo after; exit 7",
+                marker.display()
+            ),
+        ])
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    wait_until(Duration::from_secs(20), "the run's first line", || {
+        printed().contains("before")
+    });
+    let ssh = ssh_child(waiting.id()).expect("the client's ssh");
+    kill9(ssh);
+    // The next ssh is another process: the client came back.
+    wait_until(Duration::from_secs(20), "a new ssh", || {
+        ssh_child(waiting.id()).is_some_and(|pid| pid != ssh)
+    });
+    std::fs::write(&marker, "").unwrap();
+    wait_until(Duration::from_secs(30), "send --wait ends", || {
+        waiting.try_wait().unwrap().is_some()
+    });
+    let status = waiting.wait().unwrap();
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut waiting.stderr.take().unwrap(), &mut stderr);
+    assert_eq!(status.code(), Some(7), "{stderr}");
+    let out = printed();
+    assert_eq!(out.matches("before").count(), 1, "{out}");
+    assert_eq!(out.matches("after").count(), 1, "{out}");
+    assert!(out.find("before") < out.find("after"), "{out}");
+}
+
+#[test]
+fn a_remote_without_eukhe_says_which_package_to_install() {
+    let Some(r) = Remote::start("missing", RemotePath::WithoutEukhe) else {
+        return;
+    };
+    let out = r.run(&["ls"]);
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("eukhe is not installed on 127.0.0.1")
+            && stderr.contains("apt install eukhe"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unreachable_host_is_one_line_naming_it() {
+    let Some(r) = Remote::start("unreachable", RemotePath::WithEukhe) else {
+        return;
+    };
+    // Nothing listens on port 1 of loopback.
+    let out = r
+        .client
+        .command(&["--host", "ssh://127.0.0.1:1", "ls"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot reach 127.0.0.1:1 over SSH"),
+        "{stderr}"
+    );
+    // A login the server refuses.
+    let out = r
+        .client
+        .command(&["--host", &format!("nobody-here@{}", r.sshd.host()), "ls"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("refused the SSH login"), "{stderr}");
+    // A value that names no host.
+    let out = r.client.command(&["--host", "a b", "ls"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("is not [ssh://][user@]host[:port]"));
+}
+
+#[test]
+fn versions_across_hosts_are_used_and_said_naming_the_host() {
+    let Some(r) = Remote::start("versions", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    let remote_version = r.env.ok(&["--version"]);
+    let remote_version = remote_version.split_whitespace().last().unwrap();
+    // A newer client cannot start its build over there: it uses the
+    // older daemon and says so, naming the host and both versions.
+    let out = r
+        .command(&["ls"])
+        .env("EUKHE_VERSION", "99.0.0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the daemon on 127.0.0.1 (v{remote_version}) is older than this eukhe (v99.0.0)"
+        )),
+        "{stderr}"
+    );
+    // An older client uses a newer daemon and says so.
+    let out = r
+        .command(&["ls"])
+        .env("EUKHE_VERSION", "0.0.1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("this eukhe (v0.0.1) is older than the daemon on 127.0.0.1"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The daemon is the one that ran before: nothing replaced it.
+    let listed = r.env.sessions();
+    assert!(
+        listed.as_array().unwrap().iter().any(|s| s["name"] == "s"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn the_proxy_refuses_another_users_socket() {
+    if skip::not_root("it gives the daemon's socket to another user") {
+        return;
+    }
+    let env = Env::new("proxy-owner");
+    env.ok(&["ls"]);
+    let socket = env
+        .vars
+        .iter()
+        .find(|(n, _)| n == "EUKHE_SOCKET")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    nix::unistd::chown(
+        socket.as_str(),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        None,
+    )
+    .unwrap();
+    let out = env
+        .command(&["proxy", "--background"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(out.stdout.is_empty(), "the proxy passed bytes on");
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+}
