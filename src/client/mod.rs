@@ -1,6 +1,7 @@
 //! The command line: parse, connect (starting a daemon when none listens),
 //! and show the answers as a person or a script wants them.
 
+pub mod all_hosts;
 pub(crate) mod attach;
 mod attach_tty;
 pub mod cli;
@@ -9,6 +10,7 @@ pub mod connect;
 mod doctor;
 pub mod error;
 mod events;
+pub mod hosts;
 mod interactive;
 pub mod limits;
 pub(crate) mod log;
@@ -16,6 +18,7 @@ pub mod proxy;
 pub mod remote;
 pub(crate) mod render;
 pub mod reset;
+pub mod route;
 mod screen;
 mod shell;
 mod stdin;

@@ -236,7 +236,10 @@ impl Transport {
 /// the transport whose failure says why it ended.
 pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transport), ClientError> {
     let ssh = std::env::var(SSH_VAR).unwrap_or_else(|_| "ssh".into());
-    let remote = std::env::var(REMOTE_COMMAND_VAR).unwrap_or_else(|_| "eukhe".into());
+    // hosts.toml's command for this host, else the variable's, else eukhe.
+    let remote = super::hosts::remote_command(host)
+        .or_else(|| std::env::var(REMOTE_COMMAND_VAR).ok())
+        .unwrap_or_else(|| "eukhe".into());
     let argv = ssh_argv(&ssh, &remote, host, background);
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(ClientError::system("cannot make a socket pair for ssh"))?;
