@@ -119,16 +119,22 @@ fn new_bash_send_and_log_run_on_the_remote_daemon() {
         log.contains("hello from afar") && log.contains("[run 2 exited 3]"),
         "{log}"
     );
-    // Standard input reaches the remote command.
+    // Standard input cannot reach a remote command: said, not dropped.
     let mut cat = r
-        .command(&["bash", "s", "--", "tr a-z A-Z"])
+        .command(&["bash", "s", "--", "cat"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     cat.stdin.take().unwrap().write_all(b"piped\n").unwrap();
     let out = cat.wait_with_output().unwrap();
-    assert_eq!(text(&out.stdout), "PIPED\n");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("standard input cannot be passed to a command on 127.0.0.1"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

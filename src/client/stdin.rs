@@ -20,6 +20,9 @@ pub fn lend() -> Result<Option<u32>, ClientError> {
     let Ok(stat) = nix::sys::stat::fstat(&stdin) else {
         return Ok(None);
     };
+    if let super::remote::Target::Remote(host) = super::remote::process_target() {
+        return lend_remote(host, &stat);
+    }
     if stat.st_mode & libc::S_IFMT == libc::S_IFSOCK {
         relay_socket()?;
     }
@@ -42,4 +45,22 @@ fn relay_socket() -> Result<(), ClientError> {
         let _ = std::io::copy(&mut socket, &mut write);
     });
     Ok(())
+}
+
+/// A remote command cannot open this machine's `/proc/<pid>/fd/0`: it
+/// gets `/dev/null` when that is what standard input is, and anything
+/// else is refused in one line rather than silently not read.
+fn lend_remote(
+    host: &super::remote::RemoteHost,
+    stat: &nix::sys::stat::FileStat,
+) -> Result<Option<u32>, ClientError> {
+    let null = nix::sys::stat::stat("/dev/null").ok();
+    let is_null = stat.st_mode & libc::S_IFMT == libc::S_IFCHR
+        && null.is_some_and(|null| null.st_rdev == stat.st_rdev);
+    if is_null {
+        return Ok(None);
+    }
+    Err(ClientError::Remote(format!(
+        "standard input cannot be passed to a command on {host}: pass -n for /dev/null, or copy the input there first"
+    )))
 }
