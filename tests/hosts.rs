@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 
 use eukhe::laws::timing::{duration_in_words, HOST_ANSWER_MS};
 
+use crate::support::process::{all_pids, cmdline};
 use crate::support::sshd::{RemotePath, Sshd};
-use crate::support::{skip, Env};
+use crate::support::{skip, wait_until, Env};
 
 /// What a loaded machine may add to a host's deadline: far below ssh's
 /// own waits (a silent server is waited for without end).
 const MARGIN: Duration = Duration::from_secs(5);
+/// How long an ssh given up on may take to be reaped.
+const LEFT_BEHIND_GONE: Duration = Duration::from_secs(5);
 
 /// Two machines, two that never answer, and a client whose hosts.toml
 /// names all four.
@@ -25,6 +28,7 @@ struct Hosts {
     remotes: Vec<(Env, Sshd)>,
     /// Accepts connections (the kernel's backlog) and never says a word.
     _silent: TcpListener,
+    silent_port: u16,
 }
 
 impl Hosts {
@@ -75,6 +79,7 @@ impl Hosts {
             client,
             remotes,
             _silent: silent,
+            silent_port,
         })
     }
 
@@ -91,6 +96,19 @@ impl Hosts {
             );
         }
         logs
+    }
+
+    /// Every ssh still trying the silent host: none should outlive the
+    /// client that gave up on it.
+    fn ssh_to_silent(&self) -> Vec<u32> {
+        let port = format!(" -p {} ", self.silent_port);
+        all_pids()
+            .into_iter()
+            .filter(|&pid| {
+                let line = cmdline(pid);
+                line.starts_with("ssh ") && line.contains(&port)
+            })
+            .collect()
     }
 
     /// Machine `i`'s own installation, asked on that machine.
@@ -138,6 +156,10 @@ fn ls_all_hosts_lists_every_host_in_one_table_and_the_silent_ones_by_their_deadl
     assert!(line("down").contains("Connection refused"), "{table}");
     let silent = format!("no answer within {}", duration_in_words(HOST_ANSWER_MS));
     assert!(line("silent").ends_with(&silent), "{table}");
+    // The ssh that waited on the silent host went with the client.
+    wait_until(LEFT_BEHIND_GONE, "no ssh left on the silent host", || {
+        hosts.ssh_to_silent().is_empty()
+    });
 
     let out = hosts.client.run(&["ls", "--all-hosts", "--json"]);
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -220,6 +242,9 @@ fn one_mcp_server_serves_two_hosts_and_reports_the_unreachable_within_its_deadli
             "{host}: {log}"
         );
     }
+    wait_until(LEFT_BEHIND_GONE, "no ssh left on the silent host", || {
+        hosts.ssh_to_silent().is_empty()
+    });
     // This machine was not served: no daemon was started here.
     assert!(!hosts.client.dir.join("run/eukhe.sock").exists());
 }

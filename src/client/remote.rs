@@ -203,6 +203,20 @@ pub struct Transport {
     /// Reads ssh's standard error into `stderr` until it closes.
     drain: Option<tokio::task::JoinHandle<()>>,
     host: RemoteHost,
+    /// The remote daemon said hello through it: from then on ssh ends
+    /// when the stream closes.
+    heard: bool,
+}
+
+impl Drop for Transport {
+    /// An ssh given up on before the daemon's hello (a deadline missed, a
+    /// host that accepts and never speaks) may never read the closed
+    /// stream: it is killed rather than left behind.
+    fn drop(&mut self) {
+        if !self.heard {
+            let _ = self.child.start_kill();
+        }
+    }
 }
 
 impl Transport {
@@ -284,6 +298,7 @@ pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transpo
         stderr,
         drain,
         host: host.clone(),
+        heard: false,
     };
     Ok((stream, transport))
 }
@@ -313,7 +328,10 @@ pub async fn connect_remote(host: &RemoteHost, start: ClientStart) -> Result<Cli
         ))
     })?;
     let daemon = match answer {
-        Ok(Response::Hello(daemon)) => daemon,
+        Ok(Response::Hello(daemon)) => {
+            transport.heard = true;
+            daemon
+        }
         Ok(Response::Error { message }) => return Err(ClientError::Daemon { message }),
         Ok(other) => {
             return Err(ClientError::Remote(format!(
