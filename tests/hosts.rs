@@ -262,3 +262,38 @@ fn sdk_python() -> Option<std::path::PathBuf> {
     ));
     None
 }
+
+#[test]
+fn a_bad_hosts_file_is_one_line_naming_the_file_and_the_line() {
+    let env = Env::new("hosts-bad");
+    let config_home = env.dir.join("config");
+    std::fs::create_dir_all(config_home.join("eukhe")).unwrap();
+    let file = config_home.join("eukhe/hosts.toml");
+    std::fs::write(
+        &file,
+        "[hosts.a]\naddress = \"a\"\n\n[hosts.b]\naddress = \"b:99999\"\n",
+    )
+    .unwrap();
+    let env = env.with("XDG_CONFIG_HOME", &config_home.display().to_string());
+    for args in [
+        &["ls", "--all-hosts"][..],
+        &["--host", "a", "ls"],
+        &["mcp", "--host", "a"],
+    ] {
+        let out = env.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{}: line 5: host b: address \"b:99999\"",
+                file.display()
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("the port is not a number"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
