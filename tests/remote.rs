@@ -349,3 +349,93 @@ fn the_proxy_refuses_another_users_socket() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
 }
+
+#[test]
+fn the_interactive_proxy_replaces_an_idle_older_daemon_and_the_background_one_never() {
+    let older = Env::new("proxy-replace").with("EUKHE_VERSION", "0.0.1");
+    older.ok(&["new"]);
+    let old_daemon = older.daemon_pid();
+    let installed = older.sharing().with("EUKHE_VERSION", "9.0.0");
+    let proxy = |args: &[&str]| {
+        let out = installed
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    // A background client's proxy keeps the daemon it finds.
+    proxy(&["proxy", "--background"]);
+    assert_eq!(older.daemon_pid(), old_daemon);
+    // An interactive client's proxy is the remote's own interactive start.
+    proxy(&["proxy"]);
+    let new_daemon = installed.daemon_pid();
+    assert_ne!(new_daemon, old_daemon);
+    let status: serde_json::Value =
+        serde_json::from_str(&installed.ok(&["status", "--json"])).unwrap();
+    assert_eq!(status["version"], "9.0.0", "{status}");
+}
+
+/// Every `ssh` a client runs, by pid.
+fn ssh_children(client: u32) -> Vec<u32> {
+    descendants(client)
+        .into_iter()
+        .filter(|&pid| cmdline(pid).starts_with("ssh"))
+        .collect()
+}
+
+#[test]
+fn log_follow_and_attach_ride_through_killed_ssh_connections_output_once() {
+    let Some(r) = Remote::start("follow-drop", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    r.env.ok(&["bash", "s", "--", "echo line-one"]);
+    let start = |args: &[&str], file: &str| {
+        let out = r.client.dir.join(file);
+        let child = r
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        (child, out)
+    };
+    let (mut follow, follow_out) = start(&["log", "--follow", "s"], "follow");
+    let (mut attach, attach_out) = start(&["attach", "s"], "attach");
+    let printed = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    let within = Duration::from_secs(20);
+    for (child, out) in [(&follow, &follow_out), (&attach, &attach_out)] {
+        wait_until(within, "the first line", || {
+            printed(out).contains("line-one")
+        });
+        let killed = ssh_children(child.id());
+        assert!(!killed.is_empty(), "no ssh under the client");
+        for &pid in &killed {
+            kill9(pid);
+        }
+        wait_until(within, "a new ssh", || {
+            ssh_children(child.id())
+                .iter()
+                .any(|pid| !killed.contains(pid))
+        });
+    }
+    r.env.ok(&["bash", "s", "--", "echo line-two"]);
+    for out in [&follow_out, &attach_out] {
+        wait_until(within, "the line made after the drop", || {
+            printed(out).lines().any(|l| l == "line-two")
+        });
+    }
+    for out in [&follow_out, &attach_out] {
+        let seen = printed(out);
+        // Each output line once: nothing lost, nothing shown again.
+        for line in ["line-one", "line-two"] {
+            assert_eq!(seen.lines().filter(|l| *l == line).count(), 1, "{seen}");
+        }
+    }
+    for child in [&mut follow, &mut attach] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
