@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::process::{cmdline, descendants};
 use crate::support::sshd::{RemotePath, Sshd};
+use crate::support::terminal::Terminal;
 use crate::support::{kill9, skip, wait_until, Env};
 
 /// A remote installation behind its sshd, and a client of it.
@@ -438,4 +439,62 @@ fn log_follow_and_attach_ride_through_killed_ssh_connections_output_once() {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+#[test]
+fn attach_and_a_terminal_run_from_a_terminal_over_host() {
+    let Some(r) = Remote::start("terminal", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "a"]);
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    let host = r.sshd.host();
+    let within = Duration::from_secs(20);
+    let Some(terminal) =
+        Terminal::open(&r.client, 24, 80, &[eukhe, "--host", &host, "attach", "a"])
+    else {
+        return;
+    };
+    terminal.wait_screen(within, "the attach banner", |s| s.contains("attached to a"));
+    terminal.type_text("echo typed-$((6*7))");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(within, "the run's output and end", |s| {
+        s.contains("typed-42") && s.contains("[run 1 exited 0]")
+    });
+    terminal.keys(&["C-d"]);
+    wait_until(within, "the attach to end", || {
+        terminal.exit_status().is_some()
+    });
+    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    assert!(r.env.log("a").contains("typed-42"));
+    // A terminal run: the remote kernel's terminal, passed through.
+    let Some(tty) = Terminal::open(
+        &r.client,
+        24,
+        80,
+        &[
+            eukhe,
+            "--host",
+            &host,
+            "bash",
+            "--tty",
+            "a",
+            "--",
+            "tput cols; read x; echo got-$x",
+        ],
+    ) else {
+        return;
+    };
+    tty.wait_screen(within, "the remote terminal's width", |s| {
+        s.lines().any(|l| l.trim() == "80")
+    });
+    tty.type_text("abc");
+    tty.keys(&["Enter"]);
+    tty.wait_screen(within, "the line typed, read there", |s| {
+        s.contains("got-abc")
+    });
+    wait_until(within, "the terminal run to end", || {
+        tty.exit_status().is_some()
+    });
+    assert_eq!(tty.exit_status(), Some(0), "{}", tty.screen());
 }
