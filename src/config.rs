@@ -33,18 +33,18 @@
 //! detach_key = "C-\\"
 //! ```
 //!
-//! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A
-//! lost-exit window is at least 69000 ms (a client's relaunch of a lost
-//! daemon, 1 minute, plus a launcher's wait, 9 s); a number past the wire's
-//! range (10^14 ms, about 3170 years) means "never", in the file and in the
-//! environment alike. Tests that need short windows set
-//! `EUKHE_TEST_SHORT_WINDOWS=1` (logged).
+//! `EUKHE_WORKER_LOST_EXIT_MS` and `EUKHE_IDLE_STOP_MS` override the file. A lost-exit window
+//! is at least 69000 ms (a client's relaunch of a lost daemon, 1 minute, plus a launcher's
+//! wait, 9 s); a number past the wire's range (10^14 ms, about 3170 years) means "never", in
+//! the file and in the environment alike. Tests that need short windows set
+//! `EUKHE_TEST_SHORT_WINDOWS=1` (logged). Hosts by name are `hosts.toml`'s (`hosts`).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 pub mod detach_key;
+pub mod hosts;
 pub mod limits;
 use detach_key::{DetachKey, DETACH_KEY_ALLOWED};
 

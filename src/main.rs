@@ -21,9 +21,9 @@ fn main() -> ExitCode {
             Err(e) => return eukhe::client::usage::report(&e),
         },
     };
-    match eukhe::client::remote::target_from(cli.host.as_deref()) {
+    match eukhe::client::hosts::process_target_from(cli.host.as_deref()) {
         Ok(target) => eukhe::client::remote::set_process_target(target),
-        Err(e) => return eukhe::client::cli::finish(Err(e.into())),
+        Err(e) => return eukhe::client::cli::finish(Err(e)),
     }
     match cli.command {
         Command::Proxy { background } => eukhe::client::proxy::main(background),
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Command::Worker { session } => report(eukhe::worker::main(&session)),
         Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),
         Command::Laws { json } => print_laws(json),
-        Command::Mcp => eukhe::mcp::run(),
+        Command::Mcp { hosts } => eukhe::mcp::run(&hosts),
         command => eukhe::client::run(command),
     }
 }

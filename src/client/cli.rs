@@ -50,6 +50,7 @@ kept on a full disk), as `env` and `timeout` do, so it is \
 never mistaken for a command's status.\n  \
 1: `cancel` found nothing to cancel; `shutdown --if-idle` did not stop a busy daemon; `doctor` \
 found a problem.\n  \
+3: `ls --all-hosts`: some host did not answer (its row says why).\n  \
 A reader of standard output that goes away (`eukhe log s | head -1`) ends any command quietly, \
 by SIGPIPE."
 )]
@@ -143,6 +144,12 @@ pub enum Command {
         /// damaged.
         #[arg(long)]
         json: bool,
+        /// This machine's sessions and those of every host hosts.toml
+        /// names, asked at once, each host within 10 s, in one table with
+        /// a HOST column (`--json`: each session with "host"); a host that
+        /// did not answer is one row saying why, and the exit status is 3.
+        #[arg(long)]
+        all_hosts: bool,
     },
     /// Queue input (a run) in a session: it runs after the inputs queued
     /// before it. One argument is a command line (`'cd src && make'`);
@@ -489,7 +496,18 @@ pub enum Command {
     /// MCP client as the command `eukhe` with the argument `mcp`. It
     /// starts the daemon when none listens and, a background client,
     /// never replaces one.
-    Mcp,
+    ///
+    /// With `--host` (repeatable): the sessions of those machines as one
+    /// tool set. Session references carry their host (`build:s1`);
+    /// `list_sessions` lists every host's, a host that does not answer
+    /// within 10 s listed with why; `local` names this machine, served
+    /// only when given.
+    Mcp {
+        /// A host to serve: a name from hosts.toml, an address
+        /// `[ssh://][user@]host[:port]`, or `local` (this machine).
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+    },
     /// Follow the daemon's events, one line each: sessions created,
     /// removed, renamed; state changes; runs queued, started, finished,
     /// interrupted; terminal runs waiting for input and input taken;

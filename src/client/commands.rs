@@ -30,7 +30,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
             json,
             limits,
         } => new_session(name, cwd, &env, clean_env, json, limits.limits()?).await,
-        Command::Ls { json } => list(json).await,
+        Command::Ls { json, all_hosts } => list(json, all_hosts).await,
         Command::Status { json } => status(json).await,
         Command::Restart { session } => restart(session).await,
         Command::Rm { sessions, force } => remove(sessions, force).await,
@@ -75,7 +75,7 @@ pub(super) async fn client(command: Command) -> Result<ExitCode, ClientError> {
         Command::Daemon
         | Command::Worker { .. }
         | Command::Kernel { .. }
-        | Command::Mcp
+        | Command::Mcp { .. }
         | Command::Proxy { .. }
         | Command::Laws { .. } => unreachable!("served by main"),
     }
@@ -186,7 +186,11 @@ fn shell_cwd(cwd: Option<String>) -> Result<Option<String>, ClientError> {
 
 /// `ls`: the sessions, the one active most recently last; each damaged
 /// one named on standard error (unless `json`, which carries its problem).
-async fn list(json: bool) -> Result<ExitCode, ClientError> {
+/// `all_hosts`: every host's (`client::all_hosts`).
+async fn list(json: bool, all_hosts: bool) -> Result<ExitCode, ClientError> {
+    if all_hosts {
+        return super::all_hosts::list_all_hosts(json).await;
+    }
     match ask(ClientStart::Ls, Request::List).await? {
         Response::Sessions { mut sessions } => {
             render::most_recent_last(&mut sessions);

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::net::UnixStream;
 
 use super::error::ClientError;
-use super::remote::{self, process_target, Target, Transport};
+use super::remote::{self, Target, Transport};
+use super::route::current_target;
 use crate::build_id::{build_id, version};
 use crate::laws::replace::{
     busy_daemon_kept, lacking_capability, replace_verdict, start_kind, Build, ClientKind,
@@ -144,7 +145,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
 /// Connect to a running daemon without starting one (a remote target's
 /// proxy starts one there as a background client would).
 pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
-    if let Target::Remote(host) = process_target() {
+    if let Target::Remote(host) = &current_target() {
         return remote::connect_remote(host, ClientStart::Relaunch)
             .await
             .map(Some);
@@ -158,7 +159,7 @@ pub async fn connect_existing() -> Result<Option<Client>, ClientError> {
 /// only an interactive start may replace an older daemon, as the
 /// replacement law says.
 pub async fn connect(start: ClientStart) -> Result<Client, ClientError> {
-    connect_to(process_target(), start).await
+    connect_to(&current_target(), start).await
 }
 
 /// Connect to `target`'s daemon as [`connect`] does: this machine's, or
@@ -403,7 +404,7 @@ async fn wait_socket_free(paths: &Paths, deadline: tokio::time::Instant) {
 /// through a daemon's restart waits for the next daemon. None: no daemon
 /// listens yet.
 pub async fn connect_background_existing() -> Result<Option<Client>, ClientError> {
-    if let Target::Remote(host) = process_target() {
+    if let Target::Remote(host) = &current_target() {
         return remote::connect_remote(host, ClientStart::Relaunch)
             .await
             .map(Some);

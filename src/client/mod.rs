@@ -1,6 +1,7 @@
 //! The command line: parse, connect (starting a daemon when none listens),
 //! and show the answers as a person or a script wants them.
 
+pub mod all_hosts;
 pub(crate) mod attach;
 mod attach_tty;
 pub mod cli;
@@ -10,6 +11,7 @@ mod doctor;
 pub mod error;
 mod events;
 pub mod fast_args;
+pub mod hosts;
 mod interactive;
 pub mod limits;
 pub(crate) mod log;
@@ -17,6 +19,7 @@ pub mod proxy;
 pub mod remote;
 pub(crate) mod render;
 pub mod reset;
+pub mod route;
 mod screen;
 mod shell;
 mod stdin;

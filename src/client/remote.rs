@@ -203,6 +203,20 @@ pub struct Transport {
     /// Reads ssh's standard error into `stderr` until it closes.
     drain: Option<tokio::task::JoinHandle<()>>,
     host: RemoteHost,
+    /// The remote daemon said hello through it: from then on ssh ends
+    /// when the stream closes.
+    heard: bool,
+}
+
+impl Drop for Transport {
+    /// An ssh given up on before the daemon's hello (a deadline missed, a
+    /// host that accepts and never speaks) may never read the closed
+    /// stream: it is killed rather than left behind.
+    fn drop(&mut self) {
+        if !self.heard {
+            let _ = self.child.start_kill();
+        }
+    }
 }
 
 impl Transport {
@@ -236,7 +250,10 @@ impl Transport {
 /// the transport whose failure says why it ended.
 pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transport), ClientError> {
     let ssh = std::env::var(SSH_VAR).unwrap_or_else(|_| "ssh".into());
-    let remote = std::env::var(REMOTE_COMMAND_VAR).unwrap_or_else(|_| "eukhe".into());
+    // hosts.toml's command for this host, else the variable's, else eukhe.
+    let remote = super::hosts::remote_command(host)
+        .or_else(|| std::env::var(REMOTE_COMMAND_VAR).ok())
+        .unwrap_or_else(|| "eukhe".into());
     let argv = ssh_argv(&ssh, &remote, host, background);
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(ClientError::system("cannot make a socket pair for ssh"))?;
@@ -281,6 +298,7 @@ pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transpo
         stderr,
         drain,
         host: host.clone(),
+        heard: false,
     };
     Ok((stream, transport))
 }
@@ -310,7 +328,10 @@ pub async fn connect_remote(host: &RemoteHost, start: ClientStart) -> Result<Cli
         ))
     })?;
     let daemon = match answer {
-        Ok(Response::Hello(daemon)) => daemon,
+        Ok(Response::Hello(daemon)) => {
+            transport.heard = true;
+            daemon
+        }
         Ok(Response::Error { message }) => return Err(ClientError::Daemon { message }),
         Ok(other) => {
             return Err(ClientError::Remote(format!(

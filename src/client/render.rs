@@ -62,7 +62,7 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
 /// `text` with each control character written as an escape (`\n`,
 /// `\u{1b}`): a directory named with a newline or an escape sequence
 /// never breaks a table's rows or drives the terminal.
-fn escape_controls(text: &str) -> String {
+pub(crate) fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_control() {
@@ -75,7 +75,7 @@ fn escape_controls(text: &str) -> String {
 }
 
 /// Rows as aligned columns, two spaces apart, sized by display width.
-fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+pub(crate) fn table(rows: &[Vec<String>], right: &[bool]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().map(|r| display_width(&r[c])).max().unwrap_or(0))

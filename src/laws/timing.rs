@@ -334,6 +334,13 @@ pub const WAIT_FOR_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 /// timeout is cut to it, so no request holds a worker's connection for
 /// ever; a caller that must wait longer asks again.
 pub const WAIT_FOR_TIMEOUT_MAX_MS: u64 = 3_600_000;
+/// How long `eukhe ls --all-hosts` and a many-host `eukhe mcp`'s
+/// `list_sessions` wait for one host's answer (its ssh login, its daemon's
+/// start when none runs, its list) before they show it as unreachable:
+/// hosts are asked at once, so one that is down or silent delays the
+/// others by at most this. A healthy host answers within a second or two.
+/// Not a law's timeout: the host is asked again next time.
+pub const HOST_ANSWER_MS: u64 = 10_000;
 
 /// The latest output line of a session goes out on the event stream at
 /// most this often (`eukhe events`, `eukhe top`): a flood of output never

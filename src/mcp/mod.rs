@@ -11,6 +11,7 @@
 //! request before `initialize`) as the protocol asks; the library sees
 //! the rest.
 
+pub mod hosts;
 mod lines;
 mod reset_call;
 mod screen_calls;
@@ -39,21 +40,26 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// client that sends faster than it reads is read more slowly.
 const ANSWERS_WAITING: usize = 64;
 
-/// `eukhe mcp`: serve, then exit as every client command does.
-pub fn run() -> ExitCode {
-    finish(crate::runtime::block_on_client("client", serve()))
+/// `eukhe mcp [--host H]...`: serve, then exit as every client command
+/// does.
+pub fn run(hosts: &[String]) -> ExitCode {
+    let hosts = match hosts::ServedHosts::resolve(hosts) {
+        Ok(hosts) => hosts,
+        Err(e) => return finish(Err(e)),
+    };
+    finish(crate::runtime::block_on_client("client", serve(hosts)))
 }
 
 /// Serve MCP on standard input and output until the client closes them.
 /// Standard output carries the protocol alone: nothing else may print
 /// there (messages go to standard error).
-pub async fn serve() -> Result<ExitCode, ClientError> {
+pub async fn serve(hosts: hosts::ServedHosts) -> Result<ExitCode, ClientError> {
     let (to_library, library_in) = tokio::io::duplex(PIPE_BYTES);
     let (library_out, from_library) = tokio::io::duplex(PIPE_BYTES);
     let (answers, answered) = mpsc::channel(ANSWERS_WAITING);
     let filter = tokio::spawn(filter_lines(to_library, answers));
     let writer = tokio::spawn(write_lines(from_library, answered));
-    let served = serve_library(library_in, library_out).await;
+    let served = serve_library(library_in, library_out, hosts).await;
     // The library has closed its side: what it and the filter said is
     // written out before the process ends.
     filter.abort();
@@ -66,8 +72,9 @@ pub async fn serve() -> Result<ExitCode, ClientError> {
 async fn serve_library(
     input: tokio::io::DuplexStream,
     output: tokio::io::DuplexStream,
+    hosts: hosts::ServedHosts,
 ) -> Result<ExitCode, ClientError> {
-    let running = server::Tools::new()
+    let running = server::Tools::on_hosts(hosts)
         .serve((input, output))
         .await
         .map_err(|e| match e {

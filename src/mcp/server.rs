@@ -20,6 +20,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::hosts::{self, ServedHosts};
 use super::reset_call;
 use super::screen_calls;
 use super::screen_tools::{ScreenArgs, SendKeysArgs, WaitForArgs};
@@ -34,6 +35,7 @@ use crate::client::cli::{absolute, session_env, unexpected};
 use crate::client::connect::{connect, Client};
 use crate::client::log::output_until_end;
 use crate::client::render::most_recent_last;
+use crate::client::route;
 use crate::client::ClientError;
 use crate::laws::replace::ClientStart;
 use crate::laws::timing::MCP_BASH_TIMEOUT_DEFAULT_MS;
@@ -57,6 +59,8 @@ pub struct Tools {
     /// `bash` calls in flight, by request: a client's
     /// `notifications/cancelled` for one wakes it to cancel its command.
     cancels: Arc<Mutex<HashMap<RequestId, Arc<Notify>>>>,
+    /// The hosts `--host` named: each call runs on its reference's.
+    hosts: Arc<ServedHosts>,
 }
 
 /// A tool call's answer: text for the model, the same facts as JSON.
@@ -120,9 +124,12 @@ enum Waited {
 
 #[tool_router]
 impl Tools {
-    /// Tools with no call in flight.
-    pub fn new() -> Tools {
-        Tools::default()
+    /// Tools over the sessions of `hosts` (none: this process's target).
+    pub fn on_hosts(hosts: ServedHosts) -> Tools {
+        Tools {
+            hosts: Arc::new(hosts),
+            ..Tools::default()
+        }
     }
 
     #[tool(
@@ -340,6 +347,9 @@ impl ServerHandler for Tools {
     ) -> Result<CallToolResponse, McpError> {
         check_arguments(&request.name, request.arguments.as_ref())
             .map_err(|refused| McpError::invalid_params(refused.to_string(), None))?;
+        if self.hosts.many() {
+            return self.call_on_host(request, context).await;
+        }
         let call = ToolCallContext::new(self, request, context);
         Self::tool_router().call(call).await
     }
@@ -347,7 +357,7 @@ impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("eukhe", version()))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(INSTRUCTIONS.to_string() + &self.hosts.instructions())
     }
 
     async fn on_cancelled(
@@ -363,6 +373,43 @@ impl ServerHandler for Tools {
                 notify.notify_one();
             }
         }
+    }
+}
+
+impl Tools {
+    /// A call of a many-host server: `list_sessions` asks every host; any
+    /// other call runs on its reference's host, its answer naming sessions
+    /// by reference.
+    async fn call_on_host(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(argument) = hosts::reference_argument(&request.name) else {
+            return Ok(self.hosts.list_sessions().await.into());
+        };
+        let reference = hosts::reference_of(&request, argument).unwrap_or_default();
+        let routed = match self.hosts.route(&reference) {
+            Ok(routed) => routed,
+            Err(why) if argument == "name" => {
+                return Ok(hosts::refused(format!(
+                    "new_session needs its host: name = \"HOST:NAME\" (or \"HOST:\" for a \
+                     name of eukhe's choosing): {why}"
+                ))
+                .into())
+            }
+            Err(why) => return Ok(hosts::refused(why).into()),
+        };
+        let (host, session) = (routed.host.clone(), routed.session);
+        let request = hosts::on_host(request, argument, &session);
+        let call = ToolCallContext::new(self, request, context);
+        let response = route::on(host.target, Self::tool_router().call(call)).await?;
+        Ok(match response {
+            CallToolResponse::Complete(result) => {
+                hosts::with_references(result, &host.name, &session).into()
+            }
+            other => other,
+        })
     }
 }
 
