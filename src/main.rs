@@ -13,7 +13,10 @@ use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NA
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let cli = match eukhe::client::fast_args::plain_bash(&args) {
-        Some(command) => Cli { command },
+        Some(command) => Cli {
+            command,
+            host: None,
+        },
         None => match <Cli as clap::Parser>::try_parse() {
             Ok(cli) => cli,
             // A usage error is one of eukhe's own failures (125), in one
