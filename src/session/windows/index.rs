@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::protocol::entry::Stream;
 
+use super::filter::FilterWriter;
 use super::records::Records;
 use super::select::Flow;
 
@@ -219,6 +220,8 @@ pub struct IndexWriter {
     at: Mark,
     /// Where the last entry is.
     last: u64,
+    /// The filter written beside it, while it can follow.
+    filter: Option<FilterWriter>,
 }
 
 impl IndexWriter {
@@ -239,6 +242,7 @@ impl IndexWriter {
                 file,
                 at: Mark::default(),
                 last: 0,
+                filter: FilterWriter::create(session, job),
             });
         }
         let loaded = load(session, job, from);
@@ -246,10 +250,15 @@ impl IndexWriter {
         if loaded.damage.is_some() && loaded.len > 0 || from - at.offset > CATCH_UP_BYTES {
             return None;
         }
+        let ends: Vec<u64> = loaded.marks.iter().map(|m| m.offset).collect();
+        let mut filter = FilterWriter::resume(session, job, &ends);
         let mut records = Records::new(output, from);
         let reached = records
             .each(at.offset, |stream, data, end| {
                 at.add(stream, data, end);
+                if let Some(filter) = filter.as_mut() {
+                    filter.add(stream, data);
+                }
                 Flow::More
             })
             .ok()?;
@@ -263,7 +272,12 @@ impl IndexWriter {
             file.write_all_at(MAGIC, 0).ok()?;
         }
         let last = loaded.marks.last().map_or(0, |m| m.offset);
-        Some(IndexWriter { file, at, last })
+        Some(IndexWriter {
+            file,
+            at,
+            last,
+            filter,
+        })
     }
 
     /// Output records read from `from`: their stream, bytes and end.
@@ -279,7 +293,16 @@ impl IndexWriter {
         }
         for (stream, data, end) in records {
             self.at.add(stream, data, end);
+            if let Some(filter) = self.filter.as_mut() {
+                filter.add(stream, data);
+            }
             if self.at.offset - self.last >= BLOCK_BYTES {
+                // The filter's block ends where the index's entry is.
+                if let Some(filter) = self.filter.as_mut() {
+                    if !filter.end_block(self.at.offset) {
+                        self.filter = None;
+                    }
+                }
                 let entry = self.at.encode();
                 let at = self.file.metadata().map(|m| m.len());
                 let Ok(at) = at else { return false };

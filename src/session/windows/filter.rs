@@ -1,0 +1,390 @@
+//! The filter beside a job's index (`index/<job>.tri`): for each block of
+//! the index (from one entry's offset to the next), a bitmap of the hashed
+//! trigrams of the block's bytes, so a grep reads only the blocks where
+//! its regex's required literals may be. The worker writes it with the
+//! index (`FilterWriter`, fed by `IndexWriter`).
+//!
+//! A trigram belongs to the block of its last byte, whichever way the
+//! output is read: both streams as they came, or one alone (the bytes
+//! before a record, of either stream or of its own, carry over). Letters
+//! are folded to lower case (ASCII), so a case-insensitive literal is
+//! looked up folded.
+//!
+//! It is a cache, as the index is: each entry names its block and has its
+//! own CRC; a block without a good entry is read. A set bit that should
+//! not be costs a read, and a cleared one is refused by the CRC: damage
+//! never hides a match.
+//!
+//! Layout: `MAGIC`, then entries of `ENTRY_BYTES`: the block's first and
+//! end offsets in the output file (u64 big-endian each), the three carries
+//! (both streams', stdout's, stderr's: two bytes and how many of them are
+//! real), three zero bytes, the bitmap, the CRC of the rest.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::protocol::entry::Stream;
+
+/// How many bits a block's bitmap has, as a power of two.
+const BITS_LOG2: u32 = 15;
+const WORDS: usize = (1 << BITS_LOG2) / 64;
+const BITMAP_BYTES: usize = WORDS * 8;
+const MAGIC: &[u8; 8] = b"eukhtr1\n";
+const HEAD_BYTES: usize = 28;
+const ENTRY_BYTES: usize = HEAD_BYTES + BITMAP_BYTES + 4;
+
+/// Where `job`'s filter is in the session directory `session`.
+pub fn filter_path(session: &Path, job: &str) -> PathBuf {
+    super::index::index_path(session, job).with_extension("tri")
+}
+
+/// A byte as the filter sees it: ASCII letters in lower case.
+fn fold(byte: u8) -> u8 {
+    byte.to_ascii_lowercase()
+}
+
+/// The bit of the trigram whose three (folded) bytes are the low 24 bits.
+fn bit(trigram: u32) -> usize {
+    (trigram.wrapping_mul(0x9E37_79B1) >> (32 - BITS_LOG2)) as usize
+}
+
+/// The last two bytes of one way of reading the output, and how many of
+/// them there are (fewer at its start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Carry {
+    bytes: [u8; 2],
+    have: u8,
+}
+
+impl Carry {
+    /// The carry after `data` follows this one.
+    fn after(self, data: &[u8]) -> Carry {
+        match data {
+            [] => self,
+            [only] => Carry {
+                bytes: [self.bytes[1], fold(*only)],
+                have: (self.have + 1).min(2),
+            },
+            [.., a, b] => Carry {
+                bytes: [fold(*a), fold(*b)],
+                have: 2,
+            },
+        }
+    }
+}
+
+/// One block's trigrams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bitmap(Vec<u64>);
+
+impl Default for Bitmap {
+    fn default() -> Bitmap {
+        Bitmap(vec![0; WORDS])
+    }
+}
+
+impl Bitmap {
+    fn set(&mut self, trigram: u32) {
+        let bit = bit(trigram);
+        self.0[bit / 64] |= 1 << (bit % 64);
+    }
+
+    fn has(&self, trigram: u32) -> bool {
+        let bit = bit(trigram);
+        self.0[bit / 64] & (1 << (bit % 64)) != 0
+    }
+
+    /// The trigrams of `data`, and those it makes with `carry` before it.
+    fn add(&mut self, carry: Carry, data: &[u8]) {
+        let mut rolling = u32::from(carry.bytes[0]) << 8 | u32::from(carry.bytes[1]);
+        let mut seen = usize::from(carry.have);
+        for &byte in data {
+            rolling = (rolling << 8 | u32::from(fold(byte))) & 0xFF_FFFF;
+            seen += 1;
+            if seen >= 3 {
+                self.set(rolling);
+            }
+        }
+    }
+
+    /// Both bitmaps' trigrams.
+    pub fn union(&self, other: &Bitmap) -> Bitmap {
+        Bitmap(self.0.iter().zip(&other.0).map(|(a, b)| a | b).collect())
+    }
+}
+
+/// The trigrams of `literal`, folded.
+fn trigrams(literal: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    literal
+        .windows(3)
+        .map(|w| u32::from(fold(w[0])) << 16 | u32::from(fold(w[1])) << 8 | u32::from(fold(w[2])))
+}
+
+/// The carries of the three ways of reading an output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Carries {
+    both: Carry,
+    stdout: Carry,
+    stderr: Carry,
+}
+
+impl Carries {
+    fn encode(&self, out: &mut [u8]) {
+        for (i, carry) in [self.both, self.stdout, self.stderr].iter().enumerate() {
+            out[i * 3..i * 3 + 3].copy_from_slice(&[carry.bytes[0], carry.bytes[1], carry.have]);
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Carries> {
+        let carry = |i: usize| {
+            let have = bytes[i * 3 + 2];
+            (have <= 2).then_some(Carry {
+                bytes: [bytes[i * 3], bytes[i * 3 + 1]],
+                have,
+            })
+        };
+        Some(Carries {
+            both: carry(0)?,
+            stdout: carry(1)?,
+            stderr: carry(2)?,
+        })
+    }
+}
+
+/// One entry: a block's place and its bitmap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// The block's first offset in the output file.
+    pub start: u64,
+    /// Its end offset.
+    pub end: u64,
+    carries: Carries,
+    /// Its trigrams.
+    pub bitmap: Bitmap,
+}
+
+impl Block {
+    fn encode(&self) -> Vec<u8> {
+        let mut entry = vec![0u8; ENTRY_BYTES];
+        entry[..8].copy_from_slice(&self.start.to_be_bytes());
+        entry[8..16].copy_from_slice(&self.end.to_be_bytes());
+        self.carries.encode(&mut entry[16..25]);
+        for (i, word) in self.bitmap.0.iter().enumerate() {
+            let at = HEAD_BYTES + i * 8;
+            entry[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&entry[..ENTRY_BYTES - 4]);
+        entry[ENTRY_BYTES - 4..].copy_from_slice(&crc.to_be_bytes());
+        entry
+    }
+
+    fn decode(entry: &[u8]) -> Option<Block> {
+        let (body, crc) = entry.split_at(ENTRY_BYTES - 4);
+        if crc32fast::hash(body).to_be_bytes() != crc || entry[25..28] != [0; 3] {
+            return None;
+        }
+        let n = |at: usize| u64::from_be_bytes(entry[at..at + 8].try_into().expect("8"));
+        let words = body[HEAD_BYTES..]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8")))
+            .collect();
+        Some(Block {
+            start: n(0),
+            end: n(8),
+            carries: Carries::decode(&entry[16..25])?,
+            bitmap: Bitmap(words),
+        })
+    }
+}
+
+/// The good entries of `job`'s filter, in the file's order (a damaged one
+/// left out), and the file's length.
+pub fn load(session: &Path, job: &str) -> (Vec<Block>, u64) {
+    let Ok(bytes) = std::fs::read(filter_path(session, job)) else {
+        return (Vec::new(), 0);
+    };
+    let Some(entries) = bytes.strip_prefix(MAGIC.as_slice()) else {
+        return (Vec::new(), bytes.len() as u64);
+    };
+    let blocks = entries
+        .chunks_exact(ENTRY_BYTES)
+        .filter_map(Block::decode)
+        .collect();
+    (blocks, bytes.len() as u64)
+}
+
+/// Writes a job's filter as its output is read, a block at a time.
+pub struct FilterWriter {
+    file: File,
+    block: Bitmap,
+    start: u64,
+    carries: Carries,
+    written: u64,
+}
+
+impl FilterWriter {
+    /// A new filter for `job` in `session`, its output read from the start.
+    pub fn create(session: &Path, job: &str) -> Option<FilterWriter> {
+        let mut file = options()
+            .truncate(true)
+            .open(filter_path(session, job))
+            .ok()?;
+        file.write_all(MAGIC).ok()?;
+        Some(FilterWriter {
+            file,
+            block: Bitmap::default(),
+            start: 0,
+            carries: Carries::default(),
+            written: 0,
+        })
+    }
+
+    /// The filter of `job` in `session` taken up where its index was:
+    /// its first `blocks` entries must end at `ends` (the index's
+    /// entries); the rest is cut. None when they do not, or it fails
+    /// (the blocks from there are then read whole).
+    pub fn resume(session: &Path, job: &str, ends: &[u64]) -> Option<FilterWriter> {
+        let (blocks, _) = load(session, job);
+        let mut start = 0;
+        for (block, &end) in blocks.iter().zip(ends) {
+            if block.start != start || block.end != end {
+                return None;
+            }
+            start = end;
+        }
+        if blocks.len() < ends.len() {
+            return None;
+        }
+        let carries = ends
+            .len()
+            .checked_sub(1)
+            .map_or(Carries::default(), |last| blocks[last].carries);
+        let file = options().open(filter_path(session, job)).ok()?;
+        let written = ends.len() as u64;
+        file.set_len(MAGIC.len() as u64 + written * ENTRY_BYTES as u64)
+            .ok()?;
+        if written == 0 {
+            file.write_all_at(MAGIC, 0).ok()?;
+        }
+        Some(FilterWriter {
+            file,
+            block: Bitmap::default(),
+            start,
+            carries,
+            written,
+        })
+    }
+
+    /// A record of `stream`'s bytes, next in the output.
+    pub fn add(&mut self, stream: Stream, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let own = match stream {
+            Stream::Stdout => &mut self.carries.stdout,
+            Stream::Stderr => &mut self.carries.stderr,
+        };
+        // The record's own trigrams come with the carry of both streams;
+        // those its first bytes make with its stream's last two, too.
+        let head = &data[..data.len().min(2)];
+        self.block.add(*own, head);
+        *own = own.after(data);
+        self.block.add(self.carries.both, data);
+        self.carries.both = self.carries.both.after(data);
+    }
+
+    /// The block ends at `end` (an index entry's offset): its entry is
+    /// written. False when it could not be: drop the writer then.
+    pub fn end_block(&mut self, end: u64) -> bool {
+        let block = Block {
+            start: self.start,
+            end,
+            carries: self.carries,
+            bitmap: std::mem::take(&mut self.block),
+        };
+        let at = MAGIC.len() as u64 + self.written * ENTRY_BYTES as u64;
+        if self.file.write_all_at(&block.encode(), at).is_err() {
+            return false;
+        }
+        self.written += 1;
+        self.start = end;
+        true
+    }
+}
+
+fn options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).mode(0o600);
+    options
+}
+
+/// The bitmaps of an output's blocks, as far as its filter has good ones:
+/// block `i` runs from `starts[i]` to `starts[i + 1]`.
+pub struct Filter {
+    bitmaps: Vec<Option<Bitmap>>,
+}
+
+impl Filter {
+    /// The filter's bitmaps for the blocks starting at `starts` (the
+    /// output's start, then the index's entries, the last one the end of
+    /// the blocks indexed).
+    pub fn of(blocks: Vec<Block>, starts: &[u64]) -> Filter {
+        let mut bitmaps: Vec<Option<Bitmap>> = vec![None; starts.len().saturating_sub(1)];
+        for block in blocks {
+            if let Ok(i) = starts.binary_search(&block.start) {
+                if starts.get(i + 1) == Some(&block.end) && i < bitmaps.len() {
+                    bitmaps[i] = Some(block.bitmap);
+                }
+            }
+        }
+        Filter { bitmaps }
+    }
+
+    /// How many blocks have a bitmap.
+    pub fn good(&self) -> usize {
+        self.bitmaps.iter().flatten().count()
+    }
+
+    /// Whether one of `literals` may end in block `last`, begun as far
+    /// back as block `first`: its last trigrams in `last`'s bitmap and
+    /// the ones before them in those of the blocks before.
+    pub fn may_hold(&self, first: usize, last: usize, literals: &[Vec<u8>]) -> bool {
+        let Some(Some(end)) = self.bitmaps.get(last) else {
+            return true;
+        };
+        let mut before: Option<Bitmap> = None;
+        for i in first..last {
+            let Some(Some(bitmap)) = self.bitmaps.get(i) else {
+                return true;
+            };
+            before = Some(match before {
+                Some(u) => u.union(bitmap),
+                None => bitmap.clone(),
+            });
+        }
+        literals.iter().any(|literal| {
+            let all: Vec<u32> = trigrams(literal).collect();
+            // The most of its end the last block holds; the rest must be
+            // in the blocks before.
+            let held = all.iter().rev().take_while(|t| end.has(**t)).count();
+            let rest = &all[..all.len() - held];
+            held > 0
+                && (rest.is_empty()
+                    || before
+                        .as_ref()
+                        .is_some_and(|b| rest.iter().all(|t| b.has(*t))))
+        })
+    }
+}
+
+impl std::fmt::Debug for FilterWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FilterWriter(block at {})", self.start)
+    }
+}
+
+#[cfg(test)]
+#[path = "filter_tests.rs"]
+mod tests;
