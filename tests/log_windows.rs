@@ -296,3 +296,139 @@ fn a_large_outputs_tail_and_size_are_read_from_a_few_mib() {
     assert_eq!(text(&first), format!("1:{line}2:{line}"));
     assert!(said.contains("stopped at the max count"), "{said}");
 }
+
+/// The blocks the index marks: each entry's stdout byte count.
+fn stdout_marks(index: &[u8]) -> Vec<usize> {
+    index[8..]
+        .chunks_exact(48)
+        .map(|entry| u64::from_be_bytes(entry[8..16].try_into().unwrap()) as usize)
+        .collect()
+}
+
+/// `--grep` with `--json`: the answer but for the bytes of output it
+/// read, and those.
+fn grep_read(t: &Env, id: &str, ask: &[&str]) -> (String, u64) {
+    let mut args = vec!["log", id, "--raw", "1", "--json", "--grep"];
+    args.extend_from_slice(ask);
+    let out = t.run(&args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{ask:?}: {}",
+        text(&out.stderr)
+    );
+    let mut json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = json["read_bytes"].as_u64().unwrap();
+    json["read_bytes"] = serde_json::Value::Null;
+    (json.to_string(), read)
+}
+
+#[test]
+fn a_grep_through_the_filter_answers_as_grep_whether_it_is_whole_damaged_or_gone() {
+    let t = Env::new("windows-filter");
+    let id = t.new_session();
+    let words = "of an output long enough that its lines are cut by the blocks of the index";
+    let n = 80_000;
+    t.ok(&[
+        "send",
+        "--wait",
+        &id,
+        &format!("seq -f 'line %g {words}' 1 {n}"),
+    ]);
+    let all: String = (1..=n).map(|i| format!("line {i} {words}\n")).collect();
+    let dir = t.session_dir(&id);
+    let index = std::fs::read(dir.join("index/r1.idx")).unwrap();
+    let marks = stdout_marks(&index);
+    assert!(marks.len() >= 4, "an index of blocks: {marks:?}");
+    // A literal across the first block's end, within one line.
+    let edge = marks[0];
+    let across = &all[edge - 12..edge + 12];
+    assert!(!across.contains('\n'), "{across:?}");
+    let asks: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (vec!["^line 12345 of".into()], vec!["-E", "^line 12345 of"]),
+        (vec![across.into()], vec!["-F", across]),
+        (
+            vec!["line 777 of|line 59999 of".into(), "-C".into(), "2".into()],
+            vec!["-E", "-C", "2", "line 777 of|line 59999 of"],
+        ),
+        (vec!["(?i)LINE 4242 OF".into()], vec!["-i", "LINE 4242 OF"]),
+        (vec!["no line says this".into()], vec!["no line says this"]),
+        (
+            vec![".".into(), "-m".into(), "500".into()],
+            vec!["-m", "500", "."],
+        ),
+    ];
+    let answers = |state: &str| -> Vec<(String, u64)> {
+        asks.iter()
+            .map(|(ask, grep_args)| {
+                let ask: Vec<&str> = ask.iter().map(String::as_str).collect();
+                let mut args = vec!["log", &id, "--raw", "1", "--grep"];
+                args.extend_from_slice(&ask);
+                let out = t.run(&args);
+                let mut expected_args = vec!["-n"];
+                expected_args.extend_from_slice(grep_args);
+                let grep =
+                    filter("grep", &expected_args, all.as_bytes()).expect("grep is installed");
+                assert_eq!(text(&out.stdout), text(&grep.stdout), "{ask:?} {state}");
+                assert_eq!(out.status.code(), grep.status.code(), "{ask:?} {state}");
+                grep_read(&t, &id, &ask)
+            })
+            .collect()
+    };
+    let whole = answers("with the filter");
+    assert!(
+        whole[1].0.contains(across),
+        "the literal across the blocks is found"
+    );
+    let tri = dir.join("index/r1.tri");
+    let bytes = std::fs::read(&tri).unwrap();
+    // A flipped bit in the third block's bitmap: its CRC refuses it, and
+    // that block is read.
+    let entry = (bytes.len() - 8) / marks.len();
+    let mut damaged = bytes.clone();
+    damaged[8 + 2 * entry + 100] ^= 0x01;
+    std::fs::write(&tri, &damaged).unwrap();
+    let hurt = answers("with a damaged filter");
+    std::fs::remove_file(&tri).unwrap();
+    let gone = answers("without a filter");
+    let size = all.len() as u64;
+    for (i, ((w, h), g)) in whole.iter().zip(&hurt).zip(&gone).enumerate() {
+        assert_eq!((&w.0, &h.0), (&g.0, &g.0), "ask {i}");
+    }
+    // The rare literal read a block or two, more with the damage, all
+    // without the filter.
+    assert!(whole[0].1 < size / 2, "read {} of {size}", whole[0].1);
+    assert!(hurt[0].1 > whole[0].1, "{} then {}", whole[0].1, hurt[0].1);
+    assert!(gone[0].1 >= size);
+}
+
+#[test]
+fn a_large_outputs_rare_lines_are_grepped_from_a_few_mib() {
+    let t = Env::new("windows-rare");
+    let id = t.new_session();
+    let line = "abcdefghijklmnopqrstuvwxyz0123456789\n";
+    let half: u64 = 48 << 20;
+    let yes = "yes abcdefghijklmnopqrstuvwxyz0123456789";
+    let command = format!(
+        "{yes} | head -c {half}; echo middle-needle; {yes} | head -c {half}; echo end-needle"
+    );
+    let ran = t
+        .command(&["send", "--wait", &id, &command])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ran.success(), "{ran}");
+    let worker = t.worker(&id);
+    let before = read_by(worker);
+    let (found, said) = window(&t, &id, 1, &["--grep", "(middle|end)-needle$"]);
+    let read = read_by(worker) - before;
+    let full = half / line.len() as u64;
+    let cut = &line[..(half % line.len() as u64) as usize];
+    let middle = full + 1;
+    let end = middle + full + 1;
+    let expected = format!("{middle}:{cut}middle-needle\n{end}:{cut}end-needle\n");
+    assert_eq!(text(&found), expected);
+    assert!(said.contains("2 matching lines"), "{said}");
+    const FEW_MIB: u64 = 8 << 20;
+    assert!(read < FEW_MIB, "the grep read {read} bytes of {}", 2 * half);
+}
