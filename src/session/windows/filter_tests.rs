@@ -113,3 +113,37 @@ fn a_writer_taking_over_keeps_the_blocks_that_fit_and_its_carry() {
     assert!(FilterWriter::resume(&dir, "r1", &[150]).is_none());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn every_trigram_is_set_whatever_the_records_sizes() {
+    let text: Vec<u8> = (0..5000u32)
+        .map(|i| b"aZ9 -qX\n"[(i * i % 7 + i / 13) as usize % 8] ^ (i % 3) as u8)
+        .collect();
+    for piece in [1, 2, 3, 7, 600] {
+        let mut writer = FilterWriter {
+            file: tempfile_like(piece),
+            block: Building::default(),
+            start: 0,
+            carries: Carries::default(),
+            written: 0,
+        };
+        for chunk in text.chunks(piece) {
+            writer.add(Stream::Stderr, chunk);
+        }
+        let bitmap = writer.block.take();
+        for (at, three) in text.windows(3).enumerate() {
+            assert!(
+                trigrams(three).all(|t| bitmap.has(t)),
+                "piece {piece} at {at}"
+            );
+        }
+    }
+}
+
+/// A scratch file for a writer that writes nothing.
+fn tempfile_like(n: usize) -> File {
+    let path = std::env::temp_dir().join(format!("eukhe-filter-{}-{n}", std::process::id()));
+    let file = File::create(&path).unwrap();
+    std::fs::remove_file(path).unwrap();
+    file
+}
