@@ -327,28 +327,38 @@ fn a_grep_through_the_filter_answers_as_grep_whether_it_is_whole_damaged_or_gone
     let t = Env::new("windows-filter");
     let id = t.new_session();
     let words = "of an output long enough that its lines are cut by the blocks of the index";
-    let n = 80_000;
-    t.ok(&[
-        "send",
-        "--wait",
-        &id,
-        &format!("seq -f 'line %g {words}' 1 {n}"),
-    ]);
-    let all: String = (1..=n).map(|i| format!("line {i} {words}\n")).collect();
+    let n = 200_000;
+    // One line has a word of its own.
+    let rare = 150_000;
+    let command = format!("seq -f 'line %g {words}' 1 {n} | sed 's/^line {rare} /&zebra-quartz /'");
+    t.ok(&["send", "--wait", &id, &command]);
+    let all: String = (1..=n)
+        .map(|i| match i == rare {
+            true => format!("line {i} zebra-quartz {words}\n"),
+            false => format!("line {i} {words}\n"),
+        })
+        .collect();
     let dir = t.session_dir(&id);
     let index = std::fs::read(dir.join("index/r1.idx")).unwrap();
     let marks = stdout_marks(&index);
-    assert!(marks.len() >= 4, "an index of blocks: {marks:?}");
-    // A literal across the first block's end, within one line.
-    let edge = marks[0];
-    let across = &all[edge - 12..edge + 12];
-    assert!(!across.contains('\n'), "{across:?}");
+    assert!(marks.len() >= 10, "an index of blocks: {marks:?}");
+    // A literal across a block's end: a line's start (its number) to
+    // just past the end.
+    let across = marks
+        .iter()
+        .find_map(|&edge| {
+            let start = all[..edge].rfind('\n').map_or(0, |at| at + 1);
+            (12..=48)
+                .contains(&(edge - start))
+                .then(|| &all[start..edge + 3])
+        })
+        .expect("a block's end a little way into a line");
     let asks: Vec<(Vec<String>, Vec<&str>)> = vec![
-        (vec!["^line 12345 of".into()], vec!["-E", "^line 12345 of"]),
+        (vec!["zebra-quartz".into()], vec!["-F", "zebra-quartz"]),
         (vec![across.into()], vec!["-F", across]),
         (
-            vec!["line 777 of|line 59999 of".into(), "-C".into(), "2".into()],
-            vec!["-E", "-C", "2", "line 777 of|line 59999 of"],
+            vec!["line 777 of|line 159999 of".into(), "-C".into(), "2".into()],
+            vec!["-E", "-C", "2", "line 777 of|line 159999 of"],
         ),
         (vec!["(?i)LINE 4242 OF".into()], vec!["-i", "LINE 4242 OF"]),
         (vec!["no line says this".into()], vec!["no line says this"]),

@@ -24,8 +24,12 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use crate::protocol::entry::Stream;
+
+use super::records::Records;
+use super::select::Flow;
 
 /// How many bits a block's bitmap has, as a power of two.
 const BITS_LOG2: u32 = 15;
@@ -33,7 +37,14 @@ const WORDS: usize = (1 << BITS_LOG2) / 64;
 const BITMAP_BYTES: usize = WORDS * 8;
 const MAGIC: &[u8; 8] = b"eukhtr1\n";
 const HEAD_BYTES: usize = 28;
-const ENTRY_BYTES: usize = HEAD_BYTES + BITMAP_BYTES + 4;
+/// The bits of the small bitmap of a block's first bytes, as a power of two.
+const EDGE_BITS_LOG2: u32 = 10;
+const EDGE_WORDS: usize = (1 << EDGE_BITS_LOG2) / 64;
+/// How many of a block's first bytes (in each way of reading) the small
+/// bitmap holds the trigrams of: a literal begun before the block ends
+/// within them.
+const EDGE_BYTES: usize = super::needles::NEEDLE_MAX_BYTES;
+const ENTRY_BYTES: usize = HEAD_BYTES + BITMAP_BYTES + EDGE_WORDS * 8 + 4;
 
 /// Where `job`'s filter is in the session directory `session`.
 pub fn filter_path(session: &Path, job: &str) -> PathBuf {
@@ -49,6 +60,35 @@ fn fold(byte: u8) -> u8 {
 /// The bit of the trigram whose three (folded) bytes are the low 24 bits.
 fn bit(trigram: u32) -> usize {
     (trigram.wrapping_mul(0x9E37_79B1) >> (32 - BITS_LOG2)) as usize
+}
+
+/// The trigram's bit in the small bitmap of a block's first bytes.
+fn edge_bit(trigram: u32) -> usize {
+    (trigram.wrapping_mul(0x85EB_CA6B) >> (32 - EDGE_BITS_LOG2)) as usize
+}
+
+/// The trigrams of a block's first bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Edge([u64; EDGE_WORDS]);
+
+impl Edge {
+    fn add(&mut self, carry: Carry, data: &[u8]) {
+        let mut rolling = u32::from(carry.bytes[0]) << 8 | u32::from(carry.bytes[1]);
+        let mut seen = usize::from(carry.have);
+        for &byte in data {
+            rolling = (rolling << 8 | u32::from(fold(byte))) & 0xFF_FFFF;
+            seen += 1;
+            if seen >= 3 {
+                let bit = edge_bit(rolling);
+                self.0[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+    }
+
+    fn has(&self, trigram: u32) -> bool {
+        let bit = edge_bit(trigram);
+        self.0[bit / 64] & (1 << (bit % 64)) != 0
+    }
 }
 
 /// The last two bytes of one way of reading the output, and how many of
@@ -107,11 +147,11 @@ fn trigrams(literal: &[u8]) -> impl Iterator<Item = u32> + '_ {
 
 /// The bitmap of the block being read, a byte per bit: setting one is a
 /// store, with no load before it.
-struct Building(Box<[u8]>);
+struct Building(Box<[u8; 1 << BITS_LOG2]>);
 
 impl Default for Building {
     fn default() -> Building {
-        Building(vec![0; 1 << BITS_LOG2].into_boxed_slice())
+        Building(Box::new([0; 1 << BITS_LOG2]))
     }
 }
 
@@ -216,6 +256,8 @@ pub struct Block {
     carries: Carries,
     /// Its trigrams.
     pub bitmap: Bitmap,
+    /// Those of its first bytes.
+    pub edge: Edge,
 }
 
 impl Block {
@@ -224,7 +266,8 @@ impl Block {
         entry[..8].copy_from_slice(&self.start.to_be_bytes());
         entry[8..16].copy_from_slice(&self.end.to_be_bytes());
         self.carries.encode(&mut entry[16..25]);
-        for (i, word) in self.bitmap.0.iter().enumerate() {
+        let words = self.bitmap.0.iter().chain(&self.edge.0);
+        for (i, word) in words.enumerate() {
             let at = HEAD_BYTES + i * 8;
             entry[at..at + 8].copy_from_slice(&word.to_le_bytes());
         }
@@ -239,15 +282,17 @@ impl Block {
             return None;
         }
         let n = |at: usize| u64::from_be_bytes(entry[at..at + 8].try_into().expect("8"));
-        let words = body[HEAD_BYTES..]
+        let mut words: Vec<u64> = body[HEAD_BYTES..]
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8")))
             .collect();
+        let edge = words.split_off(WORDS).try_into().ok()?;
         Some(Block {
             start: n(0),
             end: n(8),
             carries: Carries::decode(&entry[16..25])?,
             bitmap: Bitmap(words),
+            edge: Edge(edge),
         })
     }
 }
@@ -272,6 +317,10 @@ pub fn load(session: &Path, job: &str) -> (Vec<Block>, u64) {
 pub struct FilterWriter {
     file: File,
     block: Building,
+    edge: Edge,
+    /// How many of the block's first bytes of each way of reading (both
+    /// streams, stdout, stderr) the edge still takes.
+    edge_left: [usize; 3],
     start: u64,
     carries: Carries,
     written: u64,
@@ -288,6 +337,8 @@ impl FilterWriter {
         Some(FilterWriter {
             file,
             block: Building::default(),
+            edge: Edge::default(),
+            edge_left: [EDGE_BYTES; 3],
             start: 0,
             carries: Carries::default(),
             written: 0,
@@ -324,6 +375,8 @@ impl FilterWriter {
         Some(FilterWriter {
             file,
             block: Building::default(),
+            edge: Edge::default(),
+            edge_left: [EDGE_BYTES; 3],
             start,
             carries,
             written,
@@ -335,16 +388,22 @@ impl FilterWriter {
         if data.is_empty() {
             return;
         }
-        let own = match stream {
-            Stream::Stdout => &mut self.carries.stdout,
-            Stream::Stderr => &mut self.carries.stderr,
+        let (own, own_left) = match stream {
+            Stream::Stdout => (&mut self.carries.stdout, &mut self.edge_left[1]),
+            Stream::Stderr => (&mut self.carries.stderr, &mut self.edge_left[2]),
         };
         // The record's own trigrams come with the carry of both streams;
         // those its first bytes make with its stream's last two, too.
         let head = &data[..data.len().min(2)];
         self.block.add(*own, head);
+        let early = data.len().min(*own_left);
+        self.edge.add(*own, &data[..early]);
+        *own_left -= early;
         *own = own.after(data);
         self.block.add(self.carries.both, data);
+        let early = data.len().min(self.edge_left[0]);
+        self.edge.add(self.carries.both, &data[..early]);
+        self.edge_left[0] -= early;
         self.carries.both = self.carries.both.after(data);
     }
 
@@ -356,7 +415,9 @@ impl FilterWriter {
             end,
             carries: self.carries,
             bitmap: self.block.take(),
+            edge: std::mem::take(&mut self.edge),
         };
+        self.edge_left = [EDGE_BYTES; 3];
         let at = MAGIC.len() as u64 + self.written * ENTRY_BYTES as u64;
         if self.file.write_all_at(&block.encode(), at).is_err() {
             return false;
@@ -364,6 +425,69 @@ impl FilterWriter {
         self.written += 1;
         self.start = end;
         true
+    }
+}
+
+/// A filter built off the worker's output path: told where each block
+/// ends, a thread reads the block back from the output file and writes
+/// its entry. Dropped, it finishes the blocks it was told of first, so a
+/// run's end is stored with its whole filter.
+pub struct FilterFeed {
+    /// The writer and the output, until the first block ends (most
+    /// outputs never have one: no thread for them).
+    waiting: Option<(FilterWriter, File)>,
+    ends: Option<mpsc::Sender<u64>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FilterFeed {
+    /// The feed of `writer`'s blocks of `output`.
+    pub fn start(writer: FilterWriter, output: &File) -> Option<FilterFeed> {
+        Some(FilterFeed {
+            waiting: Some((writer, output.try_clone().ok()?)),
+            ends: None,
+            thread: None,
+        })
+    }
+
+    /// The next block ends at `end`. False once the thread has stopped
+    /// (a read or a write failed) or could not start: drop the feed then.
+    pub fn block_ends(&mut self, end: u64) -> bool {
+        if let Some((writer, output)) = self.waiting.take() {
+            let (ends, told) = mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("eukhe-filter".into())
+                .spawn(move || build(writer, &output, &told));
+            let Ok(thread) = spawned else { return false };
+            self.ends = Some(ends);
+            self.thread = Some(thread);
+        }
+        self.ends
+            .as_ref()
+            .is_some_and(|ends| ends.send(end).is_ok())
+    }
+}
+
+impl Drop for FilterFeed {
+    fn drop(&mut self) {
+        self.ends.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Each block `told` ends, read from `output` into `writer`'s filter.
+fn build(mut writer: FilterWriter, output: &File, told: &mpsc::Receiver<u64>) {
+    while let Ok(end) = told.recv() {
+        let mut records = Records::new(output, end);
+        let reached = records.each(writer.start, |stream, data, _| {
+            writer.add(stream, data);
+            Flow::More
+        });
+        if reached.ok() != Some(end) || !writer.end_block(end) {
+            return;
+        }
     }
 }
 
@@ -376,7 +500,7 @@ fn options() -> OpenOptions {
 /// The bitmaps of an output's blocks, as far as its filter has good ones:
 /// block `i` runs from `starts[i]` to `starts[i + 1]`.
 pub struct Filter {
-    bitmaps: Vec<Option<Bitmap>>,
+    bitmaps: Vec<Option<(Bitmap, Edge)>>,
 }
 
 impl Filter {
@@ -384,11 +508,11 @@ impl Filter {
     /// output's start, then the index's entries, the last one the end of
     /// the blocks indexed).
     pub fn of(blocks: Vec<Block>, starts: &[u64]) -> Filter {
-        let mut bitmaps: Vec<Option<Bitmap>> = vec![None; starts.len().saturating_sub(1)];
+        let mut bitmaps: Vec<Option<(Bitmap, Edge)>> = vec![None; starts.len().saturating_sub(1)];
         for block in blocks {
             if let Ok(i) = starts.binary_search(&block.start) {
                 if starts.get(i + 1) == Some(&block.end) && i < bitmaps.len() {
-                    bitmaps[i] = Some(block.bitmap);
+                    bitmaps[i] = Some((block.bitmap, block.edge));
                 }
             }
         }
@@ -401,15 +525,16 @@ impl Filter {
     }
 
     /// Whether one of `literals` may end in block `last`, begun as far
-    /// back as block `first`: its last trigrams in `last`'s bitmap and
-    /// the ones before them in those of the blocks before.
+    /// back as block `first`: all its trigrams in `last`'s bitmap, or its
+    /// last ones among those of `last`'s first bytes and the ones before
+    /// them in the bitmaps of the blocks before.
     pub fn may_hold(&self, first: usize, last: usize, literals: &[Vec<u8>]) -> bool {
-        let Some(Some(end)) = self.bitmaps.get(last) else {
+        let Some(Some((end, edge))) = self.bitmaps.get(last) else {
             return true;
         };
         let mut before: Option<Bitmap> = None;
         for i in first..last {
-            let Some(Some(bitmap)) = self.bitmaps.get(i) else {
+            let Some(Some((bitmap, _))) = self.bitmaps.get(i) else {
                 return true;
             };
             before = Some(match before {
@@ -419,15 +544,15 @@ impl Filter {
         }
         literals.iter().any(|literal| {
             let all: Vec<u32> = trigrams(literal).collect();
-            // The most of its end the last block holds; the rest must be
-            // in the blocks before.
-            let held = all.iter().rev().take_while(|t| end.has(**t)).count();
+            if all.iter().all(|t| end.has(*t)) {
+                return true;
+            }
+            let held = all.iter().rev().take_while(|t| edge.has(**t)).count();
             let rest = &all[..all.len() - held];
             held > 0
-                && (rest.is_empty()
-                    || before
-                        .as_ref()
-                        .is_some_and(|b| rest.iter().all(|t| b.has(*t))))
+                && before
+                    .as_ref()
+                    .is_some_and(|b| rest.iter().all(|t| b.has(*t)))
         })
     }
 }

@@ -123,6 +123,8 @@ fn every_trigram_is_set_whatever_the_records_sizes() {
         let mut writer = FilterWriter {
             file: tempfile_like(piece),
             block: Building::default(),
+            edge: Edge::default(),
+            edge_left: [EDGE_BYTES; 3],
             start: 0,
             carries: Carries::default(),
             written: 0,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::protocol::entry::Stream;
 
-use super::filter::FilterWriter;
+use super::filter::{FilterFeed, FilterWriter};
 use super::records::Records;
 use super::select::Flow;
 
@@ -221,7 +221,7 @@ pub struct IndexWriter {
     /// Where the last entry is.
     last: u64,
     /// The filter written beside it, while it can follow.
-    filter: Option<FilterWriter>,
+    filter: Option<FilterFeed>,
 }
 
 impl IndexWriter {
@@ -242,7 +242,8 @@ impl IndexWriter {
                 file,
                 at: Mark::default(),
                 last: 0,
-                filter: FilterWriter::create(session, job),
+                filter: FilterWriter::create(session, job)
+                    .and_then(|writer| FilterFeed::start(writer, output)),
             });
         }
         let loaded = load(session, job, from);
@@ -250,18 +251,17 @@ impl IndexWriter {
         if loaded.damage.is_some() && loaded.len > 0 || from - at.offset > CATCH_UP_BYTES {
             return None;
         }
-        let ends: Vec<u64> = loaded.marks.iter().map(|m| m.offset).collect();
-        let mut filter = FilterWriter::resume(session, job, &ends);
         let mut records = Records::new(output, from);
         let reached = records
             .each(at.offset, |stream, data, end| {
                 at.add(stream, data, end);
-                if let Some(filter) = filter.as_mut() {
-                    filter.add(stream, data);
-                }
                 Flow::More
             })
             .ok()?;
+        // The filter's thread reads its block from the last entry on.
+        let ends: Vec<u64> = loaded.marks.iter().map(|m| m.offset).collect();
+        let filter = FilterWriter::resume(session, job, &ends)
+            .and_then(|writer| FilterFeed::start(writer, output));
         if reached != from {
             return None;
         }
@@ -293,13 +293,10 @@ impl IndexWriter {
         }
         for (stream, data, end) in records {
             self.at.add(stream, data, end);
-            if let Some(filter) = self.filter.as_mut() {
-                filter.add(stream, data);
-            }
             if self.at.offset - self.last >= BLOCK_BYTES {
                 // The filter's block ends where the index's entry is.
                 if let Some(filter) = self.filter.as_mut() {
-                    if !filter.end_block(self.at.offset) {
+                    if !filter.block_ends(self.at.offset) {
                         self.filter = None;
                     }
                 }
