@@ -29,6 +29,23 @@ fn window(t: &Env, id: &str, run: u64, window: &[&str]) -> (Vec<u8>, String) {
     (out.stdout, text(&out.stderr))
 }
 
+/// Wait until run 1's filter has an entry for each of its index's: its
+/// thread writes them after the run has ended.
+fn filter_written(t: &Env, id: &str) {
+    let dir = t.session_dir(id).join("index");
+    let entries = |name: &str, size: u64| {
+        std::fs::metadata(dir.join(name)).map_or(0, |m| m.len().saturating_sub(8) / size)
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(120),
+        "the filter is written",
+        || {
+            let index = entries("r1.idx", 48);
+            index > 0 && entries("r1.tri", 4256) == index
+        },
+    );
+}
+
 /// `seq 1 n` as its bytes.
 fn seq(n: u64) -> Vec<u8> {
     (1..=n)
@@ -266,6 +283,7 @@ fn a_large_outputs_tail_and_size_are_read_from_a_few_mib() {
         .unwrap();
     assert!(ran.success(), "{ran}");
     let lines = size.div_ceil(line.len() as u64);
+    filter_written(&t, &id);
     let worker = t.worker(&id);
     const FEW_MIB: u64 = 4 << 20;
     let answer = |ask: &[&str]| {
@@ -332,6 +350,7 @@ fn a_grep_through_the_filter_answers_as_grep_whether_it_is_whole_damaged_or_gone
     let rare = 150_000;
     let command = format!("seq -f 'line %g {words}' 1 {n} | sed 's/^line {rare} /&zebra-quartz /'");
     t.ok(&["send", "--wait", &id, &command]);
+    filter_written(&t, &id);
     let all: String = (1..=n)
         .map(|i| match i == rare {
             true => format!("line {i} zebra-quartz {words}\n"),
@@ -428,6 +447,7 @@ fn a_large_outputs_rare_lines_are_grepped_from_a_few_mib() {
         .status()
         .unwrap();
     assert!(ran.success(), "{ran}");
+    filter_written(&t, &id);
     let worker = t.worker(&id);
     let before = read_by(worker);
     let (found, said) = window(&t, &id, 1, &["--grep", "(middle|end)-needle$"]);

@@ -468,12 +468,23 @@ impl FilterFeed {
     }
 }
 
-impl Drop for FilterFeed {
-    fn drop(&mut self) {
+#[cfg(test)]
+impl FilterFeed {
+    /// Wait for the thread to write the blocks it was told of.
+    pub fn finish(mut self) {
         self.ends.take();
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            thread.join().expect("the filter's thread");
         }
+    }
+}
+
+impl Drop for FilterFeed {
+    fn drop(&mut self) {
+        // The thread finishes the blocks it was told of on its own: the
+        // run's end is not held back by it.
+        self.ends.take();
+        self.thread.take();
     }
 }
 

@@ -314,6 +314,16 @@ impl IndexWriter {
 }
 
 #[cfg(test)]
+impl IndexWriter {
+    /// Wait for the filter's blocks told so far to be written.
+    pub fn finish_filter(&mut self) {
+        if let Some(filter) = self.filter.take() {
+            filter.finish();
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -102,6 +102,7 @@ fn session(records: &[(Stream, Vec<u8>)]) -> PathBuf {
         .zip(&ends)
         .map(|((s, d), e)| (*s, &d[..], *e));
     assert!(index.read(0, fed));
+    index.finish_filter();
     dir
 }
 
