@@ -29,6 +29,23 @@ fn window(t: &Env, id: &str, run: u64, window: &[&str]) -> (Vec<u8>, String) {
     (out.stdout, text(&out.stderr))
 }
 
+/// Wait until run 1's filter has an entry for each of its index's: its
+/// thread writes them after the run has ended.
+fn filter_written(t: &Env, id: &str) {
+    let dir = t.session_dir(id).join("index");
+    let entries = |name: &str, size: u64| {
+        std::fs::metadata(dir.join(name)).map_or(0, |m| m.len().saturating_sub(8) / size)
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(120),
+        "the filter is written",
+        || {
+            let index = entries("r1.idx", 48);
+            index > 0 && entries("r1.tri", 4256) == index
+        },
+    );
+}
+
 /// `seq 1 n` as its bytes.
 fn seq(n: u64) -> Vec<u8> {
     (1..=n)
@@ -266,6 +283,7 @@ fn a_large_outputs_tail_and_size_are_read_from_a_few_mib() {
         .unwrap();
     assert!(ran.success(), "{ran}");
     let lines = size.div_ceil(line.len() as u64);
+    filter_written(&t, &id);
     let worker = t.worker(&id);
     const FEW_MIB: u64 = 4 << 20;
     let answer = |ask: &[&str]| {
@@ -295,4 +313,152 @@ fn a_large_outputs_tail_and_size_are_read_from_a_few_mib() {
     let (first, said) = answer(&["--stream", "stderr", "--grep", "^abc", "-m", "2"]);
     assert_eq!(text(&first), format!("1:{line}2:{line}"));
     assert!(said.contains("stopped at the max count"), "{said}");
+}
+
+/// The blocks the index marks: each entry's stdout byte count.
+fn stdout_marks(index: &[u8]) -> Vec<usize> {
+    index[8..]
+        .chunks_exact(48)
+        .map(|entry| u64::from_be_bytes(entry[8..16].try_into().unwrap()) as usize)
+        .collect()
+}
+
+/// `--grep` with `--json`: the answer but for the bytes of output it
+/// read, and those.
+fn grep_read(t: &Env, id: &str, ask: &[&str]) -> (String, u64) {
+    let mut args = vec!["log", id, "--raw", "1", "--json", "--grep"];
+    args.extend_from_slice(ask);
+    let out = t.run(&args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{ask:?}: {}",
+        text(&out.stderr)
+    );
+    let mut json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = json["read_bytes"].as_u64().unwrap();
+    json["read_bytes"] = serde_json::Value::Null;
+    (json.to_string(), read)
+}
+
+#[test]
+fn a_grep_through_the_filter_answers_as_grep_whether_it_is_whole_damaged_or_gone() {
+    let t = Env::new("windows-filter");
+    let id = t.new_session();
+    let words = "of an output long enough that its lines are cut by the blocks of the index";
+    let n = 200_000;
+    // One line has a word of its own.
+    let rare = 150_000;
+    let command = format!("seq -f 'line %g {words}' 1 {n} | sed 's/^line {rare} /&zebra-quartz /'");
+    t.ok(&["send", "--wait", &id, &command]);
+    filter_written(&t, &id);
+    let all: String = (1..=n)
+        .map(|i| match i == rare {
+            true => format!("line {i} zebra-quartz {words}\n"),
+            false => format!("line {i} {words}\n"),
+        })
+        .collect();
+    let dir = t.session_dir(&id);
+    let index = std::fs::read(dir.join("index/r1.idx")).unwrap();
+    let marks = stdout_marks(&index);
+    assert!(marks.len() >= 10, "an index of blocks: {marks:?}");
+    // A literal across a block's end: a line's start (its number) to
+    // just past the end.
+    let across = marks
+        .iter()
+        .find_map(|&edge| {
+            let start = all[..edge].rfind('\n').map_or(0, |at| at + 1);
+            (12..=48)
+                .contains(&(edge - start))
+                .then(|| &all[start..edge + 3])
+        })
+        .expect("a block's end a little way into a line");
+    let asks: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (vec!["zebra-quartz".into()], vec!["-F", "zebra-quartz"]),
+        (vec![across.into()], vec!["-F", across]),
+        (
+            vec!["line 777 of|line 159999 of".into(), "-C".into(), "2".into()],
+            vec!["-E", "-C", "2", "line 777 of|line 159999 of"],
+        ),
+        (vec!["(?i)LINE 4242 OF".into()], vec!["-i", "LINE 4242 OF"]),
+        (vec!["no line says this".into()], vec!["no line says this"]),
+        (
+            vec![".".into(), "-m".into(), "500".into()],
+            vec!["-m", "500", "."],
+        ),
+    ];
+    let answers = |state: &str| -> Vec<(String, u64)> {
+        asks.iter()
+            .map(|(ask, grep_args)| {
+                let ask: Vec<&str> = ask.iter().map(String::as_str).collect();
+                let mut args = vec!["log", &id, "--raw", "1", "--grep"];
+                args.extend_from_slice(&ask);
+                let out = t.run(&args);
+                let mut expected_args = vec!["-n"];
+                expected_args.extend_from_slice(grep_args);
+                let grep =
+                    filter("grep", &expected_args, all.as_bytes()).expect("grep is installed");
+                assert_eq!(text(&out.stdout), text(&grep.stdout), "{ask:?} {state}");
+                assert_eq!(out.status.code(), grep.status.code(), "{ask:?} {state}");
+                grep_read(&t, &id, &ask)
+            })
+            .collect()
+    };
+    let whole = answers("with the filter");
+    assert!(
+        whole[1].0.contains(across),
+        "the literal across the blocks is found"
+    );
+    let tri = dir.join("index/r1.tri");
+    let bytes = std::fs::read(&tri).unwrap();
+    // A flipped bit in the third block's bitmap: its CRC refuses it, and
+    // that block is read.
+    let entry = (bytes.len() - 8) / marks.len();
+    let mut damaged = bytes.clone();
+    damaged[8 + 2 * entry + 100] ^= 0x01;
+    std::fs::write(&tri, &damaged).unwrap();
+    let hurt = answers("with a damaged filter");
+    std::fs::remove_file(&tri).unwrap();
+    let gone = answers("without a filter");
+    let size = all.len() as u64;
+    for (i, ((w, h), g)) in whole.iter().zip(&hurt).zip(&gone).enumerate() {
+        assert_eq!((&w.0, &h.0), (&g.0, &g.0), "ask {i}");
+    }
+    // The rare literal read a block or two, more with the damage, all
+    // without the filter.
+    assert!(whole[0].1 < size / 2, "read {} of {size}", whole[0].1);
+    assert!(hurt[0].1 > whole[0].1, "{} then {}", whole[0].1, hurt[0].1);
+    assert!(gone[0].1 >= size);
+}
+
+#[test]
+fn a_large_outputs_rare_lines_are_grepped_from_a_few_mib() {
+    let t = Env::new("windows-rare");
+    let id = t.new_session();
+    let line = "abcdefghijklmnopqrstuvwxyz0123456789\n";
+    let half: u64 = 48 << 20;
+    let yes = "yes abcdefghijklmnopqrstuvwxyz0123456789";
+    let command = format!(
+        "{yes} | head -c {half}; echo middle-needle; {yes} | head -c {half}; echo end-needle"
+    );
+    let ran = t
+        .command(&["send", "--wait", &id, &command])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ran.success(), "{ran}");
+    filter_written(&t, &id);
+    let worker = t.worker(&id);
+    let before = read_by(worker);
+    let (found, said) = window(&t, &id, 1, &["--grep", "(middle|end)-needle$"]);
+    let read = read_by(worker) - before;
+    let full = half / line.len() as u64;
+    let cut = &line[..(half % line.len() as u64) as usize];
+    let middle = full + 1;
+    let end = middle + full + 1;
+    let expected = format!("{middle}:{cut}middle-needle\n{end}:{cut}end-needle\n");
+    assert_eq!(text(&found), expected);
+    assert!(said.contains("2 matching lines"), "{said}");
+    const FEW_MIB: u64 = 8 << 20;
+    assert!(read < FEW_MIB, "the grep read {read} bytes of {}", 2 * half);
 }

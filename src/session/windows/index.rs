@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::protocol::entry::Stream;
 
+use super::filter::{FilterFeed, FilterWriter};
 use super::records::Records;
 use super::select::Flow;
 
@@ -219,6 +220,8 @@ pub struct IndexWriter {
     at: Mark,
     /// Where the last entry is.
     last: u64,
+    /// The filter written beside it, while it can follow.
+    filter: Option<FilterFeed>,
 }
 
 impl IndexWriter {
@@ -239,6 +242,8 @@ impl IndexWriter {
                 file,
                 at: Mark::default(),
                 last: 0,
+                filter: FilterWriter::create(session, job)
+                    .and_then(|writer| FilterFeed::start(writer, output)),
             });
         }
         let loaded = load(session, job, from);
@@ -253,6 +258,10 @@ impl IndexWriter {
                 Flow::More
             })
             .ok()?;
+        // The filter's thread reads its block from the last entry on.
+        let ends: Vec<u64> = loaded.marks.iter().map(|m| m.offset).collect();
+        let filter = FilterWriter::resume(session, job, &ends)
+            .and_then(|writer| FilterFeed::start(writer, output));
         if reached != from {
             return None;
         }
@@ -263,7 +272,12 @@ impl IndexWriter {
             file.write_all_at(MAGIC, 0).ok()?;
         }
         let last = loaded.marks.last().map_or(0, |m| m.offset);
-        Some(IndexWriter { file, at, last })
+        Some(IndexWriter {
+            file,
+            at,
+            last,
+            filter,
+        })
     }
 
     /// Output records read from `from`: their stream, bytes and end.
@@ -280,6 +294,12 @@ impl IndexWriter {
         for (stream, data, end) in records {
             self.at.add(stream, data, end);
             if self.at.offset - self.last >= BLOCK_BYTES {
+                // The filter's block ends where the index's entry is.
+                if let Some(filter) = self.filter.as_mut() {
+                    if !filter.block_ends(self.at.offset) {
+                        self.filter = None;
+                    }
+                }
                 let entry = self.at.encode();
                 let at = self.file.metadata().map(|m| m.len());
                 let Ok(at) = at else { return false };
@@ -290,6 +310,16 @@ impl IndexWriter {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+impl IndexWriter {
+    /// Wait for the filter's blocks told so far to be written.
+    pub fn finish_filter(&mut self) {
+        if let Some(filter) = self.filter.take() {
+            filter.finish();
+        }
     }
 }
 

@@ -8,9 +8,12 @@
 //! or a damaged one is read from the transcript, as `log --raw` reads it:
 //! slower, never wrong.
 
+pub mod filter;
 pub mod index;
+mod needles;
 mod records;
 pub mod select;
+mod skim;
 
 use std::path::Path;
 
@@ -227,18 +230,58 @@ fn from_file(
     })?;
     let total = end.of(stream);
     let total_lines = lines(total);
-    let from = start_mark(&marks, stream, &ask.window, total_lines);
-    let mut select = selector(&ask.window, place(&from, stream));
-    records.each(from.offset, |s, data, _| match stream {
-        Some(only) if only != s => Flow::More,
-        _ => select.feed(data),
-    })?;
-    let collected = select.finish();
+    let collected = match skimmed(session, job, (&marks, records.end()), ask, &mut records)? {
+        Some(collected) => collected,
+        None => {
+            let from = start_mark(&marks, stream, &ask.window, total_lines);
+            let mut select = selector(&ask.window, place(&from, stream));
+            records.each(from.offset, |s, data, _| match stream {
+                Some(only) if only != s => Flow::More,
+                _ => select.feed(data),
+            })?;
+            select.finish()
+        }
+    };
     let mut notes = Vec::new();
     if let Some(damage) = loaded.damage.filter(|_| use_index && len > BLOCK_BYTES) {
         notes.push(format!("{damage}: read its output from there"));
     }
     Ok(summed(ask, collected, total, records.read, notes))
+}
+
+/// A grep's lines read through the output's filter (`skim`), when the
+/// regex needs literals and the filter has blocks; else None.
+fn skimmed(
+    session: &Path,
+    job: &str,
+    (marks, end): (&[Mark], u64),
+    ask: &WindowAsk,
+    records: &mut Records,
+) -> Result<Option<Collected>, records::RecordsError> {
+    let OutputWindow::Grep {
+        pattern,
+        context,
+        max_count,
+    } = &ask.window
+    else {
+        return Ok(None);
+    };
+    let Some(needles) = needles::needles(pattern) else {
+        return Ok(None);
+    };
+    let starts: Vec<u64> = marks.iter().map(|m| m.offset).collect();
+    let filter = filter::Filter::of(filter::load(session, job).0, &starts);
+    if filter.good() == 0 {
+        return Ok(None);
+    }
+    let blocks = skim::Blocks {
+        marks,
+        end,
+        stream: ask.stream,
+    };
+    let grep = Grep::new(regex(pattern).expect("checked first"), *context, *max_count);
+    let (collected, _unread) = skim::grep(records, &blocks, &filter, &needles, (grep, *context))?;
+    Ok(Some(collected))
 }
 
 /// The answer of `collected`, of an output of `total`.

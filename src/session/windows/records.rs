@@ -50,6 +50,11 @@ impl<'a> Records<'a> {
         }
     }
 
+    /// Where the records read end.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
     /// The bytes `at..at + len` of the file, read if not buffered.
     fn bytes(&mut self, at: u64, len: usize) -> io::Result<&[u8]> {
         let buffered = at >= self.buf_at && at + len as u64 <= self.buf_at + self.buf.len() as u64;
@@ -72,6 +77,20 @@ impl<'a> Records<'a> {
         }
         let from = (at - self.buf_at) as usize;
         Ok(&self.buf[from..from + len])
+    }
+
+    /// Each record from `from` to `to` (records' starts), as `each` does.
+    pub fn each_to(
+        &mut self,
+        from: u64,
+        to: u64,
+        each: impl FnMut(Stream, &[u8], u64) -> Flow,
+    ) -> Result<u64, RecordsError> {
+        let end = self.end;
+        self.end = to.min(end);
+        let reached = self.each(from, each);
+        self.end = end;
+        reached
     }
 
     /// Each record from `from` (a record's start) to the end, in order:

@@ -377,6 +377,8 @@ pub struct Grep {
     shown_bytes: usize,
     stopped: bool,
     long_lines: u64,
+    /// Fed from inside a line, after a skip: its rest is not looked at.
+    partial: bool,
 }
 
 impl Grep {
@@ -407,7 +409,44 @@ impl Grep {
             shown_bytes: 0,
             stopped: false,
             long_lines: 0,
+            partial: false,
         }
+    }
+
+    /// The next bytes fed are from `at`, after a skip over lines that need
+    /// no look; `in_line` when `at` is inside a line, whose rest is then
+    /// skipped too. The line left open before is dropped.
+    pub fn resync(&mut self, at: Place, in_line: bool) {
+        self.lines = Lines::new(at);
+        self.before.clear();
+        self.after_left = 0;
+        self.partial = in_line;
+    }
+
+    /// The number of the line fed in part, whose end is still to come.
+    pub fn open_line(&self) -> Option<u64> {
+        let open = !self.lines.open.is_empty() || self.lines.dropped > 0;
+        (open && !self.partial).then_some(self.lines.at.line)
+    }
+
+    /// Whether it has its max count and no context to come: it stops
+    /// before the next line, which is there, and says so.
+    pub fn stop_at_max(&mut self) -> bool {
+        let done = self.matches >= self.max_count && self.after_left == 0;
+        self.stopped |= done;
+        done
+    }
+
+    /// Whether lines of context after a match are still to come.
+    pub fn owes_context(&self) -> bool {
+        self.after_left > 0
+    }
+
+    /// The rest of the output is skipped: the line fed in part is not a
+    /// line to look at.
+    pub fn skip_rest(&mut self) {
+        let at = self.lines.at;
+        self.lines = Lines::new(at);
     }
 
     fn show(&mut self, at: Place, line: &[u8]) -> Flow {
@@ -494,7 +533,17 @@ impl Grep {
 }
 
 impl Select for Grep {
-    fn feed(&mut self, data: &[u8]) -> Flow {
+    fn feed(&mut self, mut data: &[u8]) -> Flow {
+        if self.partial {
+            let Some(newline) = memchr::memchr(b'\n', data) else {
+                self.lines.at.advance(data);
+                return Flow::More;
+            };
+            self.lines.at.advance(&data[..=newline]);
+            self.lines.open_at = self.lines.at;
+            self.partial = false;
+            data = &data[newline + 1..];
+        }
         let Some(skip) = self.skippable(data) else {
             return self.each_line(data);
         };
