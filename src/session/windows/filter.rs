@@ -430,8 +430,8 @@ impl FilterWriter {
 
 /// A filter built off the worker's output path: told where each block
 /// ends, a thread reads the block back from the output file and writes
-/// its entry. Dropped, it finishes the blocks it was told of first, so a
-/// run's end is stored with its whole filter.
+/// its entry. Dropped, its thread still finishes the blocks it was told
+/// of, without holding back the run's end.
 pub struct FilterFeed {
     /// The writer and the output, until the first block ends (most
     /// outputs never have one: no thread for them).
@@ -488,8 +488,25 @@ impl Drop for FilterFeed {
     }
 }
 
+/// How far the filter's thread yields the CPU to the rest of the worker
+/// (and to everything else): 0 is normal, 19 the most.
+const FILTER_NICENESS: libc::c_int = 10;
+
 /// Each block `told` ends, read from `output` into `writer`'s filter.
 fn build(mut writer: FilterWriter, output: &File, told: &mpsc::Receiver<u64>) {
+    // The filter is a cache: the session's runs and the output path come
+    // first. Niceness on Linux is a thread's own (this thread's id); not
+    // idle-only, so a busy machine still finishes it.
+    let this_thread = nix::unistd::gettid().as_raw();
+    // SAFETY: setpriority takes plain integers and changes only this
+    // thread's niceness; a refusal leaves it as it was.
+    unsafe {
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            this_thread as libc::id_t,
+            FILTER_NICENESS,
+        );
+    }
     while let Ok(end) = told.recv() {
         let mut records = Records::new(output, end);
         let reached = records.each(writer.start, |stream, data, _| {
