@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 use super::connect::connect_to;
 use super::error::ClientError;
 use super::hosts::{every_host, load_hosts, NamedTarget};
-use super::render::{ago, escape_controls, most_recent_last, table};
+use super::render::{
+    escape_controls, most_recent_last, session_cells, table, SESSION_COLUMNS, SESSION_RIGHT,
+};
 use super::stdout;
 use crate::laws::replace::ClientStart;
 use crate::laws::timing::{duration_in_words, HOST_ANSWER_MS};
@@ -81,43 +83,23 @@ pub fn rows_json(rows: &[HostRow]) -> Value {
 
 /// The rows as a table for people; `now_ms` (wall clock) dates activity.
 pub fn rows_table(rows: &[HostRow], now_ms: u64) -> String {
-    let pid = |p: Option<u32>| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-    let header = [
-        "HOST", "ID", "NAME", "STATE", "PID", "KERNEL", "JOBS", "FAILURES", "ACTIVE", "CWD",
-    ];
-    let mut lines = vec![header.map(String::from).to_vec()];
+    let mut header = vec!["HOST".to_string()];
+    header.extend(SESSION_COLUMNS.map(String::from));
+    let mut lines = vec![header];
     for r in rows {
-        let host = escape_controls(&r.host);
-        lines.push(match &r.row {
-            Ok(s) => vec![
-                host,
-                escape_controls(&s.id),
-                escape_controls(&s.name),
-                match s.waiting {
-                    true => "waiting".to_string(),
-                    false => escape_controls(&s.state),
-                },
-                pid(s.pid),
-                pid(s.kernel_pid),
-                s.jobs.to_string(),
-                s.failures_in_window.to_string(),
-                ago(now_ms, s.active_ms),
-                match s.cwd.is_empty() {
-                    true => "-".into(),
-                    false => escape_controls(&s.cwd),
-                },
-            ],
+        let mut line = vec![escape_controls(&r.host)];
+        match &r.row {
+            // Another machine's directory cannot be looked at from here.
+            Ok(s) => line.extend(session_cells(s, now_ms, false)),
             Err(why) => {
-                let mut line = vec![host, "-".into(), "-".into(), "unreachable".into()];
-                line.extend(["", "", "", "", ""].map(String::from));
+                line.extend(["-", "-", "unreachable", "", "", "", "", ""].map(String::from));
                 line.push(escape_controls(why));
-                line
             }
-        });
+        }
+        lines.push(line);
     }
-    let right = [
-        false, false, false, false, true, true, true, true, true, false,
-    ];
+    let mut right = vec![false];
+    right.extend(SESSION_RIGHT);
     table(&lines, &right)
 }
 

@@ -23,40 +23,45 @@ pub fn sessions(sessions: &[SessionInfo], json: bool, now_ms: u64) -> String {
             serde_json::to_string_pretty(sessions).unwrap_or_default()
         );
     }
+    let mut rows = vec![SESSION_COLUMNS.map(String::from).to_vec()];
+    rows.extend(sessions.iter().map(|s| session_cells(s, now_ms, true)));
+    table(&rows, &SESSION_RIGHT)
+}
+
+/// The columns of a session's row in `ls`.
+pub(crate) const SESSION_COLUMNS: [&str; 9] = [
+    "ID", "NAME", "STATE", "PID", "KERNEL", "JOBS", "FAILURES", "ACTIVE", "CWD",
+];
+/// Which of them align right (numbers; text aligns left).
+pub(crate) const SESSION_RIGHT: [bool; 9] =
+    [false, false, false, true, true, true, true, true, false];
+
+/// A session's row in `ls`; `here`: the session is on this machine, so
+/// a working directory that is gone can be told.
+pub(crate) fn session_cells(s: &SessionInfo, now_ms: u64, here: bool) -> Vec<String> {
     let pid = |p: Option<u32>| p.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-    let header: Vec<String> = [
-        "ID", "NAME", "STATE", "PID", "KERNEL", "JOBS", "FAILURES", "ACTIVE", "CWD",
+    vec![
+        escape_controls(&s.id),
+        escape_controls(&s.name),
+        // Busy, and waiting for input: the word says which.
+        match s.waiting {
+            true => "waiting".to_string(),
+            false => escape_controls(&s.state),
+        },
+        pid(s.pid),
+        pid(s.kernel_pid),
+        s.jobs.to_string(),
+        s.failures_in_window.to_string(),
+        ago(now_ms, s.active_ms),
+        if s.cwd.is_empty() {
+            "-".into()
+        } else if here && !std::path::Path::new(&s.cwd).is_dir() {
+            // Its commands do not run until it is back.
+            format!("{} (missing)", escape_controls(&s.cwd))
+        } else {
+            escape_controls(&s.cwd)
+        },
     ]
-    .map(String::from)
-    .to_vec();
-    let mut rows = vec![header];
-    for s in sessions {
-        rows.push(vec![
-            escape_controls(&s.id),
-            escape_controls(&s.name),
-            // Busy, and waiting for input: the word says which.
-            match s.waiting {
-                true => "waiting".to_string(),
-                false => escape_controls(&s.state),
-            },
-            pid(s.pid),
-            pid(s.kernel_pid),
-            s.jobs.to_string(),
-            s.failures_in_window.to_string(),
-            ago(now_ms, s.active_ms),
-            if s.cwd.is_empty() {
-                "-".into()
-            } else if !std::path::Path::new(&s.cwd).is_dir() {
-                // Its commands do not run until it is back.
-                format!("{} (missing)", escape_controls(&s.cwd))
-            } else {
-                escape_controls(&s.cwd)
-            },
-        ]);
-    }
-    // Numbers align right, text left; the last column is not padded.
-    let right = [false, false, false, true, true, true, true, true, false];
-    table(&rows, &right)
 }
 
 /// `text` with each control character written as an escape (`\n`,
