@@ -63,7 +63,9 @@ pub async fn attach(
     let mut stdin_open = true;
     let mut attached = Attached::new(session, client);
     loop {
-        if !stdin_open && attached.runs.sent_all_ended() {
+        // Not before the session's replay: a session that is gone says so
+        // first, even when the input is already over.
+        if !stdin_open && attached.replayed && attached.runs.sent_all_ended() {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::select! {
