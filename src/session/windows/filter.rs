@@ -334,7 +334,12 @@ impl FilterWriter {
             .open(filter_path(session, job))
             .ok()?;
         file.write_all(MAGIC).ok()?;
-        Some(FilterWriter {
+        Some(FilterWriter::on(file))
+    }
+
+    /// A writer of a fresh filter into `file`, after its magic.
+    fn on(file: File) -> FilterWriter {
+        FilterWriter {
             file,
             block: Building::default(),
             edge: Edge::default(),
@@ -342,7 +347,7 @@ impl FilterWriter {
             start: 0,
             carries: Carries::default(),
             written: 0,
-        })
+        }
     }
 
     /// The filter of `job` in `session` taken up where its index was:

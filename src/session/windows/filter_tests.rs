@@ -120,15 +120,7 @@ fn every_trigram_is_set_whatever_the_records_sizes() {
         .map(|i| b"aZ9 -qX\n"[(i * i % 7 + i / 13) as usize % 8] ^ (i % 3) as u8)
         .collect();
     for piece in [1, 2, 3, 7, 600] {
-        let mut writer = FilterWriter {
-            file: tempfile_like(piece),
-            block: Building::default(),
-            edge: Edge::default(),
-            edge_left: [EDGE_BYTES; 3],
-            start: 0,
-            carries: Carries::default(),
-            written: 0,
-        };
+        let mut writer = FilterWriter::on(tempfile_like(piece));
         for chunk in text.chunks(piece) {
             writer.add(Stream::Stderr, chunk);
         }
