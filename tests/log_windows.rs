@@ -46,6 +46,18 @@ fn filter_written(t: &Env, id: &str) {
     );
 }
 
+/// Run `command` in session `id` to its end, its output stored and not
+/// read by the client.
+fn run_unread(t: &Env, id: &str, command: &str) {
+    let ran = t
+        .command(&["send", "--wait", id, command])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ran.success(), "{ran}");
+}
+
 /// `seq 1 n` as its bytes.
 fn seq(n: u64) -> Vec<u8> {
     (1..=n)
@@ -275,13 +287,7 @@ fn a_large_outputs_tail_and_size_are_read_from_a_few_mib() {
     let size: u64 = 256 << 20;
     let command =
         format!("yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c {size} >&2; echo end");
-    let ran = t
-        .command(&["send", "--wait", &id, &command])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ran.success(), "{ran}");
+    run_unread(&t, &id, &command);
     let lines = size.div_ceil(line.len() as u64);
     filter_written(&t, &id);
     let worker = t.worker(&id);
@@ -440,13 +446,7 @@ fn a_large_outputs_rare_lines_are_grepped_from_a_few_mib() {
     let command = format!(
         "{yes} | head -c {half}; echo middle-needle; {yes} | head -c {half}; echo end-needle"
     );
-    let ran = t
-        .command(&["send", "--wait", &id, &command])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ran.success(), "{ran}");
+    run_unread(&t, &id, &command);
     filter_written(&t, &id);
     let worker = t.worker(&id);
     let before = read_by(worker);
