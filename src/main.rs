@@ -29,7 +29,14 @@ fn main() -> ExitCode {
         Err(e) => return eukhe::client::cli::finish(Err(e)),
     }
     match cli.command {
-        Command::Proxy { background } => eukhe::client::proxy::main(background),
+        Command::Proxy {
+            keep_forward: Some(host),
+            ..
+        } => eukhe::client::forward_keeper::main(&host),
+        Command::Proxy {
+            socket_path: true, ..
+        } => eukhe::client::forward::print_socket_path(),
+        Command::Proxy { background, .. } => eukhe::client::proxy::main(background),
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),
         Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),

@@ -33,12 +33,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of a remote daemon, over `transport`'s stream.
-    pub(super) fn remote(stream: UnixStream, daemon: Hello, transport: Transport) -> Client {
+    /// A client of a remote daemon, over `transport`'s stream (none: the
+    /// host's forward, whose ssh is not this client's).
+    pub(super) fn remote(
+        stream: UnixStream,
+        daemon: Hello,
+        transport: Option<Transport>,
+    ) -> Client {
         Client {
             stream,
             daemon,
-            transport: Some(Box::new(transport)),
+            transport: transport.map(Box::new),
         }
     }
 
