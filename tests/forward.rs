@@ -274,3 +274,59 @@ fn an_idle_forward_ends_and_leaves_nothing() {
     let next = r.wait_forward();
     assert_ne!(next, keeper);
 }
+
+#[test]
+fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again() {
+    let Some(r) = Remote::start("follow", "", &[]) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    r.env.ok(&["bash", "s", "--", "echo line-one"]);
+    let keeper = r.wait_forward();
+    let out_file = r.client.dir.join("follow");
+    let host = r.sshd.host();
+    let mut follow = r
+        .client
+        .command(&["--host", &host, "log", "--follow", "s"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    wait_until(WITHIN, "the first line", || {
+        printed().lines().any(|l| l == "line-one")
+    });
+    assert!(
+        !descendants(follow.id())
+            .iter()
+            .any(|&pid| cmdline(pid).starts_with("ssh")),
+        "the follow ran ssh"
+    );
+    kill9(r.forward_ssh(keeper).expect("the forward's ssh"));
+    wait_until(WITHIN, "a new forward", || {
+        r.keeper().is_some_and(|pid| pid != keeper) && r.forward_socket().is_some()
+    });
+    r.env.ok(&["bash", "s", "--", "echo line-two"]);
+    wait_until(WITHIN, "the line made after the drop", || {
+        printed().lines().any(|l| l == "line-two")
+    });
+    let seen = printed();
+    for line in ["line-one", "line-two"] {
+        assert_eq!(seen.lines().filter(|l| *l == line).count(), 1, "{seen}");
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    // The remote daemon goes away behind the live forward: the next
+    // command starts it again (by the proxy path), then the forward
+    // carries the ones after.
+    let daemon = r.env.daemon_pid();
+    r.env.ok(&["shutdown", "--force"]);
+    wait_until(WITHIN, "the remote daemon's end", || !alive(daemon));
+    assert!(r.forward_socket().is_some());
+    assert!(r.ok(&["ls"]).contains('s'));
+    assert_ne!(r.env.daemon_pid(), daemon);
+    let logins = r.logins();
+    assert_eq!(r.ok(&["bash", "s", "--", "echo back"]), "back\n");
+    assert_eq!(r.logins(), logins, "the forward did not carry it again");
+}
