@@ -1,5 +1,5 @@
 //! A host's forward: a Unix socket on this machine that OpenSSH carries
-//! to the remote daemon's socket (`ssh -N -L LOCAL:REMOTE`), so a remote
+//! to the remote daemon's socket (`ssh -tt -L LOCAL:REMOTE`), so a remote
 //! command costs one local connection instead of an ssh login, a login
 //! shell and an `eukhe proxy` there. The client says the same hello
 //! through it as through the proxy, and applies the same replacement law.

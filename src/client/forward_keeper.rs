@@ -1,7 +1,7 @@
 //! `eukhe proxy --keep-forward HOST` (hidden): keeps one host's forward
 //! (`forward`), on the client's machine.
 //! It asks the remote for its daemon's socket (`eukhe proxy
-//! --socket-path`), runs `ssh -N -L PRIVATE:REMOTE HOST` (its own
+//! --socket-path`), runs `ssh -tt -L PRIVATE:REMOTE HOST` (its own
 //! connection, not a shared master's, so its lifetime is the forward's),
 //! checks a hello gets through, then holds the public socket itself and
 //! splices each connection to ssh's. Holding it, it knows when none is
@@ -33,6 +33,10 @@ use crate::laws::timing::{
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
 use crate::protocol::{read_frame, write_frame};
+
+/// What the forward's terminal session runs on the remote: nothing but
+/// a wait, ended by the terminal's hangup when the connection ends.
+const REMOTE_HOLD: &str = "exec sleep 2147483647";
 
 /// Why a keeper ends (written to its log).
 #[derive(Debug, PartialEq, Eq)]
@@ -165,7 +169,7 @@ async fn remote_socket(host: &RemoteHost, log: &File) -> Result<String, ClientEr
     Ok(text)
 }
 
-/// `ssh -N -L PRIVATE:REMOTE HOST`, ending itself when the forward
+/// `ssh -tt -L PRIVATE:REMOTE HOST -- sleep`, ending itself when the forward
 /// cannot be set up or the host stops answering.
 fn start_ssh(
     host: &RemoteHost,
@@ -179,8 +183,10 @@ fn start_ssh(
     }
     let alive_seconds = FORWARD_ALIVE_INTERVAL_MS.div_ceil(1_000);
     for word in [
-        "-N".to_string(),
-        "-T".into(),
+        // A terminal makes both ends' connection interactive (no Nagle
+        // delay): without one, a daemon's small frame right after another
+        // waits for the peer's delayed acknowledgement.
+        "-tt".to_string(),
         "-o".into(),
         "ExitOnForwardFailure=yes".into(),
         "-o".into(),
@@ -210,6 +216,7 @@ fn start_ssh(
         argv.extend(["-l".into(), user.clone()]);
     }
     argv.push(host.host.clone());
+    argv.extend(["--".into(), REMOTE_HOLD.into()]);
     let stderr = log
         .try_clone()
         .map_err(ClientError::system("cannot copy the forward's log"))?;
