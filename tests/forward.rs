@@ -156,6 +156,20 @@ fn the_next_commands_go_through_the_forward_without_a_login() {
     let out = r.run(&["send", "--wait", "s", "exit 4"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert_eq!(r.logins(), logins);
+    // The user can see the way their commands go.
+    let doctor = text(&r.run(&["doctor"]).stdout);
+    assert!(doctor.contains("route: through the forward"), "{doctor}");
+    let proxied = r
+        .client
+        .command(&["--host", &r.sshd.host(), "doctor"])
+        .env("EUKHE_FORWARD", "0")
+        .output()
+        .unwrap();
+    let proxied = text(&proxied.stdout);
+    assert!(
+        proxied.contains("route: over `ssh 127.0.0.1 eukhe proxy` (the forward is off)"),
+        "{proxied}"
+    );
 }
 
 #[test]

@@ -183,6 +183,23 @@ pub fn start_in_background(host: &RemoteHost) {
     let _ = command.spawn();
 }
 
+/// The way a client reached `host`'s daemon, for `eukhe --host H doctor`:
+/// `over_ssh`, its own `ssh ... eukhe proxy`; else the forward.
+pub fn route(host: &RemoteHost, over_ssh: bool) -> String {
+    match (over_ssh, files(host)) {
+        (false, Some(files)) => format!(
+            "through the forward {} (one ssh kept for {host}; EUKHE_FORWARD=0 turns it off)",
+            files.socket.display()
+        ),
+        (false, None) => format!("through the forward to {host}"),
+        (true, None) => format!("over `ssh {host} eukhe proxy` (the forward is off)"),
+        (true, Some(files)) => format!(
+            "over `ssh {host} eukhe proxy`: no forward answered (it is started for the next commands; its log: {})",
+            files.log.display()
+        ),
+    }
+}
+
 /// `eukhe proxy --socket-path`: make sure this user's daemon answers (as
 /// the background proxy does), then print its socket's path for a
 /// client's forward.
