@@ -266,6 +266,17 @@ pub async fn run() -> Vec<Check> {
         Ok(HostKind::Process) => {}
         Err(e) => checks.push(check("backend", Err(e.into()))),
     }
+    checks.extend(daemon_checks(&paths).await);
+    checks.push(check(
+        "client",
+        Ok(format!("v{} (build {})", version(), build_id())),
+    ));
+    checks
+}
+
+/// The daemon that answers (this machine's, or `--host`'s with the route
+/// its connection took).
+async fn daemon_checks(paths: &Paths) -> Vec<Check> {
     let connected = connect_existing().await;
     // A remote daemon's client says the way it went: its own ssh, or the forward.
     let over_ssh = match &connected {
@@ -291,13 +302,9 @@ pub async fn run() -> Vec<Check> {
         )),
         Err(e) => Err(e.to_string()),
     };
-    checks.push(check("daemon", daemon));
+    let mut checks = vec![check("daemon", daemon)];
     if let (Target::Remote(host), Some(over_ssh)) = (current_target(), over_ssh) {
         checks.push(check("route", Ok(super::forward::route(&host, over_ssh))));
     }
-    checks.push(check(
-        "client",
-        Ok(format!("v{} (build {})", version(), build_id())),
-    ));
     checks
 }
