@@ -17,6 +17,7 @@ pub mod limits;
 pub(crate) mod log;
 pub mod proxy;
 pub mod remote;
+mod remote_bash;
 pub(crate) mod render;
 pub mod reset;
 pub mod route;
