@@ -3,7 +3,8 @@
 //! daemon (the client reconnects and prints what it had not), a client
 //! that leaves (a signal, a closed reader) hangs its command up at once
 //! as a local client does, and one killed outright leaves it to the
-//! reconnection grace, after which it is hung up.
+//! reconnection grace, after which it is hung up. Standard input reaches
+//! a remote command as a local one's.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -174,17 +175,10 @@ fn a_remote_bash_client_that_leaves_ends_its_command_at_once() {
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert_eq!(r.ended_within(2, AT_ONCE), "[bash 2 cancelled: signal 2]");
     // A reader that goes away: the command is hung up as locally.
-    let mut sh = Command::new("sh");
-    sh.args([
-        "-c",
+    let out = client_shell(
+        &r,
         r#""$EUKHE" --host "$H" bash -n s -- 'seq 1 100000000' | head -2"#,
-    ])
-    .env("EUKHE", env!("CARGO_BIN_EXE_eukhe"))
-    .env("H", r.sshd.host());
-    for (name, value) in &r.client.vars {
-        sh.env(name, value);
-    }
-    let out = sh.output().unwrap();
+    );
     assert_eq!(text(&out.stdout), "1\n2\n", "{}", text(&out.stderr));
     let end = r.ended_within(3, AT_ONCE);
     assert!(
@@ -228,5 +222,56 @@ impl Remote {
             text(&out.stderr),
             self.sshd.log()
         );
+    }
+}
+
+/// `pipeline` run by `sh`, with `$EUKHE` the binary and `$H` the host, in
+/// the client's environment.
+fn client_shell(r: &Remote, pipeline: &str) -> std::process::Output {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", pipeline])
+        .env("EUKHE", env!("CARGO_BIN_EXE_eukhe"))
+        .env("H", r.sshd.host());
+    for (name, value) in &r.client.vars {
+        sh.env(name, value);
+    }
+    sh.output().unwrap()
+}
+
+#[test]
+fn standard_input_reaches_a_remote_bash_whole() {
+    let Some(r) = Remote::start(Env::new("remote-bash-stdin"), "bash-stdin") else {
+        return;
+    };
+    r.ok_new();
+    let out = client_shell(
+        &r,
+        r#"printf 'a\nb\n' | "$EUKHE" --host "$H" bash s -- 'wc -l'"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "2", "{}", text(&out.stderr));
+    // 50 MB, through a pipe and from a file, read there as here.
+    let input = r.client.dir.join("input");
+    let mut bytes = Vec::with_capacity(50 << 20);
+    let mut x: u32 = 0x9e37_79b9;
+    while bytes.len() < 50 << 20 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(&input, &bytes).unwrap();
+    let here = Command::new("sha256sum").arg(&input).output().unwrap();
+    let here = text(&here.stdout);
+    let here = here.split_whitespace().next().unwrap();
+    let path = input.display();
+    for pipeline in [
+        format!(r#""$EUKHE" --host "$H" bash s -- sha256sum < '{path}'"#),
+        format!(r#"cat '{path}' | "$EUKHE" --host "$H" bash s -- sha256sum"#),
+    ] {
+        let out = client_shell(&r, &pipeline);
+        assert!(out.status.success(), "{pipeline}: {}", text(&out.stderr));
+        let there = text(&out.stdout);
+        assert_eq!(there.split_whitespace().next(), Some(here), "{pipeline}");
     }
 }

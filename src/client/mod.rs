@@ -13,6 +13,7 @@ mod events;
 pub mod fast_args;
 pub mod hosts;
 mod interactive;
+pub mod lend;
 pub mod limits;
 pub(crate) mod log;
 pub mod proxy;

@@ -150,8 +150,8 @@ pub(super) async fn session_request(
             command,
             stdin,
             tty,
-            remote: _,
-        } => return bash_request(worker, command, (stdin, tty), tx, peer).await,
+            remote,
+        } => return bash_request(worker, command, (stdin, tty), tx, (peer, remote)).await,
         SessionRequest::Rejoin { input } => return rejoin(worker, input),
         SessionRequest::HangUp { input } => hang_up(worker, input, tx),
         request @ (SessionRequest::Keys { .. } | SessionRequest::WaitFor { .. }) => {
@@ -249,13 +249,16 @@ async fn bash_request(
     command: String,
     (stdin, tty): (Option<u32>, Option<crate::protocol::tty::WindowSize>),
     tx: &Outbox,
-    peer: Option<u32>,
+    (peer, remote): (Option<u32>, bool),
 ) -> Option<u64> {
     // A terminal run reads its terminal, never the client's stdin.
     let stdin = if tty.is_some() { None } else { stdin };
     // Only the client itself may lend its standard input: a
-    // connection relayed by the supervisor has no client pid.
-    if stdin.is_some() && stdin != peer {
+    // connection relayed by the supervisor has no client pid. A remote
+    // client's peer is its proxy: its input comes from a lender of this
+    // user (`eukhe proxy --lend-stdin`).
+    let lent = remote && stdin.is_some_and(own_users);
+    if stdin.is_some() && stdin != peer && !lent {
         let message = "this session's worker cannot take standard input through the \
                        daemon's relay; pass -n for /dev/null"
             .to_string();
@@ -274,6 +277,13 @@ async fn bash_request(
     }
     worker.borrow_mut().core.bash_request_taken_up();
     user_bash(worker, command, (stdin, tty), tx)
+}
+
+/// Whether process `pid` runs as this worker's user.
+fn own_users(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// Withdraw queued input `run`.
