@@ -29,7 +29,10 @@ fn main() -> ExitCode {
         Err(e) => return eukhe::client::cli::finish(Err(e)),
     }
     match cli.command {
-        Command::Proxy { background } => eukhe::client::proxy::main(background),
+        Command::Proxy {
+            lend_stdin: true, ..
+        } => eukhe::client::lend::lender_main(),
+        Command::Proxy { background, .. } => eukhe::client::proxy::main(background),
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),
         Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),

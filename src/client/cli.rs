@@ -548,6 +548,11 @@ pub enum Command {
         /// daemon.
         #[arg(long)]
         background: bool,
+        /// Lend standard input to a remote `eukhe bash` command (its
+        /// client's second ssh): print this process's pid, then pass the
+        /// input on through a pipe of its own.
+        #[arg(long, hide = true)]
+        lend_stdin: bool,
     },
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {

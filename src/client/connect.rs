@@ -42,6 +42,15 @@ impl Client {
         }
     }
 
+    /// Whether this is a remote daemon's connection, and the daemon tells a
+    /// remote client's dropped connection from its leaving (`remote_clients`).
+    pub fn serves_remote_bash(&self) -> bool {
+        self.transport.is_some()
+            && self
+                .daemon
+                .has(crate::protocol::hello::Capability::RemoteClients)
+    }
+
     /// The pid of the `ssh` carrying this connection (a remote daemon's).
     pub fn transport_pid(&self) -> Option<u32> {
         self.transport.as_ref().and_then(|t| t.pid())
