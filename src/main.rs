@@ -36,6 +36,9 @@ fn main() -> ExitCode {
         Command::Proxy {
             socket_path: true, ..
         } => eukhe::client::forward::print_socket_path(),
+        Command::Proxy {
+            lend_stdin: true, ..
+        } => eukhe::client::lend::lender_main(),
         Command::Proxy { background, .. } => eukhe::client::proxy::main(background),
         Command::Daemon => report(eukhe::supervisor::main()),
         Command::Worker { session } => report(eukhe::worker::main(&session)),

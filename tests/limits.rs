@@ -48,22 +48,30 @@ fn a_limit_the_options_do_not_read_is_refused_before_any_daemon_starts() {
     );
 }
 
-/// The cgroup v2 directory this process (and so the daemon it starts)
-/// is in, from the `0::` line and the cgroup2 mount.
-fn own_cgroup2() -> Option<PathBuf> {
+/// The cgroup v2 directory of a process whose `/proc/<pid>/cgroup` reads
+/// `text`, from its `0::` line and the cgroup2 mount.
+fn cgroup2_dir(text: &str) -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mountinfo.lines().find_map(|line| {
         let (fields, rest) = line.split_once(" - ")?;
         (rest.starts_with("cgroup2 "))
             .then(|| fields.split_whitespace().nth(4).map(str::to_string))?
     })?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+    let path = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .to_string();
     let below = path.trim_matches('/');
     Some(match below {
         "" => PathBuf::from(mount),
         below => PathBuf::from(mount).join(below),
     })
+}
+
+/// The cgroup v2 directory this process (and so the daemon it starts)
+/// is in.
+fn own_cgroup2() -> Option<PathBuf> {
+    cgroup2_dir(&std::fs::read_to_string("/proc/self/cgroup").ok()?)
 }
 
 /// Whether the daemon's cgroup offers the memory controller.
@@ -86,6 +94,12 @@ fn the_process_backend_refuses_limits_it_cannot_apply_in_one_line_or_applies_the
         assert!(cgroup.contains(&format!("eukhe-kernel-{id}")), "{cgroup}");
         let limits = &env.session(&id)["resources"]["limits"];
         assert_eq!(limits["memory_max"], 64 << 20);
+        // Removed, the session leaves no cgroup behind.
+        let dir = cgroup2_dir(&cgroup).expect("the kernel's cgroup v2 directory");
+        assert!(dir.is_dir(), "{}", dir.display());
+        let out = env.run(&["rm", "--force", &id]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(!dir.exists(), "{} is left after rm", dir.display());
         return;
     }
     let stderr = String::from_utf8_lossy(&out.stderr);

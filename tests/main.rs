@@ -22,6 +22,7 @@ mod output;
 mod packages;
 mod proof;
 mod remote;
+mod remote_bash;
 mod reset;
 mod runaway;
 mod runs;

@@ -556,6 +556,11 @@ pub enum Command {
         /// by a client, never by hand; `client::forward_keeper`).
         #[arg(long, hide = true, value_name = "HOST")]
         keep_forward: Option<String>,
+        /// Lend standard input to a remote `eukhe bash` command (its
+        /// client's second ssh): print this process's pid, then pass the
+        /// input on through a pipe of its own.
+        #[arg(long, hide = true)]
+        lend_stdin: bool,
     },
     /// The laws' timeouts, their ordering and the restart schedule.
     Laws {

@@ -346,17 +346,29 @@ async fn bash(
         super::stdin::lend()?
     };
     let tty = tty.then(super::tty_run::window_size);
-    let request = SessionRequest::Bash {
+    let mut request = SessionRequest::Bash {
         command,
         stdin,
         tty,
+        remote: false,
     };
     if tty.is_some() && interactive::can_pass_through() {
         let detach = super::tty_run::detach_key(detach_key)?;
         return interactive::run(&session, ClientStart::Bash, request, detach).await;
     }
-    let mut client = super::attach::open(&session, ClientStart::Bash, request).await?;
-    super::log::stream_bash_until_exit(&mut client, &session).await
+    let mut client = connect(ClientStart::Bash).await?;
+    // A remote daemon that can tells this client's dropped connection from
+    // its leaving: the command rides through the first.
+    let rides = client.serves_remote_bash();
+    if let SessionRequest::Bash { remote, .. } = &mut request {
+        *remote = rides;
+    }
+    let session_request = Request::Session {
+        session: session.clone(),
+        request,
+    };
+    client.send(&session_request).await?;
+    super::log::stream_bash_until_exit(&mut client, &session, rides).await
 }
 
 /// `cancel`: end the running run and user bash (and, with `all`, withdraw

@@ -30,6 +30,8 @@ pub struct Client {
     pub daemon: Hello,
     /// The `ssh` carrying the stream, for a remote daemon.
     transport: Option<Box<Transport>>,
+    /// Another machine's daemon (over its own ssh, or the host's forward).
+    remote: bool,
 }
 
 impl Client {
@@ -44,7 +46,17 @@ impl Client {
             stream,
             daemon,
             transport: transport.map(Box::new),
+            remote: true,
         }
+    }
+
+    /// Whether this is a remote daemon's connection, and the daemon tells a
+    /// remote client's dropped connection from its leaving (`remote_clients`).
+    pub fn serves_remote_bash(&self) -> bool {
+        self.remote
+            && self
+                .daemon
+                .has(crate::protocol::hello::Capability::RemoteClients)
     }
 
     /// The pid of the `ssh` carrying this connection (a remote daemon's).
@@ -134,6 +146,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
             stream,
             daemon,
             transport: None,
+            remote: false,
         })),
         Ok(Response::Error { message }) => Err(ClientError::Daemon { message }),
         Ok(other) => Err(ClientError::NoDaemon(format!(

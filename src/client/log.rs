@@ -191,10 +191,31 @@ pub(super) async fn reopen(
     session: &str,
     request: SessionRequest,
 ) -> Result<(Client, Response), ClientError> {
+    reopen_as(session, None, request).await
+}
+
+/// As [`reopen`], sending `before` (which answers nothing) first.
+async fn reopen_as(
+    session: &str,
+    before: Option<SessionRequest>,
+    request: SessionRequest,
+) -> Result<(Client, Response), ClientError> {
     within_relaunch(|| {
-        let request = request.clone();
+        let (before, request) = (before.clone(), request.clone());
         async move {
-            let mut client = open(session, ClientStart::Reattach, request).await?;
+            let mut client = match before {
+                None => open(session, ClientStart::Reattach, request).await?,
+                Some(before) => {
+                    let mut client = open(session, ClientStart::Reattach, before).await?;
+                    client
+                        .send(&Request::Session {
+                            session: session.to_string(),
+                            request,
+                        })
+                        .await?;
+                    client
+                }
+            };
             match client.receive().await? {
                 Response::Error { message } => Err(refusal(session, message).await),
                 first => Ok((client, first)),
@@ -276,24 +297,37 @@ const INTERRUPTED: u8 = 130;
 pub async fn stream_bash_until_exit(
     client: &mut Client,
     session: &str,
+    remote: bool,
 ) -> Result<ExitCode, ClientError> {
     use tokio::signal::unix::{signal, SignalKind};
     // A client started with SIGINT ignored (a background job of a script)
     // keeps ignoring it, as a shell's commands do.
-    if sigint_ignored() {
-        return follow_to_exit(client, session, &mut Terminal).await;
-    }
-    let mut interrupts =
-        signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?;
+    let mut interrupts = match sigint_ignored() {
+        true => None,
+        false => Some(
+            signal(SignalKind::interrupt()).map_err(ClientError::system("cannot catch Ctrl-C"))?,
+        ),
+    };
+    // A remote client that leaves hangs up its command itself.
+    let mut leaving = super::remote_bash::Leaving::watch(session, remote)?;
     let number = Rc::new(Cell::new(None));
-    let mut sink = NumberedTerminal(number.clone());
+    let mut sink = NumberedTerminal {
+        number: number.clone(),
+        remote,
+    };
     let follow = output_until_end(client, session, None, &mut sink);
     tokio::pin!(follow);
     let mut cancelling = false;
     let end = loop {
+        let interrupted = async {
+            match &mut interrupts {
+                Some(interrupts) => interrupts.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            end = &mut follow => break end?,
-            _ = interrupts.recv() => match number.get() {
+            end = &mut follow => break end,
+            _ = interrupted => match number.get() {
                 Some(input) if !cancelling => {
                     cancelling = true;
                     eprintln!("eukhe: cancelling bash {input} (Ctrl-C again stops waiting)");
@@ -303,9 +337,25 @@ pub async fn stream_bash_until_exit(
                         eprintln!("eukhe: cannot cancel bash {input}: {e}");
                     }
                 }
-                _ => return Ok(ExitCode::from(INTERRUPTED)),
+                _ => {
+                    leaving.hang_up(number.get()).await;
+                    return Ok(ExitCode::from(INTERRUPTED));
+                }
             },
+            signal = leaving.signalled() => {
+                leaving.hang_up(number.get()).await;
+                super::remote_bash::die_of(signal);
+            }
         }
+    };
+    let end = match end {
+        // Only a remote client's standard output closes here: it hangs up
+        // its command, then dies of SIGPIPE as a local one does at once.
+        Err(ClientError::Stdout(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            leaving.hang_up(number.get()).await;
+            super::remote_bash::die_of(libc::SIGPIPE);
+        }
+        end => end?,
     };
     if let Some(why) = &end.cut_short {
         eprintln!("eukhe: {why}");
@@ -342,6 +392,12 @@ pub(crate) trait OutputSink {
     /// The session numbered the input (its `Queued` answer).
     fn numbered(&mut self, _input: u64) {}
 
+    /// The input is this remote client's user bash: after a dropped
+    /// connection it follows it again as its client (`Rejoin`).
+    fn rejoins(&self) -> bool {
+        false
+    }
+
     /// Bytes the input wrote to `stream`, each byte once.
     fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError>;
 }
@@ -364,16 +420,28 @@ impl OutputSink for AnnouncedRun {
     }
 }
 
-/// The terminal, keeping the number the session gave the input.
-struct NumberedTerminal(Rc<Cell<Option<u64>>>);
+/// The terminal, keeping the number the session gave the input (`bash`).
+struct NumberedTerminal {
+    number: Rc<Cell<Option<u64>>>,
+    /// The client is remote: a closed standard output is returned (its
+    /// command is hung up first), not died of at once.
+    remote: bool,
+}
 
 impl OutputSink for NumberedTerminal {
     fn numbered(&mut self, input: u64) {
-        self.0.set(Some(input));
+        self.number.set(Some(input));
+    }
+
+    fn rejoins(&self) -> bool {
+        self.remote
     }
 
     fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
-        Terminal.write(stream, data)
+        match (self.remote, stream) {
+            (true, Stream::Stdout) => stdout::write_all_or_closed(data),
+            _ => Terminal.write(stream, data),
+        }
     }
 }
 
@@ -522,8 +590,14 @@ async fn follow_input<S: OutputSink>(
         after: None,
         follow: true,
     };
+    // A remote bash client takes its command back first, so the hang-up
+    // its dropped connection would bring is off.
+    let rejoin = printed
+        .sink
+        .rejoins()
+        .then_some(SessionRequest::Rejoin { input });
     loop {
-        let (mut client, first) = reopen(session, request.clone()).await?;
+        let (mut client, first) = reopen_as(session, rejoin.clone(), request.clone()).await?;
         // Each connection replays the input's entries from its start.
         let (mut stdout_at, mut stderr_at) = (0u64, 0u64);
         // Why eukhe ended it, when the transcript says so before its end.

@@ -2,7 +2,8 @@
 //! command's shell opens `/proc/<client pid>/fd/0`, so a pipe or a file
 //! is read by the command itself, at its own pace, and survives a lost
 //! worker or daemon. A socket cannot be opened that way: it is copied
-//! into a pipe of the client's own first.
+//! into a pipe of the client's own first. A remote command's input is
+//! lent by a process on its machine (`lend`).
 
 use std::io::IsTerminal;
 
@@ -49,7 +50,7 @@ fn relay_socket() -> Result<(), ClientError> {
 
 /// A remote command cannot open this machine's `/proc/<pid>/fd/0`: it
 /// gets `/dev/null` when that is what standard input is, and anything
-/// else is refused in one line rather than silently not read.
+/// else is lent to it through a second ssh (`lend`): the pid there.
 fn lend_remote(
     host: &super::remote::RemoteHost,
     stat: &nix::sys::stat::FileStat,
@@ -60,7 +61,5 @@ fn lend_remote(
     if is_null {
         return Ok(None);
     }
-    Err(ClientError::Remote(format!(
-        "standard input cannot be passed to a command on {host}: pass -n for /dev/null, or copy the input there first"
-    )))
+    super::lend::lend_to(host).map(Some)
 }

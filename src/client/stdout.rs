@@ -11,14 +11,24 @@ use super::error::ClientError;
 
 /// Write `bytes` to standard output, at once.
 pub fn write_all(bytes: &[u8]) -> Result<(), ClientError> {
+    write_raw(bytes).map_err(failed)
+}
+
+/// As [`write_all`], but a closed reader is returned
+/// (`ClientError::Stdout`, a broken pipe), for a caller that must act
+/// before it dies of it.
+pub fn write_all_or_closed(bytes: &[u8]) -> Result<(), ClientError> {
+    write_raw(bytes).map_err(ClientError::Stdout)
+}
+
+fn write_raw(bytes: &[u8]) -> io::Result<()> {
     // The lock keeps other writers of std's handle out; its buffer is
     // empty (every write here flushes), so order is kept.
     let mut out = io::stdout().lock();
-    let written = out.flush().and_then(|()| match unbuffered() {
+    out.flush().and_then(|()| match unbuffered() {
         Some(mut file) => file.write_all(bytes),
         None => out.write_all(bytes).and_then(|()| out.flush()),
-    });
-    written.map_err(failed)
+    })
 }
 
 /// Standard output without std's line buffer, which scans each write for

@@ -155,6 +155,22 @@ pub fn enter(session: &str, limits: &ResourceLimits) -> Result<(), HostError> {
     write("cgroup.procs", std::process::id().to_string())
 }
 
+/// Remove the cgroup `enter` made for `session`'s kernel, once its
+/// processes are gone: a removed session leaves no directory behind.
+/// None made (no limits, no cgroup v2) is nothing to do.
+pub fn forget(session: &str) -> Result<(), HostError> {
+    let Ok(own) = cgroup_dir_of("self") else {
+        return Ok(());
+    };
+    let dir = kernels_parent(&own).join(format!("eukhe-kernel-{session}"));
+    match std::fs::remove_dir(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(io(format!("cannot remove cgroup {}", dir.display()))(e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What a kernel's cgroup uses now: memory bytes and tasks, each `None`
 /// where the cgroup does not count it. Tasks without the pids controller
 /// are the threads the cgroup and those below it hold.

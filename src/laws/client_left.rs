@@ -13,6 +13,14 @@
 //! supervisor (a worker that cannot take clients over) also ends with the
 //! supervisor: that end says nothing about the client, so it rides
 //! through.
+//!
+//! A remote client (`eukhe --host`) reaches the worker through `eukhe
+//! proxy` on the worker's machine, so the process at the far end is the
+//! proxy, whose end says nothing about the client: its SSH connection may
+//! only have dropped. Its command goes on for a reconnection grace; the
+//! client following it again within the grace keeps it, and none by then
+//! hangs it up. A remote client that really leaves says so itself (an
+//! explicit hang-up request), so only one killed outright waits the grace.
 
 use super::timing::CLIENT_EXIT_MS;
 
@@ -23,6 +31,9 @@ pub enum ClientLink {
     HandedOver,
     /// Relayed through the supervisor, whose loss also ends it.
     Relayed,
+    /// Through `eukhe proxy` for a client on another machine: the peer's
+    /// process is the proxy's, and says nothing about the client.
+    Remote,
 }
 
 /// What is known of the client's process after its connection ended.
@@ -47,6 +58,12 @@ pub struct ClientClosed {
     pub running: bool,
     /// The worker itself is stopping: its clients' connections end with it.
     pub worker_stopping: bool,
+    /// The client has followed the command again on another connection
+    /// since this one took it (a remote client that reconnected).
+    pub followed_again: bool,
+    /// How long a remote client's command waits for it to reconnect
+    /// (`REMOTE_RECONNECT_GRACE_MS`, shorter only in tests).
+    pub reconnect_grace_ms: u64,
 }
 
 /// What happens to the command.
@@ -57,6 +74,8 @@ pub enum ClientLeft {
     HangUp,
     /// The client's process may be exiting: look again.
     WaitForExit,
+    /// A remote client may be reconnecting: look again at the grace's end.
+    WaitForReconnect,
     /// Nothing: the command goes on and can be followed by its number.
     RideThrough,
 }
@@ -65,6 +84,15 @@ pub enum ClientLeft {
 pub fn client_left(closed: ClientClosed) -> ClientLeft {
     if !closed.running || closed.worker_stopping || closed.link == ClientLink::Relayed {
         return ClientLeft::RideThrough;
+    }
+    if closed.link == ClientLink::Remote {
+        return match closed.followed_again {
+            true => ClientLeft::RideThrough,
+            false if closed.since_close_ms < closed.reconnect_grace_ms => {
+                ClientLeft::WaitForReconnect
+            }
+            false => ClientLeft::HangUp,
+        };
     }
     match closed.process {
         ClientProcess::Gone => ClientLeft::HangUp,
@@ -77,6 +105,7 @@ pub fn client_left(closed: ClientClosed) -> ClientLeft {
 
 #[cfg(test)]
 mod tests {
+    use super::super::timing::REMOTE_RECONNECT_GRACE_MS;
     use super::*;
 
     fn closed(link: ClientLink, process: ClientProcess, since_close_ms: u64) -> ClientClosed {
@@ -86,7 +115,77 @@ mod tests {
             since_close_ms,
             running: true,
             worker_stopping: false,
+            followed_again: false,
+            reconnect_grace_ms: REMOTE_RECONNECT_GRACE_MS,
         }
+    }
+
+    fn remote(since_close_ms: u64, followed_again: bool) -> ClientClosed {
+        ClientClosed {
+            followed_again,
+            ..closed(ClientLink::Remote, ClientProcess::Gone, since_close_ms)
+        }
+    }
+
+    #[test]
+    fn a_remote_clients_command_goes_on_through_the_grace_then_is_hung_up() {
+        // Its proxy is gone at once; that says nothing of the client.
+        assert_eq!(client_left(remote(0, false)), ClientLeft::WaitForReconnect);
+        assert_eq!(
+            client_left(remote(REMOTE_RECONNECT_GRACE_MS - 1, false)),
+            ClientLeft::WaitForReconnect
+        );
+        // Nobody followed it again by the grace's end: the client is gone.
+        assert_eq!(
+            client_left(remote(REMOTE_RECONNECT_GRACE_MS, false)),
+            ClientLeft::HangUp
+        );
+    }
+
+    #[test]
+    fn a_remote_client_that_follows_its_command_again_keeps_it_running() {
+        for since in [
+            0,
+            REMOTE_RECONNECT_GRACE_MS - 1,
+            REMOTE_RECONNECT_GRACE_MS * 2,
+        ] {
+            assert_eq!(client_left(remote(since, true)), ClientLeft::RideThrough);
+        }
+    }
+
+    #[test]
+    fn a_remote_clients_grace_is_the_one_given() {
+        let short = ClientClosed {
+            reconnect_grace_ms: 2_000,
+            ..remote(1_999, false)
+        };
+        assert_eq!(client_left(short), ClientLeft::WaitForReconnect);
+        let over = ClientClosed {
+            since_close_ms: 2_000,
+            ..short
+        };
+        assert_eq!(client_left(over), ClientLeft::HangUp);
+    }
+
+    #[test]
+    fn a_remote_clients_ended_command_or_stopping_worker_hangs_up_nothing() {
+        let ended = ClientClosed {
+            running: false,
+            ..remote(REMOTE_RECONNECT_GRACE_MS, false)
+        };
+        assert_eq!(client_left(ended), ClientLeft::RideThrough);
+        let stopping = ClientClosed {
+            worker_stopping: true,
+            ..remote(REMOTE_RECONNECT_GRACE_MS, false)
+        };
+        assert_eq!(client_left(stopping), ClientLeft::RideThrough);
+    }
+
+    #[test]
+    fn a_local_client_is_not_given_the_grace() {
+        // Its own process is the peer: gone means it left.
+        let gone = closed(ClientLink::HandedOver, ClientProcess::Gone, 0);
+        assert_eq!(client_left(gone), ClientLeft::HangUp);
     }
 
     #[test]

@@ -304,6 +304,22 @@ pub const SHELL_RESET_MS: u64 = TM.kernel.kernel_teardown + TM.kernel.kernel_sta
 /// its command is hung up; alive after it, it left on purpose. Not a
 /// law's timeout: the command goes on either way while it waits.
 pub const CLIENT_EXIT_MS: u64 = 1_000;
+/// How long a remote client's `eukhe bash` command goes on after its
+/// connection (the `eukhe proxy` in front of the worker) ended, for the
+/// client to follow it again: past it, nobody did, and the command is hung
+/// up as a local client's end hangs it up. A dropped SSH connection is
+/// usually a wifi blip or a laptop's network change of seconds; ssh
+/// itself gives a dead connection `ServerAliveInterval` times
+/// `ServerAliveCountMax` (commonly 15 s times 3) before it ends it. The
+/// client tries again for a whole `client_relaunch_within`, and its last
+/// try, begun as that minute ends, may take `REMOTE_HELLO_MS` (an ssh
+/// login, then a daemon's start there): it still finds its command. A client that leaves on purpose hangs up at once instead, so
+/// only a client killed outright waits this out. Not a law's timeout: the
+/// command goes on while it runs.
+pub const REMOTE_RECONNECT_GRACE_MS: u64 = TM.client.client_relaunch_within + REMOTE_HELLO_MS;
+/// Test only (`EUKHE_TEST_SHORT_WINDOWS=1`): the remote reconnection
+/// grace a test can wait out.
+pub const TEST_REMOTE_RECONNECT_GRACE_MS: u64 = 2_000;
 /// How long a starting daemon's `ls` and `status` wait for the sessions it
 /// adopts, resumes or revives to be under supervision, so the first `ls`
 /// shows adopted workers with their pids; a worker that does not answer

@@ -143,6 +143,7 @@ pub async fn bash_tty(
         command: args.command.unwrap_or_default(),
         stdin: None,
         tty: Some(size),
+        remote: false,
     };
     let mut client = open(&session, ClientStart::Mcp, request).await?;
     let number = match client.receive().await? {

@@ -473,6 +473,7 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
         command: args.command.unwrap_or_default(),
         stdin: None,
         tty: None,
+        remote: false,
     };
     let mut client = open(&session, ClientStart::Mcp, request).await?;
     // Its number comes first: a cancel names it, and so does the `log`

@@ -26,6 +26,9 @@ pub enum Capability {
     /// Output as zero-run frames (`protocol::output`): a client that reads
     /// them, a worker that sends them to such a client.
     ZeroRuns,
+    /// Serves clients on other machines' user bash: rides through their
+    /// dropped connection for a grace, takes `rejoin` and `hang_up`.
+    RemoteClients,
 }
 
 impl Capability {
@@ -37,6 +40,7 @@ impl Capability {
             Capability::SocketActivated => "socket_activated",
             Capability::Handoff => "handoff",
             Capability::ZeroRuns => "zero_runs",
+            Capability::RemoteClients => "remote_clients",
         }
     }
 }

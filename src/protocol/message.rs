@@ -171,6 +171,28 @@ pub enum SessionRequest {
         /// the client may then send `tty::TerminalInput` frames for it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tty: Option<WindowSize>,
+        /// The client is on another machine, behind `eukhe proxy` (sent
+        /// only to a daemon advertising `remote_clients`): the end of this
+        /// connection is the proxy's, not the client's, so the command
+        /// rides through it for a reconnection grace.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        remote: bool,
+    },
+    /// A remote client follows its user bash `input` again after its
+    /// connection dropped (sent before the `Log` that follows it): the
+    /// hang-up its dropped connection would bring is off, and this
+    /// connection's end is watched instead. Answers nothing.
+    Rejoin {
+        /// The user bash's number.
+        input: u64,
+    },
+    /// A remote client that really leaves (Ctrl-C twice, SIGTERM, SIGHUP,
+    /// a closed standard output) hangs up its user bash `input` at once,
+    /// as a local client's end does. Answered `Ok`, or an error saying it
+    /// is not a user bash that runs.
+    HangUp {
+        /// The user bash's number.
+        input: u64,
     },
     /// Write `data` to the terminal of terminal run `input` (absent: the
     /// session's current terminal run); answered `Ok` once the bytes are

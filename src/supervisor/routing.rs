@@ -149,6 +149,7 @@ fn hello(socket_activated: bool) -> Hello {
     let mut capabilities = vec![
         Capability::IdleShutdown.name().into(),
         Capability::Workers.name().into(),
+        Capability::RemoteClients.name().into(),
     ];
     if socket_activated {
         capabilities.push(Capability::SocketActivated.name().into());

@@ -13,11 +13,10 @@ use tokio::net::unix::OwnedReadHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
-use super::client_left::{self, Peer};
+use super::client_left::{self, from_remote_client, BashOfConnection, Peer};
 use super::outbox::Outbox;
 use super::state::{ClientConnection, Worker};
 use crate::build_id::{build_id, version};
-use crate::host::process::identity_of;
 use crate::host::socket::{from_own_user, listen_private};
 use crate::host::systemd;
 use crate::paths::Paths;
@@ -138,23 +137,16 @@ async fn handed_client(
     let (read, write) = stream.into_split();
     let mut read = crate::protocol::frame::frame_reader(read);
     let tx = Outbox::spawn_writer(write, zero_runs);
-    // The user bash asked for here, and who the client is (taken with the
-    // first, while it surely lives), so the end of this connection can
-    // tell a client that went away from one that left on purpose.
-    let mut bash: Vec<u64> = Vec::new();
-    let mut client = None;
-    let mut asked = |number: Option<u64>| {
-        if number.is_some() && client.is_none() {
-            client = Some(peer.and_then(identity_of));
-        }
-        bash.extend(number);
-    };
+    // The user bash asked for here, and who asked, for the end of this
+    // connection.
+    let mut taken = BashOfConnection::new(peer);
     // The terminal run this connection asked for, if it asked for one.
     let mut terminal = TerminalOfConnection::default();
     let before = terminal.before(&worker.borrow(), &first);
+    let remote = from_remote_client(&first);
     let number = session_request(&worker, first, &tx, &signals, peer).await;
     terminal.after(before, number);
-    asked(number);
+    taken.asked(number, remote, &worker.borrow());
     let mut detached = false;
     loop {
         match read_frame::<Request, _>(&mut read).await {
@@ -164,9 +156,10 @@ async fn handed_client(
             }) => detached = true,
             Ok(Request::Session { request, .. }) => {
                 let before = terminal.before(&worker.borrow(), &request);
+                let remote = from_remote_client(&request);
                 let number = session_request(&worker, request, &tx, &signals, peer).await;
                 terminal.after(before, number);
-                asked(number)
+                taken.asked(number, remote, &worker.borrow())
             }
             Ok(Request::TerminalInput { input }) => {
                 terminal.input(&mut worker.borrow_mut(), input);
@@ -185,11 +178,7 @@ async fn handed_client(
             }
         }
     }
-    // A client that detached left on purpose: its commands go on.
-    if detached {
-        bash.clear();
-    }
-    let client = Peer::Client(client.flatten());
+    let (client, bash) = taken.ended(detached);
     client_left::connection_ended(worker, client, bash).await;
 }
 
@@ -212,7 +201,7 @@ async fn connection(
     let mut supervising = false;
     // The user bash asked for on this connection: relayed by the
     // supervisor, whose loss may be what ends it.
-    let mut bash: Vec<u64> = Vec::new();
+    let mut bash: Vec<client_left::Taken> = Vec::new();
     loop {
         let Some(request) = next_request(&mut read, &tx).await else {
             break;
@@ -228,7 +217,8 @@ async fn connection(
         }
         match request {
             Request::Session { request, .. } => {
-                bash.extend(session_request(&worker, request, &tx, &signals, None).await)
+                let number = session_request(&worker, request, &tx, &signals, None).await;
+                bash.extend(number.map(|n| (n, 0)));
             }
             Request::Handoff {
                 request, zero_runs, ..

@@ -1,7 +1,7 @@
 //! Bridge scenarios for bend/replace.bend: version rank (`version_rank`,
 //! which reads versions with the `semver` crate), the relation
-//! (`replace_relation`), the verdict (`replace_verdict`) and
-//! `busy_daemon_kept`.
+//! (`replace_relation`), the verdict (`replace_verdict`),
+//! `busy_daemon_kept` and the remote verdict (`remote_verdict`).
 //!
 //! A scenario term is a list of step tuples `(form, client_version,
 //! client_id, client_protocol, interactive, daemon_version, daemon_id,
@@ -9,7 +9,9 @@
 //! - rank (form 0): `rank <M>.<m>.<p>.<1 if release else 0>` or `invalid`;
 //! - verdict (form 1): `<relation> <action> | <message or ->`, or `invalid`
 //!   when either version is not a version;
-//! - busy (form 2): `<action> | <message or ->`.
+//! - busy (form 2): `<action> | <message or ->`;
+//! - remote (form 4): `<action> | <message or ->` (or `invalid`) for a
+//!   daemon on host `REMOTE_HOSTS[interactive]`.
 //!
 //! The Bend model parses version strings itself, so the rank scenarios are
 //! also the check that it accepts and rejects exactly what the semver crate
@@ -23,11 +25,14 @@
 //! or other build id, protocols agreeing or not, both kinds, with and
 //! without idle_shutdown (784), the busy answer for every version pair
 //! (98), and 300 seeded random starts from the grammar, every sixth a busy
-//! answer (protocols below 2^24: the model's numbers are u24).
+//! answer (protocols below 2^24: the model's numbers are u24). Remote
+//! verdicts: every client x daemon version of [`BOUNDARY_VERSIONS`], same
+//! or other build id, protocols agreeing or not, each on one of
+//! [`REMOTE_HOSTS`] in turn (196), and 200 seeded random ones.
 
 use eukhe::laws::replace::{
-    busy_daemon_kept, replace_relation, replace_verdict, start_kind, version_rank, Build,
-    ClientKind, ClientStart, DaemonHello, Relation, ReplaceAction, ReplaceVerdict,
+    busy_daemon_kept, remote_verdict, replace_relation, replace_verdict, start_kind, version_rank,
+    Build, ClientKind, ClientStart, DaemonHello, Relation, ReplaceAction, ReplaceVerdict,
 };
 
 use super::harness::{self, list, Rng, Scenario};
@@ -182,12 +187,17 @@ struct Start {
 
 impl Start {
     fn term(&self, form: u32) -> String {
+        self.term_with(form, u64::from(self.interactive))
+    }
+
+    /// The step term with `interactive`'s field set to `fifth` (an index
+    /// for the forms that take one).
+    fn term_with(&self, form: u32, fifth: u64) -> String {
         format!(
-            "({form}, {}, {}, {}, {}, {}, {}, {}, {})",
+            "({form}, {}, {}, {}, {fifth}, {}, {}, {}, {})",
             lit(&self.client.0),
             lit(&self.client.1),
             self.client_protocol,
-            self.interactive as u8,
             lit(&self.daemon.0),
             lit(&self.daemon.1),
             self.daemon_protocol,
@@ -249,6 +259,20 @@ impl Start {
         s
     }
 
+    /// The remote verdict on host `REMOTE_HOSTS[host]` (carried in the
+    /// step's `interactive` field).
+    fn remote_scenario(&self, host: usize) -> Scenario {
+        let (client, daemon) = self.builds();
+        let name = REMOTE_HOSTS[host];
+        let verdict = match remote_verdict(&client, self.client_protocol, &daemon, name) {
+            Ok(v) => verdict_text(&v),
+            Err(_) => "invalid".into(),
+        };
+        let mut s = Scenario::new(list([self.term_with(4, host as u64)]));
+        s.step(format!("remote on {name} {}", self.inputs()), verdict);
+        s
+    }
+
     fn busy_scenario(&self) -> Scenario {
         let (client, daemon) = self.builds();
         let verdict = busy_daemon_kept(&client, self.client_protocol, &daemon);
@@ -287,6 +311,10 @@ const BOUNDARY_VERSIONS: &[&str] = &[
     "1.2",
 ];
 
+/// The hosts a remote verdict names (bend/bridge/replace.bend
+/// `replace_bridge_hosts`, in that order).
+const REMOTE_HOSTS: &[&str] = &["build1", "ann@box.example:2222", "[::1]:22", "127.0.0.1"];
+
 /// One test, so the harness runs (which share a scratch directory) never
 /// overlap.
 #[test]
@@ -294,6 +322,60 @@ fn replace_bridge() {
     replace_rank_bridge();
     replace_verdict_bridge();
     replace_start_table_bridge();
+    replace_remote_bridge();
+}
+
+/// The remote verdict (`remote_verdict`) is the model's
+/// (`replace_remote_verdict`).
+fn replace_remote_bridge() {
+    let mut scenarios = Vec::new();
+    let mut host = 0;
+    for &cv in BOUNDARY_VERSIONS {
+        for &dv in BOUNDARY_VERSIONS {
+            for did in ["a", "b"] {
+                for dp in [1, 2] {
+                    let start = Start {
+                        client: (cv.into(), "a".into()),
+                        client_protocol: 1,
+                        interactive: false,
+                        daemon: (dv.into(), did.into()),
+                        daemon_protocol: dp,
+                        idle_shutdown: true,
+                    };
+                    scenarios.push(start.remote_scenario(host));
+                    host = (host + 1) % REMOTE_HOSTS.len();
+                }
+            }
+        }
+    }
+    let mut rng = Rng::new(0x7265_6d6f);
+    let ids = ["a", "b", "git-3f2c1e9", "0"];
+    for _ in 0..200 {
+        let version = |rng: &mut Rng| {
+            if rng.chance(5) {
+                INVALID[rng.below(INVALID.len() as u64) as usize].to_string()
+            } else {
+                grammar_version(rng)
+            }
+        };
+        let cv = version(&mut rng);
+        let dv = if rng.chance(30) {
+            cv.clone()
+        } else {
+            version(&mut rng)
+        };
+        let start = Start {
+            client: (cv, ids[rng.below(4) as usize].into()),
+            client_protocol: 1 + rng.below(3) as u32,
+            interactive: false,
+            daemon: (dv, ids[rng.below(4) as usize].into()),
+            daemon_protocol: 1 + rng.below(3) as u32,
+            idle_shutdown: rng.chance(50),
+        };
+        let host = rng.below(REMOTE_HOSTS.len() as u64) as usize;
+        scenarios.push(start.remote_scenario(host));
+    }
+    harness::check("replace", &scenarios);
 }
 
 /// The command-to-kind table the client uses (`start_kind` over

@@ -218,6 +218,11 @@ impl WorkerHost for ProcessHost {
         Some(Duration::from_millis(config.worker_watchdog_ms))
     }
 
+    /// The kernel's cgroup, made when the session has limits.
+    fn forget_session<'a>(&'a self, id: &'a str) -> HostFuture<'a, Result<(), HostError>> {
+        Box::pin(async move { crate::host::cgroup::forget(id) })
+    }
+
     /// SIGTERM (its handler ends its descendants), SIGKILL if it outlives
     /// its teardown.
     fn stop_kernel<'a>(&'a self, _id: &'a str, kernel: ProcessIdentity) -> HostFuture<'a, ()> {

@@ -150,7 +150,10 @@ pub(super) async fn session_request(
             command,
             stdin,
             tty,
-        } => return bash_request(worker, command, (stdin, tty), tx, peer).await,
+            remote,
+        } => return bash_request(worker, command, (stdin, tty), tx, (peer, remote)).await,
+        SessionRequest::Rejoin { input } => return rejoin(worker, input),
+        SessionRequest::HangUp { input } => hang_up(worker, input, tx),
         request @ (SessionRequest::Keys { .. } | SessionRequest::WaitFor { .. }) => {
             terminal_request(worker, request, tx)
         }
@@ -167,15 +170,7 @@ pub(super) async fn session_request(
         SessionRequest::ResetShell { force } => {
             crate::worker::reset::request(worker, force, tx).await
         }
-        SessionRequest::Withdraw { run } => {
-            let withdrawn = worker.borrow_mut().withdraw(run);
-            let _ = tx.send(match withdrawn {
-                Ok(()) => Response::Ok,
-                Err(message) => Response::Error {
-                    message: message.into(),
-                },
-            });
-        }
+        SessionRequest::Withdraw { run } => withdraw(worker, run, tx),
         SessionRequest::Log {
             tail,
             input,
@@ -254,13 +249,16 @@ async fn bash_request(
     command: String,
     (stdin, tty): (Option<u32>, Option<crate::protocol::tty::WindowSize>),
     tx: &Outbox,
-    peer: Option<u32>,
+    (peer, remote): (Option<u32>, bool),
 ) -> Option<u64> {
     // A terminal run reads its terminal, never the client's stdin.
     let stdin = if tty.is_some() { None } else { stdin };
     // Only the client itself may lend its standard input: a
-    // connection relayed by the supervisor has no client pid.
-    if stdin.is_some() && stdin != peer {
+    // connection relayed by the supervisor has no client pid. A remote
+    // client's peer is its proxy: its input comes from a lender of this
+    // user (`eukhe proxy --lend-stdin`).
+    let lent = remote && stdin.is_some_and(own_users);
+    if stdin.is_some() && stdin != peer && !lent {
         let message = "this session's worker cannot take standard input through the \
                        daemon's relay; pass -n for /dev/null"
             .to_string();
@@ -279,6 +277,55 @@ async fn bash_request(
     }
     worker.borrow_mut().core.bash_request_taken_up();
     user_bash(worker, command, (stdin, tty), tx)
+}
+
+/// Whether process `pid` runs as this worker's user.
+fn own_users(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw())
+}
+
+/// Withdraw queued input `run`.
+fn withdraw(worker: &Rc<RefCell<Worker>>, run: u64, tx: &Outbox) {
+    let withdrawn = worker.borrow_mut().withdraw(run);
+    let _ = tx.send(match withdrawn {
+        Ok(()) => Response::Ok,
+        Err(message) => Response::Error {
+            message: message.into(),
+        },
+    });
+}
+
+/// A remote client follows user bash `input` again: this connection takes
+/// it (its number, if it still runs), and the hang-up the dropped one
+/// would bring is off. Answers nothing.
+fn rejoin(worker: &Rc<RefCell<Worker>>, input: u64) -> Option<u64> {
+    let mut w = worker.borrow_mut();
+    if !w.core.bash_runs(input) {
+        return None;
+    }
+    let times = w.clients.rejoin(input);
+    tracing::info!(input, "the remote client of bash {input} is back ({times})");
+    Some(input)
+}
+
+/// A remote client leaves: hang up its user bash `input` now.
+fn hang_up(worker: &Rc<RefCell<Worker>>, input: u64, tx: &Outbox) {
+    let mut w = worker.borrow_mut();
+    if !w.core.bash_runs(input) {
+        let _ = tx.send(Response::Error {
+            message: format!("bash {input} is not running"),
+        });
+        return;
+    }
+    tracing::info!(
+        input,
+        "the remote client of bash {input} left: hanging it up"
+    );
+    let actions = w.core.hang_up(input);
+    w.apply(actions);
+    let _ = tx.send(Response::Ok);
 }
 
 /// Cancel the run in progress and every user bash running (with `all`,

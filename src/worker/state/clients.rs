@@ -40,6 +40,8 @@ pub struct Clients {
     pub keys: crate::worker::terminal::KeyWaiters,
     /// The terminal runs that wait for input (`worker::waiting`).
     pub waiting: crate::worker::waiting::Waiting,
+    /// How many times each user bash was rejoined by its remote client.
+    rejoined: HashMap<u64, u64>,
 }
 
 impl Default for Clients {
@@ -55,6 +57,7 @@ impl Default for Clients {
             output_line: OutputLine::default(),
             keys: Default::default(),
             waiting: Default::default(),
+            rejoined: HashMap::new(),
         }
     }
 }
@@ -71,6 +74,19 @@ impl Clients {
     /// The client waiting for user bash as `client`, and its bash's number.
     pub fn bash_client(&self, client: ClientId) -> Option<&(Outbox, u64)> {
         self.bash.get(&client)
+    }
+
+    /// User bash `number`'s remote client follows it again: how many
+    /// times it has been rejoined now.
+    pub fn rejoin(&mut self, number: u64) -> u64 {
+        let count = self.rejoined.entry(number).or_default();
+        *count += 1;
+        *count
+    }
+
+    /// How many times user bash `number` was rejoined.
+    pub fn rejoins(&self, number: u64) -> u64 {
+        self.rejoined.get(&number).copied().unwrap_or(0)
     }
 
     /// The client `client` has had its last answer.

@@ -1,0 +1,277 @@
+//! A remote `eukhe bash` (issue 55) against a real sshd (`support::sshd`):
+//! its command rides through a dropped SSH connection as through a lost
+//! daemon (the client reconnects and prints what it had not), a client
+//! that leaves (a signal, a closed reader) hangs its command up at once
+//! as a local client does, and one killed outright leaves it to the
+//! reconnection grace, after which it is hung up. Standard input reaches
+//! a remote command as a local one's.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::support::process::{cmdline, descendants};
+use crate::support::sshd::{RemotePath, Sshd};
+use crate::support::{kill9, signal, wait_until, Env};
+
+/// The reconnection grace under `EUKHE_TEST_SHORT_WINDOWS=1`
+/// (`laws::timing::TEST_REMOTE_RECONNECT_GRACE_MS`).
+const SHORT_GRACE: Duration = Duration::from_millis(2_000);
+
+/// How long a command hung up at once may take to show its end: far
+/// below the law's grace (over a minute), which a test never waits out.
+const AT_ONCE: Duration = Duration::from_secs(30);
+
+/// A remote installation behind its sshd, and a client of it.
+struct Remote {
+    client: Env,
+    sshd: Sshd,
+    env: Env,
+}
+
+impl Remote {
+    fn start(env: Env, name: &str) -> Option<Remote> {
+        let sshd = Sshd::start(&env, name, RemotePath::WithEukhe)?;
+        let client = sshd.client(&format!("client-{name}"));
+        Some(Remote { client, sshd, env })
+    }
+
+    /// `eukhe --host HOST ARGS` from the client.
+    fn command(&self, args: &[&str]) -> Command {
+        let host = self.sshd.host();
+        let mut all = vec!["--host", host.as_str()];
+        all.extend_from_slice(args);
+        self.client.command(&all)
+    }
+
+    /// A remote `bash -n s -- COMMAND`, its output piped; started once
+    /// its first line (`started`) came.
+    fn bash(&self, command: &str) -> Child {
+        let mut child = self
+            .command(&["bash", "-n", "s", "--", command])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("eukhe bash");
+        let mut first = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert_eq!(first, "started\n");
+        child
+    }
+
+    /// The line that ends user bash `number` in the remote log, once there
+    /// is one.
+    fn end_of(&self, number: u64) -> Option<String> {
+        let wanted = format!("[bash {number} ");
+        self.env
+            .ok(&["log", "s", "--tail", "6"])
+            .lines()
+            .find(|line| line.starts_with(&wanted) && line.ends_with(']'))
+            .map(str::to_string)
+    }
+
+    /// Wait (up to `within`) for user bash `number` to end; its end line.
+    fn ended_within(&self, number: u64, within: Duration) -> String {
+        let mut end = None;
+        wait_until(within, &format!("bash {number} ends"), || {
+            end = self.end_of(number);
+            end.is_some()
+        });
+        end.unwrap_or_default()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every `ssh` a client runs, by pid.
+fn ssh_children(client: u32) -> Vec<u32> {
+    descendants(client)
+        .into_iter()
+        .filter(|&pid| cmdline(pid).starts_with("ssh"))
+        .collect()
+}
+
+#[test]
+fn a_remote_bash_rides_through_a_killed_ssh_printing_each_line_once() {
+    let Some(r) = Remote::start(Env::new("remote-bash-drop"), "bash-drop") else {
+        return;
+    };
+    r.ok_new();
+    let marker = r.env.dir.join("go");
+    let out_file = r.client.dir.join("out");
+    let mut client = r
+        .command(&[
+            "bash",
+            "-n",
+            "s",
+            "--",
+            &format!(
+                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo done; exit 3",
+                marker.display()
+            ),
+        ])
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    let within = Duration::from_secs(20);
+    wait_until(within, "the command's first line", || {
+        printed().contains("before")
+    });
+    let killed = ssh_children(client.id());
+    assert!(!killed.is_empty(), "no ssh under the client");
+    for &pid in &killed {
+        kill9(pid);
+    }
+    wait_until(within, "a new ssh", || {
+        ssh_children(client.id())
+            .iter()
+            .any(|pid| !killed.contains(pid))
+    });
+    // The command still runs: it was not hung up with the connection.
+    assert_eq!(r.end_of(1), None, "{}", r.env.log("s"));
+    std::fs::write(&marker, "").unwrap();
+    wait_until(Duration::from_secs(30), "the client ends", || {
+        client.try_wait().unwrap().is_some()
+    });
+    let status = client.wait().unwrap();
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    let out = printed();
+    assert_eq!(out, "before\ndone\n", "{stderr}");
+    assert_eq!(r.end_of(1).as_deref(), Some("[bash 1 exited 3]"));
+}
+
+#[test]
+fn a_remote_bash_client_that_leaves_ends_its_command_at_once() {
+    let Some(r) = Remote::start(Env::new("remote-bash-leave"), "bash-leave") else {
+        return;
+    };
+    r.ok_new();
+    // SIGTERM (and SIGHUP, caught alike): the command is hung up, as a
+    // local client's end hangs it up, not after the grace.
+    let client = r.bash("echo started; sleep 600");
+    signal(client.id(), Signal::SIGTERM);
+    let out = client.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        r.ended_within(1, AT_ONCE),
+        "[bash 1 killed by signal 1]",
+        "{}",
+        text(&out.stderr)
+    );
+    // Ctrl-C cancels it there, as it does here.
+    let client = r.bash("echo started; sleep 600");
+    signal(client.id(), Signal::SIGINT);
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(r.ended_within(2, AT_ONCE), "[bash 2 cancelled: signal 2]");
+    // A reader that goes away: the command is hung up as locally.
+    let out = client_shell(
+        &r,
+        r#""$EUKHE" --host "$H" bash -n s -- 'seq 1 100000000' | head -2"#,
+    );
+    assert_eq!(text(&out.stdout), "1\n2\n", "{}", text(&out.stderr));
+    let end = r.ended_within(3, AT_ONCE);
+    assert!(
+        end == "[bash 3 killed by signal 1]" || end == "[bash 3 killed by signal 13]",
+        "seq ran on after its client left: {end}"
+    );
+}
+
+#[test]
+fn a_killed_remote_bash_client_has_its_command_hung_up_after_the_grace() {
+    let env = Env::new("remote-bash-killed").with("EUKHE_TEST_SHORT_WINDOWS", "1");
+    let Some(r) = Remote::start(env, "bash-killed") else {
+        return;
+    };
+    r.ok_new();
+    let client = r.bash("echo started; sleep 600");
+    let ssh = ssh_children(client.id());
+    let killed_at = Instant::now();
+    kill9(client.id());
+    for pid in ssh {
+        kill9(pid);
+    }
+    let _ = client.wait_with_output();
+    let end = r.ended_within(1, AT_ONCE);
+    assert_eq!(end, "[bash 1 killed by signal 1]");
+    // Not at once: its client might have come back until the grace ended.
+    assert!(
+        killed_at.elapsed() >= SHORT_GRACE,
+        "hung up {:?} after its client was killed",
+        killed_at.elapsed()
+    );
+}
+
+impl Remote {
+    /// The remote session `s`.
+    fn ok_new(&self) {
+        let out = self.command(&["new", "--name", "s"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "new failed: {}\nsshd: {}",
+            text(&out.stderr),
+            self.sshd.log()
+        );
+    }
+}
+
+/// `pipeline` run by `sh`, with `$EUKHE` the binary and `$H` the host, in
+/// the client's environment.
+fn client_shell(r: &Remote, pipeline: &str) -> std::process::Output {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", pipeline])
+        .env("EUKHE", env!("CARGO_BIN_EXE_eukhe"))
+        .env("H", r.sshd.host());
+    for (name, value) in &r.client.vars {
+        sh.env(name, value);
+    }
+    sh.output().unwrap()
+}
+
+#[test]
+fn standard_input_reaches_a_remote_bash_whole() {
+    let Some(r) = Remote::start(Env::new("remote-bash-stdin"), "bash-stdin") else {
+        return;
+    };
+    r.ok_new();
+    let out = client_shell(
+        &r,
+        r#"printf 'a\nb\n' | "$EUKHE" --host "$H" bash s -- 'wc -l'"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "2", "{}", text(&out.stderr));
+    // 50 MB, through a pipe and from a file, read there as here.
+    let input = r.client.dir.join("input");
+    let mut bytes = Vec::with_capacity(50 << 20);
+    let mut x: u32 = 0x9e37_79b9;
+    while bytes.len() < 50 << 20 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(&input, &bytes).unwrap();
+    let here = Command::new("sha256sum").arg(&input).output().unwrap();
+    let here = text(&here.stdout);
+    let here = here.split_whitespace().next().unwrap();
+    let path = input.display();
+    for pipeline in [
+        format!(r#""$EUKHE" --host "$H" bash s -- sha256sum < '{path}'"#),
+        format!(r#"cat '{path}' | "$EUKHE" --host "$H" bash s -- sha256sum"#),
+    ] {
+        let out = client_shell(&r, &pipeline);
+        assert!(out.status.success(), "{pipeline}: {}", text(&out.stderr));
+        let there = text(&out.stdout);
+        assert_eq!(there.split_whitespace().next(), Some(here), "{pipeline}");
+    }
+}
