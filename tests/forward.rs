@@ -344,3 +344,57 @@ fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again(
     assert_eq!(r.ok(&["bash", "s", "--", "echo back"]), "back\n");
     assert_eq!(r.logins(), logins, "the forward did not carry it again");
 }
+
+#[test]
+fn a_bash_through_the_forward_rides_through_its_killed_ssh() {
+    let Some(r) = Remote::start("bash", "", &[]) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    let keeper = r.wait_forward();
+    let marker = r.env.dir.join("go");
+    let out_file = r.client.dir.join("out");
+    let host = r.sshd.host();
+    let mut client = r
+        .client
+        .command(&[
+            "--host",
+            &host,
+            "bash",
+            "-n",
+            "s",
+            "--",
+            &format!(
+                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo done; exit 3",
+                marker.display()
+            ),
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    wait_until(WITHIN, "the command's first line", || {
+        printed().contains("before")
+    });
+    assert!(
+        !descendants(client.id())
+            .iter()
+            .any(|&pid| cmdline(pid).starts_with("ssh")),
+        "the client ran ssh"
+    );
+    // The forward's connection drops: to the worker, a remote client's
+    // dropped connection, not its leaving.
+    kill9(r.forward_ssh(keeper).expect("the forward's ssh"));
+    wait_until(WITHIN, "the old keeper's end", || !alive(keeper));
+    std::fs::write(&marker, "").unwrap();
+    wait_until(WITHIN, "the client ends", || {
+        client.try_wait().unwrap().is_some()
+    });
+    let status = client.wait().unwrap();
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert_eq!(printed(), "before\ndone\n", "{stderr}");
+}
