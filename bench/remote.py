@@ -107,6 +107,10 @@ def bench_remote(kit, report, rounds):
         env = dict(eukhe.env, EUKHE_SSH=" ".join(sshd.ssh))
         subprocess.run([eukhe.binary, "--host", "localhost", "new", "--name", "s"], env=env,
                        check=True, capture_output=True)
+        # That first command started the host's forward: the commands timed
+        # go through it, as a user's after their first.
+        forwards = os.path.join(os.path.dirname(eukhe.env["EUKHE_SOCKET"]), "forward")
+        wait_forward(forwards)
 
         def quiet(argv):
             return lambda: subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL,
@@ -121,8 +125,32 @@ def bench_remote(kit, report, rounds):
         report.timing("12 remote round trip", samples, {eukhe_name: ["ssh localhost true"]})
     finally:
         if sshd is not None:
+            stop_forwards(os.path.join(os.path.dirname(eukhe.env["EUKHE_SOCKET"]), "forward"))
             sshd.close()
         eukhe.close()
+
+
+def wait_forward(forwards, within=10.0):
+    """Wait until a forward's socket listens in `forwards`."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        names = os.listdir(forwards) if os.path.isdir(forwards) else []
+        if any(n.endswith(".sock") and not n.endswith(".ssh.sock") for n in names):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"no forward listened in {forwards} within {within} s")
+
+
+def stop_forwards(forwards):
+    """End the forwards' keepers by their pids (each lock file holds its own)."""
+    if not os.path.isdir(forwards):
+        return
+    for name in os.listdir(forwards):
+        if name.endswith(".lock"):
+            try:
+                os.kill(int(open(os.path.join(forwards, name)).read().strip()), 15)
+            except (OSError, ValueError):
+                pass
 
 
 def main():

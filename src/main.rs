@@ -30,6 +30,13 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Proxy {
+            keep_forward: Some(host),
+            ..
+        } => eukhe::client::forward_keeper::main(&host),
+        Command::Proxy {
+            socket_path: true, ..
+        } => eukhe::client::forward::print_socket_path(),
+        Command::Proxy {
             lend_stdin: true, ..
         } => eukhe::client::lend::lender_main(),
         Command::Proxy { background, .. } => eukhe::client::proxy::main(background),

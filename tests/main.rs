@@ -11,6 +11,7 @@ mod bridge;
 mod daemon;
 mod damage;
 mod echo;
+mod forward;
 mod hosts;
 mod kernel;
 mod lifecycle;

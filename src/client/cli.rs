@@ -548,6 +548,14 @@ pub enum Command {
         /// daemon.
         #[arg(long)]
         background: bool,
+        /// Print the daemon's socket path (starting the daemon if none
+        /// answers) instead of connecting: for a client's forward.
+        #[arg(long, hide = true)]
+        socket_path: bool,
+        /// Keep this machine's forward to HOST's daemon instead (started
+        /// by a client, never by hand; `client::forward_keeper`).
+        #[arg(long, hide = true, value_name = "HOST")]
+        keep_forward: Option<String>,
         /// Lend standard input to a remote `eukhe bash` command (its
         /// client's second ssh): print this process's pid, then pass the
         /// input on through a pipe of its own.

@@ -30,22 +30,30 @@ pub struct Client {
     pub daemon: Hello,
     /// The `ssh` carrying the stream, for a remote daemon.
     transport: Option<Box<Transport>>,
+    /// Another machine's daemon (over its own ssh, or the host's forward).
+    remote: bool,
 }
 
 impl Client {
-    /// A client of a remote daemon, over `transport`'s stream.
-    pub(super) fn remote(stream: UnixStream, daemon: Hello, transport: Transport) -> Client {
+    /// A client of a remote daemon, over `transport`'s stream (none: the
+    /// host's forward, whose ssh is not this client's).
+    pub(super) fn remote(
+        stream: UnixStream,
+        daemon: Hello,
+        transport: Option<Transport>,
+    ) -> Client {
         Client {
             stream,
             daemon,
-            transport: Some(Box::new(transport)),
+            transport: transport.map(Box::new),
+            remote: true,
         }
     }
 
     /// Whether this is a remote daemon's connection, and the daemon tells a
     /// remote client's dropped connection from its leaving (`remote_clients`).
     pub fn serves_remote_bash(&self) -> bool {
-        self.transport.is_some()
+        self.remote
             && self
                 .daemon
                 .has(crate::protocol::hello::Capability::RemoteClients)
@@ -138,6 +146,7 @@ async fn handshake(paths: &Paths, role: Role) -> Result<Option<Client>, ClientEr
             stream,
             daemon,
             transport: None,
+            remote: false,
         })),
         Ok(Response::Error { message }) => Err(ClientError::Daemon { message }),
         Ok(other) => Err(ClientError::NoDaemon(format!(

@@ -9,6 +9,8 @@ use nix::unistd::{access, getuid, AccessFlags, Pid, User};
 use serde::Serialize;
 
 use super::connect::connect_existing;
+use super::remote::Target;
+use super::route::current_target;
 use crate::build_id::{build_id, version};
 use crate::config::Config;
 use crate::host::process::is_alive;
@@ -264,7 +266,24 @@ pub async fn run() -> Vec<Check> {
         Ok(HostKind::Process) => {}
         Err(e) => checks.push(check("backend", Err(e.into()))),
     }
-    let daemon = match connect_existing().await {
+    checks.extend(daemon_checks(&paths).await);
+    checks.push(check(
+        "client",
+        Ok(format!("v{} (build {})", version(), build_id())),
+    ));
+    checks
+}
+
+/// The daemon that answers (this machine's, or `--host`'s with the route
+/// its connection took).
+async fn daemon_checks(paths: &Paths) -> Vec<Check> {
+    let connected = connect_existing().await;
+    // A remote daemon's client says the way it went: its own ssh, or the forward.
+    let over_ssh = match &connected {
+        Ok(Some(client)) => Some(client.transport_pid().is_some()),
+        _ => None,
+    };
+    let daemon = match connected {
         Ok(Some(client)) => Ok(format!(
             "v{} (build {}, pid {}) on {}{}",
             client.daemon.version,
@@ -283,10 +302,9 @@ pub async fn run() -> Vec<Check> {
         )),
         Err(e) => Err(e.to_string()),
     };
-    checks.push(check("daemon", daemon));
-    checks.push(check(
-        "client",
-        Ok(format!("v{} (build {})", version(), build_id())),
-    ));
+    let mut checks = vec![check("daemon", daemon)];
+    if let (Target::Remote(host), Some(over_ssh)) = (current_target(), over_ssh) {
+        checks.push(check("route", Ok(super::forward::route(&host, over_ssh))));
+    }
     checks
 }

@@ -11,6 +11,8 @@ mod doctor;
 pub mod error;
 mod events;
 pub mod fast_args;
+pub mod forward;
+pub mod forward_keeper;
 pub mod hosts;
 mod interactive;
 pub mod lend;

@@ -70,7 +70,7 @@ async fn ready(background: bool) -> Result<UnixStream, ClientError> {
 }
 
 /// The proxy serves only its own user's daemon.
-fn refuse_foreign_socket(socket: &Path) -> Result<(), ClientError> {
+pub(super) fn refuse_foreign_socket(socket: &Path) -> Result<(), ClientError> {
     let owner = std::fs::metadata(socket)
         .map_err(ClientError::system(format!(
             "cannot read {}",

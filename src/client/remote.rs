@@ -21,6 +21,7 @@ use crate::laws::replace::{
 use crate::laws::timing::{duration_in_words, REMOTE_HELLO_MS, SSH_EXIT_MS};
 use crate::protocol::hello::Role;
 use crate::protocol::message::{Request, Response};
+use crate::protocol::Hello;
 use crate::protocol::{read_frame, write_frame, PROTOCOL_VERSION};
 
 /// Names the remote host every client command of this process goes to
@@ -246,15 +247,23 @@ impl Transport {
     }
 }
 
+/// The ssh command (`EUKHE_SSH`, else `ssh`).
+pub(super) fn ssh_command() -> String {
+    std::env::var(SSH_VAR).unwrap_or_else(|_| "ssh".into())
+}
+
+/// The eukhe to run on `host`: hosts.toml's command for this host, else
+/// the variable's, else eukhe.
+pub(super) fn remote_command(host: &RemoteHost) -> String {
+    super::hosts::remote_command(host)
+        .or_else(|| std::env::var(REMOTE_COMMAND_VAR).ok())
+        .unwrap_or_else(|| "eukhe".into())
+}
+
 /// Start `ssh HOST eukhe proxy` on a socket pair: the client's end, and
 /// the transport whose failure says why it ended.
 pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transport), ClientError> {
-    let ssh = std::env::var(SSH_VAR).unwrap_or_else(|_| "ssh".into());
-    // hosts.toml's command for this host, else the variable's, else eukhe.
-    let remote = super::hosts::remote_command(host)
-        .or_else(|| std::env::var(REMOTE_COMMAND_VAR).ok())
-        .unwrap_or_else(|| "eukhe".into());
-    let argv = ssh_argv(&ssh, &remote, host, background);
+    let argv = ssh_argv(&ssh_command(), &remote_command(host), host, background);
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(ClientError::system("cannot make a socket pair for ssh"))?;
     let theirs_out: OwnedFd = theirs
@@ -303,11 +312,27 @@ pub fn spawn(host: &RemoteHost, background: bool) -> Result<(UnixStream, Transpo
     Ok((stream, transport))
 }
 
-/// Reach `host`'s daemon as `start`: ssh to its proxy (`--background`
-/// for a background start, so the proxy never replaces a daemon there),
-/// say hello through it and apply the replacement law for a remote daemon
-/// (`laws::replace::remote_verdict`).
+/// Reach `host`'s daemon as `start`: a background start through the
+/// host's forward when one answers (`client::forward`), else ssh to its
+/// proxy (`--background` for a background start, so the proxy never
+/// replaces a daemon there), which also starts the forward for the next
+/// commands. Either way the client says hello itself and applies the
+/// replacement law for a remote daemon (`laws::replace::remote_verdict`).
 pub async fn connect_remote(host: &RemoteHost, start: ClientStart) -> Result<Client, ClientError> {
+    // An interactive start keeps the proxy path: the remote's own proxy
+    // may replace an idle older daemon there, which a forward cannot.
+    if start_kind(start) == ClientKind::Background {
+        if let Some(client) = super::forward::connect(host, start).await? {
+            return Ok(client);
+        }
+    }
+    let client = connect_over_ssh(host, start).await?;
+    super::forward::start_in_background(host);
+    Ok(client)
+}
+
+/// Reach `host`'s daemon through `ssh HOST eukhe proxy`.
+async fn connect_over_ssh(host: &RemoteHost, start: ClientStart) -> Result<Client, ClientError> {
     let kind = start_kind(start);
     let role = match kind {
         ClientKind::Interactive => Role::Interactive,
@@ -340,8 +365,19 @@ pub async fn connect_remote(host: &RemoteHost, start: ClientStart) -> Result<Cli
         }
         Err(_) => return Err(transport.failure(SSH_EXIT_MS).await),
     };
+    use_remote_daemon(host, start, &daemon)?;
+    Ok(Client::remote(stream, daemon, Some(transport)))
+}
+
+/// The replacement law for the remote daemon that said `daemon`: use it
+/// (saying a version difference in one line), or why not.
+pub(super) fn use_remote_daemon(
+    host: &RemoteHost,
+    start: ClientStart,
+    daemon: &Hello,
+) -> Result<(), ClientError> {
     let ours = our_build();
-    let theirs = their_hello(&daemon);
+    let theirs = their_hello(daemon);
     let verdict = remote_verdict(&ours, PROTOCOL_VERSION, &theirs, &host.to_string())?;
     if let Some(message) = &verdict.message {
         eprintln!("eukhe: {message}");
@@ -350,7 +386,7 @@ pub async fn connect_remote(host: &RemoteHost, start: ClientStart) -> Result<Cli
         ReplaceAction::Use => {
             match lacking_capability(start, &daemon.capabilities, &ours, &theirs.build) {
                 Some(message) => Err(ClientError::Remote(format!("on {host}: {message}"))),
-                None => Ok(Client::remote(stream, daemon, transport)),
+                None => Ok(()),
             }
         }
         ReplaceAction::Stop | ReplaceAction::ReplaceIfIdle => {

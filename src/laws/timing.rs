@@ -396,6 +396,22 @@ pub const REMOTE_HELLO_MS: u64 =
     SSH_LOGIN_MS + TM.client.launcher_wait + TM.client.daemon_start_wait;
 /// How long a client whose transport ended waits for ssh's exit status.
 pub const SSH_EXIT_MS: u64 = 2_000;
+/// How long a host's forward (`client::forward`) lives without a
+/// connection through it: as a `ControlPersist` of ten minutes, a burst
+/// of work with pauses between commands keeps it, and an ssh nobody uses
+/// goes away within a coffee break.
+pub const FORWARD_IDLE_MS: u64 = 600_000;
+/// How long a client waits for the remote daemon's hello through a
+/// host's forward before taking the ssh proxy path: the forward's start
+/// made sure that daemon runs, so it answers within a round trip; a
+/// daemon still starting (socket activation) is reached by the proxy.
+pub const FORWARD_HELLO_MS: u64 = 2_000;
+/// How often a forward's ssh asks the server whether it is alive
+/// (`ServerAliveInterval`); after `FORWARD_ALIVE_COUNT` unanswered asks
+/// ssh ends, and the forward with it: an unreachable host is let go.
+pub const FORWARD_ALIVE_INTERVAL_MS: u64 = 15_000;
+/// How many unanswered alive asks end a forward's ssh (`ServerAliveCountMax`).
+pub const FORWARD_ALIVE_COUNT: u64 = 3;
 
 // Poll and retry intervals: not timeouts (nothing gives up after them),
 // how often a waiter looks again. Kept here so no shell carries a literal.

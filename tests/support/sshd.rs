@@ -44,6 +44,11 @@ impl Sshd {
     /// directory under `name`; `None` when sshd cannot run here (said as
     /// `skip` says it: under CI that fails the test).
     pub fn start(remote: &Env, name: &str, path: RemotePath) -> Option<Sshd> {
+        Sshd::start_with(remote, name, path, "")
+    }
+
+    /// As `start`, with `extra` lines at the end of sshd's config.
+    pub fn start_with(remote: &Env, name: &str, path: RemotePath, extra: &str) -> Option<Sshd> {
         if !Path::new(SSHD).exists() {
             skip::skip_unless_ci(&format!(
                 "{SSHD} is missing: install openssh-server (scripts/setup does)"
@@ -72,7 +77,8 @@ impl Sshd {
         }
         std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
         let port = free_port();
-        std::fs::write(dir.join("sshd_config"), sshd_config(&dir, port, remote)).unwrap();
+        let config = sshd_config(&dir, port, remote) + extra;
+        std::fs::write(dir.join("sshd_config"), config).unwrap();
         std::fs::write(dir.join("ssh_config"), ssh_config(&dir, port)).unwrap();
         let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
         let config = dir.join("sshd_config").display().to_string();
@@ -121,8 +127,12 @@ impl Sshd {
 
     /// A client of this sshd's installation: its own local state (never
     /// used: every command goes through `--host`) and the ssh command.
+    /// Each command takes the ssh proxy path (no forward left behind);
+    /// a test of the forward turns it on (`EUKHE_FORWARD=1`).
     pub fn client(&self, name: &str) -> Env {
-        Env::new(name).with("EUKHE_SSH", &self.ssh_command())
+        Env::new(name)
+            .with("EUKHE_SSH", &self.ssh_command())
+            .with("EUKHE_FORWARD", "0")
     }
 
     /// What sshd wrote (its own log, `-e`).
