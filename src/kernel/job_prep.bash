@@ -11,6 +11,10 @@
     __eukhe_state __eukhe_in
   builtin unset __eukhe_a
   . "$__eukhe_restore"
+  # Bash looks up every signal's first disposition once, at its first
+  # `trap -p` out of POSIX mode (some hundred system calls): here, ahead
+  # of the job, not in its capture.
+  builtin trap -p >/dev/null 2>&1
   if [[ $__eukhe_take == template ]]; then
     # `.` (a claim's RESTORE_AHEAD): the kernel has written a spare's
     # first snapshot over the blank one this bash restored as it started;
@@ -79,10 +83,24 @@
   # A command whose parse fails here (a syntax error, or words that parse
   # only once an earlier line has run, as `shopt -s extglob` makes them)
   # runs as `bash -c` runs it, in a bash over the restore with the options
-  # it begins with; its state stays as it was. The parse, in a subshell,
-  # executes nothing after its `set -n` (quoted: never the user's alias).
-  if ! { ( builtin eval "\\builtin set -n
-$__eukhe_cmd" ); } 2>/dev/null; then
+  # it begins with; its state stays as it was. The parse executes nothing
+  # after its `set -n` (quoted: never the user's alias). It runs in this
+  # shell, without a fork, when nothing can see it (a function whose
+  # `local -` ends the `set -n` as it returns); else in a subshell: a
+  # DEBUG, ERR or RETURN trap, function or error tracing and extdebug
+  # would see the call, and under `set -e` or POSIX mode a failed parse
+  # would end this shell.
+  __eukhe_parse() {
+    builtin local -
+    builtin eval "\\builtin set -n
+$__eukhe_cmd"
+  }
+  if [[ -n ${__eukhe_parse_apart-} || $- == *[eET]* || :$SHELLOPTS: == *:posix:* ||
+    :$BASHOPTS: == *:extdebug:* ]]; then
+    __eukhe_parse() { ( builtin eval "\\builtin set -n
+$__eukhe_cmd" ); }
+  fi
+  if ! { __eukhe_parse; } 2>/dev/null; then
     builtin printf 'skip\0\0\0' >"$__eukhe_state"
     IFS=: builtin read -r -a __eukhe_names <<<"$__eukhe_so0"
     __eukhe_opts=()
@@ -90,5 +108,7 @@ $__eukhe_cmd" ); } 2>/dev/null; then
     BASH_ENV=$__eukhe_restore builtin exec -a bash "$BASH" --norc --noprofile \
       "${__eukhe_opts[@]}" -c "$__eukhe_cmd" <"${__eukhe_in:-/dev/null}"
   fi
+  # `$_` as it was before the check: the last word of the `export` above.
+  builtin unset -f __eukhe_parse; builtin export -n __eukhe_cmd
   if [[ $__eukhe_off == *v* ]]; then builtin printf '%s\n' "$__eukhe_cmd" >&2; fi
 }

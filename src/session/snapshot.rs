@@ -200,7 +200,14 @@ impl Snapshot {
     /// Traps and `set -o`: what a job's own bash applies after it has
     /// taken its job (they must not act on eukhe's code before it).
     pub fn late_script(&self) -> String {
-        self.script_of(&["trap", "set"])
+        let mut script = self.script_of(&["trap", "set"]);
+        // A trap that would see the job's bash call a function: it checks
+        // the command's syntax in a subshell (`job_prep.bash`).
+        let traps = self.items.get("trap:").map_or("", String::as_str);
+        if ["DEBUG", "ERR", "RETURN"].iter().any(|s| traps.contains(s)) {
+            script += "__eukhe_parse_apart=y\n";
+        }
+        script
     }
 
     fn script_of(&self, kinds: &[&str]) -> String {
@@ -287,6 +294,28 @@ pub fn load_or_migrate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trap_that_would_see_a_function_call_has_the_syntax_checked_apart() {
+        let plain = Snapshot::fresh("/", &BTreeMap::new());
+        let mut exiting = plain.clone();
+        exiting
+            .items
+            .insert("trap:".into(), "trap -- 'echo bye' EXIT".into());
+        for quiet in [&plain, &exiting] {
+            assert!(!quiet.late_script().contains("__eukhe_parse_apart"));
+        }
+        for signal in ["DEBUG", "ERR", "RETURN"] {
+            let mut traced = plain.clone();
+            traced
+                .items
+                .insert("trap:".into(), format!("trap -- 'echo seen' {signal}"));
+            assert!(
+                traced.late_script().contains("__eukhe_parse_apart=y\n"),
+                "{signal}"
+            );
+        }
+    }
 
     #[test]
     fn overlapping_jobs_each_keep_their_changes_in_the_order_they_ended() {
