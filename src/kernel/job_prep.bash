@@ -60,6 +60,31 @@
     builtin printf 'skip\0cwd\0%s\0status\0\0%s\0' "$__eukhe_lost_cwd" 1 >"$__eukhe_state"
     builtin exit 1
   fi
+  # The command's syntax check (below), defined before the traps are set.
+  # It parses in this shell, without a fork, when nothing can see it (a
+  # function whose `local -` ends the `set -n` as it returns); else in a
+  # subshell: a DEBUG, ERR or RETURN trap (the restore says so), function
+  # or error tracing and extdebug would see the call, and under `set -e`
+  # or POSIX mode a failed parse would end this shell.
+  if [[ -n ${__eukhe_parse_apart-} ]]; then
+    __eukhe_parse() {
+      builtin unset -f __eukhe_parse
+      ( builtin eval "\\builtin set -n
+$__eukhe_cmd" )
+    }
+  else
+    __eukhe_parse() {
+      builtin unset -f __eukhe_parse
+      builtin local -
+      if [[ $- == *[eET]* || :$SHELLOPTS: == *:posix:* || :$BASHOPTS: == *:extdebug:* ]]; then
+        ( builtin eval "\\builtin set -n
+$__eukhe_cmd" )
+      else
+        builtin eval "\\builtin set -n
+$__eukhe_cmd"
+      fi
+    }
+  fi
   . "$__eukhe_late"
   # The options the command begins with: if it leaves them so, the
   # capture does not list them (bash writes each line of `set +o` and
@@ -84,23 +109,9 @@
   # only once an earlier line has run, as `shopt -s extglob` makes them)
   # runs as `bash -c` runs it, in a bash over the restore with the options
   # it begins with; its state stays as it was. The parse executes nothing
-  # after its `set -n` (quoted: never the user's alias). It runs in this
-  # shell, without a fork, when nothing can see it (a function whose
-  # `local -` ends the `set -n` as it returns); else in a subshell: a
-  # DEBUG, ERR or RETURN trap, function or error tracing and extdebug
-  # would see the call, and under `set -e` or POSIX mode a failed parse
-  # would end this shell.
-  __eukhe_parse() {
-    builtin local -
-    builtin eval "\\builtin set -n
-$__eukhe_cmd"
-  }
-  if [[ -n ${__eukhe_parse_apart-} || $- == *[eET]* || :$SHELLOPTS: == *:posix:* ||
-    :$BASHOPTS: == *:extdebug:* ]]; then
-    __eukhe_parse() { ( builtin eval "\\builtin set -n
-$__eukhe_cmd" ); }
-  fi
-  if ! { __eukhe_parse; } 2>/dev/null; then
+  # after its `set -n` (quoted: never the user's alias). Its argument
+  # leaves `$_` as it was.
+  if ! { __eukhe_parse __eukhe_cmd; } 2>/dev/null; then
     builtin printf 'skip\0\0\0' >"$__eukhe_state"
     IFS=: builtin read -r -a __eukhe_names <<<"$__eukhe_so0"
     __eukhe_opts=()
@@ -108,7 +119,5 @@ $__eukhe_cmd" ); }
     BASH_ENV=$__eukhe_restore builtin exec -a bash "$BASH" --norc --noprofile \
       "${__eukhe_opts[@]}" -c "$__eukhe_cmd" <"${__eukhe_in:-/dev/null}"
   fi
-  # `$_` as it was before the check: the last word of the `export` above.
-  builtin unset -f __eukhe_parse; builtin export -n __eukhe_cmd
   if [[ $__eukhe_off == *v* ]]; then builtin printf '%s\n' "$__eukhe_cmd" >&2; fi
 }

@@ -194,20 +194,21 @@ impl Snapshot {
         // A bash started over this script as its BASH_ENV (a command that
         // only parses as it runs, `job_prep.bash`) passes it on to no
         // program; no snapshot holds it.
-        format!("\\builtin unset BASH_ENV\n{}", self.script_of(&early))
+        // A trap that would see the job's bash call a function: that bash
+        // checks the command's syntax in a subshell (`job_prep.bash`).
+        let traps = self.items.get("trap:").map_or("", String::as_str);
+        let apart = ["DEBUG", "ERR", "RETURN"].iter().any(|s| traps.contains(s));
+        format!(
+            "\\builtin unset BASH_ENV\n__eukhe_parse_apart={}\n{}",
+            if apart { "y" } else { "" },
+            self.script_of(&early)
+        )
     }
 
     /// Traps and `set -o`: what a job's own bash applies after it has
     /// taken its job (they must not act on eukhe's code before it).
     pub fn late_script(&self) -> String {
-        let mut script = self.script_of(&["trap", "set"]);
-        // A trap that would see the job's bash call a function: it checks
-        // the command's syntax in a subshell (`job_prep.bash`).
-        let traps = self.items.get("trap:").map_or("", String::as_str);
-        if ["DEBUG", "ERR", "RETURN"].iter().any(|s| traps.contains(s)) {
-            script += "__eukhe_parse_apart=y\n";
-        }
-        script
+        self.script_of(&["trap", "set"])
     }
 
     fn script_of(&self, kinds: &[&str]) -> String {
@@ -303,7 +304,7 @@ mod tests {
             .items
             .insert("trap:".into(), "trap -- 'echo bye' EXIT".into());
         for quiet in [&plain, &exiting] {
-            assert!(!quiet.late_script().contains("__eukhe_parse_apart"));
+            assert!(quiet.template_script().contains("__eukhe_parse_apart=\n"));
         }
         for signal in ["DEBUG", "ERR", "RETURN"] {
             let mut traced = plain.clone();
@@ -311,7 +312,7 @@ mod tests {
                 .items
                 .insert("trap:".into(), format!("trap -- 'echo seen' {signal}"));
             assert!(
-                traced.late_script().contains("__eukhe_parse_apart=y\n"),
+                traced.template_script().contains("__eukhe_parse_apart=y\n"),
                 "{signal}"
             );
         }
