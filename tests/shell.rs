@@ -199,3 +199,33 @@ fn words_that_parse_only_once_an_earlier_line_ran_run_as_in_bash_dash_c() {
         "off\n"
     );
 }
+
+#[test]
+fn a_syntax_error_keeps_the_state_under_any_options_and_traps() {
+    let env = Env::new("shell-parse");
+    // The command's syntax is checked in its shell or, where a function's
+    // call would show or a failed parse would end that shell, apart.
+    for setup in [
+        ":",
+        "set -e",
+        "set -o posix",
+        "trap 'echo debug >&2' DEBUG",
+        "trap 'echo err >&2' ERR; set -E",
+        "set -T",
+        "shopt -s extdebug",
+        "alias say=echo",
+    ] {
+        let id = new_session(&env, None);
+        let set = bash(&env, &id, &format!("{setup}; X=1"));
+        assert!(set.status.success(), "{setup}: {set:?}");
+        let broken = bash(&env, &id, "X=2; echo ran; (");
+        assert_eq!(broken.status.code(), Some(2), "{setup}: {broken:?}");
+        assert_eq!(text(&broken.stdout), "", "{setup}: {broken:?}");
+        assert!(
+            text(&broken.stderr).contains("syntax error"),
+            "{setup}: {broken:?}"
+        );
+        let after = bash(&env, &id, "echo $X");
+        assert_eq!(text(&after.stdout), "1\n", "{setup}: {after:?}");
+    }
+}
