@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
 use super::connect::{connect, Client};
 use super::error::ClientError;
-use super::interactive::{pass_terminal, passthrough_failed, RunKeys};
+use super::interactive::{pass_terminal, passthrough_failed};
 use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::window_size;
@@ -97,13 +97,13 @@ async fn pass_through(
         if read_only {
             return pass_terminal(program, &mut NoKeys, &detach).await;
         }
+        let size = window_size(io::stdin().as_fd());
+        let window = size.map(|(rows, cols)| WindowSize { rows, cols });
+        let mut keys = Typing::open(session, input, window).await;
         // Attaching makes this window the one whose size the terminal takes.
-        let Some((rows, cols)) = window_size(io::stdin().as_fd()) else {
-            let mut keys = RunKeys::new(session, input);
-            return pass_terminal(program, &mut keys, &detach).await;
-        };
-        let mut keys = Typing::open(session, input, WindowSize { rows, cols }).await;
-        let _ = keys.resize(rows, cols).await;
+        if let Some((rows, cols)) = size {
+            let _ = keys.resize(rows, cols).await;
+        }
         pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);

@@ -52,17 +52,21 @@ pub(super) struct Typing {
 
 impl Typing {
     /// Keys for run `input` of `session`, straight to its kernel when it
-    /// takes them, of a window of `size`; through the worker otherwise.
-    pub(super) async fn open(session: &str, input: u64, size: WindowSize) -> Typing {
+    /// takes them, of a window of `size`; through the worker otherwise
+    /// (always, when the window's size is not known).
+    pub(super) async fn open(session: &str, input: u64, size: Option<WindowSize>) -> Typing {
         let within = Duration::from_millis(TYPIST_ANSWER_MS);
-        let direct = tokio::time::timeout(within, typist(session, input, size))
-            .await
-            .ok()
-            .flatten();
+        let direct = match size {
+            Some(size) => tokio::time::timeout(within, typist(session, input, size))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
         Typing {
             direct,
             through_worker: RunKeys::new(session, input),
-            size: Some(size),
+            size,
         }
     }
 
