@@ -162,3 +162,38 @@ fn two_attached_clients_type_into_one_run_and_each_sees_every_byte() {
     }
     assert_eq!(cols(&env), 100);
 }
+
+#[test]
+fn a_bash_tty_clients_keys_reach_the_program_while_the_worker_is_stopped() {
+    let env = Env::new("attach-direct-bash-tty");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let file = env.dir.join("typed.txt");
+    let command = format!(
+        "echo ready; read x; printf '%s' \"$x\" > '{}'",
+        file.display()
+    );
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    let Some(terminal) =
+        Terminal::open(&env, 24, 90, &[eukhe, "bash", "--tty", "a", "--", &command])
+    else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    let worker = Stopped::stop(env.worker(&id));
+    terminal.type_text("straight");
+    terminal.keys(&["Enter"]);
+    let mut seen = String::new();
+    let written = wait_for(WITHIN, || {
+        seen = std::fs::read_to_string(&file).unwrap_or_default();
+        seen == "straight"
+    });
+    assert!(
+        written,
+        "the keys did not reach the program with its worker stopped: {seen:?}"
+    );
+    drop(worker);
+    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
+        panic!("the client did not end:\n{}", terminal.screen());
+    }
+    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+}
