@@ -6,6 +6,7 @@
 mod support;
 
 mod agent;
+mod attach_direct;
 mod attach_tty;
 mod bridge;
 mod daemon;

@@ -22,14 +22,16 @@ use tokio::sync::mpsc;
 use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
 use super::connect::{connect, Client};
 use super::error::ClientError;
-use super::interactive::{pass_terminal, passthrough_failed, RunKeys};
+use super::interactive::{pass_terminal, passthrough_failed};
 use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::window_size;
+use super::typist::Typing;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::message::{Response, SessionRequest};
 use crate::protocol::screen::ScreenState;
+use crate::protocol::tty::WindowSize;
 
 /// What a person's terminal is cleared with before a screen is painted:
 /// the main screen, modes reset, cursor home, everything erased.
@@ -95,9 +97,11 @@ async fn pass_through(
         if read_only {
             return pass_terminal(program, &mut NoKeys, &detach).await;
         }
-        let mut keys = RunKeys::new(session, input);
+        let size = window_size(io::stdin().as_fd());
+        let window = size.map(|(rows, cols)| WindowSize { rows, cols });
+        let mut keys = Typing::open(session, input, window).await;
         // Attaching makes this window the one whose size the terminal takes.
-        if let Some((rows, cols)) = window_size(io::stdin().as_fd()) {
+        if let Some((rows, cols)) = size {
             let _ = keys.resize(rows, cols).await;
         }
         pass_terminal(program, &mut keys, &detach).await
@@ -167,8 +171,10 @@ async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
         let mut client = open(session, ClientStart::Reattach, request).await?;
         match client.receive().await? {
             Response::Redraw { data, .. } => Ok(Again::Watching(client, data)),
+            // The worker's words say how it ended (cut short, its kernel
+            // gone, or its status).
             Response::Error { message } => match ended(session, input).await {
-                Some(status) => Ok(Again::Ended(format!("run {input} exited {status}"))),
+                Some(_) => Ok(Again::Ended(message)),
                 None => Err(ClientError::Daemon { message }),
             },
             other => super::cli::unexpected(other),

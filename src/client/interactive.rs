@@ -5,7 +5,7 @@
 //! detach. Output follows the run's own connection (riding through a lost
 //! worker as any run's does); keys and sizes go on a second connection
 //! (`TypeInto`), opened once the run has its number and again after a
-//! worker restart.
+//! worker restart; or straight to the kernel (`typist`) when it takes them.
 
 use std::cell::Cell;
 use std::io;
@@ -120,7 +120,9 @@ async fn follow(
     let passing = async {
         numbered.notified().await;
         let input = number.get().expect("told once numbered");
-        let mut keys = RunKeys::new(session, input);
+        let size = super::terminal::size::window_size(io::stdin().as_fd());
+        let window = size.map(|(rows, cols)| crate::protocol::tty::WindowSize { rows, cols });
+        let mut keys = super::typist::Typing::open(session, input, window).await;
         pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);

@@ -31,6 +31,7 @@ pub mod stdout;
 pub mod terminal;
 mod top;
 mod tty_run;
+mod typist;
 pub mod usage;
 pub mod wait_for;
 pub mod wake;

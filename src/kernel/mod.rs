@@ -28,6 +28,7 @@ mod session_dir;
 pub mod spool;
 mod tree;
 mod tty;
+mod typist;
 mod zygote;
 
 use std::cell::RefCell;

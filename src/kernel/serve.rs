@@ -82,7 +82,7 @@ pub async fn run(
 
 /// Send a control message (never held back by output waiting for a slow
 /// worker, never dropped).
-fn send(control: &mpsc::UnboundedSender<Vec<u8>>, message: &FromKernel) {
+pub(super) fn send(control: &mpsc::UnboundedSender<Vec<u8>>, message: &FromKernel) {
     if let Ok(frame) = encode(message) {
         let _ = control.send(frame);
     }
@@ -149,7 +149,7 @@ async fn connection(ctx: Rc<Context>, stream: UnixStream) {
 }
 
 /// A worker's connection, read a frame at a time.
-type FrameReader = tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>;
+pub(super) type FrameReader = tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>;
 
 /// How a connection's service ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,7 +190,7 @@ async fn serve_connection(
             }
         };
         match request {
-            ToKernel::Hello { .. } => {}
+            ToKernel::Hello { .. } | ToKernel::Typist { .. } => {}
             start @ ToKernel::Start { .. } => start_job(ctx, control, start),
             request @ (ToKernel::Keys { .. } | ToKernel::Resize { .. }) => {
                 terminal_request(ctx, request, control)
@@ -231,7 +231,11 @@ async fn serve_connection(
 
 /// Keys or a resize for a terminal job: its program is woken, so whether
 /// it waits for input is looked at afresh.
-fn terminal_request(ctx: &Context, request: ToKernel, control: &mpsc::UnboundedSender<Vec<u8>>) {
+pub(super) fn terminal_request(
+    ctx: &Context,
+    request: ToKernel,
+    control: &mpsc::UnboundedSender<Vec<u8>>,
+) {
     let mut kernel = ctx.kernel.borrow_mut();
     if let ToKernel::Keys { job, .. } | ToKernel::Resize { job, .. } = &request {
         kernel.core.terminal_nudged(job, mono_ms());
@@ -254,6 +258,8 @@ enum Greeted {
     Serve,
     /// A worker of another protocol asked for the stop, which is done.
     Stop,
+    /// The worker left, or a typist did (`typist`: an attached client's
+    /// keys, served here).
     Leave,
 }
 
@@ -281,7 +287,15 @@ async fn greet(
     read: &mut FrameReader,
     control: &mpsc::UnboundedSender<Vec<u8>>,
 ) -> Greeted {
-    let Ok(ToKernel::Hello { protocol, .. }) = read_frame::<ToKernel, _>(read).await else {
+    let protocol = match read_frame::<ToKernel, _>(read).await {
+        Ok(ToKernel::Hello { protocol, .. }) => Some(protocol),
+        Ok(ToKernel::Typist { job, size }) => {
+            super::typist::serve(ctx, read, control, (job, size)).await;
+            return Greeted::Leave;
+        }
+        _ => None,
+    };
+    let Some(protocol) = protocol else {
         send(
             control,
             &FromKernel::Error {

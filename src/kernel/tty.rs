@@ -160,6 +160,12 @@ impl Terminals {
         }
     }
 
+    /// The size `job`'s terminal took last, if it has one.
+    pub fn size(&self, job: &str) -> Option<WindowSize> {
+        let terminal = self.by_job.get(job)?;
+        terminal.sizes.last().map(|taken| taken.size)
+    }
+
     /// Set `job`'s window size, taken by the worker's screen at spool
     /// offset `at` of its output; its program gets SIGWINCH.
     pub fn resize(&mut self, job: &str, size: WindowSize, at: u64) -> Result<(), String> {

@@ -294,6 +294,11 @@ pub const CATCH_UP_RETRY_MS: u64 = 50;
 /// gives up after it (the kernel holds the session's runs, and only its
 /// death ends them).
 pub const KERNEL_ANSWER_MS: u64 = 5_000;
+/// How long an attached client waits for its session's worker to say
+/// where its keys may go past it, then for the kernel to take it as a
+/// typist (each answers at once when healthy). Not a law's timeout:
+/// without the answer the keys go through the worker, as before.
+pub const TYPIST_ANSWER_MS: u64 = 1_000;
 /// How long a shell reset (`eukhe reset`, MCP `bash` with `restart`) may
 /// take before its client is told it failed: the old kernel's teardown,
 /// then a new kernel's start.

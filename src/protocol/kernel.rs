@@ -22,8 +22,10 @@ use super::tty::WindowSize;
 /// version and lets any other only ask it to stop. 11: `FromKernel::Output`,
 /// small spooled records sent inline. 12: `Resize`'s `at` and `Hello`'s
 /// `terminals`, each terminal job's sizes and where in its output each
-/// began; `Keys`'s `quiet`).
-pub const KERNEL_PROTOCOL: u32 = 12;
+/// began; `Keys`'s `quiet`. 13: `Typist`, a client's own connection for
+/// one terminal job's keys, and `FromKernel::Resized`, a size the kernel
+/// took for such a client).
+pub const KERNEL_PROTOCOL: u32 = 13;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -146,6 +148,18 @@ pub enum ToKernel {
         /// taken when it took this size: a rebuilt screen takes it there.
         #[serde(default)]
         at: u64,
+    },
+    /// The first frame of a typist's connection (an attached client's
+    /// own, not a worker's): its `Keys` and `Resize` for terminal job `job`
+    /// follow, written by the kernel as they come. Its terminal takes
+    /// `size` before its keys are written when another size was taken
+    /// since (the size of whoever typed or resized last). The kernel
+    /// answers `Keyed` without an error when `job` has a terminal.
+    Typist {
+        /// The job's tag.
+        job: String,
+        /// The typist's window size.
+        size: WindowSize,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.
@@ -271,6 +285,16 @@ pub enum FromKernel {
         /// Why they were not written.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// Terminal job `job` took `size` for a typist, at spool offset `at`
+    /// of its output: the worker's screen takes it too.
+    Resized {
+        /// The job's tag.
+        job: String,
+        /// The new size.
+        size: WindowSize,
+        /// The job's spool offset when it took it.
+        at: u64,
     },
     /// Whether terminal job `job` waits for input now (`laws::waiting`):
     /// told when it changes, when the job ends (false), and to a worker

@@ -250,6 +250,13 @@ pub enum SessionRequest {
         /// The running terminal run's input number.
         input: u64,
     },
+    /// Where running input `input`'s keys may go straight to the kernel
+    /// that holds its terminal (a typist's connection, past the worker):
+    /// answered `Typist`, or an error saying the input is not running.
+    Typist {
+        /// The running terminal run's input number.
+        input: u64,
+    },
     /// The transcript rebuilt from stored messages: all of it, the last
     /// `tail` entries, those after entry `after`, or input `input`'s
     /// entries; with `follow`, then live entries until the client leaves
@@ -617,6 +624,14 @@ pub enum Response {
         /// The bytes.
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
+    },
+    /// The answer to `typist`: the session's id, whose kernel's socket
+    /// takes a typist, and the tag of the run's job there.
+    Typist {
+        /// The session's id.
+        session: String,
+        /// The job's tag.
+        job: String,
     },
     /// The answer to `screen`: a terminal run's screen as it is now.
     Screen {

@@ -405,6 +405,10 @@ async fn serve(
             FromKernel::Waiting { job, waiting } => {
                 super::waiting::waiting_changed(&mut worker.borrow_mut(), &job, waiting);
             }
+            FromKernel::Resized { job, size, at } => {
+                let taken = ToKernel::Resize { job, size, at };
+                worker.borrow_mut().screens_see_kernel(&taken);
+            }
             FromKernel::Keyed { job, error } => {
                 worker.borrow_mut().clients.keys.keyed(&job, error);
             }

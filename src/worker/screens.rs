@@ -48,6 +48,8 @@ pub struct KeptScreen {
     pub waiting: bool,
     /// Its exit status, once it ended.
     pub ended: Option<i32>,
+    /// It ended without its status: its kernel is gone.
+    pub interrupted: bool,
 }
 
 /// The screens of the terminal jobs that run now, by input number, and the
@@ -105,6 +107,7 @@ impl Screens {
                 screen,
                 waiting: false,
                 ended: None,
+                interrupted: false,
             },
         );
         self.touched();
@@ -180,6 +183,24 @@ impl Screens {
             self.last_ended = Some((input, kept));
             self.touched();
         }
+    }
+
+    /// Input `input` was cut short, its kernel gone.
+    pub fn interrupt(&mut self, input: RunId) {
+        self.end(input, 255);
+        if let Some((ended, kept)) = &mut self.last_ended {
+            kept.interrupted |= *ended == input;
+        }
+    }
+
+    /// How input `input` ended, in words, if its screen says it ended.
+    pub fn ended_words(&self, input: RunId) -> Option<String> {
+        let (_, kept) = self.find(ScreenAsked::Input(input)).ok()?;
+        let status = kept.ended?;
+        Some(match kept.interrupted {
+            true => format!("run {input} was cut short: the kernel running it is gone"),
+            false => format!("run {input} exited {status}"),
+        })
     }
 
     /// The screen `asked` names, as the wire shows it, or why there is
@@ -353,7 +374,7 @@ impl Worker {
         }
         match body {
             EntryBody::RunFinished { input, status, .. } => self.screens.end(*input, *status),
-            EntryBody::RunInterrupted { input } => self.screens.end(*input, 255),
+            EntryBody::RunInterrupted { input } => self.screens.interrupt(*input),
             EntryBody::BashFinished {
                 bash: Some(number),
                 status,
@@ -444,17 +465,15 @@ impl Worker {
             return Err("no run runs in this session: nothing to pass through".to_string());
         };
         if current != Some(run) {
-            return Err(match self.screens.state(ScreenAsked::Input(run)) {
-                Ok(ScreenState {
-                    ended: Some(status),
-                    ..
-                }) => format!("run {run} exited {status}"),
-                _ => format!("run {run} does not run now"),
-            });
+            let words = self.screens.ended_words(run);
+            return Err(words.unwrap_or_else(|| format!("run {run} does not run now")));
         }
         match self.screens.redraw(ScreenAsked::Input(run)) {
             Ok((run, data, None)) => Ok((run, data)),
-            Ok((_, _, Some(status))) => Err(format!("run {run} exited {status}")),
+            Ok((_, _, Some(status))) => Err(self
+                .screens
+                .ended_words(run)
+                .unwrap_or_else(|| format!("run {run} exited {status}"))),
             Err(_) => Err(self.screen_not_yet(Some(run)).unwrap_or_else(|| {
                 format!("run {run} is no terminal run: its output is in `eukhe log`")
             })),

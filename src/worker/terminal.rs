@@ -111,9 +111,17 @@ pub fn keys(worker: &mut Worker, input: Option<u64>, data: Vec<u8>, client: &Out
 }
 
 /// `TypeInto`: whether input `input` runs, so the connection's keys have
-/// a terminal to go to.
-pub fn type_into(worker: &Worker, input: u64, client: &Outbox) {
+/// a terminal to go to. `Typist`: where its keys go straight to the
+/// kernel, if it runs.
+pub fn typing(worker: &Worker, request: SessionRequest, client: &Outbox) {
+    let (SessionRequest::TypeInto { input } | SessionRequest::Typist { input }) = request else {
+        return;
+    };
     let _ = client.send(match job_of(&worker.core, Some(input)) {
+        Ok(job) if matches!(request, SessionRequest::Typist { .. }) => Response::Typist {
+            session: worker.meta.id.clone(),
+            job,
+        },
         Ok(_) => Response::Ok,
         Err(message) => Response::Error { message },
     });

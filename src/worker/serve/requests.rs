@@ -161,8 +161,8 @@ pub(super) async fn session_request(
         SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
-        SessionRequest::TypeInto { input } => {
-            crate::worker::terminal::type_into(&worker.borrow(), input, tx)
+        request @ (SessionRequest::TypeInto { .. } | SessionRequest::Typist { .. }) => {
+            crate::worker::terminal::typing(&worker.borrow(), request, tx)
         }
         SessionRequest::Cancel { all } => cancel_run(worker, all, tx),
         SessionRequest::CancelInput { input } => cancel_input(worker, input, tx),

@@ -1,0 +1,199 @@
+//! An attached client's keys go straight to the kernel that holds the
+//! run's terminal (issue 53, keystroke echo), in a real terminal: tmux is
+//! the person's terminal (`support::terminal`). The worker is not on the
+//! keys' way: they reach the program while it is stopped; a kernel's
+//! death still interrupts the run once and the attach says so; several
+//! attached clients type into one run and each sees every byte.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::support::process::signal;
+use crate::support::terminal::Terminal;
+use crate::support::{kill9, wait_for, wait_until, Env};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// `eukhe attach a` in a `rows` x `cols` terminal.
+fn attach(env: &Env, (rows, cols): (u16, u16)) -> Option<Terminal> {
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    Terminal::open(env, rows, cols, &[eukhe, "attach", "a"])
+}
+
+/// Queue `command` as a terminal run of session `a`, and wait until its
+/// screen shows `shows`.
+fn start(env: &Env, command: &str, shows: &str) {
+    env.ok(&["send", "--tty", "a", "--", command]);
+    let mut last = String::new();
+    let shown = wait_for(WITHIN, || {
+        last = String::from_utf8_lossy(&env.run(&["screen", "a"]).stdout).into_owned();
+        last.contains(shows)
+    });
+    assert!(shown, "the run never showed {shows:?}:\n{last}");
+}
+
+/// The width of session `a`'s terminal, as its screen says.
+fn cols(env: &Env) -> serde_json::Value {
+    let out = env.ok(&["screen", "a", "--json"]);
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["cols"].clone()
+}
+
+/// A stopped process, continued however the test ends.
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        signal(pid, Signal::SIGSTOP);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
+    let env = Env::new("attach-direct-stopped");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let file = env.dir.join("typed.txt");
+    let command = format!(
+        "echo ready; read x; printf '%s' \"$x\" > '{}'; read y; echo \"then $y\"",
+        file.display()
+    );
+    start(&env, &command, "ready");
+    let Some(terminal) = attach(&env, (24, 90)) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_until(WITHIN, "the attach's width", || cols(&env) == 90);
+
+    let worker = Stopped::stop(env.worker(&id));
+    terminal.type_text("straight");
+    terminal.keys(&["Enter"]);
+    let mut seen = String::new();
+    let written = wait_for(WITHIN, || {
+        seen = std::fs::read_to_string(&file).unwrap_or_default();
+        seen == "straight"
+    });
+    assert!(
+        written,
+        "the keys did not reach the program with its worker stopped: {seen:?}"
+    );
+    drop(worker);
+    // The worker, going on, got every byte: the echo reaches the screen.
+    terminal.wait_screen(WITHIN, "the echo", |s| s.contains("straight"));
+    terminal.type_text("done");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
+    assert!(
+        terminal.screen().contains("then done"),
+        "{}",
+        terminal.screen()
+    );
+}
+
+#[test]
+fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so() {
+    let env = Env::new("attach-direct-kernel");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    start(
+        &env,
+        "trap '' HUP; echo ready; while read x; do echo \"got $x\"; done",
+        "ready",
+    );
+    let Some(terminal) = attach(&env, (24, 90)) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    terminal.type_text("one");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the answer", |s| s.contains("got one"));
+    kill9(env.kernel(&id).pid);
+    terminal.type_text("two");
+    terminal.keys(&["Enter"]);
+    terminal.wait_screen(WITHIN, "the attach's end", |s| {
+        s.contains("run 1 was cut short: the kernel running it is gone")
+    });
+    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
+        panic!("the attach did not end:\n{}", terminal.screen());
+    }
+    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    let log = env.log_with(&id, "[run 1 interrupted]", WITHIN);
+    assert_eq!(log.matches("interrupted").count(), 1, "{log}");
+}
+
+#[test]
+fn two_attached_clients_type_into_one_run_and_each_sees_every_byte() {
+    let env = Env::new("attach-direct-two");
+    env.ok(&["new", "--name", "a"]);
+    start(
+        &env,
+        "echo ready; read x; echo \"got $x\"; read y; echo \"then $y\"",
+        "ready",
+    );
+    let Some(first) = attach(&env, (24, 90)) else {
+        return;
+    };
+    first.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    let Some(second) = attach(&env, (30, 100)) else {
+        return;
+    };
+    second.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_until(WITHIN, "the last attach's width", || cols(&env) == 100);
+    // The first types: the terminal takes its size before its keys.
+    first.type_text("one");
+    first.keys(&["Enter"]);
+    for terminal in [&first, &second] {
+        terminal.wait_screen(WITHIN, "the first's answer", |s| s.contains("got one"));
+    }
+    assert_eq!(cols(&env), 90);
+    second.type_text("two");
+    second.keys(&["Enter"]);
+    for terminal in [&first, &second] {
+        terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
+        let screen = terminal.screen();
+        for line in ["ready", "one", "got one", "two", "then two"] {
+            assert!(screen.contains(line), "{line:?} missing:\n{screen}");
+        }
+    }
+    assert_eq!(cols(&env), 100);
+}
+
+#[test]
+fn a_bash_tty_clients_keys_reach_the_program_while_the_worker_is_stopped() {
+    let env = Env::new("attach-direct-bash-tty");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let file = env.dir.join("typed.txt");
+    let command = format!(
+        "echo ready; read x; printf '%s' \"$x\" > '{}'",
+        file.display()
+    );
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    let Some(terminal) =
+        Terminal::open(&env, 24, 90, &[eukhe, "bash", "--tty", "a", "--", &command])
+    else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    let worker = Stopped::stop(env.worker(&id));
+    terminal.type_text("straight");
+    terminal.keys(&["Enter"]);
+    let mut seen = String::new();
+    let written = wait_for(WITHIN, || {
+        seen = std::fs::read_to_string(&file).unwrap_or_default();
+        seen == "straight"
+    });
+    assert!(
+        written,
+        "the keys did not reach the program with its worker stopped: {seen:?}"
+    );
+    drop(worker);
+    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
+        panic!("the client did not end:\n{}", terminal.screen());
+    }
+    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+}
