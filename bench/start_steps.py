@@ -7,9 +7,9 @@ session's first command, their cost and their floor.
 Starts N sessions on a private daemon that keeps its spare session (the
 default), each as benchmark 1 starts them (`eukhe new`, then `eukhe bash ID
 -- echo hi`, a second of quiet before each), under `perf record -a` of a
-few tracepoints (as bench/steps.py: exec, exit, connect, accept4, recvmsg,
-recvfrom, sendto, sendmsg, fsync, fdatasync, rename; and the supervisor's
-own read and write). Each step is the time between two marks, the median
+few tracepoints (as bench/steps.py: exec, fork, exit, connect, recvmsg,
+recvfrom, sendto, sendmsg, fsync, fdatasync; and rename, unlink and openat;
+and the supervisor's own read and write). Each step is the time between two marks, the median
 over the starts:
 
   N1 `new`: exec to connect        the client's start
