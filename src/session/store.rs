@@ -223,28 +223,40 @@ pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), S
 }
 
 fn write_json_with<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<(), SessionError> {
+    let (file, tmp) = write_json_aside(path, value)?;
+    let written = if sync { file.sync_all() } else { Ok(()) };
+    drop(file);
+    written
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| forget_aside(&tmp, path, e))
+}
+
+/// `value` as JSON in a fresh 0600 file beside `path` (its `.tmp`), not
+/// yet synced nor renamed into place: the open file and its path.
+fn write_json_aside<T: Serialize>(
+    path: &Path,
+    value: &T,
+) -> Result<(std::fs::File, PathBuf), SessionError> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    let context = |e: std::io::Error| file_error("cannot write", path, e);
     let bytes = serde_json::to_vec_pretty(value)?;
-    let written = (|| {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&bytes)?;
-        if sync {
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    // A write that failed (a full disk) leaves nothing behind.
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        context(e)
-    })
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut file| file.write_all(&bytes).map(|_| file));
+    match written {
+        Ok(file) => Ok((file, tmp)),
+        Err(e) => Err(forget_aside(&tmp, path, e)),
+    }
+}
+
+/// A write that failed (a full disk) leaves nothing behind.
+fn forget_aside(tmp: &Path, path: &Path, source: std::io::Error) -> SessionError {
+    let _ = std::fs::remove_file(tmp);
+    file_error("cannot write", path, source)
 }
 
 /// Read JSON from `path`; `None` when the file does not exist.
@@ -417,12 +429,46 @@ pub fn write_session(
     env: Option<&crate::session::env::SessionEnv>,
     meta: &SessionMeta,
 ) -> Result<(), SessionError> {
-    // One sync of the directory puts both names on disk: the metadata's,
-    // which makes the session, never before the environment's.
-    if let Some(env) = env {
-        write_json_with(&files.env(), env, true)?;
+    let Some(env) = env else {
+        return write_json(&files.meta(), meta);
+    };
+    let (env_path, meta_path) = (files.env(), files.meta());
+    let (env_file, env_tmp) = write_json_aside(&env_path, env)?;
+    let (meta_file, meta_tmp) = match write_json_aside(&meta_path, meta) {
+        Ok(aside) => aside,
+        Err(e) => {
+            let _ = std::fs::remove_file(&env_tmp);
+            return Err(e);
+        }
+    };
+    // Both synced at once: the file system commits them together, where
+    // one after the other waits for two commits.
+    let synced = std::thread::scope(|scope| {
+        let env_synced = scope.spawn(|| env_file.sync_all());
+        let meta_synced = meta_file.sync_all();
+        let env_synced = env_synced
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sync's thread failed")));
+        (env_synced, meta_synced)
+    });
+    drop((env_file, meta_file));
+    let installed = match synced {
+        (Err(e), _) => Err(forget_aside(&env_tmp, &env_path, e)),
+        (_, Err(e)) => Err(forget_aside(&env_tmp, &meta_path, e)),
+        // The environment's name first: never the metadata without it.
+        _ => std::fs::rename(&env_tmp, &env_path)
+            .map_err(|e| forget_aside(&env_tmp, &env_path, e))
+            .and_then(|_| {
+                std::fs::rename(&meta_tmp, &meta_path)
+                    .map_err(|e| file_error("cannot write", &meta_path, e))
+            }),
+    };
+    if let Err(e) = installed {
+        let _ = std::fs::remove_file(&meta_tmp);
+        return Err(e);
     }
-    write_json(&files.meta(), meta)
+    // One sync of the directory puts both names on disk.
+    sync_name_of(&meta_path)
 }
 
 /// Sessions under `state` whose metadata cannot be read (so
@@ -509,6 +555,53 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let missing = dir.join("no-such-dir").join("records.log");
         assert!(append_durably(&missing, b"x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_new_sessions_files_are_both_there_or_neither_with_nothing_left_aside() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("eukhe-write-session-{}", std::process::id()));
+        create_session_dir(&dir).unwrap();
+        let files = SessionFiles::new(dir.clone());
+        let meta = SessionMeta {
+            id: "0123abcd".into(),
+            name: "first".into(),
+            cwd: "/".into(),
+            created_ms: 1,
+            engine: "shell".into(),
+            limits: Default::default(),
+        };
+        let env = crate::session::env::SessionEnv {
+            client: Some([("LANG".to_string(), "C.UTF-8".to_string())].into()),
+            set: Default::default(),
+        };
+        write_session(&files, Some(&env), &meta).unwrap();
+        let read: SessionMeta = read_json(&files.meta()).unwrap().unwrap();
+        assert_eq!(read.name, "first");
+        let read_env: crate::session::env::SessionEnv = read_json(&files.env()).unwrap().unwrap();
+        assert_eq!(read_env, env);
+        for file in [files.meta(), files.env()] {
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{file:?}");
+        }
+        let names = |dir: &Path| {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&dir), ["env.json", "meta.json"]);
+        // The metadata cannot be written (its file's place is taken): no
+        // session, and the environment is not left aside either.
+        let other = dir.join("other");
+        create_session_dir(&other).unwrap();
+        std::fs::create_dir(other.join("meta.tmp")).unwrap();
+        let files = SessionFiles::new(other.clone());
+        assert!(write_session(&files, Some(&env), &meta).is_err());
+        assert_eq!(names(&other), ["meta.tmp"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -117,7 +117,6 @@ pub async fn claim(
             slot.last_active_ms = crate::clock::mono_ms();
         }
     }
-    let _ = std::fs::remove_file(files.spare());
     // Not waited for: the session is there once `meta.json` is, and its
     // kernel makes the first snapshot at the first job if this word comes
     // late or never.
@@ -136,6 +135,9 @@ pub async fn claim(
                 "the worker of claimed spare {claimed} was not told: {e}"
             );
         }
+        // After the answer, not before it: removing a name waits for the
+        // file system's journal, and `meta.json` already outranks it.
+        let _ = std::fs::remove_file(files.spare());
     });
     let next = supervisor.clone();
     tokio::task::spawn_local(async move {
