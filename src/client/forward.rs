@@ -6,10 +6,11 @@
 //!
 //! The socket lives in `forward/` beside the local daemon's socket (a
 //! 0700 directory), one per host key: the address, the ssh command and
-//! the remote command, hashed. `eukhe forward HOST` (`forward_keeper`)
-//! (`eukhe proxy --keep-forward HOST`) keeps it. A forward that does not answer is never an error: the
-//! client takes the proxy path, which starts the forward for the next
-//! commands, at most once per idle period (`FORWARD_IDLE_MS`).
+//! the remote command, hashed. A keeper (`forward_keeper`, run as the
+//! hidden `eukhe proxy --keep-forward HOST`) keeps it. A forward that
+//! does not answer is never an error: the client takes the proxy path,
+//! which starts the forward for the next commands, at most once per idle
+//! period (`FORWARD_IDLE_MS`).
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
