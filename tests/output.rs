@@ -937,9 +937,15 @@ fn output_lost_as_a_command_ends_is_told_with_its_end() {
     env.ok(&["bash", &id, "--", "true"]);
     let filler = fill(&disk);
     for bash in 2..5 {
+        small_disk::top_up(&filler);
         let out = env.run(&["bash", &id, "--", "echo small; echo more"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "bash {bash}: {stderr}\n{}",
+            env.log(&id)
+        );
         assert!(
             stderr.contains("the command exited 0, but 11 bytes of its output could not be kept"),
             "{stderr}"

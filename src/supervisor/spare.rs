@@ -117,6 +117,14 @@ pub async fn claim(
             slot.last_active_ms = crate::clock::mono_ms();
         }
     }
+    // After the answer, not before it: removing a name waits for the
+    // file system's journal, and `meta.json` already outranks it. Not
+    // after the worker's word either, which may come late: until it is
+    // gone, the spare's file holds room on the state disk.
+    let spare_file = files.spare();
+    tokio::task::spawn_local(async move {
+        let _ = std::fs::remove_file(spare_file);
+    });
     // Not waited for: the session is there once `meta.json` is, and its
     // kernel makes the first snapshot at the first job if this word comes
     // late or never.
@@ -135,9 +143,6 @@ pub async fn claim(
                 "the worker of claimed spare {claimed} was not told: {e}"
             );
         }
-        // After the answer, not before it: removing a name waits for the
-        // file system's journal, and `meta.json` already outranks it.
-        let _ = std::fs::remove_file(files.spare());
     });
     let next = supervisor.clone();
     tokio::task::spawn_local(async move {

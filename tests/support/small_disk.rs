@@ -72,3 +72,15 @@ pub fn fill(disk: &SmallDisk) -> PathBuf {
     while file.write_all(&block).is_ok() {}
     path
 }
+
+/// Fill again what `disk`'s processes freed since `fill` (a job's scratch
+/// files removed at its end): the filler grows until the disk is full.
+pub fn top_up(filler: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(filler)
+        .unwrap();
+    let page = vec![0u8; 4096];
+    while file.write_all(&page).is_ok() {}
+}
