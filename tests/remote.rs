@@ -494,3 +494,28 @@ fn attach_and_a_terminal_run_from_a_terminal_over_host() {
     });
     assert_eq!(tty.exit_status(), Some(0), "{}", tty.screen());
 }
+
+/// `top`, the dashboard, over `--host`: the remote session's row with its
+/// run's last output line, and `q` leaves it.
+#[test]
+fn top_over_host_shows_the_remote_sessions() {
+    let Some(r) = Remote::start("top", RemotePath::WithEukhe) else {
+        return;
+    };
+    r.ok(&["new", "--name", "a"]);
+    r.ok(&["send", "a", "echo remote-top-$((6*7)); sleep 60"]);
+    let eukhe = env!("CARGO_BIN_EXE_eukhe");
+    let host = r.sshd.host();
+    let within = Duration::from_secs(20);
+    let Some(top) = Terminal::open(&r.client, 24, 120, &[eukhe, "--host", &host, "top"]) else {
+        return;
+    };
+    top.wait_screen(within, "the remote session's busy row", |s| {
+        s.lines()
+            .any(|l| l.contains(" busy ") && l.contains("remote-top-42"))
+    });
+    top.keys(&["q"]);
+    wait_until(within, "top to end", || top.exit_status().is_some());
+    assert_eq!(top.exit_status(), Some(0), "{}", top.screen());
+    r.ok(&["rm", "--force", "a"]);
+}
