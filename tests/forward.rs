@@ -1,11 +1,12 @@
 //! A host's forward (issue 55): after the first command over `--host`,
 //! the next ones go through a Unix socket OpenSSH carries to the remote
-//! daemon's, kept by `eukhe forward HOST`, against a real sshd on
-//! loopback (`support::sshd`). A forward that is gone or refused never
-//! makes a command fail: the ssh proxy path serves it.
+//! daemon's, kept by a keeper (`eukhe proxy --keep-forward HOST`),
+//! against a real sshd on loopback (`support::sshd`). A forward that is
+//! gone or refused never makes a command fail: the ssh proxy path serves
+//! it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use crate::support::process::{alive, cmdline, descendants};
@@ -117,6 +118,55 @@ impl Remote {
     }
 }
 
+impl Remote {
+    /// `eukhe --host HOST ARGS... COMMAND`, where COMMAND prints `before`,
+    /// waits for the go file, prints `after` and exits `status`; its output
+    /// goes to a file. Returned once it printed `before` through the
+    /// forward (it runs no ssh of its own): the go file, the client, the
+    /// output file.
+    fn start_gated(&self, args: &[&str], after: &str, status: i32) -> (PathBuf, Child, PathBuf) {
+        let marker = self.env.dir.join("go");
+        let out_file = self.client.dir.join("out");
+        let host = self.sshd.host();
+        let command = format!(
+            "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo {after}; exit {status}",
+            marker.display()
+        );
+        let mut words = vec!["--host", host.as_str()];
+        words.extend_from_slice(args);
+        words.push(&command);
+        let child = self
+            .client
+            .command(&words)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out_file).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until(WITHIN, "the command's first line", || {
+            std::fs::read_to_string(&out_file).is_ok_and(|out| out.contains("before"))
+        });
+        assert!(
+            !descendants(child.id())
+                .iter()
+                .any(|&pid| cmdline(pid).starts_with("ssh")),
+            "the client ran ssh"
+        );
+        (marker, child, out_file)
+    }
+}
+
+/// Wait for `client` to end: its status and what it said on stderr.
+fn finish(mut client: Child) -> (Option<i32>, String) {
+    wait_until(WITHIN, "the client ends", || {
+        client.try_wait().unwrap().is_some()
+    });
+    let status = client.wait().unwrap();
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
+    (status.code(), stderr)
+}
+
 impl Drop for Remote {
     /// A keeper left by a failed test is ended by its pid.
     fn drop(&mut self) {
@@ -179,38 +229,8 @@ fn a_killed_forward_ssh_is_ridden_through_and_the_forward_comes_back() {
     };
     r.ok(&["new", "--name", "s"]);
     let keeper = r.wait_forward();
-    let marker = r.env.dir.join("go");
-    let out_file = r.client.dir.join("out");
-    let host = r.sshd.host();
-    let mut waiting = r
-        .client
-        .command(&[
-            "--host",
-            &host,
-            "send",
-            "--wait",
-            "s",
-            &format!(
-                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo after; exit 7",
-                marker.display()
-            ),
-        ])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_file).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (marker, waiting, out_file) = r.start_gated(&["send", "--wait", "s"], "after", 7);
     let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
-    wait_until(WITHIN, "the run's first line", || {
-        printed().contains("before")
-    });
-    // The client runs no ssh of its own: it went through the forward.
-    assert!(
-        !descendants(waiting.id())
-            .iter()
-            .any(|&pid| cmdline(pid).starts_with("ssh")),
-        "the client ran ssh"
-    );
     let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
     kill9(ssh);
     wait_until(WITHIN, "the old keeper's end", || !alive(keeper));
@@ -220,13 +240,8 @@ fn a_killed_forward_ssh_is_ridden_through_and_the_forward_comes_back() {
         r.keeper().is_some_and(|pid| pid != keeper) && r.forward_socket().is_some()
     });
     std::fs::write(&marker, "").unwrap();
-    wait_until(WITHIN, "send --wait ends", || {
-        waiting.try_wait().unwrap().is_some()
-    });
-    let status = waiting.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut waiting.stderr.take().unwrap(), &mut stderr);
-    assert_eq!(status.code(), Some(7), "{stderr}");
+    let (status, stderr) = finish(waiting);
+    assert_eq!(status, Some(7), "{stderr}");
     let out = printed();
     assert_eq!(out.matches("before").count(), 1, "{out}");
     assert_eq!(out.matches("after").count(), 1, "{out}");
@@ -352,49 +367,14 @@ fn a_bash_through_the_forward_rides_through_its_killed_ssh() {
     };
     r.ok(&["new", "--name", "s"]);
     let keeper = r.wait_forward();
-    let marker = r.env.dir.join("go");
-    let out_file = r.client.dir.join("out");
-    let host = r.sshd.host();
-    let mut client = r
-        .client
-        .command(&[
-            "--host",
-            &host,
-            "bash",
-            "-n",
-            "s",
-            "--",
-            &format!(
-                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo done; exit 3",
-                marker.display()
-            ),
-        ])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_file).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (marker, client, out_file) = r.start_gated(&["bash", "-n", "s", "--"], "done", 3);
     let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
-    wait_until(WITHIN, "the command's first line", || {
-        printed().contains("before")
-    });
-    assert!(
-        !descendants(client.id())
-            .iter()
-            .any(|&pid| cmdline(pid).starts_with("ssh")),
-        "the client ran ssh"
-    );
     // The forward's connection drops: to the worker, a remote client's
     // dropped connection, not its leaving.
     kill9(r.forward_ssh(keeper).expect("the forward's ssh"));
     wait_until(WITHIN, "the old keeper's end", || !alive(keeper));
     std::fs::write(&marker, "").unwrap();
-    wait_until(WITHIN, "the client ends", || {
-        client.try_wait().unwrap().is_some()
-    });
-    let status = client.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
-    assert_eq!(status.code(), Some(3), "{stderr}");
+    let (status, stderr) = finish(client);
+    assert_eq!(status, Some(3), "{stderr}");
     assert_eq!(printed(), "before\ndone\n", "{stderr}");
 }
