@@ -14,10 +14,10 @@
 //! supervisor: that end says nothing about the client, so it rides
 //! through.
 //!
-//! A remote client (`eukhe --host`) reaches the worker through `eukhe
-//! proxy` on the worker's machine, so the process at the far end is the
-//! proxy, whose end says nothing about the client: its SSH connection may
-//! only have dropped. Its command goes on for a reconnection grace; the
+//! A remote client (`eukhe --host`) reaches the worker through SSH (`eukhe
+//! proxy` on the worker's machine, or sshd carrying the host's forward),
+//! so the process at the far end is the proxy or sshd, whose end says
+//! nothing about the client: its SSH connection may only have dropped. Its command goes on for a reconnection grace; the
 //! client following it again within the grace keeps it, and none by then
 //! hangs it up. A remote client that really leaves says so itself (an
 //! explicit hang-up request), so only one killed outright waits the grace.
@@ -31,8 +31,8 @@ pub enum ClientLink {
     HandedOver,
     /// Relayed through the supervisor, whose loss also ends it.
     Relayed,
-    /// Through `eukhe proxy` for a client on another machine: the peer's
-    /// process is the proxy's, and says nothing about the client.
+    /// Through SSH for a client on another machine: the peer's process
+    /// is the proxy's or sshd's, and says nothing about the client.
     Remote,
 }
 
