@@ -308,3 +308,32 @@ fn a_bash_through_the_forward_rides_through_its_killed_ssh() {
     assert_eq!(status, Some(3), "{stderr}");
     assert_eq!(gated.printed(), "before\ndone\n", "{stderr}");
 }
+
+#[test]
+fn a_killed_keeper_does_not_hold_the_next_forward_back() {
+    let Some(r) = Forwarded::start("keeper-killed", "", &[]) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    let keeper = r.wait_forward();
+    let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
+    // The keeper alone, killed outright: it cleans nothing up.
+    kill9(keeper);
+    wait_until(WITHIN, "the keeper's end", || !alive(keeper));
+    // The next command takes the proxy path and starts a new forward at
+    // once, not an idle period later.
+    assert_eq!(r.ok(&["bash", "s", "--", "echo by proxy"]), "by proxy\n");
+    let next = r.wait_forward();
+    assert_ne!(next, keeper);
+    // The killed keeper's socket is left: the new one answers on it once
+    // it serves.
+    wait_until(WITHIN, "the new forward answers", || {
+        r.forward_socket()
+            .is_some_and(|socket| std::os::unix::net::UnixStream::connect(socket).is_ok())
+    });
+    let logins = r.logins();
+    assert_eq!(r.ok(&["bash", "s", "--", "echo again"]), "again\n");
+    assert_eq!(r.logins(), logins, "the new forward was not used");
+    // The killed keeper's ssh, left behind, ended by its pid.
+    kill9(ssh);
+}
