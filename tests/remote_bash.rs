@@ -4,16 +4,19 @@
 //! that leaves (a signal, a closed reader) hangs its command up at once
 //! as a local client does, and one killed outright leaves it to the
 //! reconnection grace, after which it is hung up. Standard input reaches
-//! a remote command as a local one's.
+//! a remote command as a local one's. `eukhe mcp`'s `bash` over a host
+//! is such a client too.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use serde_json::json;
 
+use crate::mcp::raw::{tool_call, Server};
 use crate::support::remote::{ssh_children, text, Remote};
-use crate::support::{kill9, signal, wait_until, Env};
+use crate::support::{kill9, never, signal, wait_until, Env};
 
 /// The reconnection grace under `EUKHE_TEST_SHORT_WINDOWS=1`
 /// (`laws::timing::TEST_REMOTE_RECONNECT_GRACE_MS`).
@@ -206,4 +209,48 @@ fn standard_input_reaches_a_remote_bash_whole() {
         let there = text(&out.stdout);
         assert_eq!(there.split_whitespace().next(), Some(here), "{pipeline}");
     }
+}
+
+/// `eukhe --host H mcp`'s `bash`: past the call's timeout its command goes
+/// on (the call leaves it on purpose), past the reconnection grace too;
+/// a server killed during its call leaves its command the grace, as a
+/// killed `eukhe --host H bash` does.
+#[test]
+fn an_mcp_bash_over_a_host_goes_on_past_its_timeout_and_a_killed_one_gets_the_grace() {
+    let env = Env::new("remote-bash-mcp").with("EUKHE_TEST_SHORT_WINDOWS", "1");
+    let Some(r) = Remote::start_in(env, "bash-mcp", "") else {
+        return;
+    };
+    r.ok_new();
+    let mut server = Server::spawn(r.command(&["mcp"]));
+    server.initialize();
+    let arguments = |timeout_ms: u64| json!({ "session": "s", "command": "echo started; sleep 600", "timeout_ms": timeout_ms });
+    let answer = server.ask(&tool_call(2, "bash", arguments(1_000)));
+    assert_eq!(
+        answer["result"]["structuredContent"]["running"], true,
+        "{answer}"
+    );
+    never(SHORT_GRACE * 3, "the timed-out command ends", || {
+        r.end_of(1).is_some()
+    });
+    server.close();
+    let mut server = Server::spawn(r.command(&["mcp"]));
+    server.initialize();
+    server.send(&tool_call(2, "bash", arguments(600_000)));
+    wait_until(AT_ONCE, "the second command runs", || {
+        r.env.log("s").contains("[bash 2] $")
+    });
+    let ssh = ssh_children(server.child.id());
+    let killed_at = Instant::now();
+    kill9(server.child.id());
+    for pid in ssh {
+        kill9(pid);
+    }
+    let _ = server.child.wait();
+    assert_eq!(r.ended_within(2, AT_ONCE), "[bash 2 killed by signal 1]");
+    assert!(
+        killed_at.elapsed() >= SHORT_GRACE,
+        "hung up {:?} after its server was killed",
+        killed_at.elapsed()
+    );
 }
