@@ -5,6 +5,7 @@
 //! death still interrupts the run once and the attach says so; several
 //! attached clients type into one run and each sees every byte.
 
+use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -55,39 +56,69 @@ impl Drop for Stopped {
     }
 }
 
-#[test]
-fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
-    let env = Env::new("attach-direct-stopped");
-    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
-    let file = env.dir.join("typed.txt");
-    let command = format!(
-        "echo ready; read x; printf '%s' \"$x\" > '{}'; read y; echo \"then $y\"",
+/// A command that says `ready`, then writes the first line it reads to
+/// `file` (without its newline).
+fn writes_first_line(file: &Path) -> String {
+    format!(
+        "echo ready; read x; printf '%s' \"$x\" > '{}'",
         file.display()
-    );
-    start(&env, &command, "ready");
-    let Some(terminal) = attach(&env, (24, 90)) else {
-        return;
-    };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    wait_until(WITHIN, "the attach's width", || cols(&env) == 90);
+    )
+}
 
-    let worker = Stopped::stop(env.worker(&id));
-    terminal.type_text("straight");
+/// Wait until `terminal` shows the run's `ready`.
+fn wait_ready(terminal: &Terminal) {
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+}
+
+/// Type `text` and Enter.
+fn type_line(terminal: &Terminal, text: &str) {
+    terminal.type_text(text);
     terminal.keys(&["Enter"]);
+}
+
+/// With session `id`'s worker stopped, a line typed into `terminal`
+/// reaches the program, which writes it to `file`; the worker stays
+/// stopped until the returned guard is dropped.
+fn typed_with_the_worker_stopped(env: &Env, id: &str, terminal: &Terminal, file: &Path) -> Stopped {
+    let worker = Stopped::stop(env.worker(id));
+    type_line(terminal, "straight");
     let mut seen = String::new();
     let written = wait_for(WITHIN, || {
-        seen = std::fs::read_to_string(&file).unwrap_or_default();
+        seen = std::fs::read_to_string(file).unwrap_or_default();
         seen == "straight"
     });
     assert!(
         written,
         "the keys did not reach the program with its worker stopped: {seen:?}"
     );
-    drop(worker);
+    worker
+}
+
+/// Wait for the client in `terminal` to end (`what` names it): its status.
+fn ended(terminal: &Terminal, what: &str) -> Option<i32> {
+    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
+        panic!("{what} did not end:\n{}", terminal.screen());
+    }
+    terminal.exit_status()
+}
+
+#[test]
+fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
+    let env = Env::new("attach-direct-stopped");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let file = env.dir.join("typed.txt");
+    let command = writes_first_line(&file) + "; read y; echo \"then $y\"";
+    start(&env, &command, "ready");
+    let Some(terminal) = attach(&env, (24, 90)) else {
+        return;
+    };
+    wait_ready(&terminal);
+    wait_until(WITHIN, "the attach's width", || cols(&env) == 90);
+
+    drop(typed_with_the_worker_stopped(&env, &id, &terminal, &file));
     // The worker, going on, got every byte: the echo reaches the screen.
     terminal.wait_screen(WITHIN, "the echo", |s| s.contains("straight"));
-    terminal.type_text("done");
-    terminal.keys(&["Enter"]);
+    type_line(&terminal, "done");
     terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
     assert!(
         terminal.screen().contains("then done"),
@@ -108,20 +139,20 @@ fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so(
     let Some(terminal) = attach(&env, (24, 90)) else {
         return;
     };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    terminal.type_text("one");
-    terminal.keys(&["Enter"]);
+    wait_ready(&terminal);
+    type_line(&terminal, "one");
     terminal.wait_screen(WITHIN, "the answer", |s| s.contains("got one"));
     kill9(env.kernel(&id).pid);
-    terminal.type_text("two");
-    terminal.keys(&["Enter"]);
+    type_line(&terminal, "two");
     terminal.wait_screen(WITHIN, "the attach's end", |s| {
         s.contains("run 1 was cut short: the kernel running it is gone")
     });
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the attach did not end:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    assert_eq!(
+        ended(&terminal, "the attach"),
+        Some(0),
+        "{}",
+        terminal.screen()
+    );
     let log = env.log_with(&id, "[run 1 interrupted]", WITHIN);
     assert_eq!(log.matches("interrupted").count(), 1, "{log}");
 }
@@ -138,21 +169,19 @@ fn two_attached_clients_type_into_one_run_and_each_sees_every_byte() {
     let Some(first) = attach(&env, (24, 90)) else {
         return;
     };
-    first.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_ready(&first);
     let Some(second) = attach(&env, (30, 100)) else {
         return;
     };
-    second.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_ready(&second);
     wait_until(WITHIN, "the last attach's width", || cols(&env) == 100);
     // The first types: the terminal takes its size before its keys.
-    first.type_text("one");
-    first.keys(&["Enter"]);
+    type_line(&first, "one");
     for terminal in [&first, &second] {
         terminal.wait_screen(WITHIN, "the first's answer", |s| s.contains("got one"));
     }
     assert_eq!(cols(&env), 90);
-    second.type_text("two");
-    second.keys(&["Enter"]);
+    type_line(&second, "two");
     for terminal in [&first, &second] {
         terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
         let screen = terminal.screen();
@@ -168,32 +197,19 @@ fn a_bash_tty_clients_keys_reach_the_program_while_the_worker_is_stopped() {
     let env = Env::new("attach-direct-bash-tty");
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
     let file = env.dir.join("typed.txt");
-    let command = format!(
-        "echo ready; read x; printf '%s' \"$x\" > '{}'",
-        file.display()
-    );
+    let command = writes_first_line(&file);
     let eukhe = env!("CARGO_BIN_EXE_eukhe");
     let Some(terminal) =
         Terminal::open(&env, 24, 90, &[eukhe, "bash", "--tty", "a", "--", &command])
     else {
         return;
     };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    let worker = Stopped::stop(env.worker(&id));
-    terminal.type_text("straight");
-    terminal.keys(&["Enter"]);
-    let mut seen = String::new();
-    let written = wait_for(WITHIN, || {
-        seen = std::fs::read_to_string(&file).unwrap_or_default();
-        seen == "straight"
-    });
-    assert!(
-        written,
-        "the keys did not reach the program with its worker stopped: {seen:?}"
+    wait_ready(&terminal);
+    drop(typed_with_the_worker_stopped(&env, &id, &terminal, &file));
+    assert_eq!(
+        ended(&terminal, "the client"),
+        Some(0),
+        "{}",
+        terminal.screen()
     );
-    drop(worker);
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the client did not end:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
 }
