@@ -11,28 +11,10 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::support::process::signal;
-use crate::support::terminal::Terminal;
+use crate::support::terminal::{start_run, Terminal};
 use crate::support::{kill9, wait_for, wait_until, Env};
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-/// `eukhe attach a` in a `rows` x `cols` terminal.
-fn attach(env: &Env, (rows, cols): (u16, u16)) -> Option<Terminal> {
-    let eukhe = env!("CARGO_BIN_EXE_eukhe");
-    Terminal::open(env, rows, cols, &[eukhe, "attach", "a"])
-}
-
-/// Queue `command` as a terminal run of session `a`, and wait until its
-/// screen shows `shows`.
-fn start(env: &Env, command: &str, shows: &str) {
-    env.ok(&["send", "--tty", "a", "--", command]);
-    let mut last = String::new();
-    let shown = wait_for(WITHIN, || {
-        last = String::from_utf8_lossy(&env.run(&["screen", "a"]).stdout).into_owned();
-        last.contains(shows)
-    });
-    assert!(shown, "the run never showed {shows:?}:\n{last}");
-}
 
 /// The width of session `a`'s terminal, as its screen says.
 fn cols(env: &Env) -> serde_json::Value {
@@ -108,8 +90,8 @@ fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
     let file = env.dir.join("typed.txt");
     let command = writes_first_line(&file) + "; read y; echo \"then $y\"";
-    start(&env, &command, "ready");
-    let Some(terminal) = attach(&env, (24, 90)) else {
+    start_run(&env, "a", &command, "ready");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
     wait_ready(&terminal);
@@ -131,12 +113,13 @@ fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
 fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so() {
     let env = Env::new("attach-direct-kernel");
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
-    start(
+    start_run(
         &env,
+        "a",
         "trap '' HUP; echo ready; while read x; do echo \"got $x\"; done",
         "ready",
     );
-    let Some(terminal) = attach(&env, (24, 90)) else {
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
     wait_ready(&terminal);
@@ -161,16 +144,17 @@ fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so(
 fn two_attached_clients_type_into_one_run_and_each_sees_every_byte() {
     let env = Env::new("attach-direct-two");
     env.ok(&["new", "--name", "a"]);
-    start(
+    start_run(
         &env,
+        "a",
         "echo ready; read x; echo \"got $x\"; read y; echo \"then $y\"",
         "ready",
     );
-    let Some(first) = attach(&env, (24, 90)) else {
+    let Some(first) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
     wait_ready(&first);
-    let Some(second) = attach(&env, (30, 100)) else {
+    let Some(second) = Terminal::attach(&env, "a", (30, 100), &[]) else {
         return;
     };
     wait_ready(&second);
