@@ -76,14 +76,6 @@ fn typed_with_the_worker_stopped(env: &Env, id: &str, terminal: &Terminal, file:
     worker
 }
 
-/// Wait for the client in `terminal` to end (`what` names it): its status.
-fn ended(terminal: &Terminal, what: &str) -> Option<i32> {
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("{what} did not end:\n{}", terminal.screen());
-    }
-    terminal.exit_status()
-}
-
 #[test]
 fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
     let env = Env::new("attach-direct-stopped");
@@ -131,7 +123,7 @@ fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so(
         s.contains("run 1 was cut short: the kernel running it is gone")
     });
     assert_eq!(
-        ended(&terminal, "the attach"),
+        terminal.wait_exit(WITHIN, "the attach"),
         Some(0),
         "{}",
         terminal.screen()
@@ -191,7 +183,7 @@ fn a_bash_tty_clients_keys_reach_the_program_while_the_worker_is_stopped() {
     wait_ready(&terminal);
     drop(typed_with_the_worker_stopped(&env, &id, &terminal, &file));
     assert_eq!(
-        ended(&terminal, "the client"),
+        terminal.wait_exit(WITHIN, "the client"),
         Some(0),
         "{}",
         terminal.screen()

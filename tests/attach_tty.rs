@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::terminal::{start_run, Terminal};
-use crate::support::{kill9, never, wait_for, wait_until, Env};
+use crate::support::{kill9, never, wait_until, Env};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -19,10 +19,8 @@ fn vim(file: &Path) -> String {
 
 /// The attach ended with status 0, having said `words`.
 fn left(terminal: &Terminal, words: &str) {
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the attach did not end; the screen:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    let ended = terminal.wait_exit(WITHIN, "the attach");
+    assert_eq!(ended, Some(0), "{}", terminal.screen());
     assert!(terminal.screen().contains(words), "{}", terminal.screen());
     let modes = terminal.modes_after();
     assert!(

@@ -372,10 +372,8 @@ fn attach_and_a_terminal_run_from_a_terminal_over_host() {
         s.contains("typed-42") && s.contains("[run 1 exited 0]")
     });
     terminal.keys(&["C-d"]);
-    wait_until(within, "the attach to end", || {
-        terminal.exit_status().is_some()
-    });
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    let ended = terminal.wait_exit(within, "the attach");
+    assert_eq!(ended, Some(0), "{}", terminal.screen());
     assert!(r.env.log("a").contains("typed-42"));
     // A terminal run: the remote kernel's terminal, passed through.
     let Some(tty) = Terminal::open(
@@ -403,10 +401,8 @@ fn attach_and_a_terminal_run_from_a_terminal_over_host() {
     tty.wait_screen(within, "the line typed, read there", |s| {
         s.contains("got-abc")
     });
-    wait_until(within, "the terminal run to end", || {
-        tty.exit_status().is_some()
-    });
-    assert_eq!(tty.exit_status(), Some(0), "{}", tty.screen());
+    let ended = tty.wait_exit(within, "the terminal run");
+    assert_eq!(ended, Some(0), "{}", tty.screen());
 }
 
 /// `top`, the dashboard, over `--host`: the remote session's row with its
@@ -429,7 +425,6 @@ fn top_over_host_shows_the_remote_sessions() {
             .any(|l| l.contains(" busy ") && l.contains("remote-top-42"))
     });
     top.keys(&["q"]);
-    wait_until(within, "top to end", || top.exit_status().is_some());
-    assert_eq!(top.exit_status(), Some(0), "{}", top.screen());
+    assert_eq!(top.wait_exit(within, "top"), Some(0), "{}", top.screen());
     r.ok(&["rm", "--force", "a"]);
 }

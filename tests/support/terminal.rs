@@ -145,6 +145,15 @@ impl Terminal {
         let text = std::fs::read_to_string(self.status_file()).ok()?;
         text.trim().parse().ok()
     }
+
+    /// Wait (up to `within`) for the pane's program, `what`, to end: its
+    /// exit status. The test fails, showing the screen, if it does not.
+    pub fn wait_exit(&self, within: Duration, what: &str) -> Option<i32> {
+        if !wait_for(within, || self.exit_status().is_some()) {
+            panic!("{what} did not end; the screen:\n{}", self.screen());
+        }
+        self.exit_status()
+    }
 }
 
 fn checked(out: std::io::Result<Output>, what: &str) -> Output {
