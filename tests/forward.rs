@@ -91,6 +91,18 @@ impl Forwarded {
         self.sshd.log().matches("Accepted publickey").count()
     }
 
+    /// `bash s -- echo WORD` answers with no login: the forward carried it.
+    fn echo_through_the_forward(&self, word: &str) {
+        let logins = self.logins();
+        let said = self.ok(&["bash", "s", "--", &format!("echo {word}")]);
+        assert_eq!(said, format!("{word}\n"));
+        assert_eq!(
+            self.logins(),
+            logins,
+            "the forward did not carry `echo {word}`"
+        );
+    }
+
     /// Wait until a keeper serves on its socket; its pid.
     fn wait_forward(&self) -> u32 {
         wait_until(WITHIN, "the forward's socket", || {
@@ -182,9 +194,7 @@ fn a_killed_forward_ssh_is_ridden_through_and_the_forward_comes_back() {
     let (status, stderr) = gated.finish();
     assert_eq!(status, Some(7), "{stderr}");
     gated.assert_printed_once("after");
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo again"]), "again\n");
-    assert_eq!(r.logins(), logins, "the new forward was not used");
+    r.echo_through_the_forward("again");
 }
 
 #[test]
@@ -223,9 +233,7 @@ fn an_idle_forward_ends_and_leaves_nothing() {
     let keeper = r.wait_forward();
     let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
     let socket = r.forward_socket().unwrap();
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo used"]), "used\n");
-    assert_eq!(r.logins(), logins);
+    r.echo_through_the_forward("used");
     wait_until(WITHIN, "the idle keeper's end", || {
         !alive(keeper) && !alive(ssh)
     });
@@ -286,9 +294,7 @@ fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again(
     assert!(r.forward_socket().is_some());
     assert!(r.ok(&["ls"]).contains('s'));
     assert_ne!(r.env.daemon_pid(), daemon);
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo back"]), "back\n");
-    assert_eq!(r.logins(), logins, "the forward did not carry it again");
+    r.echo_through_the_forward("back");
 }
 
 #[test]
@@ -331,9 +337,7 @@ fn a_killed_keeper_does_not_hold_the_next_forward_back() {
         r.forward_socket()
             .is_some_and(|socket| std::os::unix::net::UnixStream::connect(socket).is_ok())
     });
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo again"]), "again\n");
-    assert_eq!(r.logins(), logins, "the new forward was not used");
+    r.echo_through_the_forward("again");
     // The killed keeper's ssh, left behind, ended by its pid.
     kill9(ssh);
 }

@@ -143,12 +143,7 @@ fn a_killed_remote_bash_client_has_its_command_hung_up_after_the_grace() {
     };
     r.ok_new();
     let client = r.bash("echo started; sleep 600");
-    let ssh = ssh_children(client.id());
-    let killed_at = Instant::now();
-    kill9(client.id());
-    for pid in ssh {
-        kill9(pid);
-    }
+    let killed_at = kill9_with_its_ssh(client.id());
     let _ = client.wait_with_output();
     let end = r.ended_within(1, AT_ONCE);
     assert_eq!(end, "[bash 1 killed by signal 1]");
@@ -158,6 +153,18 @@ fn a_killed_remote_bash_client_has_its_command_hung_up_after_the_grace() {
         "hung up {:?} after its client was killed",
         killed_at.elapsed()
     );
+}
+
+/// Kill a client outright, and its ssh with it (nothing is left to say
+/// it leaves): when.
+fn kill9_with_its_ssh(client: u32) -> Instant {
+    let ssh = ssh_children(client);
+    let killed_at = Instant::now();
+    kill9(client);
+    for pid in ssh {
+        kill9(pid);
+    }
+    killed_at
 }
 
 /// `pipeline` run by `sh`, with `$EUKHE` the binary and `$H` the host, in
@@ -240,12 +247,7 @@ fn an_mcp_bash_over_a_host_goes_on_past_its_timeout_and_a_killed_one_gets_the_gr
     wait_until(AT_ONCE, "the second command runs", || {
         r.env.log("s").contains("[bash 2] $")
     });
-    let ssh = ssh_children(server.child.id());
-    let killed_at = Instant::now();
-    kill9(server.child.id());
-    for pid in ssh {
-        kill9(pid);
-    }
+    let killed_at = kill9_with_its_ssh(server.child.id());
     let _ = server.child.wait();
     assert_eq!(r.ended_within(2, AT_ONCE), "[bash 2 killed by signal 1]");
     assert!(
