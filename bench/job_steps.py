@@ -31,14 +31,15 @@ Needs root (perf). Prints a Markdown table.
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import steps  # noqa: E402 - beside this file: its private daemon
+import spawner  # noqa: E402 - beside this file
+from tracepoints import Daemon, need_root_and_perf, record  # noqa: E402 - beside this file
 
 EVENTS = ",".join([
     "sched:sched_process_fork", "sched:sched_process_exit", "syscalls:sys_exit_recvfrom",
@@ -88,19 +89,15 @@ def parts_of_round(window, kernel):
             left[0] - capture, end[0] - left[0], end[0] - t0]
 
 
-def measure(binary, rounds, scratch):
-    daemon = steps.Daemon(binary)
+def measure(binary, rounds):
+    daemon = Daemon(binary)
     try:
         session = daemon("new").strip()
         for _ in range(5):
             daemon("bash", session, "--", "true")
-        kernel = next(s for s in steps.json.loads(daemon("ls", "--json")) if s["id"] == session)["kernel_pid"]
-        data = os.path.join(scratch, "perf.data")
+        kernel = next(s for s in json.loads(daemon("ls", "--json")) if s["id"] == session)["kernel_pid"]
         loop = f'for i in $(seq {rounds}); do "$0" bash {session} -- true; sleep 0.03; done'
-        subprocess.run(["perf", "record", "-q", "-a", "-e", EVENTS, "-o", data, "--", "sh", "-c", loop, binary],
-                       env=daemon.env, check=True, capture_output=True)
-        text = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,time,event,trace"],
-                              capture_output=True, text=True, check=True).stdout
+        _, text = record(["-e", EVENTS], ["sh", "-c", loop, binary], "comm,pid,time,event,trace", daemon.env)
     finally:
         daemon.close()
     events = events_of(text)
@@ -117,18 +114,17 @@ def measure(binary, rounds, scratch):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--eukhe", nargs="+", default=[os.path.join(steps.spawner.ROOT, "target", "release", "eukhe")])
+    parser.add_argument("--eukhe", nargs="+", default=[os.path.join(spawner.ROOT, "target", "release", "eukhe")])
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("job_steps: needs root (perf)")
+    need_root_and_perf("job_steps")
     columns = []
-    with steps.tempfile.TemporaryDirectory(prefix="eukhe-bench-job-") as scratch:
-        for binary in args.eukhe:
-            found = measure(os.path.abspath(binary), args.rounds, scratch)
-            if not found:
-                sys.exit(f"job_steps: no round of {binary} had every mark")
-            steps.say(f"{binary}: {len(found)} of {args.rounds} rounds had every mark")
-            columns.append([statistics.median(p[i] for p in found) for i in range(len(PARTS))])
+    for binary in args.eukhe:
+        found = measure(os.path.abspath(binary), args.rounds)
+        if not found:
+            sys.exit(f"job_steps: no round of {binary} had every mark")
+        print(f"job_steps: {binary}: {len(found)} of {args.rounds} rounds had every mark",
+              file=sys.stderr, flush=True)
+        columns.append([statistics.median(p[i] for p in found) for i in range(len(PARTS))])
     print("| part of step 4 | " + " | ".join(f"{os.path.basename(b)} ms" for b in args.eukhe) + " |")
     print("|---|" + "---:|" * len(args.eukhe))
     for i, name in enumerate(PARTS):

@@ -36,24 +36,21 @@ Prints a Markdown table.
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spawner  # noqa: E402 - beside this file
 import steps  # noqa: E402 - beside this file
+from tracepoints import (  # noqa: E402 - beside this file
+    ROUND_TRIP_EVENTS, SYNC_ENDS, SYNC_EVENTS, TABLE_HEAD, Daemon, load_average, ms,
+    need_root_and_perf, parse, record_plan)
 
-SYNC_EVENTS = ("syscalls:sys_enter_fdatasync", "syscalls:sys_enter_fsync")
-SYNC_ENDS = ("syscalls:sys_exit_fdatasync", "syscalls:sys_exit_fsync")
 RENAMES = ("syscalls:sys_enter_rename", "syscalls:sys_enter_renameat", "syscalls:sys_enter_renameat2")
 EVENTS = [
-    "sched:sched_process_exec", "sched:sched_process_exit", "sched:sched_process_fork",
-    "syscalls:sys_enter_connect", "syscalls:sys_exit_recvmsg", "syscalls:sys_exit_recvfrom",
-    "syscalls:sys_enter_sendto", "syscalls:sys_enter_sendmsg", "syscalls:sys_enter_unlink", "syscalls:sys_enter_unlinkat", "syscalls:sys_enter_openat", "syscalls:sys_exit_connect", *SYNC_EVENTS, *SYNC_ENDS, *RENAMES,
+    *ROUND_TRIP_EVENTS, "syscalls:sys_enter_sendmsg", "syscalls:sys_enter_unlink",
+    "syscalls:sys_enter_unlinkat", "syscalls:sys_enter_openat", "syscalls:sys_exit_connect", *RENAMES,
 ]
 NEW_STEPS = [
     ("N1 `new`: exec to connect", "exec", "connect"),
@@ -86,22 +83,6 @@ def trace_events(supervisor):
     for event in ("syscalls:sys_enter_write", "syscalls:sys_exit_read"):
         args += ["-e", event, "--filter", f"common_pid == {supervisor}"]
     return args
-
-
-def parse(script_text):
-    """perf script lines -> (time s, tgid, tid, event, its whole trace text)."""
-    events = []
-    for line in script_text.splitlines():
-        parts = line.split(None, 3)
-        if len(parts) < 3:
-            continue
-        try:
-            tgid, tid = (int(x) for x in parts[0].split("/"))
-            when = float(parts[1].rstrip(":"))
-        except ValueError:
-            continue
-        events.append((when, tgid, tid, parts[2].rstrip(":"), parts[3] if len(parts) > 3 else ""))
-    return events
 
 
 def starts_of(events, binary, supervisor, workers, kernels):
@@ -222,7 +203,6 @@ def durable_name_floor(state_dir, rounds=200):
 
 
 def table(starts, floor, walls):
-    ms = lambda s: f"{s * 1000:.3f}"
     med = lambda marks, a, b: statistics.median(m[b] - m[a] for m in marks)
     news, firsts = [n for n, _ in starts], [f for _, f in starts]
     hello = floor["static hello"] - floor[spawner.NOTHING_NAME]
@@ -235,15 +215,9 @@ def table(starts, floor, walls):
         "N4": (0.0, "nothing: the answer can go once the session is durable"),
         "N5": (rt / 2 + floor[spawner.NOTHING_NAME] / 2, "one message and a process's exit"),
         "gap": (floor[spawner.NOTHING_NAME], "the spawner's own cost (`nothing`)"),
-        "B1": (hello, "as N1"),
-        "B2": (2 * rt + floor["fd_pass"], "two socket round trips and a descriptor passed"),
-        "B3": (rt / 2, "one message"),
-        "B4": (floor["bash subshell"] + rt, "a warm bash's subshell and a socket round trip"),
-        "B5": (rt / 2, "one message"),
-        "B6": (floor["fdatasync_4k"], "fdatasync of a 4 KiB append"),
-        "B7": (rt / 2 + floor[spawner.NOTHING_NAME] / 2, "one message and a process's exit"),
     }
-    lines = ["| step | median ms | floor ms | the floor is |", "|---|---:|---:|---|"]
+    floors.update({f"B{step}": value for step, value in steps.round_trip_floors(floor).items()})
+    lines = list(TABLE_HEAD)
     total, total_floor = 0.0, 0.0
     for marks, rows in ((news, NEW_STEPS), (firsts, BASH_STEPS)):
         for name, a, b in rows:
@@ -278,9 +252,8 @@ def main():
     parser.add_argument("--eukhe", default=os.path.join(spawner.ROOT, "target", "release", "eukhe"))
     args = parser.parse_args()
     binary = os.path.abspath(args.eukhe)
-    if os.geteuid() != 0 or shutil.which("perf") is None:
-        sys.exit("start_steps: needs root and perf (the tracepoints of every process)")
-    daemon = steps.Daemon(binary)
+    need_root_and_perf("start_steps")
+    daemon = Daemon(binary)
     try:
         warm = daemon("new").strip()
         daemon("bash", warm, "--", "true")
@@ -290,15 +263,7 @@ def main():
         command = spawner.Command([binary, "new"], [binary, "bash", "%o", "--", "echo hi"],
                                   env=daemon.env, read_output=[0])
         plan = spawner.plan_text({"start": command}, args.rounds, 0, args.quiet)
-        with tempfile.TemporaryDirectory(prefix="eukhe-bench-start-") as scratch:
-            plan_path, data = os.path.join(scratch, "plan"), os.path.join(scratch, "perf.data")
-            with open(plan_path, "w") as f:
-                f.write(plan)
-            traced = subprocess.run(["perf", "record", "-q", "-a", *trace_events(supervisor), "-o", data,
-                                     "--", spawner.SPAWN, plan_path], capture_output=True, text=True, check=True)
-            walls = [int(line.split()[1]) / 1e9 for line in traced.stdout.splitlines()]
-            script = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,time,event,trace"],
-                                    capture_output=True, text=True, check=True).stdout
+        walls, script = record_plan(trace_events(supervisor), spawner.SPAWN, plan)
         listed = json.loads(daemon("ls", "--json"))
         workers = {s["pid"] for s in listed if s.get("pid")}
         kernels = {s["kernel_pid"] for s in listed if s.get("kernel_pid")}
@@ -311,9 +276,8 @@ def main():
         floor.update(durable_name_floor(os.path.join(state, "floor")))
     finally:
         daemon.close()
-    with open("/proc/loadavg") as f:
-        load = " ".join(f.read().split()[:3])
-    print(f"`bench/start_steps.py --rounds {args.rounds}`: {len(starts)} session starts, load average {load}\n")
+    print(f"`bench/start_steps.py --rounds {args.rounds}`: {len(starts)} session starts, "
+          f"load average {load_average()}\n")
     print(table(starts, floor, walls))
 
 

@@ -35,7 +35,6 @@ Prints a Markdown table.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -43,13 +42,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spawner  # noqa: E402 - beside this file
+from tracepoints import (  # noqa: E402 - beside this file
+    ROUND_TRIP_EVENTS, SYNC_ENDS, SYNC_EVENTS, TABLE_HEAD, Daemon, load_average, ms,
+    need_root_and_perf, parse, record_plan)
 
-EVENTS = [
-    "sched:sched_process_exec", "sched:sched_process_exit", "sched:sched_process_fork",
-    "syscalls:sys_enter_connect", "syscalls:sys_exit_recvmsg", "syscalls:sys_exit_recvfrom",
-    "syscalls:sys_enter_sendto", "syscalls:sys_enter_fdatasync", "syscalls:sys_exit_fdatasync",
-    "syscalls:sys_enter_fsync", "syscalls:sys_exit_fsync",
-]
+EVENTS = ROUND_TRIP_EVENTS
 STEPS = [
     ("1 client: exec to connect", "exec", "connect"),
     ("2 hand-over: connect to the worker holding the socket", "connect", "worker_has"),
@@ -64,43 +61,6 @@ HELLO_C = '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n'
 
 def say(message):
     print(f"steps: {message}", file=sys.stderr, flush=True)
-
-
-class Daemon:
-    """A private eukhe daemon (process backend) in a temp dir."""
-
-    def __init__(self, binary):
-        self.binary = binary
-        self.dir = tempfile.mkdtemp(prefix="eukhe-bench-steps-")
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("EUKHE_HOST", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID")}
-        self.env.update(EUKHE_SOCKET=os.path.join(self.dir, "run", "eukhe.sock"),
-                        EUKHE_STATE_DIR=os.path.join(self.dir, "state"), HOME=self.dir,
-                        XDG_CONFIG_HOME=os.path.join(self.dir, "config"))
-
-    def __call__(self, *args):
-        return subprocess.run([self.binary, *args], env=self.env, check=True,
-                              capture_output=True, text=True).stdout
-
-    def close(self):
-        subprocess.run([self.binary, "shutdown", "--force"], env=self.env, capture_output=True)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def parse(script_text):
-    """perf script lines -> (time s, tgid, tid, event, rest)."""
-    events = []
-    for line in script_text.splitlines():
-        parts = line.split(None, 4)
-        if len(parts) < 4:
-            continue
-        try:
-            tgid, tid = (int(x) for x in parts[0].split("/"))
-            when = float(parts[1].rstrip(":"))
-        except ValueError:
-            continue
-        events.append((when, tgid, tid, parts[2].rstrip(":"), parts[3] if len(parts) > 3 else ""))
-    return events
 
 
 def marks_of_rounds(events, binary, worker, kernel):
@@ -121,9 +81,9 @@ def marks_of_rounds(events, binary, worker, kernel):
                 marks["kernel_has"] = when
             elif tgid == kernel and event == "syscalls:sys_enter_sendto" and "kernel_has" in marks:
                 marks.setdefault("kernel_sends", []).append(when)
-            elif tgid == worker and event in ("syscalls:sys_enter_fdatasync", "syscalls:sys_enter_fsync"):
+            elif tgid == worker and event in SYNC_EVENTS:
                 marks["syncs"].append([when, None, event.split("_")[-1]])
-            elif tgid == worker and event in ("syscalls:sys_exit_fdatasync", "syscalls:sys_exit_fsync"):
+            elif tgid == worker and event in SYNC_ENDS:
                 for sync in marks["syncs"]:
                     if sync[1] is None:
                         sync[1] = when
@@ -184,10 +144,9 @@ def floors(state_dir, binary, env):
     return found
 
 
-def table(rounds, floor, walls):
-    ms = lambda s: f"{s * 1000:.3f}"
-    med = lambda key_from, key_to: statistics.median(m[key_to] - m[key_from] for m in rounds)
-    step_floors = {
+def round_trip_floors(floor):
+    """Each round trip step's floor (by its number) and what it is."""
+    return {
         "1": (floor["static hello"] - floor[spawner.NOTHING_NAME],
               "a static C hello's exec and glibc start (spawned, less the spawner's `nothing`); "
               f"`eukhe --version` whole {ms(floor['eukhe --version'])} ms, `sh -c true` "
@@ -202,7 +161,12 @@ def table(rounds, floor, walls):
         "7": (floor["socket_round_trip"] / 2 + floor[spawner.NOTHING_NAME] / 2,
               "one message and a process's exit (about half the spawner's `nothing`)"),
     }
-    lines = ["| step | median ms | floor ms | the floor is |", "|---|---:|---:|---|"]
+
+
+def table(rounds, floor, walls):
+    med = lambda key_from, key_to: statistics.median(m[key_to] - m[key_from] for m in rounds)
+    step_floors = round_trip_floors(floor)
+    lines = list(TABLE_HEAD)
     total_floor = 0.0
     for name, a, b in STEPS:
         f, what = step_floors[name.split()[0]]
@@ -230,8 +194,7 @@ def main():
     parser.add_argument("--eukhe", default=os.path.join(spawner.ROOT, "target", "release", "eukhe"))
     args = parser.parse_args()
     binary = os.path.abspath(args.eukhe)
-    if os.geteuid() != 0 or shutil.which("perf") is None:
-        sys.exit("steps: needs root and perf (the tracepoints of every process)")
+    need_root_and_perf("steps")
     daemon = Daemon(binary)
     try:
         session = daemon("new").strip()
@@ -244,16 +207,7 @@ def main():
         spawner.build()
         plan = spawner.plan_text({"rt": spawner.Command([binary, "bash", session, "--", "true"], env=daemon.env)},
                                  args.rounds, 0, 0.03)
-        with tempfile.TemporaryDirectory(prefix="eukhe-bench-steps-") as scratch:
-            plan_path, data = os.path.join(scratch, "plan"), os.path.join(scratch, "perf.data")
-            with open(plan_path, "w") as f:
-                f.write(plan)
-            events = ",".join(EVENTS)
-            traced = subprocess.run(["perf", "record", "-q", "-a", "-e", events, "-o", data, "--",
-                                     spawner.SPAWN, plan_path], capture_output=True, text=True, check=True)
-            walls = [int(line.split()[1]) / 1e9 for line in traced.stdout.splitlines()]
-            script = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,time,event,trace"],
-                                    capture_output=True, text=True, check=True).stdout
+        walls, script = record_plan(["-e", ",".join(EVENTS)], spawner.SPAWN, plan)
         rounds = marks_of_rounds(parse(script), binary, worker, kernel)
         if not rounds:
             sys.exit("steps: no round trip had every mark (see the tracepoints above)")
@@ -261,9 +215,7 @@ def main():
         floor = floors(daemon.env["EUKHE_STATE_DIR"], binary, daemon.env)
     finally:
         daemon.close()
-    with open("/proc/loadavg") as f:
-        load = " ".join(f.read().split()[:3])
-    print(f"`bench/steps.py --rounds {args.rounds}`: {len(rounds)} round trips, load average {load}\n")
+    print(f"`bench/steps.py --rounds {args.rounds}`: {len(rounds)} round trips, load average {load_average()}\n")
     print(table(rounds, floor, walls))
 
 

@@ -5,33 +5,16 @@
 //! death still interrupts the run once and the attach says so; several
 //! attached clients type into one run and each sees every byte.
 
+use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
 use crate::support::process::signal;
-use crate::support::terminal::Terminal;
+use crate::support::terminal::{start_run, Terminal};
 use crate::support::{kill9, wait_for, wait_until, Env};
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-/// `eukhe attach a` in a `rows` x `cols` terminal.
-fn attach(env: &Env, (rows, cols): (u16, u16)) -> Option<Terminal> {
-    let eukhe = env!("CARGO_BIN_EXE_eukhe");
-    Terminal::open(env, rows, cols, &[eukhe, "attach", "a"])
-}
-
-/// Queue `command` as a terminal run of session `a`, and wait until its
-/// screen shows `shows`.
-fn start(env: &Env, command: &str, shows: &str) {
-    env.ok(&["send", "--tty", "a", "--", command]);
-    let mut last = String::new();
-    let shown = wait_for(WITHIN, || {
-        last = String::from_utf8_lossy(&env.run(&["screen", "a"]).stdout).into_owned();
-        last.contains(shows)
-    });
-    assert!(shown, "the run never showed {shows:?}:\n{last}");
-}
 
 /// The width of session `a`'s terminal, as its screen says.
 fn cols(env: &Env) -> serde_json::Value {
@@ -55,39 +38,61 @@ impl Drop for Stopped {
     }
 }
 
-#[test]
-fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
-    let env = Env::new("attach-direct-stopped");
-    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
-    let file = env.dir.join("typed.txt");
-    let command = format!(
-        "echo ready; read x; printf '%s' \"$x\" > '{}'; read y; echo \"then $y\"",
+/// A command that says `ready`, then writes the first line it reads to
+/// `file` (without its newline).
+fn writes_first_line(file: &Path) -> String {
+    format!(
+        "echo ready; read x; printf '%s' \"$x\" > '{}'",
         file.display()
-    );
-    start(&env, &command, "ready");
-    let Some(terminal) = attach(&env, (24, 90)) else {
-        return;
-    };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    wait_until(WITHIN, "the attach's width", || cols(&env) == 90);
+    )
+}
 
-    let worker = Stopped::stop(env.worker(&id));
-    terminal.type_text("straight");
+/// Wait until `terminal` shows the run's `ready`.
+fn wait_ready(terminal: &Terminal) {
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+}
+
+/// Type `text` and Enter.
+fn type_line(terminal: &Terminal, text: &str) {
+    terminal.type_text(text);
     terminal.keys(&["Enter"]);
+}
+
+/// With session `id`'s worker stopped, a line typed into `terminal`
+/// reaches the program, which writes it to `file`; the worker stays
+/// stopped until the returned guard is dropped.
+fn typed_with_the_worker_stopped(env: &Env, id: &str, terminal: &Terminal, file: &Path) -> Stopped {
+    let worker = Stopped::stop(env.worker(id));
+    type_line(terminal, "straight");
     let mut seen = String::new();
     let written = wait_for(WITHIN, || {
-        seen = std::fs::read_to_string(&file).unwrap_or_default();
+        seen = std::fs::read_to_string(file).unwrap_or_default();
         seen == "straight"
     });
     assert!(
         written,
         "the keys did not reach the program with its worker stopped: {seen:?}"
     );
-    drop(worker);
+    worker
+}
+
+#[test]
+fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
+    let env = Env::new("attach-direct-stopped");
+    let id = env.ok(&["new", "--name", "a"]).trim().to_string();
+    let file = env.dir.join("typed.txt");
+    let command = writes_first_line(&file) + "; read y; echo \"then $y\"";
+    start_run(&env, "a", &command, "ready");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 90), &[]) else {
+        return;
+    };
+    wait_ready(&terminal);
+    wait_until(WITHIN, "the attach's width", || cols(&env) == 90);
+
+    drop(typed_with_the_worker_stopped(&env, &id, &terminal, &file));
     // The worker, going on, got every byte: the echo reaches the screen.
     terminal.wait_screen(WITHIN, "the echo", |s| s.contains("straight"));
-    terminal.type_text("done");
-    terminal.keys(&["Enter"]);
+    type_line(&terminal, "done");
     terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
     assert!(
         terminal.screen().contains("then done"),
@@ -100,28 +105,29 @@ fn attached_keys_reach_the_program_while_the_worker_is_stopped() {
 fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so() {
     let env = Env::new("attach-direct-kernel");
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
-    start(
+    start_run(
         &env,
+        "a",
         "trap '' HUP; echo ready; while read x; do echo \"got $x\"; done",
         "ready",
     );
-    let Some(terminal) = attach(&env, (24, 90)) else {
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    terminal.type_text("one");
-    terminal.keys(&["Enter"]);
+    wait_ready(&terminal);
+    type_line(&terminal, "one");
     terminal.wait_screen(WITHIN, "the answer", |s| s.contains("got one"));
     kill9(env.kernel(&id).pid);
-    terminal.type_text("two");
-    terminal.keys(&["Enter"]);
+    type_line(&terminal, "two");
     terminal.wait_screen(WITHIN, "the attach's end", |s| {
         s.contains("run 1 was cut short: the kernel running it is gone")
     });
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the attach did not end:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    assert_eq!(
+        terminal.wait_exit(WITHIN, "the attach"),
+        Some(0),
+        "{}",
+        terminal.screen()
+    );
     let log = env.log_with(&id, "[run 1 interrupted]", WITHIN);
     assert_eq!(log.matches("interrupted").count(), 1, "{log}");
 }
@@ -130,29 +136,28 @@ fn an_attached_run_whose_kernel_dies_is_interrupted_once_and_the_attach_says_so(
 fn two_attached_clients_type_into_one_run_and_each_sees_every_byte() {
     let env = Env::new("attach-direct-two");
     env.ok(&["new", "--name", "a"]);
-    start(
+    start_run(
         &env,
+        "a",
         "echo ready; read x; echo \"got $x\"; read y; echo \"then $y\"",
         "ready",
     );
-    let Some(first) = attach(&env, (24, 90)) else {
+    let Some(first) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
-    first.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    let Some(second) = attach(&env, (30, 100)) else {
+    wait_ready(&first);
+    let Some(second) = Terminal::attach(&env, "a", (30, 100), &[]) else {
         return;
     };
-    second.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    wait_ready(&second);
     wait_until(WITHIN, "the last attach's width", || cols(&env) == 100);
     // The first types: the terminal takes its size before its keys.
-    first.type_text("one");
-    first.keys(&["Enter"]);
+    type_line(&first, "one");
     for terminal in [&first, &second] {
         terminal.wait_screen(WITHIN, "the first's answer", |s| s.contains("got one"));
     }
     assert_eq!(cols(&env), 90);
-    second.type_text("two");
-    second.keys(&["Enter"]);
+    type_line(&second, "two");
     for terminal in [&first, &second] {
         terminal.wait_screen(WITHIN, "the end", |s| s.contains("run 1 exited 0"));
         let screen = terminal.screen();
@@ -168,32 +173,19 @@ fn a_bash_tty_clients_keys_reach_the_program_while_the_worker_is_stopped() {
     let env = Env::new("attach-direct-bash-tty");
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
     let file = env.dir.join("typed.txt");
-    let command = format!(
-        "echo ready; read x; printf '%s' \"$x\" > '{}'",
-        file.display()
-    );
+    let command = writes_first_line(&file);
     let eukhe = env!("CARGO_BIN_EXE_eukhe");
     let Some(terminal) =
         Terminal::open(&env, 24, 90, &[eukhe, "bash", "--tty", "a", "--", &command])
     else {
         return;
     };
-    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    let worker = Stopped::stop(env.worker(&id));
-    terminal.type_text("straight");
-    terminal.keys(&["Enter"]);
-    let mut seen = String::new();
-    let written = wait_for(WITHIN, || {
-        seen = std::fs::read_to_string(&file).unwrap_or_default();
-        seen == "straight"
-    });
-    assert!(
-        written,
-        "the keys did not reach the program with its worker stopped: {seen:?}"
+    wait_ready(&terminal);
+    drop(typed_with_the_worker_stopped(&env, &id, &terminal, &file));
+    assert_eq!(
+        terminal.wait_exit(WITHIN, "the client"),
+        Some(0),
+        "{}",
+        terminal.screen()
     );
-    drop(worker);
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the client did not end:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
 }

@@ -7,30 +7,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::terminal::Terminal;
-use crate::support::{kill9, never, wait_for, wait_until, Env};
+use crate::support::terminal::{start_run, Terminal};
+use crate::support::{kill9, never, wait_until, Env};
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-/// `eukhe attach a` (with `flags`) in a `rows` x `cols` terminal.
-fn attach(env: &Env, (rows, cols): (u16, u16), flags: &[&str]) -> Option<Terminal> {
-    let eukhe = env!("CARGO_BIN_EXE_eukhe");
-    let mut command = vec![eukhe, "attach", "a"];
-    command.extend_from_slice(flags);
-    Terminal::open(env, rows, cols, &command)
-}
-
-/// Queue `command` as a terminal run of session `a`, and wait until its
-/// screen shows `shows`.
-fn start(env: &Env, command: &str, shows: &str) {
-    env.ok(&["send", "--tty", "a", "--", command]);
-    let mut last = String::new();
-    let shown = wait_for(WITHIN, || {
-        last = String::from_utf8_lossy(&env.run(&["screen", "a"]).stdout).into_owned();
-        last.contains(shows)
-    });
-    assert!(shown, "the run never showed {shows:?}:\n{last}");
-}
 
 /// vim on `file`, no settings of the user's, no swap file.
 fn vim(file: &Path) -> String {
@@ -39,10 +19,8 @@ fn vim(file: &Path) -> String {
 
 /// The attach ended with status 0, having said `words`.
 fn left(terminal: &Terminal, words: &str) {
-    if !wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the attach did not end; the screen:\n{}", terminal.screen());
-    }
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    let ended = terminal.wait_exit(WITHIN, "the attach");
+    assert_eq!(ended, Some(0), "{}", terminal.screen());
     assert!(terminal.screen().contains(words), "{}", terminal.screen());
     let modes = terminal.modes_after();
     assert!(
@@ -57,8 +35,8 @@ fn attach_shows_vim_as_it_is_and_an_edit_goes_on_across_a_detach() {
     env.ok(&["new", "--name", "a"]);
     let file = env.dir.join("notes.txt");
     std::fs::write(&file, "first line\n").unwrap();
-    start(&env, &vim(&file), "first line");
-    let Some(terminal) = attach(&env, (24, 80), &[]) else {
+    start_run(&env, "a", &vim(&file), "first line");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 80), &[]) else {
         return;
     };
     terminal.wait_screen(WITHIN, "vim's screen", |s| {
@@ -71,7 +49,7 @@ fn attach_shows_vim_as_it_is_and_an_edit_goes_on_across_a_detach() {
     terminal.keys(&["C-\\"]);
     left(&terminal, "detached");
 
-    let Some(again) = attach(&env, (24, 80), &[]) else {
+    let Some(again) = Terminal::attach(&env, "a", (24, 80), &[]) else {
         return;
     };
     again.wait_screen(WITHIN, "the same screen", |s| {
@@ -95,12 +73,13 @@ fn less_pages_and_quits_through_attach() {
     let file = env.dir.join("lines.txt");
     let text: String = (1..=100).map(|n| format!("line-{n}\n")).collect();
     std::fs::write(&file, text).unwrap();
-    start(
+    start_run(
         &env,
+        "a",
         &format!("TERM=screen less '{}'", file.display()),
         "line-1\n",
     );
-    let Some(terminal) = attach(&env, (24, 80), &[]) else {
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 80), &[]) else {
         return;
     };
     terminal.wait_screen(WITHIN, "the first page", |s| {
@@ -118,16 +97,17 @@ fn less_pages_and_quits_through_attach() {
 fn two_attaches_see_one_screen_and_a_read_only_one_writes_nothing() {
     let env = Env::new("attach-tty-two");
     env.ok(&["new", "--name", "a"]);
-    start(
+    start_run(
         &env,
+        "a",
         "echo ready; read x; echo \"got $x\"; read y; echo \"then $y\"",
         "ready",
     );
-    let Some(writer) = attach(&env, (24, 90), &[]) else {
+    let Some(writer) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
     writer.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
-    let Some(reader) = attach(&env, (30, 100), &["--read-only"]) else {
+    let Some(reader) = Terminal::attach(&env, "a", (30, 100), &["--read-only"]) else {
         return;
     };
     reader.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
@@ -163,8 +143,8 @@ fn an_attach_to_vim_rides_through_a_sigkilled_worker_and_daemon() {
     let id = env.ok(&["new", "--name", "a"]).trim().to_string();
     let file = env.dir.join("notes.txt");
     std::fs::write(&file, "first line\n").unwrap();
-    start(&env, &vim(&file), "first line");
-    let Some(terminal) = attach(&env, (24, 100), &[]) else {
+    start_run(&env, "a", &vim(&file), "first line");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 100), &[]) else {
         return;
     };
     terminal.wait_screen(WITHIN, "vim's screen", |s| s.contains("first line"));
@@ -206,8 +186,9 @@ fn an_attach_to_vim_rides_through_a_sigkilled_worker_and_daemon() {
 fn the_terminal_takes_the_size_of_the_client_that_attached_or_typed_last() {
     let env = Env::new("attach-tty-size");
     env.ok(&["new", "--name", "a"]);
-    start(
+    start_run(
         &env,
+        "a",
         "echo ready; while read x; do echo \"cols $(tput cols)\"; done",
         "ready",
     );
@@ -215,12 +196,12 @@ fn the_terminal_takes_the_size_of_the_client_that_attached_or_typed_last() {
         let out = env.ok(&["screen", "a", "--json"]);
         serde_json::from_str::<serde_json::Value>(&out).unwrap()["cols"].clone()
     };
-    let Some(narrow) = attach(&env, (24, 90), &[]) else {
+    let Some(narrow) = Terminal::attach(&env, "a", (24, 90), &[]) else {
         return;
     };
     narrow.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
     wait_until(WITHIN, "the first attach's width", || cols() == 90);
-    let Some(wide) = attach(&env, (24, 120), &[]) else {
+    let Some(wide) = Terminal::attach(&env, "a", (24, 120), &[]) else {
         return;
     };
     wide.wait_screen(WITHIN, "the run", |s| s.contains("ready"));

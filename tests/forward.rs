@@ -5,59 +5,43 @@
 //! gone or refused never makes a command fail: the ssh proxy path serves
 //! it.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::process::{alive, cmdline, descendants};
-use crate::support::sshd::{RemotePath, Sshd};
+use crate::support::process::alive;
+use crate::support::remote::{ssh_children, text, Gated, Remote};
 use crate::support::{kill9, signal, wait_until, Env};
 
 const WITHIN: Duration = Duration::from_secs(30);
 
-/// A remote installation behind its sshd, and a client with forwards on.
-struct Remote {
-    client: Env,
-    sshd: Sshd,
-    env: Env,
+/// A remote whose client has forwards on; a keeper left behind is ended
+/// with it.
+struct Forwarded(Remote);
+
+impl Deref for Forwarded {
+    type Target = Remote;
+
+    fn deref(&self) -> &Remote {
+        &self.0
+    }
 }
 
-impl Remote {
-    fn start(name: &str, sshd_extra: &str, client_vars: &[(&str, &str)]) -> Option<Remote> {
+impl Forwarded {
+    fn start(name: &str, sshd_extra: &str, client_vars: &[(&str, &str)]) -> Option<Forwarded> {
         let env = Env::new(&format!("fwd-remote-{name}"));
-        let sshd = Sshd::start_with(&env, name, RemotePath::WithEukhe, sshd_extra)?;
-        let mut client = sshd
-            .client(&format!("fwd-client-{name}"))
-            .with("EUKHE_FORWARD", "1");
+        let mut remote = Remote::start_in(env, &format!("fwd-{name}"), sshd_extra)?;
+        remote.client.set_var("EUKHE_FORWARD", "1");
         for (var, value) in client_vars {
-            client.set_var(var, value);
+            remote.client.set_var(var, value);
         }
-        Some(Remote { client, sshd, env })
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let host = self.sshd.host();
-        let mut all = vec!["--host", host.as_str()];
-        all.extend_from_slice(args);
-        self.client
-            .command(&all)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run eukhe")
+        Some(Forwarded(remote))
     }
 
     /// Run and expect success with nothing on standard error.
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success() && out.stderr.is_empty(),
-            "eukhe --host {args:?} ({}):\nstdout: {}\nstderr: {}\nsshd: {}",
-            out.status,
-            text(&out.stdout),
-            text(&out.stderr),
-            self.sshd.log()
-        );
-        text(&out.stdout)
+        self.0.ok_quiet(args)
     }
 
     /// The client's forward directory.
@@ -99,14 +83,24 @@ impl Remote {
 
     /// The keeper's ssh.
     fn forward_ssh(&self, keeper: u32) -> Option<u32> {
-        descendants(keeper)
-            .into_iter()
-            .find(|&pid| cmdline(pid).starts_with("ssh"))
+        ssh_children(keeper).first().copied()
     }
 
     /// Logins sshd accepted so far.
     fn logins(&self) -> usize {
         self.sshd.log().matches("Accepted publickey").count()
+    }
+
+    /// `bash s -- echo WORD` answers with no login: the forward carried it.
+    fn echo_through_the_forward(&self, word: &str) {
+        let logins = self.logins();
+        let said = self.ok(&["bash", "s", "--", &format!("echo {word}")]);
+        assert_eq!(said, format!("{word}\n"));
+        assert_eq!(
+            self.logins(),
+            logins,
+            "the forward did not carry `echo {word}`"
+        );
     }
 
     /// Wait until a keeper serves on its socket; its pid.
@@ -116,58 +110,20 @@ impl Remote {
         });
         self.keeper().unwrap()
     }
-}
 
-impl Remote {
-    /// `eukhe --host HOST ARGS... COMMAND`, where COMMAND prints `before`,
-    /// waits for the go file, prints `after` and exits `status`; its output
-    /// goes to a file. Returned once it printed `before` through the
-    /// forward (it runs no ssh of its own): the go file, the client, the
-    /// output file.
-    fn start_gated(&self, args: &[&str], after: &str, status: i32) -> (PathBuf, Child, PathBuf) {
-        let marker = self.env.dir.join("go");
-        let out_file = self.client.dir.join("out");
-        let host = self.sshd.host();
-        let command = format!(
-            "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo {after}; exit {status}",
-            marker.display()
-        );
-        let mut words = vec!["--host", host.as_str()];
-        words.extend_from_slice(args);
-        words.push(&command);
-        let child = self
-            .client
-            .command(&words)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out_file).unwrap())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_until(WITHIN, "the command's first line", || {
-            std::fs::read_to_string(&out_file).is_ok_and(|out| out.contains("before"))
-        });
+    /// A gated command (`Remote::start_gated`) that printed its first
+    /// line through the forward: it runs no ssh of its own.
+    fn start_gated(&self, args: &[&str], after: &str, status: i32) -> Gated {
+        let gated = self.0.start_gated(args, after, status);
         assert!(
-            !descendants(child.id())
-                .iter()
-                .any(|&pid| cmdline(pid).starts_with("ssh")),
+            ssh_children(gated.client.id()).is_empty(),
             "the client ran ssh"
         );
-        (marker, child, out_file)
+        gated
     }
 }
 
-/// Wait for `client` to end: its status and what it said on stderr.
-fn finish(mut client: Child) -> (Option<i32>, String) {
-    wait_until(WITHIN, "the client ends", || {
-        client.try_wait().unwrap().is_some()
-    });
-    let status = client.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
-    (status.code(), stderr)
-}
-
-impl Drop for Remote {
+impl Drop for Forwarded {
     /// A keeper left by a failed test is ended by its pid.
     fn drop(&mut self) {
         if let Some(pid) = self.keeper() {
@@ -177,17 +133,13 @@ impl Drop for Remote {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
 #[test]
 fn the_next_commands_go_through_the_forward_without_a_login() {
-    let Some(r) = Remote::start("through", "", &[]) else {
+    let Some(r) = Forwarded::start("through", "", &[]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
@@ -224,13 +176,12 @@ fn the_next_commands_go_through_the_forward_without_a_login() {
 
 #[test]
 fn a_killed_forward_ssh_is_ridden_through_and_the_forward_comes_back() {
-    let Some(r) = Remote::start("killed", "", &[]) else {
+    let Some(r) = Forwarded::start("killed", "", &[]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
     let keeper = r.wait_forward();
-    let (marker, waiting, out_file) = r.start_gated(&["send", "--wait", "s"], "after", 7);
-    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    let mut gated = r.start_gated(&["send", "--wait", "s"], "after", 7);
     let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
     kill9(ssh);
     wait_until(WITHIN, "the old keeper's end", || !alive(keeper));
@@ -239,21 +190,16 @@ fn a_killed_forward_ssh_is_ridden_through_and_the_forward_comes_back() {
     wait_until(WITHIN, "a new forward", || {
         r.keeper().is_some_and(|pid| pid != keeper) && r.forward_socket().is_some()
     });
-    std::fs::write(&marker, "").unwrap();
-    let (status, stderr) = finish(waiting);
+    gated.open();
+    let (status, stderr) = gated.finish();
     assert_eq!(status, Some(7), "{stderr}");
-    let out = printed();
-    assert_eq!(out.matches("before").count(), 1, "{out}");
-    assert_eq!(out.matches("after").count(), 1, "{out}");
-    assert!(out.find("before") < out.find("after"), "{out}");
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo again"]), "again\n");
-    assert_eq!(r.logins(), logins, "the new forward was not used");
+    gated.assert_printed_once("after");
+    r.echo_through_the_forward("again");
 }
 
 #[test]
 fn a_server_forbidding_forwards_serves_every_command_by_the_proxy() {
-    let Some(r) = Remote::start("forbidden", "AllowStreamLocalForwarding no\n", &[]) else {
+    let Some(r) = Forwarded::start("forbidden", "AllowStreamLocalForwarding no\n", &[]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
@@ -280,16 +226,14 @@ fn a_server_forbidding_forwards_serves_every_command_by_the_proxy() {
 
 #[test]
 fn an_idle_forward_ends_and_leaves_nothing() {
-    let Some(r) = Remote::start("idle", "", &[("EUKHE_FORWARD_IDLE_MS", "3000")]) else {
+    let Some(r) = Forwarded::start("idle", "", &[("EUKHE_FORWARD_IDLE_MS", "3000")]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
     let keeper = r.wait_forward();
     let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
     let socket = r.forward_socket().unwrap();
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo used"]), "used\n");
-    assert_eq!(r.logins(), logins);
+    r.echo_through_the_forward("used");
     wait_until(WITHIN, "the idle keeper's end", || {
         !alive(keeper) && !alive(ssh)
     });
@@ -306,7 +250,7 @@ fn an_idle_forward_ends_and_leaves_nothing() {
 
 #[test]
 fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again() {
-    let Some(r) = Remote::start("follow", "", &[]) else {
+    let Some(r) = Forwarded::start("follow", "", &[]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
@@ -326,12 +270,7 @@ fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again(
     wait_until(WITHIN, "the first line", || {
         printed().lines().any(|l| l == "line-one")
     });
-    assert!(
-        !descendants(follow.id())
-            .iter()
-            .any(|&pid| cmdline(pid).starts_with("ssh")),
-        "the follow ran ssh"
-    );
+    assert!(ssh_children(follow.id()).is_empty(), "the follow ran ssh");
     kill9(r.forward_ssh(keeper).expect("the forward's ssh"));
     wait_until(WITHIN, "a new forward", || {
         r.keeper().is_some_and(|pid| pid != keeper) && r.forward_socket().is_some()
@@ -355,26 +294,50 @@ fn log_follow_rides_through_a_killed_forward_and_a_gone_daemon_is_started_again(
     assert!(r.forward_socket().is_some());
     assert!(r.ok(&["ls"]).contains('s'));
     assert_ne!(r.env.daemon_pid(), daemon);
-    let logins = r.logins();
-    assert_eq!(r.ok(&["bash", "s", "--", "echo back"]), "back\n");
-    assert_eq!(r.logins(), logins, "the forward did not carry it again");
+    r.echo_through_the_forward("back");
 }
 
 #[test]
 fn a_bash_through_the_forward_rides_through_its_killed_ssh() {
-    let Some(r) = Remote::start("bash", "", &[]) else {
+    let Some(r) = Forwarded::start("bash", "", &[]) else {
         return;
     };
     r.ok(&["new", "--name", "s"]);
     let keeper = r.wait_forward();
-    let (marker, client, out_file) = r.start_gated(&["bash", "-n", "s", "--"], "done", 3);
-    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    let mut gated = r.start_gated(&["bash", "-n", "s", "--"], "done", 3);
     // The forward's connection drops: to the worker, a remote client's
     // dropped connection, not its leaving.
     kill9(r.forward_ssh(keeper).expect("the forward's ssh"));
     wait_until(WITHIN, "the old keeper's end", || !alive(keeper));
-    std::fs::write(&marker, "").unwrap();
-    let (status, stderr) = finish(client);
+    gated.open();
+    let (status, stderr) = gated.finish();
     assert_eq!(status, Some(3), "{stderr}");
-    assert_eq!(printed(), "before\ndone\n", "{stderr}");
+    assert_eq!(gated.printed(), "before\ndone\n", "{stderr}");
+}
+
+#[test]
+fn a_killed_keeper_does_not_hold_the_next_forward_back() {
+    let Some(r) = Forwarded::start("keeper-killed", "", &[]) else {
+        return;
+    };
+    r.ok(&["new", "--name", "s"]);
+    let keeper = r.wait_forward();
+    let ssh = r.forward_ssh(keeper).expect("the forward's ssh");
+    // The keeper alone, killed outright: it cleans nothing up.
+    kill9(keeper);
+    wait_until(WITHIN, "the keeper's end", || !alive(keeper));
+    // The next command takes the proxy path and starts a new forward at
+    // once, not an idle period later.
+    assert_eq!(r.ok(&["bash", "s", "--", "echo by proxy"]), "by proxy\n");
+    let next = r.wait_forward();
+    assert_ne!(next, keeper);
+    // The killed keeper's socket is left: the new one answers on it once
+    // it serves.
+    wait_until(WITHIN, "the new forward answers", || {
+        r.forward_socket()
+            .is_some_and(|socket| std::os::unix::net::UnixStream::connect(socket).is_ok())
+    });
+    r.echo_through_the_forward("again");
+    // The killed keeper's ssh, left behind, ended by its pid.
+    kill9(ssh);
 }

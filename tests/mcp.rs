@@ -8,7 +8,7 @@
 
 #[allow(dead_code)]
 #[path = "mcp/raw.rs"]
-mod raw;
+pub mod raw;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

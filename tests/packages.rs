@@ -215,9 +215,7 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
     // Only `eukhe attach` on a terminal (the interactive start; script(1)
     // gives it one, and carries its standard error) asks the old daemon to
     // shut down if idle: busy, it keeps serving.
-    let kept = eukhe.user(&format!(
-        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
-    ));
+    let kept = eukhe.attach_interactively(&id);
     let said = String::from_utf8_lossy(&kept.stdout);
     assert!(
         said.contains("is busy: it keeps serving until it is idle"),
@@ -237,14 +235,14 @@ fn the_deb_installs_enabled_upgrades_idle_only_and_removes_cleanly() {
     });
 
     // Idle now: the next interactive client replaces the daemon.
-    eukhe.user_ok(&format!(
-        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
-    ));
+    let attached = eukhe.attach_interactively(&id);
+    let said = String::from_utf8_lossy(&attached.stdout);
+    assert!(attached.status.success(), "{said}");
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo upgraded")),
         "upgraded\n"
     );
-    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    let status = eukhe.status();
     assert_eq!(status["version"], next.as_str());
     assert_ne!(status["pid"].as_u64().unwrap() as u32, old_daemon);
     let log = eukhe.eukhe(&format!("log {id}"));
@@ -358,9 +356,7 @@ fn with_lingering_a_reboot_revives_a_busy_session_with_no_client() {
     assert!(eukhe
         .journal(&format!("eukhe@{id}.service"))
         .contains(&format!("session {id} revived over its snapshot")));
-    assert!(eukhe
-        .journal("eukhe.service")
-        .contains(&format!("reviving session {id} from its busy evidence")));
+    eukhe.assert_revived(&id);
 
     // What a client sees afterwards: the run interrupted once, the queued
     // input run once.

@@ -5,59 +5,14 @@
 //! never used.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::support::process::{cmdline, descendants};
-use crate::support::sshd::{RemotePath, Sshd};
+use crate::support::remote::{ssh_children, text, Remote};
+use crate::support::sshd::RemotePath;
 use crate::support::terminal::Terminal;
 use crate::support::{kill9, skip, wait_until, Env};
-
-/// A remote installation behind its sshd, and a client of it.
-struct Remote {
-    client: Env,
-    sshd: Sshd,
-    env: Env,
-}
-
-impl Remote {
-    fn start(name: &str, path: RemotePath) -> Option<Remote> {
-        let env = Env::new(&format!("remote-{name}"));
-        let sshd = Sshd::start(&env, name, path)?;
-        let client = sshd.client(&format!("client-{name}"));
-        Some(Remote { client, sshd, env })
-    }
-
-    /// `eukhe --host HOST ARGS` from the client.
-    fn command(&self, args: &[&str]) -> Command {
-        let host = self.sshd.host();
-        let mut all = vec!["--host", host.as_str()];
-        all.extend_from_slice(args);
-        self.client.command(&all)
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run eukhe")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "eukhe --host {args:?} failed ({}):\nstdout: {}\nstderr: {}\nsshd: {}",
-            out.status,
-            text(&out.stdout),
-            text(&out.stderr),
-            self.sshd.log()
-        );
-        text(&out.stdout)
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// The lines a child writes on standard output, as they come.
 fn lines_of(child: &mut std::process::Child) -> Receiver<String> {
@@ -83,13 +38,6 @@ fn expect_line(lines: &Receiver<String>, seen: &mut Vec<String>, want: &str, wit
             Err(_) => panic!("never saw {want:?}; saw {seen:?}"),
         }
     }
-}
-
-/// The `ssh` a client runs (its child), by pid.
-fn ssh_child(client: u32) -> Option<u32> {
-    descendants(client)
-        .into_iter()
-        .find(|&pid| cmdline(pid).starts_with("ssh"))
 }
 
 #[test]
@@ -183,44 +131,18 @@ fn a_killed_ssh_under_send_wait_is_ridden_through_output_once() {
         return;
     };
     r.ok(&["new", "--name", "s"]);
-    let marker = r.env.dir.join("go");
-    let out_file = r.client.dir.join("out");
-    let mut waiting = r
-        .command(&[
-            "send",
-            "--wait",
-            "s",
-            &format!(
-                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo after; exit 7",
-                marker.display()
-            ),
-        ])
-        .stdout(std::fs::File::create(&out_file).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
-    wait_until(Duration::from_secs(20), "the run's first line", || {
-        printed().contains("before")
-    });
-    let ssh = ssh_child(waiting.id()).expect("the client's ssh");
+    let mut gated = r.start_gated(&["send", "--wait", "s"], "after", 7);
+    let first_ssh = || ssh_children(gated.client.id()).first().copied();
+    let ssh = first_ssh().expect("the client's ssh");
     kill9(ssh);
     // The next ssh is another process: the client came back.
     wait_until(Duration::from_secs(20), "a new ssh", || {
-        ssh_child(waiting.id()).is_some_and(|pid| pid != ssh)
+        first_ssh().is_some_and(|pid| pid != ssh)
     });
-    std::fs::write(&marker, "").unwrap();
-    wait_until(Duration::from_secs(30), "send --wait ends", || {
-        waiting.try_wait().unwrap().is_some()
-    });
-    let status = waiting.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut waiting.stderr.take().unwrap(), &mut stderr);
-    assert_eq!(status.code(), Some(7), "{stderr}");
-    let out = printed();
-    assert_eq!(out.matches("before").count(), 1, "{out}");
-    assert_eq!(out.matches("after").count(), 1, "{out}");
-    assert!(out.find("before") < out.find("after"), "{out}");
+    gated.open();
+    let (status, stderr) = gated.finish();
+    assert_eq!(status, Some(7), "{stderr}");
+    gated.assert_printed_once("after");
 }
 
 #[test]
@@ -373,14 +295,6 @@ fn the_interactive_proxy_replaces_an_idle_older_daemon_and_the_background_one_ne
     assert_eq!(status["version"], "9.0.0", "{status}");
 }
 
-/// Every `ssh` a client runs, by pid.
-fn ssh_children(client: u32) -> Vec<u32> {
-    descendants(client)
-        .into_iter()
-        .filter(|&pid| cmdline(pid).starts_with("ssh"))
-        .collect()
-}
-
 #[test]
 fn log_follow_and_attach_ride_through_killed_ssh_connections_output_once() {
     let Some(r) = Remote::start("follow-drop", RemotePath::WithEukhe) else {
@@ -458,10 +372,8 @@ fn attach_and_a_terminal_run_from_a_terminal_over_host() {
         s.contains("typed-42") && s.contains("[run 1 exited 0]")
     });
     terminal.keys(&["C-d"]);
-    wait_until(within, "the attach to end", || {
-        terminal.exit_status().is_some()
-    });
-    assert_eq!(terminal.exit_status(), Some(0), "{}", terminal.screen());
+    let ended = terminal.wait_exit(within, "the attach");
+    assert_eq!(ended, Some(0), "{}", terminal.screen());
     assert!(r.env.log("a").contains("typed-42"));
     // A terminal run: the remote kernel's terminal, passed through.
     let Some(tty) = Terminal::open(
@@ -489,10 +401,8 @@ fn attach_and_a_terminal_run_from_a_terminal_over_host() {
     tty.wait_screen(within, "the line typed, read there", |s| {
         s.contains("got-abc")
     });
-    wait_until(within, "the terminal run to end", || {
-        tty.exit_status().is_some()
-    });
-    assert_eq!(tty.exit_status(), Some(0), "{}", tty.screen());
+    let ended = tty.wait_exit(within, "the terminal run");
+    assert_eq!(ended, Some(0), "{}", tty.screen());
 }
 
 /// `top`, the dashboard, over `--host`: the remote session's row with its
@@ -515,7 +425,6 @@ fn top_over_host_shows_the_remote_sessions() {
             .any(|l| l.contains(" busy ") && l.contains("remote-top-42"))
     });
     top.keys(&["q"]);
-    wait_until(within, "top to end", || top.exit_status().is_some());
-    assert_eq!(top.exit_status(), Some(0), "{}", top.screen());
+    assert_eq!(top.wait_exit(within, "top"), Some(0), "{}", top.screen());
     r.ok(&["rm", "--force", "a"]);
 }

@@ -4,17 +4,19 @@
 //! that leaves (a signal, a closed reader) hangs its command up at once
 //! as a local client does, and one killed outright leaves it to the
 //! reconnection grace, after which it is hung up. Standard input reaches
-//! a remote command as a local one's.
+//! a remote command as a local one's. `eukhe mcp`'s `bash` over a host
+//! is such a client too.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use serde_json::json;
 
-use crate::support::process::{cmdline, descendants};
-use crate::support::sshd::{RemotePath, Sshd};
-use crate::support::{kill9, signal, wait_until, Env};
+use crate::mcp::raw::{tool_call, Server};
+use crate::support::remote::{ssh_children, text, Remote};
+use crate::support::{kill9, never, signal, wait_until, Env};
 
 /// The reconnection grace under `EUKHE_TEST_SHORT_WINDOWS=1`
 /// (`laws::timing::TEST_REMOTE_RECONNECT_GRACE_MS`).
@@ -24,26 +26,10 @@ const SHORT_GRACE: Duration = Duration::from_millis(2_000);
 /// below the law's grace (over a minute), which a test never waits out.
 const AT_ONCE: Duration = Duration::from_secs(30);
 
-/// A remote installation behind its sshd, and a client of it.
-struct Remote {
-    client: Env,
-    sshd: Sshd,
-    env: Env,
-}
-
 impl Remote {
-    fn start(env: Env, name: &str) -> Option<Remote> {
-        let sshd = Sshd::start(&env, name, RemotePath::WithEukhe)?;
-        let client = sshd.client(&format!("client-{name}"));
-        Some(Remote { client, sshd, env })
-    }
-
-    /// `eukhe --host HOST ARGS` from the client.
-    fn command(&self, args: &[&str]) -> Command {
-        let host = self.sshd.host();
-        let mut all = vec!["--host", host.as_str()];
-        all.extend_from_slice(args);
-        self.client.command(&all)
+    /// The remote session `s`.
+    fn ok_new(&self) {
+        self.ok(&["new", "--name", "s"]);
     }
 
     /// A remote `bash -n s -- COMMAND`, its output piped; started once
@@ -85,74 +71,36 @@ impl Remote {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Every `ssh` a client runs, by pid.
-fn ssh_children(client: u32) -> Vec<u32> {
-    descendants(client)
-        .into_iter()
-        .filter(|&pid| cmdline(pid).starts_with("ssh"))
-        .collect()
-}
-
 #[test]
 fn a_remote_bash_rides_through_a_killed_ssh_printing_each_line_once() {
-    let Some(r) = Remote::start(Env::new("remote-bash-drop"), "bash-drop") else {
+    let Some(r) = Remote::start_in(Env::new("remote-bash-drop"), "bash-drop", "") else {
         return;
     };
     r.ok_new();
-    let marker = r.env.dir.join("go");
-    let out_file = r.client.dir.join("out");
-    let mut client = r
-        .command(&[
-            "bash",
-            "-n",
-            "s",
-            "--",
-            &format!(
-                "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo done; exit 3",
-                marker.display()
-            ),
-        ])
-        .stdout(std::fs::File::create(&out_file).unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    let mut gated = r.start_gated(&["bash", "-n", "s", "--"], "done", 3);
     let within = Duration::from_secs(20);
-    wait_until(within, "the command's first line", || {
-        printed().contains("before")
-    });
-    let killed = ssh_children(client.id());
+    let killed = ssh_children(gated.client.id());
     assert!(!killed.is_empty(), "no ssh under the client");
     for &pid in &killed {
         kill9(pid);
     }
     wait_until(within, "a new ssh", || {
-        ssh_children(client.id())
+        ssh_children(gated.client.id())
             .iter()
             .any(|pid| !killed.contains(pid))
     });
     // The command still runs: it was not hung up with the connection.
     assert_eq!(r.end_of(1), None, "{}", r.env.log("s"));
-    std::fs::write(&marker, "").unwrap();
-    wait_until(Duration::from_secs(30), "the client ends", || {
-        client.try_wait().unwrap().is_some()
-    });
-    let status = client.wait().unwrap();
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr);
-    assert_eq!(status.code(), Some(3), "{stderr}");
-    let out = printed();
-    assert_eq!(out, "before\ndone\n", "{stderr}");
+    gated.open();
+    let (status, stderr) = gated.finish();
+    assert_eq!(status, Some(3), "{stderr}");
+    assert_eq!(gated.printed(), "before\ndone\n", "{stderr}");
     assert_eq!(r.end_of(1).as_deref(), Some("[bash 1 exited 3]"));
 }
 
 #[test]
 fn a_remote_bash_client_that_leaves_ends_its_command_at_once() {
-    let Some(r) = Remote::start(Env::new("remote-bash-leave"), "bash-leave") else {
+    let Some(r) = Remote::start_in(Env::new("remote-bash-leave"), "bash-leave", "") else {
         return;
     };
     r.ok_new();
@@ -190,17 +138,12 @@ fn a_remote_bash_client_that_leaves_ends_its_command_at_once() {
 #[test]
 fn a_killed_remote_bash_client_has_its_command_hung_up_after_the_grace() {
     let env = Env::new("remote-bash-killed").with("EUKHE_TEST_SHORT_WINDOWS", "1");
-    let Some(r) = Remote::start(env, "bash-killed") else {
+    let Some(r) = Remote::start_in(env, "bash-killed", "") else {
         return;
     };
     r.ok_new();
     let client = r.bash("echo started; sleep 600");
-    let ssh = ssh_children(client.id());
-    let killed_at = Instant::now();
-    kill9(client.id());
-    for pid in ssh {
-        kill9(pid);
-    }
+    let killed_at = kill9_with_its_ssh(client.id());
     let _ = client.wait_with_output();
     let end = r.ended_within(1, AT_ONCE);
     assert_eq!(end, "[bash 1 killed by signal 1]");
@@ -212,17 +155,16 @@ fn a_killed_remote_bash_client_has_its_command_hung_up_after_the_grace() {
     );
 }
 
-impl Remote {
-    /// The remote session `s`.
-    fn ok_new(&self) {
-        let out = self.command(&["new", "--name", "s"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "new failed: {}\nsshd: {}",
-            text(&out.stderr),
-            self.sshd.log()
-        );
+/// Kill a client outright, and its ssh with it (nothing is left to say
+/// it leaves): when.
+fn kill9_with_its_ssh(client: u32) -> Instant {
+    let ssh = ssh_children(client);
+    let killed_at = Instant::now();
+    kill9(client);
+    for pid in ssh {
+        kill9(pid);
     }
+    killed_at
 }
 
 /// `pipeline` run by `sh`, with `$EUKHE` the binary and `$H` the host, in
@@ -240,7 +182,7 @@ fn client_shell(r: &Remote, pipeline: &str) -> std::process::Output {
 
 #[test]
 fn standard_input_reaches_a_remote_bash_whole() {
-    let Some(r) = Remote::start(Env::new("remote-bash-stdin"), "bash-stdin") else {
+    let Some(r) = Remote::start_in(Env::new("remote-bash-stdin"), "bash-stdin", "") else {
         return;
     };
     r.ok_new();
@@ -274,4 +216,43 @@ fn standard_input_reaches_a_remote_bash_whole() {
         let there = text(&out.stdout);
         assert_eq!(there.split_whitespace().next(), Some(here), "{pipeline}");
     }
+}
+
+/// `eukhe --host H mcp`'s `bash`: past the call's timeout its command goes
+/// on (the call leaves it on purpose), past the reconnection grace too;
+/// a server killed during its call leaves its command the grace, as a
+/// killed `eukhe --host H bash` does.
+#[test]
+fn an_mcp_bash_over_a_host_goes_on_past_its_timeout_and_a_killed_one_gets_the_grace() {
+    let env = Env::new("remote-bash-mcp").with("EUKHE_TEST_SHORT_WINDOWS", "1");
+    let Some(r) = Remote::start_in(env, "bash-mcp", "") else {
+        return;
+    };
+    r.ok_new();
+    let mut server = Server::spawn(r.command(&["mcp"]));
+    server.initialize();
+    let arguments = |timeout_ms: u64| json!({ "session": "s", "command": "echo started; sleep 600", "timeout_ms": timeout_ms });
+    let answer = server.ask(&tool_call(2, "bash", arguments(1_000)));
+    assert_eq!(
+        answer["result"]["structuredContent"]["running"], true,
+        "{answer}"
+    );
+    never(SHORT_GRACE * 3, "the timed-out command ends", || {
+        r.end_of(1).is_some()
+    });
+    server.close();
+    let mut server = Server::spawn(r.command(&["mcp"]));
+    server.initialize();
+    server.send(&tool_call(2, "bash", arguments(600_000)));
+    wait_until(AT_ONCE, "the second command runs", || {
+        r.env.log("s").contains("[bash 2] $")
+    });
+    let killed_at = kill9_with_its_ssh(server.child.id());
+    let _ = server.child.wait();
+    assert_eq!(r.ended_within(2, AT_ONCE), "[bash 2 killed by signal 1]");
+    assert!(
+        killed_at.elapsed() >= SHORT_GRACE,
+        "hung up {:?} after its server was killed",
+        killed_at.elapsed()
+    );
 }

@@ -48,15 +48,8 @@ fn typed(terminal: &Terminal, line: &str) {
 }
 
 fn ended_with(terminal: &Terminal, status: i32) {
-    if !crate::support::wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the client did not end; the screen:\n{}", terminal.screen());
-    }
-    assert_eq!(
-        terminal.exit_status(),
-        Some(status),
-        "{}",
-        terminal.screen()
-    );
+    let ended = terminal.wait_exit(WITHIN, "the client");
+    assert_eq!(ended, Some(status), "{}", terminal.screen());
 }
 
 /// The commands `log --json` shows typed in shell run `a`'s shell: each

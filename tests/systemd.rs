@@ -56,7 +56,7 @@ fn the_first_connect_activates_the_supervisor_and_a_session_is_a_worker_unit() {
     let id = eukhe.eukhe("new --name first").trim().to_string();
     assert_eq!(eukhe.unit("eukhe.service", "ActiveState"), "active");
     assert_eq!(eukhe.unit(&worker(&id), "ActiveState"), "active");
-    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    let status = eukhe.status();
     assert_eq!(status["backend"], "systemd");
     assert_eq!(
         status["pid"].as_u64().unwrap() as u32,
@@ -327,9 +327,7 @@ fn after_a_reboot_a_busy_session_is_revived_from_the_journal_and_an_idle_one_is_
         "an idle session is not revived"
     );
     assert_eq!(eukhe.unit(&worker(&idle), "ActiveState"), "inactive");
-    assert!(eukhe
-        .journal("eukhe.service")
-        .contains(&format!("reviving session {busy} from its busy evidence")));
+    eukhe.assert_revived(&busy);
 }
 
 /// Scenario 6: builds on the socket: a busy older daemon is kept, an idle
@@ -374,9 +372,7 @@ fn replacement_rules_hold_through_socket_activation() {
     assert_eq!(String::from_utf8_lossy(&served.stdout), "still served\n");
     // Only `eukhe attach` on a terminal (script(1) gives it one) asks the
     // older daemon to shut down if idle.
-    let kept = eukhe.user(&format!(
-        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
-    ));
+    let kept = eukhe.attach_interactively(&id);
     // The terminal carries the client's standard error too.
     let said = String::from_utf8_lossy(&kept.stdout);
     assert!(
@@ -390,14 +386,14 @@ fn replacement_rules_hold_through_socket_activation() {
             .user_ok(&format!("{as_old} log {id}"))
             .contains("[run 1 exited 0]")
     });
-    eukhe.user_ok(&format!(
-        "script -qec 'eukhe attach {id}' /dev/null </dev/null"
-    ));
+    let attached = eukhe.attach_interactively(&id);
+    let said = String::from_utf8_lossy(&attached.stdout);
+    assert!(attached.status.success(), "{said}");
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- echo on the new build")),
         "on the new build\n"
     );
-    let status: serde_json::Value = serde_json::from_str(&eukhe.eukhe("status --json")).unwrap();
+    let status = eukhe.status();
     assert_eq!(
         status["version"],
         env!("CARGO_PKG_VERSION"),
@@ -645,9 +641,7 @@ fn after_a_reboot_the_run_in_flight_is_interrupted_once_and_the_shell_state_is_r
     wait_until(Duration::from_secs(30), "the queued input ran", || {
         eukhe.eukhe(&format!("log {id}")).contains("queued ran")
     });
-    assert!(eukhe
-        .journal("eukhe.service")
-        .contains(&format!("reviving session {id} from its busy evidence")));
+    eukhe.assert_revived(&id);
     assert_eq!(
         eukhe.eukhe(&format!("bash {id} -- 'f; a; echo \"$v\"'")),
         "from f\nfrom a\nfrom v\n"
@@ -710,9 +704,7 @@ fn a_kernel_alone_with_a_run_records_busy_evidence_from_its_unit() {
     wait_until(Duration::from_secs(30), "the queued input ran", || {
         eukhe.eukhe(&format!("log {id}")).contains("queued ran")
     });
-    assert!(eukhe
-        .journal("eukhe.service")
-        .contains(&format!("reviving session {id} from its busy evidence")));
+    eukhe.assert_revived(&id);
 }
 
 /// Idle stop under systemd: a session left alone for `idle_stop_ms` has

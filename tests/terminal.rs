@@ -67,15 +67,8 @@ fn tty_run(env: &Env, rows: u16, cols: u16, command: &str) -> Option<Terminal> {
 }
 
 fn ended_with(terminal: &Terminal, status: i32) {
-    if !crate::support::wait_for(WITHIN, || terminal.exit_status().is_some()) {
-        panic!("the client did not end; the screen:\n{}", terminal.screen());
-    }
-    assert_eq!(
-        terminal.exit_status(),
-        Some(status),
-        "{}",
-        terminal.screen()
-    );
+    let ended = terminal.wait_exit(WITHIN, "the client");
+    assert_eq!(ended, Some(status), "{}", terminal.screen());
     // However the client ended, the terminal is cooked again.
     let modes = terminal.modes_after();
     for mode in ["icanon", "echo", "isig", "opost"] {

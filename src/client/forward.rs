@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
+use nix::fcntl::{Flock, FlockArg};
 use tokio::net::UnixStream;
 
 use super::connect::{our_hello, Client};
@@ -47,8 +48,10 @@ pub struct ForwardFiles {
     pub lock: PathBuf,
     /// Made when a client starts a keeper: younger than the idle period,
     /// no other start is tried (a server that forbids forwarding is
-    /// asked once per period). The keeper removes it when it ends after
-    /// having served.
+    /// asked once per period). The keeper holding the lock writes its pid
+    /// in it; it removes the file when it ends after having served, and
+    /// empties it when it could not set the forward up. A pid no process
+    /// has is a keeper killed outright: its start no longer counts.
     pub tried: PathBuf,
     /// The keeper's and its ssh's messages.
     pub log: PathBuf,
@@ -104,9 +107,27 @@ fn fnv1a(text: &str) -> u64 {
 }
 
 /// Whether a client starts a keeper, given how long ago the last start
-/// was tried (none: never, or the last keeper served and ended).
-pub fn start_due(tried_ago_ms: Option<u64>, idle_ms: u64) -> bool {
-    tried_ago_ms.is_none_or(|ago| ago >= idle_ms)
+/// was tried (none: never, or the last keeper served and ended) and
+/// whether that start's keeper was killed (it left its pid, which no
+/// process has): nothing else will start the forward before the period
+/// ends.
+pub fn start_due(tried_ago_ms: Option<u64>, keeper_killed: bool, idle_ms: u64) -> bool {
+    keeper_killed || tried_ago_ms.is_none_or(|ago| ago >= idle_ms)
+}
+
+/// Whether the keeper of the last start was killed: it wrote its pid in
+/// `.tried` once it held the host's lock, and nothing holds that lock now
+/// (a process's locks go with it, however it ends). An empty `.tried` is
+/// a start under way or one that failed, which counts.
+fn keeper_killed(files: &ForwardFiles) -> bool {
+    let wrote_pid =
+        std::fs::read_to_string(&files.tried).is_ok_and(|text| text.trim().parse::<u32>().is_ok());
+    // Held for a moment only: a keeper taking it meanwhile tries again.
+    let lock_free = || {
+        std::fs::File::open(&files.lock)
+            .is_ok_and(|file| Flock::lock(file, FlockArg::LockExclusiveNonblock).is_ok())
+    };
+    wrote_pid && lock_free()
 }
 
 /// Reach `host`'s daemon through its forward as `start` (a background
@@ -151,7 +172,7 @@ pub fn start_in_background(host: &RemoteHost) {
                 .duration_since(at)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         });
-    if !start_due(tried_ago, idle_ms()) {
+    if !start_due(tried_ago, keeper_killed(&files), idle_ms()) {
         return;
     }
     if crate::session::store::private_dir(&files.dir).is_err()
@@ -261,9 +282,38 @@ mod tests {
 
     #[test]
     fn a_start_is_tried_once_per_idle_period() {
-        assert!(start_due(None, 1_000));
-        assert!(!start_due(Some(0), 1_000));
-        assert!(!start_due(Some(999), 1_000));
-        assert!(start_due(Some(1_000), 1_000));
+        assert!(start_due(None, false, 1_000));
+        assert!(!start_due(Some(0), false, 1_000));
+        assert!(!start_due(Some(999), false, 1_000));
+        assert!(start_due(Some(1_000), false, 1_000));
+    }
+
+    #[test]
+    fn a_killed_keepers_start_does_not_count() {
+        assert!(start_due(Some(0), true, 1_000));
+        assert!(start_due(Some(999), true, 1_000));
+    }
+
+    #[test]
+    fn a_keeper_that_wrote_its_pid_and_holds_no_lock_was_killed() {
+        let dir = std::env::temp_dir().join(format!("eukhe-forward-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("eukhe.sock");
+        let files = files_for(&socket, "ssh", "eukhe", &host("box")).unwrap();
+        std::fs::create_dir_all(&files.dir).unwrap();
+        std::fs::write(&files.lock, "").unwrap();
+        // A start under way (or one that failed) counts.
+        std::fs::write(&files.tried, "").unwrap();
+        assert!(!keeper_killed(&files));
+        std::fs::write(&files.tried, "4242\n").unwrap();
+        let held = Flock::lock(
+            std::fs::File::open(&files.lock).unwrap(),
+            FlockArg::LockExclusiveNonblock,
+        )
+        .unwrap();
+        assert!(!keeper_killed(&files), "its keeper holds the lock");
+        drop(held);
+        assert!(keeper_killed(&files));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

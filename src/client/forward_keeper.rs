@@ -83,6 +83,9 @@ pub fn main(host: &str) -> ExitCode {
     };
     let _ = lock.set_len(0);
     let _ = writeln!(lock, "{}", std::process::id());
+    // Its pid in the start's mark: killed outright, it leaves a pid no
+    // process has, which the next client does not wait out.
+    let _ = std::fs::write(&files.tried, format!("{}\n", std::process::id()));
     // Appended: each start's outcome stays readable (one per idle period).
     let Ok(mut log) = crate::session::store::private_append(&files.log) else {
         return ExitCode::FAILURE;
@@ -95,7 +98,11 @@ pub fn main(host: &str) -> ExitCode {
     let _ = writeln!(log, "{line}");
     match kept {
         Ok(_) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::FAILURE,
+        Err(_) => {
+            // No forward: no other start is tried this period.
+            let _ = std::fs::write(&files.tried, b"");
+            ExitCode::FAILURE
+        }
     }
 }
 

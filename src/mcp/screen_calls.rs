@@ -9,7 +9,6 @@ use tokio::sync::Notify;
 use super::screen_tools::{key_bytes, screen_text, ScreenArgs, SendKeysArgs, WaitForArgs};
 use super::server::answer;
 use super::tools::BashArgs;
-use crate::client::attach::open;
 use crate::client::cli::unexpected;
 use crate::client::connect::{connect, Client};
 use crate::client::wait_for::{ask_wait, Waited};
@@ -139,13 +138,8 @@ pub async fn bash_tty(
     };
     let timeout_ms = args.timeout_ms.unwrap_or(MCP_BASH_TIMEOUT_DEFAULT_MS);
     let session = args.session;
-    let request = SessionRequest::Bash {
-        command: args.command.unwrap_or_default(),
-        stdin: None,
-        tty: Some(size),
-        remote: false,
-    };
-    let mut client = open(&session, ClientStart::Mcp, request).await?;
+    let command = args.command.unwrap_or_default();
+    let mut client = open_bash(&session, command, Some(size)).await?;
     let number = match client.receive().await? {
         Response::Queued { input } => input,
         other => return unexpected(other),
@@ -204,8 +198,34 @@ async fn drain(client: &mut Client) {
     std::future::pending::<()>().await
 }
 
-/// Leave the command's terminal on purpose: it goes on.
-async fn leave(client: &mut Client, session: &str) {
+/// Ask `session` for a user bash of `command` (on a terminal of `tty`)
+/// on a connection of its own, saying whether this client is remote: a
+/// daemon on another machine then tells the connection's drop (its SSH)
+/// from this client leaving.
+pub(super) async fn open_bash(
+    session: &str,
+    command: String,
+    tty: Option<WindowSize>,
+) -> Result<Client, ClientError> {
+    let mut client = connect(ClientStart::Mcp).await?;
+    let request = SessionRequest::Bash {
+        command,
+        stdin: None,
+        tty,
+        remote: client.serves_remote_bash(),
+    };
+    client
+        .send(&Request::Session {
+            session: session.to_string(),
+            request,
+        })
+        .await?;
+    Ok(client)
+}
+
+/// Leave the command on purpose (its terminal, or its output after the
+/// call's timeout): it goes on.
+pub(super) async fn leave(client: &mut Client, session: &str) {
     let _ = client
         .send(&Request::Session {
             session: session.to_string(),
@@ -214,7 +234,7 @@ async fn leave(client: &mut Client, session: &str) {
         .await;
 }
 
-async fn cancel_input(session: &str, input: u64) -> Result<(), ClientError> {
+pub(super) async fn cancel_input(session: &str, input: u64) -> Result<(), ClientError> {
     let mut client = connect(ClientStart::Mcp).await?;
     let request = Request::Session {
         session: session.to_string(),

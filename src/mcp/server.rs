@@ -469,13 +469,8 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
     let waited_ms = args.timeout_ms.unwrap_or(MCP_BASH_TIMEOUT_DEFAULT_MS);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(waited_ms);
     let session = args.session;
-    let request = SessionRequest::Bash {
-        command: args.command.unwrap_or_default(),
-        stdin: None,
-        tty: None,
-        remote: false,
-    };
-    let mut client = open(&session, ClientStart::Mcp, request).await?;
+    let command = args.command.unwrap_or_default();
+    let mut client = screen_calls::open_bash(&session, command, None).await?;
     // Its number comes first: a cancel names it, and so does the `log`
     // that follows a command still running. A cancel asked meanwhile is
     // carried out once the number is known.
@@ -505,9 +500,13 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
             let end = end?;
             (Some(end.status), end.cut_short)
         }
-        Waited::TimedOut => (None, None),
+        Waited::TimedOut => {
+            // The command goes on: this call leaves it on purpose.
+            screen_calls::leave(&mut client, &session).await;
+            (None, None)
+        }
         Waited::Cancelled => {
-            cancel_input(&session, number).await?;
+            screen_calls::cancel_input(&session, number).await?;
             (
                 None,
                 Some("cancelled: its client cancelled the call".to_string()),
@@ -531,18 +530,6 @@ async fn bash(args: BashArgs, cancel_asked: &Notify) -> Result<CallToolResult, C
 async fn first_answer(client: &mut Client) -> Result<u64, ClientError> {
     match client.receive().await? {
         Response::Queued { input } => Ok(input),
-        other => unexpected(other),
-    }
-}
-
-async fn cancel_input(session: &str, input: u64) -> Result<(), ClientError> {
-    let mut client = connect(ClientStart::Mcp).await?;
-    let request = Request::Session {
-        session: session.to_string(),
-        request: SessionRequest::CancelInput { input },
-    };
-    match client.ask(request).await? {
-        Response::Cancelled { .. } => Ok(()),
         other => unexpected(other),
     }
 }

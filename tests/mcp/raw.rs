@@ -3,7 +3,7 @@
 //! JSON-RPC asks for, and the server keeps serving.
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
@@ -15,16 +15,20 @@ use crate::support::Env;
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
 /// A running `eukhe mcp`: its input, and its output lines as they come.
-struct Server {
-    child: Child,
+pub struct Server {
+    pub child: Child,
     input: Option<ChildStdin>,
     lines: Receiver<String>,
 }
 
 impl Server {
     fn start(env: &Env) -> Server {
-        let mut child = env
-            .command(&["mcp"])
+        Server::spawn(env.command(&["mcp"]))
+    }
+
+    /// `command` (an `eukhe mcp`) started, fed and read as this test does.
+    pub fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -48,7 +52,7 @@ impl Server {
         }
     }
 
-    fn send(&mut self, line: &str) {
+    pub fn send(&mut self, line: &str) {
         let input = self.input.as_mut().unwrap();
         input.write_all(line.as_bytes()).unwrap();
         input.write_all(b"\n").unwrap();
@@ -56,7 +60,7 @@ impl Server {
     }
 
     /// The next line the server writes, as JSON.
-    fn answer(&self) -> Value {
+    pub fn answer(&self) -> Value {
         let line = self
             .lines
             .recv_timeout(ANSWER_WITHIN)
@@ -64,12 +68,12 @@ impl Server {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?} is not JSON: {e}"))
     }
 
-    fn ask(&mut self, line: &str) -> Value {
+    pub fn ask(&mut self, line: &str) -> Value {
         self.send(line);
         self.answer()
     }
 
-    fn initialize(&mut self) {
+    pub fn initialize(&mut self) {
         let init = json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {
@@ -85,11 +89,20 @@ impl Server {
     }
 
     /// Close standard input; the server ends, successfully.
-    fn close(mut self) {
+    pub fn close(mut self) {
         drop(self.input.take());
         let status = self.child.wait().unwrap();
         assert!(status.success(), "eukhe mcp ended with {status}");
     }
+}
+
+/// The JSON-RPC line that calls `tool` with `arguments`, as request `id`.
+pub fn tool_call(id: u64, tool: &str, arguments: Value) -> String {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments }
+    })
+    .to_string()
 }
 
 fn error_of(answer: &Value) -> (Value, i64, String) {
@@ -153,14 +166,11 @@ fn a_tool_error_speaks_in_the_tools_terms() {
     env.ok(&["send", &id, "sleep 60"]);
     let mut server = Server::start(&env);
     server.initialize();
-    let call = |n: u64, tool: &str, arguments: Value| {
-        json!({
-            "jsonrpc": "2.0", "id": n, "method": "tools/call",
-            "params": { "name": tool, "arguments": arguments }
-        })
-        .to_string()
-    };
-    let refused = server.ask(&call(2, "remove_session", json!({ "session": "busy" })));
+    let refused = server.ask(&tool_call(
+        2,
+        "remove_session",
+        json!({ "session": "busy" }),
+    ));
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     let said = refused["result"]["content"][0]["text"]
         .as_str()
@@ -174,13 +184,13 @@ fn a_tool_error_speaks_in_the_tools_terms() {
         !said.contains("--force") && !said.contains("eukhe rm"),
         "{said}"
     );
-    let unknown = server.ask(&call(3, "log", json!({ "session": "nothing-here" })));
+    let unknown = server.ask(&tool_call(3, "log", json!({ "session": "nothing-here" })));
     let said = unknown["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
         said.contains("`list_sessions`") && !said.contains("eukhe ls"),
         "{said}"
     );
-    let removed = server.ask(&call(
+    let removed = server.ask(&tool_call(
         4,
         "remove_session",
         json!({ "session": "busy", "force": true }),
@@ -223,11 +233,7 @@ fn the_log_tool_shows_a_damaged_region_as_one_notice_in_its_place() {
     overwrite(&path, offset + 25 + 20, b"XXXX");
     let mut server = Server::start(&env);
     server.initialize();
-    let call = json!({
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": { "name": "log", "arguments": { "session": "d" } }
-    });
-    let answer = server.ask(&call.to_string());
+    let answer = server.ask(&tool_call(2, "log", json!({ "session": "d" })));
     let log = answer["result"]["structuredContent"]["log"]
         .as_str()
         .unwrap_or_else(|| panic!("{answer}"));
@@ -254,13 +260,7 @@ fn new_sessions_limits_are_refused_in_the_tools_terms() {
     let env = Env::new("mcp-limits");
     let mut server = Server::start(&env);
     server.initialize();
-    let call = |n: u64, arguments: Value| {
-        json!({
-            "jsonrpc": "2.0", "id": n, "method": "tools/call",
-            "params": { "name": "new_session", "arguments": arguments }
-        })
-        .to_string()
-    };
+    let call = |n: u64, arguments: Value| tool_call(n, "new_session", arguments);
     let text = |answer: &Value| {
         answer["result"]["content"][0]["text"]
             .as_str()

@@ -181,4 +181,28 @@ impl Installed {
     pub fn journal(&self, unit: &str) -> String {
         self.user_ok(&format!("journalctl --user -u {unit} -o cat --no-pager"))
     }
+
+    /// The daemon's `status --json`.
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.eukhe("status --json")).expect("status --json")
+    }
+
+    /// An interactive client of session `id` (an attach on a terminal,
+    /// ended at once by its closed input), which may replace an idle
+    /// older daemon: its output (the terminal carries its standard error).
+    pub fn attach_interactively(&self, id: &str) -> Output {
+        self.user(&format!(
+            "script -qec 'eukhe attach {id}' /dev/null </dev/null"
+        ))
+    }
+
+    /// The supervisor's journal says it revived session `id` from its
+    /// busy evidence.
+    pub fn assert_revived(&self, id: &str) {
+        let journal = self.journal("eukhe.service");
+        assert!(
+            journal.contains(&format!("reviving session {id} from its busy evidence")),
+            "{journal}"
+        );
+    }
 }

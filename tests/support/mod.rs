@@ -9,6 +9,7 @@ pub mod cleanup;
 pub mod env;
 pub mod installed;
 pub mod process;
+pub mod remote;
 pub mod skip;
 mod sleeps;
 pub mod small_disk;

@@ -57,6 +57,18 @@ impl Terminal {
         Some(terminal)
     }
 
+    /// `eukhe attach SESSION FLAGS...` in a `rows` x `cols` terminal.
+    pub fn attach(
+        env: &Env,
+        session: &str,
+        (rows, cols): (u16, u16),
+        flags: &[&str],
+    ) -> Option<Terminal> {
+        let mut command = vec![env!("CARGO_BIN_EXE_eukhe"), "attach", session];
+        command.extend_from_slice(flags);
+        Terminal::open(env, rows, cols, &command)
+    }
+
     fn tmux(&self) -> Command {
         let mut command = Command::new("tmux");
         command
@@ -133,6 +145,15 @@ impl Terminal {
         let text = std::fs::read_to_string(self.status_file()).ok()?;
         text.trim().parse().ok()
     }
+
+    /// Wait (up to `within`) for the pane's program, `what`, to end: its
+    /// exit status. The test fails, showing the screen, if it does not.
+    pub fn wait_exit(&self, within: Duration, what: &str) -> Option<i32> {
+        if !wait_for(within, || self.exit_status().is_some()) {
+            panic!("{what} did not end; the screen:\n{}", self.screen());
+        }
+        self.exit_status()
+    }
 }
 
 fn checked(out: std::io::Result<Output>, what: &str) -> Output {
@@ -155,4 +176,19 @@ impl Drop for Terminal {
         }
         let _ = std::fs::remove_file(&self.socket);
     }
+}
+
+/// How long a terminal run is given to show what a test waits for.
+const RUN_SHOWS_WITHIN: Duration = Duration::from_secs(20);
+
+/// Queue `command` as a terminal run of `session`, and wait until its
+/// screen shows `shows`.
+pub fn start_run(env: &Env, session: &str, command: &str, shows: &str) {
+    env.ok(&["send", "--tty", session, "--", command]);
+    let mut last = String::new();
+    let shown = wait_for(RUN_SHOWS_WITHIN, || {
+        last = String::from_utf8_lossy(&env.run(&["screen", session]).stdout).into_owned();
+        last.contains(shows)
+    });
+    assert!(shown, "the run never showed {shows:?}:\n{last}");
 }
