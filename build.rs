@@ -8,6 +8,12 @@
 //! `_dl_find_object`, so the programs then need glibc 2.35 (Debian 12 has
 //! 2.36). `EUKHE_LINK_LIBGCC_S=1` keeps the shared library, for a build
 //! that must run on glibc 2.34 (the RPM's build sets it).
+//!
+//! A release program is linked at a fixed address (`-no-pie`): a
+//! position-independent one has the dynamic loader patch some 16 000
+//! pointers in its data at every start, a private copy of each page it
+//! writes, about a third of a client's page faults (docs/usage.md, "The C
+//! runtime"). `EUKHE_LINK_PIE=1` keeps the position-independent program.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,12 +22,18 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=EUKHE_LINK_LIBGCC_S");
     println!("cargo:rerun-if-env-changed=CC");
-    if std::env::var("EUKHE_LINK_LIBGCC_S").as_deref() == Ok("1") {
-        return;
-    }
+    println!("cargo:rerun-if-env-changed=EUKHE_LINK_PIE");
     let target = std::env::var("TARGET").unwrap_or_default();
     let native = std::env::var("HOST").is_ok_and(|host| host == target);
     if !native || !target.ends_with("-linux-gnu") {
+        return;
+    }
+    let release = std::env::var("PROFILE").as_deref() == Ok("release");
+    if release && std::env::var("EUKHE_LINK_PIE").as_deref() != Ok("1") {
+        // After rustc's own `-pie`: the last of the two wins.
+        println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
+    if std::env::var("EUKHE_LINK_LIBGCC_S").as_deref() == Ok("1") {
         return;
     }
     match static_unwinder() {
