@@ -1,7 +1,7 @@
-//! The spare session: on the process backend the daemon keeps one session
-//! made ahead of `eukhe new`, its worker and kernel started, so a `new`
-//! only claims it and the session's first command runs at the speed of a
-//! warm one (the start of a worker, a kernel and its shell is most of a
+//! The spare session: the daemon keeps one session made ahead of `eukhe
+//! new`, its worker and kernel started, so a `new` only claims it and the
+//! session's first command runs at the speed of a warm one (the start of
+//! a worker, a kernel and its shell, or of their units, is most of a
 //! session's start).
 //!
 //! A spare is a session directory with `spare.json` in place of
@@ -12,13 +12,12 @@
 //! happens next), tells the worker (`Request::Claim`: it reads the
 //! metadata and has the kernel make the first snapshot from it, which a
 //! kernel also does at its first job if that word was lost) and makes the
-//! next spare. Under systemd a session's units are named by its id and
-//! started by the manager, so there is no spare there.
+//! next spare. Under systemd the spare's units are named by its id, as a
+//! session's are: a claim keeps them, and only the name changes.
 
 use super::launch::{ask_worker, launch, Shared};
 use super::slots::{Slot, SlotState};
 use crate::build_id::build_id;
-use crate::host::HostKind;
 use crate::laws::timing::SPARE_REMAKE_MS;
 use crate::protocol::message::{Request, Response};
 use crate::session::env::SessionEnv;
@@ -27,7 +26,7 @@ use crate::session::store::{create_session_dir, write_json, write_session, Sessi
 /// Whether this daemon keeps a spare session.
 pub fn wanted(supervisor: &Shared) -> bool {
     let s = supervisor.borrow();
-    s.config.spare_session && s.host.kind() == HostKind::Process && !s.shutdown.decided()
+    s.config.spare_session && !s.shutdown.decided()
 }
 
 /// Have a spare ready: launch the one there is if it rests, else make

@@ -81,7 +81,8 @@ pub async fn run(worker: Rc<RefCell<Worker>>, paths: &Paths) -> Result<(), Worke
     tokio::task::spawn_local(stop_on_sigterm(worker.clone(), signals.clone()));
     tokio::task::spawn_local(tell_client_changes(worker.clone()));
     worker.borrow_mut().work_changed();
-    systemd::notify(&format!("READY=1\nSTATUS=serving session {id}"));
+    let status = worker.borrow().unit_status();
+    systemd::notify(&format!("READY=1\nSTATUS={status}"));
     tracing::info!("serving session {id} on {}", socket.display());
     loop {
         tokio::select! {

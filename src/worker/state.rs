@@ -179,7 +179,18 @@ impl Worker {
         // ready ahead of the first job.
         self.link_owes.claim = self.kernel.is_none();
         self.send_kernel(ToKernel::Claim);
+        crate::host::systemd::notify(&format!("STATUS={}", self.unit_status()));
         Ok(())
+    }
+
+    /// What the worker tells the service manager it does (`STATUS=`): a
+    /// spare is no session until `new` claims it.
+    pub fn unit_status(&self) -> String {
+        if self.files.meta().exists() {
+            format!("serving session {}", self.meta.id)
+        } else {
+            format!("spare {}, for the next eukhe new", self.meta.id)
+        }
     }
 
     /// Say in the transcript (and the log) what the kernel's silence, or
