@@ -11,6 +11,10 @@
     __eukhe_state __eukhe_in
   builtin unset __eukhe_a
   . "$__eukhe_restore"
+  # Bash looks up every signal's first disposition once, at its first
+  # `trap -p` out of POSIX mode (some hundred system calls): here, ahead
+  # of the job, not in its capture.
+  builtin trap -p >/dev/null 2>&1
   if [[ $__eukhe_take == template ]]; then
     # `.` (a claim's RESTORE_AHEAD): the kernel has written a spare's
     # first snapshot over the blank one this bash restored as it started;
@@ -56,6 +60,31 @@
     builtin printf 'skip\0cwd\0%s\0status\0\0%s\0' "$__eukhe_lost_cwd" 1 >"$__eukhe_state"
     builtin exit 1
   fi
+  # The command's syntax check (below), defined before the traps are set.
+  # It parses in this shell, without a fork, when nothing can see it (a
+  # function whose `local -` ends the `set -n` as it returns); else in a
+  # subshell: a DEBUG, ERR or RETURN trap (the restore says so), function
+  # or error tracing and extdebug would see the call, and under `set -e`
+  # or POSIX mode a failed parse would end this shell.
+  if [[ -n ${__eukhe_parse_apart-} ]]; then
+    __eukhe_parse() {
+      builtin unset -f __eukhe_parse
+      ( builtin eval "\\builtin set -n
+$__eukhe_cmd" )
+    }
+  else
+    __eukhe_parse() {
+      builtin unset -f __eukhe_parse
+      builtin local -
+      if [[ $- == *[eET]* || :$SHELLOPTS: == *:posix:* || :$BASHOPTS: == *:extdebug:* ]]; then
+        ( builtin eval "\\builtin set -n
+$__eukhe_cmd" )
+      else
+        builtin eval "\\builtin set -n
+$__eukhe_cmd"
+      fi
+    }
+  fi
   . "$__eukhe_late"
   # The options the command begins with: if it leaves them so, the
   # capture does not list them (bash writes each line of `set +o` and
@@ -79,10 +108,10 @@
   # A command whose parse fails here (a syntax error, or words that parse
   # only once an earlier line has run, as `shopt -s extglob` makes them)
   # runs as `bash -c` runs it, in a bash over the restore with the options
-  # it begins with; its state stays as it was. The parse, in a subshell,
-  # executes nothing after its `set -n` (quoted: never the user's alias).
-  if ! { ( builtin eval "\\builtin set -n
-$__eukhe_cmd" ); } 2>/dev/null; then
+  # it begins with; its state stays as it was. The parse executes nothing
+  # after its `set -n` (quoted: never the user's alias). Its argument
+  # leaves `$_` as it was.
+  if ! { __eukhe_parse __eukhe_cmd; } 2>/dev/null; then
     builtin printf 'skip\0\0\0' >"$__eukhe_state"
     IFS=: builtin read -r -a __eukhe_names <<<"$__eukhe_so0"
     __eukhe_opts=()

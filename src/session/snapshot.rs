@@ -194,7 +194,15 @@ impl Snapshot {
         // A bash started over this script as its BASH_ENV (a command that
         // only parses as it runs, `job_prep.bash`) passes it on to no
         // program; no snapshot holds it.
-        format!("\\builtin unset BASH_ENV\n{}", self.script_of(&early))
+        // A trap that would see the job's bash call a function: that bash
+        // checks the command's syntax in a subshell (`job_prep.bash`).
+        let traps = self.items.get("trap:").map_or("", String::as_str);
+        let apart = ["DEBUG", "ERR", "RETURN"].iter().any(|s| traps.contains(s));
+        format!(
+            "\\builtin unset BASH_ENV\n__eukhe_parse_apart={}\n{}",
+            if apart { "y" } else { "" },
+            self.script_of(&early)
+        )
     }
 
     /// Traps and `set -o`: what a job's own bash applies after it has
@@ -287,6 +295,28 @@ pub fn load_or_migrate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trap_that_would_see_a_function_call_has_the_syntax_checked_apart() {
+        let plain = Snapshot::fresh("/", &BTreeMap::new());
+        let mut exiting = plain.clone();
+        exiting
+            .items
+            .insert("trap:".into(), "trap -- 'echo bye' EXIT".into());
+        for quiet in [&plain, &exiting] {
+            assert!(quiet.template_script().contains("__eukhe_parse_apart=\n"));
+        }
+        for signal in ["DEBUG", "ERR", "RETURN"] {
+            let mut traced = plain.clone();
+            traced
+                .items
+                .insert("trap:".into(), format!("trap -- 'echo seen' {signal}"));
+            assert!(
+                traced.template_script().contains("__eukhe_parse_apart=y\n"),
+                "{signal}"
+            );
+        }
+    }
 
     #[test]
     fn overlapping_jobs_each_keep_their_changes_in_the_order_they_ended() {

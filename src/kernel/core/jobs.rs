@@ -26,6 +26,9 @@ pub struct JobBook {
     pub cancelled: bool,
     /// Output the spool could not keep and no end has told yet.
     pub lost: Option<LostOutput>,
+    /// Its end has been told (`end_to_tell`): output lost from now on is
+    /// what the job left running wrote.
+    pub told: bool,
 }
 
 /// The books of every job the kernel has.
@@ -137,11 +140,22 @@ impl JobBooks {
 
     /// Every stream of ended `job` closed: its end, now settled, and the
     /// output lost after its end was told (what it left running wrote).
+    /// Output lost before the end is told is the end's: its readers may
+    /// settle ahead of the telling with the last bytes its shell wrote.
     pub fn settle(&mut self, job: &str) -> Option<(JobEnd, Option<LostOutput>)> {
         let book = self.jobs.get_mut(job)?;
         let end = book.end.as_mut()?;
         end.settled = true;
-        Some((end.clone(), book.lost.take()))
+        let lost = book.lost.take();
+        let after_told = match (book.told, lost) {
+            (true, lost) => lost,
+            (false, Some(lost)) => {
+                LostOutput::add(&mut end.lost_output, lost);
+                None
+            }
+            (false, None) => None,
+        };
+        Some((end.clone(), after_told))
     }
 
     /// `job` ends with `status`, `signal` and `notice`: its end, unless it
@@ -173,6 +187,7 @@ impl JobBooks {
     pub fn end_to_tell(&mut self, job: &str) -> Option<(JobEnd, bool)> {
         let book = self.jobs.get_mut(job)?;
         let end = book.end.as_mut()?;
+        book.told = true;
         let more = book.lost.take();
         let changed = more.is_some();
         if let Some(more) = more {
@@ -261,6 +276,25 @@ mod tests {
         books.stream_closed("b1");
         assert_eq!(books.settle("b1").unwrap().1, Some(lost(3)));
         assert_eq!(books.cancel("b1"), None, "an ended job is not cancelled");
+    }
+
+    #[test]
+    fn output_lost_before_the_end_is_told_is_the_ends_even_once_settled() {
+        let mut books = JobBooks::default();
+        books.started("b2");
+        books.end("b2", 0, None, None).unwrap();
+        // The last bytes its shell wrote, read and lost after its end was
+        // reported; both readers close before the end is told.
+        books.output_lost("b2", lost(11));
+        books.stream_closed("b2");
+        books.stream_closed("b2");
+        let (settled, after) = books.settle("b2").unwrap();
+        assert_eq!(after, None, "told as output of something left running");
+        assert_eq!(settled.lost_output, Some(lost(11)), "the kept end lacks it");
+        let (told, changed) = books.end_to_tell("b2").unwrap();
+        assert_eq!(told.lost_output, Some(lost(11)));
+        assert!(told.settled);
+        assert!(!changed, "kept already, with the settle");
     }
 
     #[test]
