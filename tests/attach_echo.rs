@@ -100,6 +100,14 @@ fn written_once(record: &Path, stored: &[u8]) {
     );
 }
 
+/// What an attach clears the terminal with before it paints a screen.
+const PAINT: &[u8] = b"\x1b[?1049l\x1b[m\x1b[H\x1b[2J";
+
+/// How many times the attach painted a worker's screen.
+fn paints(record: &Path) -> usize {
+    count(&recorded(record), PAINT)
+}
+
 /// A stopped process, continued however the test ends.
 struct Stopped(u32);
 
@@ -138,8 +146,10 @@ fn with_the_worker_stopped_the_kernel_s_echo_arrives_and_the_worker_repeats_noth
     let stopped = Stopped(worker);
     terminal.type_text("go");
     terminal.keys(&["Enter"]);
-    // Neither the keys nor their output wait for the worker.
+    // Neither the keys nor their output wait for the worker (nor for a
+    // new one painting the screen again).
     wait_recorded(&record, "END\r\n", "the output with its worker stopped");
+    assert_eq!(paints(&record), 1, "the output came from a new worker");
     drop(stopped);
     terminal.type_text("more");
     terminal.keys(&["Enter"]);
@@ -155,11 +165,17 @@ fn with_the_worker_killed_the_output_arrives_and_a_new_worker_paints_it_once() {
     let Some((terminal, record)) = attach_recorded(&env, &numbers(200)) else {
         return;
     };
+    // No new worker comes while the daemon is stopped.
+    let daemon = env.daemon();
+    signal(daemon, Signal::SIGSTOP);
+    let stopped = Stopped(daemon);
     let worker = env.worker(&id);
     kill9(worker);
     terminal.type_text("go");
     terminal.keys(&["Enter"]);
     wait_recorded(&record, "END\r\n", "the output with its worker gone");
+    assert_eq!(paints(&record), 1, "the output came from a new worker");
+    drop(stopped);
     wait_until(WITHIN, "a new worker stores the output", || {
         env.worker_pid(&id).is_some_and(|pid| pid != worker)
             && env.run(&["screen", "a"]).status.success()
