@@ -165,11 +165,11 @@ fn with_the_worker_killed_the_output_arrives_and_a_new_worker_paints_it_once() {
     let Some((terminal, record)) = attach_recorded(&env, &numbers(200)) else {
         return;
     };
+    let worker = env.worker(&id);
     // No new worker comes while the daemon is stopped.
     let daemon = env.daemon();
     signal(daemon, Signal::SIGSTOP);
     let stopped = Stopped(daemon);
-    let worker = env.worker(&id);
     kill9(worker);
     terminal.type_text("go");
     terminal.keys(&["Enter"]);
