@@ -7,6 +7,7 @@ mod support;
 
 mod agent;
 mod attach_direct;
+mod attach_echo;
 mod attach_tty;
 mod bridge;
 mod daemon;

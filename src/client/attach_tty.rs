@@ -11,25 +11,36 @@
 //! makes it, and the screen painted again from the new worker's screen.
 //! When the run ends the client says so in one line and exits: the line
 //! view would write the transcript's lines over the program's last screen.
+//!
+//! An attach that types also reads the run's output its kernel sends on
+//! the typist's connection (the echo, past the worker), merged with the
+//! worker's by spool offset (`terminal::merge`): whichever comes first is
+//! shown, each byte once.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::Arc;
 
+use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::mpsc;
 
 use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
 use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::interactive::{pass_terminal, passthrough_failed};
+use super::terminal::merge::Merge;
 use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::window_size;
 use super::typist::Typing;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
+use crate::protocol::frame::{frame_reader, read_frame_bytes};
 use crate::protocol::message::{Response, SessionRequest};
+use crate::protocol::output::Echo;
 use crate::protocol::screen::ScreenState;
 use crate::protocol::tty::WindowSize;
 
@@ -50,10 +61,9 @@ pub async fn attach_terminal(
     read_only: bool,
     detach: DetachKey,
 ) -> Result<Option<ExitCode>, ClientError> {
-    let request = SessionRequest::WatchTerminal { input: None };
-    let mut client = open(session, ClientStart::Attach, request).await?;
-    let (input, redraw) = match client.receive().await? {
-        Response::Redraw { input, data } => (input, data),
+    let (client, answer) = watch(session, ClientStart::Attach, None).await?;
+    let (input, redraw) = match answer {
+        Response::Redraw { input, data, at } => (input, (data, at)),
         _ => return Ok(None),
     };
     let stdin = io::stdin();
@@ -86,20 +96,28 @@ pub async fn attach_terminal(
 async fn pass_through(
     session: &str,
     (watched, mut supervisor): (Watched, Option<Client>),
-    redraw: Vec<u8>,
+    (redraw, at): (Vec<u8>, Option<u64>),
     (read_only, detach): (bool, DetachKey),
 ) -> Result<Option<String>, ClientError> {
     let input = watched.input;
     let (output, program) = mpsc::unbounded_channel();
+    let merge = Rc::new(RefCell::new(Merge::default()));
+    merge.borrow_mut().painted(at);
     let _ = output.send([CLEAR, &redraw].concat());
-    let following = follow(session, watched, output);
+    // The echo's reader does not hold the screen open: the run's end, on
+    // the worker's path, ends it.
+    let echo_output = output.downgrade();
+    let following = follow(session, watched, output, merge.clone());
     let passing = async {
         if read_only {
             return pass_terminal(program, &mut NoKeys, &detach).await;
         }
         let size = window_size(io::stdin().as_fd());
         let window = size.map(|(rows, cols)| WindowSize { rows, cols });
-        let mut keys = Typing::open(session, input, window).await;
+        let mut keys = Typing::open(session, input, window, at.is_some()).await;
+        let _echoing = keys
+            .echo_reader()
+            .map(|read| Echoing(tokio::task::spawn_local(echoes(read, merge, echo_output))));
         // Attaching makes this window the one whose size the terminal takes.
         if let Some((rows, cols)) = size {
             let _ = keys.resize(rows, cols).await;
@@ -131,12 +149,19 @@ async fn follow(
     session: &str,
     mut watched: Watched,
     output: mpsc::UnboundedSender<Vec<u8>>,
+    merge: Rc<RefCell<Merge>>,
 ) -> Result<String, ClientError> {
     let input = watched.input;
+    let show = |pieces: Vec<bytes::Bytes>| {
+        for piece in pieces {
+            let _ = output.send(piece.to_vec());
+        }
+    };
     loop {
         match watched.client.receive().await {
-            Ok(Response::Output { data, .. }) => {
-                let _ = output.send(data.to_vec());
+            Ok(Response::Output { data, .. }) => show(merge.borrow_mut().from_worker(None, data)),
+            Ok(Response::OutputAt { data, end, .. }) => {
+                show(merge.borrow_mut().from_worker(Some(end), data))
             }
             Ok(Response::Exit {
                 cut_short: Some(why),
@@ -145,8 +170,9 @@ async fn follow(
             Ok(Response::Exit { status, .. }) => return Ok(format!("run {input} exited {status}")),
             Ok(other) => return super::cli::unexpected(other),
             Err(_) => match watch_again(session, input).await? {
-                Again::Watching(client, redraw) => {
+                Again::Watching(client, (redraw, at)) => {
                     watched.client = client;
+                    merge.borrow_mut().painted(at);
                     let _ = output.send([CLEAR, &redraw].concat());
                 }
                 Again::Ended(words) => return Ok(words),
@@ -157,8 +183,9 @@ async fn follow(
 
 /// What watching a run again found.
 enum Again {
-    /// It runs: the new connection and the bytes that paint its screen.
-    Watching(Client, Vec<u8>),
+    /// It runs: the new connection, the bytes that paint its screen and
+    /// the spool offset they paint it to.
+    Watching(Client, (Vec<u8>, Option<u64>)),
     /// It ended meanwhile, in words.
     Ended(String),
 }
@@ -167,17 +194,15 @@ enum Again {
 /// worker answers once its kernel link is up and the screen rebuilt).
 async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
     within_relaunch(|| async move {
-        let request = SessionRequest::WatchTerminal { input: Some(input) };
-        let mut client = open(session, ClientStart::Reattach, request).await?;
-        match client.receive().await? {
-            Response::Redraw { data, .. } => Ok(Again::Watching(client, data)),
+        match watch(session, ClientStart::Reattach, Some(input)).await? {
+            (client, Response::Redraw { data, at, .. }) => Ok(Again::Watching(client, (data, at))),
             // The worker's words say how it ended (cut short, its kernel
             // gone, or its status).
-            Response::Error { message } => match ended(session, input).await {
+            (_, Response::Error { message }) => match ended(session, input).await {
                 Some(_) => Ok(Again::Ended(message)),
                 None => Err(ClientError::Daemon { message }),
             },
-            other => super::cli::unexpected(other),
+            (_, other) => super::cli::unexpected(other),
         }
     })
     .await
@@ -186,6 +211,68 @@ async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
             "lost the session {session} and could not attach again within a minute"
         ))
     })
+}
+
+/// Watch run `input` (none: the current run), asking where in the spool
+/// its screen and output are; a worker of an earlier build, which takes
+/// that for a malformed request, is asked again as before.
+async fn watch(
+    session: &str,
+    start: ClientStart,
+    input: Option<u64>,
+) -> Result<(Client, Response), ClientError> {
+    let request = SessionRequest::WatchTerminal {
+        input,
+        offsets: true,
+    };
+    let mut client = open(session, start, request).await?;
+    match client.receive().await? {
+        Response::Error { message } if message.starts_with("malformed message") => {
+            let request = SessionRequest::WatchTerminal {
+                input,
+                offsets: false,
+            };
+            let mut client = open(session, start, request).await?;
+            let answer = client.receive().await?;
+            Ok((client, answer))
+        }
+        answer => Ok((client, answer)),
+    }
+}
+
+/// Show the run's output the kernel sends on the typist's connection
+/// (`read`), merged with the worker's, until either is gone.
+async fn echoes(
+    read: OwnedReadHalf,
+    merge: Rc<RefCell<Merge>>,
+    output: mpsc::WeakUnboundedSender<Vec<u8>>,
+) {
+    let mut read = frame_reader(read);
+    while let Ok(payload) = read_frame_bytes(&mut read).await {
+        let echo = match Echo::from_payload(payload) {
+            Ok(Some(echo)) => echo,
+            Ok(None) => continue,
+            Err(_) => return,
+        };
+        let Some(output) = output.upgrade() else {
+            return;
+        };
+        for piece in merge
+            .borrow_mut()
+            .from_kernel(echo.from, echo.end, echo.data)
+        {
+            let _ = output.send(piece.to_vec());
+        }
+    }
+}
+
+/// The echo's reader, ended with the passthrough.
+struct Echoing(tokio::task::JoinHandle<()>);
+
+impl Drop for Echoing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The status run `input` ended with, if its screen says it ended.

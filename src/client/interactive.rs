@@ -122,7 +122,7 @@ async fn follow(
         let input = number.get().expect("told once numbered");
         let size = super::terminal::size::window_size(io::stdin().as_fd());
         let window = size.map(|(rows, cols)| crate::protocol::tty::WindowSize { rows, cols });
-        let mut keys = super::typist::Typing::open(session, input, window).await;
+        let mut keys = super::typist::Typing::open(session, input, window, false).await;
         pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);

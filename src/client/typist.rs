@@ -43,9 +43,10 @@ impl Direct {
 
 /// Keys and sizes of one attached client for one terminal run.
 pub(super) struct Typing {
-    /// The typist's connection, and its read side, held open (nothing is
-    /// read after the kernel's answer).
-    direct: Option<(Direct, OwnedReadHalf)>,
+    /// The typist's connection, and its read side, held open until the
+    /// run's echo is read from it (nothing else is read after the
+    /// kernel's answer).
+    direct: Option<(Direct, Option<OwnedReadHalf>)>,
     through_worker: RunKeys,
     size: Option<WindowSize>,
 }
@@ -54,13 +55,22 @@ impl Typing {
     /// Keys for run `input` of `session`, straight to its kernel when it
     /// takes them, of a window of `size`; through the worker otherwise
     /// (always, when the window's size is not known).
-    pub(super) async fn open(session: &str, input: u64, size: Option<WindowSize>) -> Typing {
+    ///
+    /// With `echo`, the kernel also sends the run's output on the typist's
+    /// connection, read from `echo_reader`.
+    pub(super) async fn open(
+        session: &str,
+        input: u64,
+        size: Option<WindowSize>,
+        echo: bool,
+    ) -> Typing {
         let within = Duration::from_millis(TYPIST_ANSWER_MS);
         let direct = match size {
-            Some(size) => tokio::time::timeout(within, typist(session, input, size))
+            Some(size) => tokio::time::timeout(within, typist(session, input, size, echo))
                 .await
                 .ok()
-                .flatten(),
+                .flatten()
+                .map(|(direct, read)| (direct, Some(read))),
             None => None,
         };
         Typing {
@@ -87,6 +97,12 @@ impl Typing {
             ToKernel::Resize { size, .. } => self.through_worker.resize(size.rows, size.cols).await,
             _ => Ok(()),
         }
+    }
+
+    /// The typist's connection's read side, where the run's echo comes
+    /// (taken once; none without a typist).
+    pub(super) fn echo_reader(&mut self) -> Option<OwnedReadHalf> {
+        self.direct.as_mut()?.1.take()
     }
 
     fn job(&self) -> String {
@@ -117,7 +133,12 @@ impl KeySink for Typing {
 
 /// A typist's connection for run `input` of `session`, if its worker
 /// says where and its kernel takes it.
-async fn typist(session: &str, input: u64, size: WindowSize) -> Option<(Direct, OwnedReadHalf)> {
+async fn typist(
+    session: &str,
+    input: u64,
+    size: WindowSize,
+    echo: bool,
+) -> Option<(Direct, OwnedReadHalf)> {
     let request = SessionRequest::Typist { input };
     let mut client = open(session, ClientStart::Send, request).await.ok()?;
     let Ok(Response::Typist { session: id, job }) = client.receive().await else {
@@ -130,7 +151,10 @@ async fn typist(session: &str, input: u64, size: WindowSize) -> Option<(Direct, 
         job: job.clone(),
         write,
     };
-    direct.send(&ToKernel::Typist { job, size }).await.ok()?;
+    direct
+        .send(&ToKernel::Typist { job, size, echo })
+        .await
+        .ok()?;
     match read_frame::<FromKernel, _>(&mut read).await.ok()? {
         FromKernel::Keyed { error: None, .. } => Some((direct, read)),
         _ => None,

@@ -63,6 +63,9 @@ pub struct Job {
     /// How far its spool file has grown (the kernel is its one writer and
     /// made it empty): its followers need not ask the file.
     pub spooled: u64,
+    /// The typists that asked for its echo: each output is sent to them
+    /// as it is spooled, past the worker.
+    pub echoes: super::echo::Echoes,
 }
 
 /// The status of a job the kernel accepted but could not start (a shell's
@@ -291,6 +294,7 @@ impl Kernel {
                 oom_kills_at_start: crate::host::cgroup::own_oom_kills(),
                 recent: Default::default(),
                 spooled: 0,
+                echoes: Default::default(),
             },
         );
         self.bump();
@@ -444,6 +448,7 @@ impl Kernel {
         if let Some(j) = self.jobs.get_mut(job) {
             match Spool::append(&mut j.out, stream, bytes) {
                 Ok(end) => {
+                    j.echoes.send(stream, (j.spooled, end), bytes);
                     j.spooled = end;
                     j.recent.appended(stream, bytes, end)
                 }

@@ -18,6 +18,7 @@
 
 mod core;
 mod drive;
+mod echo;
 pub mod error;
 mod hang_up;
 mod jobs;

@@ -167,7 +167,7 @@ async fn serve_connection(
     control: &mpsc::UnboundedSender<Vec<u8>>,
     followers: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Served {
-    match greet(ctx, read, control).await {
+    match greet(ctx, read, (control, tx)).await {
         Greeted::Serve => {}
         Greeted::Stop => return Served::Stop,
         Greeted::Leave => return Served::Left,
@@ -285,12 +285,13 @@ fn forget(ctx: &Context, job: &str) {
 async fn greet(
     ctx: &Rc<Context>,
     read: &mut FrameReader,
-    control: &mpsc::UnboundedSender<Vec<u8>>,
+    (control, output): (&mpsc::UnboundedSender<Vec<u8>>, &mpsc::Sender<Vec<u8>>),
 ) -> Greeted {
     let protocol = match read_frame::<ToKernel, _>(read).await {
         Ok(ToKernel::Hello { protocol, .. }) => Some(protocol),
-        Ok(ToKernel::Typist { job, size }) => {
-            super::typist::serve(ctx, read, control, (job, size)).await;
+        Ok(ToKernel::Typist { job, size, echo }) => {
+            let echo = echo.then(|| output.clone());
+            super::typist::serve(ctx, read, control, (job, size, echo)).await;
             return Greeted::Leave;
         }
         _ => None,

@@ -8,6 +8,9 @@
 //! clients: a typist's keys are written after its terminal took the
 //! typist's size, if another was taken since, and the worker's screen is
 //! told the size taken (`FromKernel::Resized`).
+//!
+//! A typist that asks for the job's echo gets its output on the same
+//! connection, as it is spooled (`echo`).
 
 use std::rc::Rc;
 
@@ -19,13 +22,14 @@ use crate::protocol::kernel::{FromKernel, ToKernel};
 use crate::protocol::tty::WindowSize;
 
 /// Serve a typist of `job` whose window is `size` until it leaves: keys
-/// and sizes in the order they come. A job without a terminal is said and
+/// and sizes in the order they come; with `echo` (the connection's output
+/// queue), the job's output too. A job without a terminal is said and
 /// the connection ends.
 pub(super) async fn serve(
     ctx: &Rc<Context>,
     read: &mut FrameReader,
     control: &mpsc::UnboundedSender<Vec<u8>>,
-    (job, mut size): (String, WindowSize),
+    (job, mut size, echo): (String, WindowSize, Option<mpsc::Sender<Vec<u8>>>),
 ) {
     let has_terminal = ctx.kernel.borrow().ttys.size(&job).is_some();
     let error = (!has_terminal).then(|| format!("{job} has no terminal"));
@@ -39,6 +43,11 @@ pub(super) async fn serve(
     );
     if refused {
         return;
+    }
+    if let Some(echo) = echo {
+        if let Some(j) = ctx.kernel.borrow_mut().jobs.get_mut(&job) {
+            j.echoes.add(echo);
+        }
     }
     loop {
         match read_frame::<ToKernel, _>(read).await {

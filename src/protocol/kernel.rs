@@ -24,8 +24,9 @@ use super::tty::WindowSize;
 /// `terminals`, each terminal job's sizes and where in its output each
 /// began; `Keys`'s `quiet`. 13: `Typist`, a client's own connection for
 /// one terminal job's keys, and `FromKernel::Resized`, a size the kernel
-/// took for such a client).
-pub const KERNEL_PROTOCOL: u32 = 13;
+/// took for such a client. 14: `Typist`'s `echo`, the job's output sent
+/// on the typist's connection too).
+pub const KERNEL_PROTOCOL: u32 = 14;
 
 /// Why a command with a NUL byte cannot run: the kernel's shell reads
 /// NUL-separated fields, so one inside a command would split it and what
@@ -160,6 +161,11 @@ pub enum ToKernel {
         job: String,
         /// The typist's window size.
         size: WindowSize,
+        /// Also send the job's output on this connection as the kernel
+        /// spools it (`protocol::output::echo_frame`), so its echo reaches
+        /// the client without waking the worker.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        echo: bool,
     },
     /// Send `job`'s output from byte `from` of its spool, then its end,
     /// then what its leftover processes still write until it settles.

@@ -236,6 +236,12 @@ pub enum SessionRequest {
         /// The run's number (absent: the session's current run).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<u64>,
+        /// Say where in the run's spool the screen and each output frame
+        /// end (`Redraw`'s `at`, `OutputAt`), so the client can merge
+        /// the output its kernel sends it straight (a typist's `echo`). A
+        /// worker of an earlier build refuses the field as malformed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offsets: bool,
     },
     /// The client leaves on purpose (a detach from a terminal run): the
     /// user bash this connection asked for goes on, never hung up for its
@@ -555,6 +561,17 @@ pub enum Response {
         /// The bytes exactly as written: no decoding on the way.
         data: bytes::Bytes,
     },
+    /// Live output of a terminal run to a client that watches it with
+    /// `offsets`: the bytes of one spool record (or the part of one the
+    /// transcript stored last), and the spool offset just after it.
+    OutputAt {
+        /// Which stream it came from.
+        stream: Stream,
+        /// The bytes exactly as written.
+        data: bytes::Bytes,
+        /// The spool offset after the record they are from.
+        end: u64,
+    },
     /// A run or user bash ended.
     Exit {
         /// The exit status, as the shell reports it.
@@ -624,6 +641,12 @@ pub enum Response {
         /// The bytes.
         #[serde(with = "super::tty::base64_bytes")]
         data: Vec<u8>,
+        /// Asked with `offsets`: the spool offset of the run's output the
+        /// screen was drawn to, when the worker knows it and its kernel
+        /// takes a typist's `echo` (absent: the client shows the worker's
+        /// output alone).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<u64>,
     },
     /// The answer to `typist`: the session's id, whose kernel's socket
     /// takes a typist, and the tag of the run's job there.

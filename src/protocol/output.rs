@@ -13,6 +13,13 @@
 //!   whose hello has `Capability::ZeroRuns`; it stands for `len` zeros, so
 //!   a run of `head -c 1G /dev/zero` crosses the socket as ten bytes.
 //!
+//! - `0x04` live output of a terminal run to a client that asked for
+//!   offsets: `tag | stream | end u64 | bytes`, `end` the spool offset
+//!   after the record the bytes are from;
+//! - `0x05` a terminal job's output the kernel sends a typist that asked
+//!   for its echo ([`Echo`]): `tag | stream | from u64 | end u64 | bytes`,
+//!   the spool offsets before and after the records that hold them.
+//!
 //! `stream` is 1 for stdout and 2 for stderr.
 
 use bytes::Bytes;
@@ -25,7 +32,65 @@ use super::zeros;
 const LIVE: u8 = 0x01;
 const ENTRY: u8 = 0x02;
 const ZERO_RUN: u8 = 0x03;
+const LIVE_AT: u8 = 0x04;
+const ECHO: u8 = 0x05;
 const ENTRY_HEADER: usize = 2 + 4 * 8;
+const LIVE_AT_HEADER: usize = 2 + 8;
+const ECHO_HEADER: usize = 2 + 2 * 8;
+
+/// A terminal job's output as the kernel spooled it, sent straight to a
+/// typist that asked for its echo: the bytes of the records from spool
+/// offset `from` to `end`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Echo {
+    /// The stream they came from.
+    pub stream: Stream,
+    /// The spool offset where their records start.
+    pub from: u64,
+    /// The spool offset after their records.
+    pub end: u64,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+impl Echo {
+    /// The whole frame (length, header, bytes); `None` when it would be
+    /// over the frame limit.
+    pub fn frame(stream: Stream, (from, end): (u64, u64), data: &[u8]) -> Option<Vec<u8>> {
+        let len = ECHO_HEADER + data.len();
+        if len > super::frame::MAX_FRAME_BYTES {
+            return None;
+        }
+        let mut frame = Vec::with_capacity(4 + len);
+        frame.extend_from_slice(&(len as u32).to_be_bytes());
+        frame.extend_from_slice(&[ECHO, stream_byte(stream)]);
+        frame.extend_from_slice(&from.to_be_bytes());
+        frame.extend_from_slice(&end.to_be_bytes());
+        frame.extend_from_slice(data);
+        Some(frame)
+    }
+
+    /// The echo a frame's payload holds; `None` when it holds none (a
+    /// JSON message).
+    pub fn from_payload(payload: Vec<u8>) -> Result<Option<Echo>, FrameError> {
+        if payload.first() != Some(&ECHO) {
+            return Ok(None);
+        }
+        if payload.len() < ECHO_HEADER {
+            return Err(FrameError::Malformed(
+                "echo frame shorter than its header".to_string(),
+            ));
+        }
+        let stream = stream_of(payload[1])?;
+        let (from, end) = (u64_at(&payload, 2), u64_at(&payload, 10));
+        Ok(Some(Echo {
+            stream,
+            from,
+            end,
+            data: Bytes::from(payload).slice(ECHO_HEADER..),
+        }))
+    }
+}
 
 fn stream_byte(stream: Stream) -> u8 {
     match stream {
@@ -67,6 +132,21 @@ pub fn live_header(stream: Stream, len: usize) -> Result<[u8; 6], FrameError> {
     Ok(header)
 }
 
+/// The frame header of live output of `len` bytes from the spool record
+/// that ends at `end` (`Response::OutputAt`).
+pub fn live_at_header(stream: Stream, end: u64, len: usize) -> Result<[u8; 14], FrameError> {
+    let frame = len + LIVE_AT_HEADER;
+    if frame > super::frame::MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len: frame });
+    }
+    let mut header = [0u8; 14];
+    header[..4].copy_from_slice(&(frame as u32).to_be_bytes());
+    header[4] = LIVE_AT;
+    header[5] = stream_byte(stream);
+    header[6..].copy_from_slice(&end.to_be_bytes());
+    Ok(header)
+}
+
 /// The whole frame of live output that is `len` zero bytes, for a client
 /// that reads zero runs; `None` when `len` is more than one run holds.
 pub fn zero_run_frame(stream: Stream, len: usize) -> Option<[u8; 10]> {
@@ -87,6 +167,13 @@ impl Message for Response {
             Response::Output { stream, data } => {
                 let mut payload = Vec::with_capacity(2 + data.len());
                 payload.extend_from_slice(&[LIVE, stream_byte(*stream)]);
+                payload.extend_from_slice(data);
+                Ok(payload)
+            }
+            Response::OutputAt { stream, data, end } => {
+                let mut payload = Vec::with_capacity(LIVE_AT_HEADER + data.len());
+                payload.extend_from_slice(&[LIVE_AT, stream_byte(*stream)]);
+                payload.extend_from_slice(&end.to_be_bytes());
                 payload.extend_from_slice(data);
                 Ok(payload)
             }
@@ -116,7 +203,9 @@ impl Message for Response {
 
     fn from_payload(payload: &[u8]) -> Result<Self, FrameError> {
         match payload.first() {
-            Some(&LIVE) | Some(&ENTRY) => Self::from_owned_payload(payload.to_vec()),
+            Some(&LIVE) | Some(&ENTRY) | Some(&LIVE_AT) => {
+                Self::from_owned_payload(payload.to_vec())
+            }
             Some(&ZERO_RUN) => zero_run(payload),
             _ => decode(payload),
         }
@@ -132,6 +221,15 @@ impl Message for Response {
                 Ok(Response::Output {
                     stream,
                     data: Bytes::from(payload).slice(2..),
+                })
+            }
+            Some(&LIVE_AT) if payload.len() >= LIVE_AT_HEADER => {
+                let stream = stream_of(payload[1])?;
+                let end = u64_at(&payload, 2);
+                Ok(Response::OutputAt {
+                    stream,
+                    end,
+                    data: Bytes::from(payload).slice(LIVE_AT_HEADER..),
                 })
             }
             Some(&ENTRY) if payload.len() >= ENTRY_HEADER => {
@@ -150,7 +248,7 @@ impl Message for Response {
                     },
                 }))
             }
-            Some(&LIVE) | Some(&ENTRY) => Err(FrameError::Malformed(
+            Some(&LIVE) | Some(&ENTRY) | Some(&LIVE_AT) => Err(FrameError::Malformed(
                 "output frame shorter than its header".to_string(),
             )),
             Some(&ZERO_RUN) => zero_run(&payload),
@@ -222,6 +320,34 @@ mod tests {
                 bash: Some(4),
             },
         }));
+    }
+
+    #[test]
+    fn offsets_cross_the_wire_with_the_bytes() {
+        round_trip(Response::OutputAt {
+            stream: Stream::Stdout,
+            data: b"\xff{echo".to_vec().into(),
+            end: 1 << 40,
+        });
+        assert!(Response::from_payload(&[LIVE_AT, 1, 0, 0]).is_err());
+        let frame = Echo::frame(Stream::Stdout, (7, 13), b"z").unwrap();
+        let echo = Echo::from_payload(frame[4..].to_vec()).unwrap().unwrap();
+        assert_eq!((echo.from, echo.end, &echo.data[..]), (7, 13, &b"z"[..]));
+        let json = br#"{"type":"keyed","job":"r1"}"#.to_vec();
+        assert_eq!(Echo::from_payload(json).unwrap(), None);
+        assert!(Echo::from_payload(vec![ECHO, 1, 0]).is_err());
+    }
+
+    #[test]
+    fn a_live_at_header_then_the_bytes_is_the_same_frame() {
+        let response = Response::OutputAt {
+            stream: Stream::Stdout,
+            data: b"echo".to_vec().into(),
+            end: 99,
+        };
+        let mut split = live_at_header(Stream::Stdout, 99, 4).unwrap().to_vec();
+        split.extend_from_slice(b"echo");
+        assert_eq!(split, super::super::frame::encode(&response).unwrap());
     }
 
     #[test]

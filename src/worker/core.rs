@@ -151,6 +151,11 @@ impl RunCore {
             .map(|(run, _)| *run)
     }
 
+    /// How far run `input`'s stored output reaches in its spool.
+    pub fn run_spool_offset(&self, input: RunId) -> u64 {
+        self.spool_offsets.get(&input).copied().unwrap_or(0)
+    }
+
     /// How far job `job`'s stored output reaches in its spool.
     pub fn stored_spool_offset(&self, job: &str) -> u64 {
         let offset = match self.job_kind(job) {

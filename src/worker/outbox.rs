@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use crate::laws::timing::CATCH_UP_RETRY_MS;
 use crate::protocol::frame::{write_frame, FrameError};
 use crate::protocol::message::Response;
-use crate::protocol::output::{live_header, zero_run_frame};
+use crate::protocol::output::{live_at_header, live_header, zero_run_frame};
 use crate::protocol::zeros;
 use crate::session::entry::{EntryBody, Stream};
 
@@ -39,6 +39,9 @@ struct Counter {
     stalled: Cell<bool>,
     /// The peer reads zero-run frames.
     zero_runs: bool,
+    /// The peer asked where each terminal run's output frame ends in the
+    /// spool (`Response::OutputAt`); others get `Response::Output`.
+    offsets: Cell<bool>,
 }
 
 /// A client behind its live output: what the transcript still owes it.
@@ -81,7 +84,7 @@ fn cost(response: &Response, zero_runs: bool) -> usize {
     MESSAGE_COST
         + match response {
             Response::Output { data, .. } if as_zero_run(data, zero_runs) => 0,
-            Response::Output { data, .. } => data.len(),
+            Response::Output { data, .. } | Response::OutputAt { data, .. } => data.len(),
             Response::Entry(entry) => match &entry.body {
                 EntryBody::Output { data, .. } => data.len(),
                 _ => 0,
@@ -109,7 +112,19 @@ impl Outbox {
         Outbox { tx, counter }
     }
 
+    /// The peer merges this connection's output with its kernel's echo:
+    /// each terminal run's output frame says where it ends in the spool.
+    pub fn want_offsets(&self) {
+        self.counter.offsets.set(true);
+    }
+
     pub fn send(&self, response: Response) -> Result<(), Gone> {
+        let response = match response {
+            Response::OutputAt { stream, data, .. } if !self.counter.offsets.get() => {
+                Response::Output { stream, data }
+            }
+            other => other,
+        };
         let cost = cost(&response, self.counter.zero_runs);
         self.tx.send(response).map_err(|_| Gone)?;
         self.counter.pending.set(self.counter.pending.get() + cost);
@@ -241,17 +256,8 @@ async fn catch_up(outbox: Outbox, transcript: PathBuf) {
                 break;
             };
             next = (end, entry.seq + 1);
-            if let EntryBody::Output {
-                stream,
-                data,
-                input: run,
-                bash,
-                ..
-            } = entry.body
-            {
-                if run == Some(input) || bash == Some(input) {
-                    let _ = outbox.send(Response::Output { stream, data });
-                }
+            if let Some(output) = output_of(entry.body, input) {
+                let _ = outbox.send(output);
             }
             if entry.seq >= through {
                 break;
@@ -265,6 +271,26 @@ async fn catch_up(outbox: Outbox, transcript: PathBuf) {
             // expected): do not spin.
             tokio::time::sleep(std::time::Duration::from_millis(CATCH_UP_RETRY_MS)).await;
         }
+    }
+}
+
+/// A stored entry of input `input`'s output as live output: a run's says
+/// where it ends in the spool when the entry does.
+fn output_of(body: EntryBody, input: u64) -> Option<Response> {
+    let EntryBody::Output {
+        stream,
+        data,
+        input: run,
+        bash,
+        spool_end,
+    } = body
+    else {
+        return None;
+    };
+    match (run == Some(input), spool_end) {
+        (true, Some(end)) => Some(Response::OutputAt { stream, data, end }),
+        (true, None) => Some(Response::Output { stream, data }),
+        (false, _) => (bash == Some(input)).then_some(Response::Output { stream, data }),
     }
 }
 
@@ -313,6 +339,12 @@ async fn writer(
                 }
             }
             Response::Output { stream, data } => write_live(&mut write, *stream, data).await,
+            Response::OutputAt { stream, data, end } => {
+                match live_at_header(*stream, *end, data.len()) {
+                    Ok(header) => write_all(&mut write, &[&header, data]).await,
+                    Err(e) => Err(e),
+                }
+            }
             other => write_frame(&mut write, other).await,
         };
         counter.pending.set(

@@ -449,11 +449,25 @@ impl Worker {
     /// one of the run's waiters, so it hears the run's output from the
     /// first byte after that screen, and its end. Both happen in one step
     /// of the worker, so no byte falls between them.
-    pub fn watch_terminal(&mut self, input: Option<RunId>, client: &Outbox) {
+    /// With `offsets`, the answer says where in the spool the screen was
+    /// drawn to and each output frame says where it ends, so the client
+    /// can merge the kernel's echo into it.
+    pub fn watch_terminal(&mut self, input: Option<RunId>, offsets: bool, client: &Outbox) {
         let _ = client.send(match self.terminal_run_redraw(input) {
             Ok((run, data)) => {
                 self.wait_for(run, client.clone());
-                Response::Redraw { input: run, data }
+                if offsets {
+                    client.want_offsets();
+                }
+                // A kernel this worker drives speaks its protocol, so it
+                // takes a typist's `echo`.
+                let at =
+                    (offsets && self.core.connected()).then(|| self.core.run_spool_offset(run));
+                Response::Redraw {
+                    input: run,
+                    data,
+                    at,
+                }
             }
             Err(message) => Response::Error { message },
         });

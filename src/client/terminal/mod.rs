@@ -4,6 +4,7 @@
 
 pub mod detach;
 pub mod keys;
+pub mod merge;
 pub mod modes;
 pub mod passthrough;
 pub mod raw;

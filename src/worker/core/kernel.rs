@@ -202,6 +202,13 @@ impl RunCore {
         };
         match followed.kind {
             JobKind::Run { input, .. } => {
+                // A run's waiters hear where its output is in the spool:
+                // an attach merges it with the kernel's own echo.
+                let response = Response::OutputAt {
+                    stream,
+                    data: data.clone(),
+                    end,
+                };
                 self.spool_offsets.insert(input, end);
                 if let Some(marks) = followed.marks.as_mut() {
                     let found = marks.scan(&data);

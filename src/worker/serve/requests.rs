@@ -158,7 +158,9 @@ pub(super) async fn session_request(
             terminal_request(worker, request, tx)
         }
         SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
-        SessionRequest::WatchTerminal { input } => worker.borrow_mut().watch_terminal(input, tx),
+        SessionRequest::WatchTerminal { input, offsets } => {
+            worker.borrow_mut().watch_terminal(input, offsets, tx)
+        }
         // Only a connection's own loop acts on it.
         SessionRequest::Detach => {}
         request @ (SessionRequest::TypeInto { .. } | SessionRequest::Typist { .. }) => {
