@@ -34,6 +34,8 @@ mod restore;
 #[path = "daemon/messages.rs"]
 mod messages;
 
+mod spare;
+
 use std::time::Duration;
 
 use crate::support::{kill9, wait_until, Env};
