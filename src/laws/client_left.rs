@@ -17,7 +17,8 @@
 //! A remote client (`eukhe --host`) reaches the worker through SSH (`eukhe
 //! proxy` on the worker's machine, or sshd carrying the host's forward),
 //! so the process at the far end is the proxy or sshd, whose end says
-//! nothing about the client: its SSH connection may only have dropped. Its command goes on for a reconnection grace; the
+//! nothing about the client: its SSH connection may only have dropped.
+//! Its command goes on for a reconnection grace; the
 //! client following it again within the grace keeps it, and none by then
 //! hangs it up. A remote client that really leaves says so itself (an
 //! explicit hang-up request), so only one killed outright waits the grace.
