@@ -185,7 +185,7 @@ fn with_the_worker_killed_the_output_arrives_and_a_new_worker_paints_it_once() {
     terminal.type_text("more");
     terminal.keys(&["Enter"]);
     wait_recorded(&record, "got more\r\n", "the answer");
-    // The new worker's screen painted the attach again; what followed it
+    // Whether or not the new worker's screen was painted, what followed
     // came once.
     assert_eq!(count(&recorded(&record), b"got more"), 1);
     terminal.wait_screen(WITHIN, "the answer", |s| {

@@ -8,7 +8,8 @@
 //! typed last. `--read-only` writes neither keys nor sizes.
 //!
 //! A lost connection (a worker or daemon gone) is made again as an attach
-//! makes it, and the screen painted again from the new worker's screen.
+//! makes it, and the screen painted again from the new worker's screen,
+//! unless the kernel's echo has brought the screen past it already.
 //! When the run ends the client says so in one line and exits: the line
 //! view would write the transcript's lines over the program's last screen.
 //!
@@ -102,7 +103,7 @@ async fn pass_through(
     let input = watched.input;
     let (output, program) = mpsc::unbounded_channel();
     let merge = Rc::new(RefCell::new(Merge::default()));
-    merge.borrow_mut().painted(at);
+    merge.borrow_mut().redrawn(at);
     let _ = output.send([CLEAR, &redraw].concat());
     // The echo's reader does not hold the screen open: the run's end, on
     // the worker's path, ends it.
@@ -172,8 +173,11 @@ async fn follow(
             Err(_) => match watch_again(session, input).await? {
                 Again::Watching(client, (redraw, at)) => {
                     watched.client = client;
-                    merge.borrow_mut().painted(at);
-                    let _ = output.send([CLEAR, &redraw].concat());
+                    // A screen that passed the new worker's (the kernel's
+                    // echo went on while no worker ran) is left as it is.
+                    if merge.borrow_mut().redrawn(at) {
+                        let _ = output.send([CLEAR, &redraw].concat());
+                    }
                 }
                 Again::Ended(words) => return Ok(words),
             },

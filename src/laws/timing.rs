@@ -297,7 +297,9 @@ pub const KERNEL_ANSWER_MS: u64 = 5_000;
 /// How long an attached client waits for its session's worker to say
 /// where its keys may go past it, then for the kernel to take it as a
 /// typist (each answers at once when healthy). Not a law's timeout:
-/// without the answer the keys go through the worker, as before.
+/// without the answer the keys go through the worker, as before. A worker
+/// just started waits as long for its kernel link before it paints an
+/// attach that asks where its screen is in the spool.
 pub const TYPIST_ANSWER_MS: u64 = 1_000;
 /// How long a shell reset (`eukhe reset`, MCP `bash` with `restart`) may
 /// take before its client is told it failed: the old kernel's teardown,

@@ -82,7 +82,8 @@ impl Drop for Env {
         super::wait_for(GRACE, || !own.iter().any(|&who| still(who)));
         let leftovers = Env::leftovers(&own);
         if !leftovers.is_empty() {
-            eprintln!("ending processes left behind: {leftovers:?}");
+            let named: Vec<String> = leftovers.iter().map(|&pid| named(pid)).collect();
+            eprintln!("ending processes left behind: {}", named.join(", "));
         }
         for pid in leftovers {
             kill9(pid);
@@ -91,4 +92,15 @@ impl Drop for Env {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Process `pid` and its command line, for a line about it.
+fn named(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|word| !word.is_empty())
+        .map(|word| String::from_utf8_lossy(word).into_owned())
+        .collect();
+    format!("{pid} ({})", words.join(" "))
 }

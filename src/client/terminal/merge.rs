@@ -27,9 +27,18 @@ pub struct Merge {
 }
 
 impl Merge {
-    /// The screen was painted as it was at spool offset `at` (a redraw).
-    pub fn painted(&mut self, at: Option<u64>) {
+    /// A worker's redraw of the screen as it was at spool offset `at`:
+    /// whether to paint it. A screen that has every byte up to `at`
+    /// already shows that state (and maybe more), so painting it would
+    /// only step back and write again what follows.
+    pub fn redrawn(&mut self, at: Option<u64>) -> bool {
+        if let (Some(at), Some(shown)) = (at, self.shown) {
+            if at <= shown {
+                return false;
+            }
+        }
         self.shown = at;
+        true
     }
 
     /// The worker's piece of the record ending at `end` (`None`: it did not
@@ -115,7 +124,7 @@ mod tests {
     #[test]
     fn the_kernel_first_then_the_worker_shows_each_byte_once() {
         let mut merge = Merge::default();
-        merge.painted(Some(0));
+        merge.redrawn(Some(0));
         let (a0, a1) = at(0, "ab");
         let (b0, b1) = at(a1, "cd");
         assert_eq!(shown(merge.from_kernel(a0, a1, b("ab"))), "ab");
@@ -127,7 +136,7 @@ mod tests {
     #[test]
     fn the_worker_first_then_the_kernel_shows_each_byte_once() {
         let mut merge = Merge::default();
-        merge.painted(Some(0));
+        merge.redrawn(Some(0));
         let (a0, a1) = at(0, "ab");
         assert_eq!(shown(merge.from_worker(Some(a1), b("ab"))), "ab");
         assert_eq!(shown(merge.from_kernel(a0, a1, b("ab"))), "");
@@ -136,7 +145,7 @@ mod tests {
     #[test]
     fn a_kernel_piece_ahead_of_the_screen_waits_for_the_worker() {
         let mut merge = Merge::default();
-        merge.painted(Some(0));
+        merge.redrawn(Some(0));
         let (_, a1) = at(0, "ab");
         let (b0, b1) = at(a1, "cd");
         let (c0, c1) = at(b1, "ef");
@@ -150,7 +159,7 @@ mod tests {
     #[test]
     fn a_kernel_piece_of_several_records_the_worker_began_is_left_to_it() {
         let mut merge = Merge::default();
-        merge.painted(Some(0));
+        merge.redrawn(Some(0));
         let (_, a1) = at(0, "ab");
         let (_, b1) = at(a1, "cd");
         assert_eq!(shown(merge.from_worker(Some(a1), b("ab"))), "ab");
@@ -170,17 +179,43 @@ mod tests {
     }
 
     #[test]
-    fn a_repaint_starts_again_where_it_was_drawn() {
+    fn a_redraw_behind_the_screen_is_not_painted_and_repeats_nothing() {
         let mut merge = Merge::default();
-        merge.painted(Some(0));
+        assert!(merge.redrawn(Some(0)));
         let (a0, a1) = at(0, "ab");
         let (b0, b1) = at(a1, "cd");
+        let (c0, c1) = at(b1, "ef");
         assert_eq!(shown(merge.from_kernel(a0, a1, b("ab"))), "ab");
         assert_eq!(shown(merge.from_kernel(b0, b1, b("cd"))), "cd");
-        // A new worker's screen was drawn up to "ab": "cd" comes again,
-        // over the repainted screen.
-        merge.painted(Some(a1));
-        assert_eq!(shown(merge.from_worker(Some(b1), b("cd"))), "cd");
+        // A new worker's screen was drawn up to "ab" only: the screen has
+        // more, so it is not painted, and what the worker catches up on
+        // is not written again.
+        assert!(!merge.redrawn(Some(a1)));
+        assert_eq!(shown(merge.from_worker(Some(b1), b("cd"))), "");
+        assert_eq!(shown(merge.from_kernel(c0, c1, b("ef"))), "ef");
+    }
+
+    #[test]
+    fn a_redraw_ahead_of_the_screen_is_painted_and_goes_on_from_there() {
+        let mut merge = Merge::default();
+        assert!(merge.redrawn(Some(0)));
+        let (_, a1) = at(0, "ab");
+        let (b0, b1) = at(a1, "cd");
+        let (c0, c1) = at(b1, "ef");
+        assert!(merge.redrawn(Some(b1)));
+        assert_eq!(shown(merge.from_kernel(b0, b1, b("cd"))), "");
+        assert_eq!(shown(merge.from_kernel(c0, c1, b("ef"))), "ef");
+    }
+
+    #[test]
+    fn a_redraw_without_an_offset_is_always_painted() {
+        let mut merge = Merge::default();
+        assert!(merge.redrawn(Some(0)));
+        let (a0, a1) = at(0, "ab");
+        assert_eq!(shown(merge.from_kernel(a0, a1, b("ab"))), "ab");
+        assert!(merge.redrawn(None));
+        let (b0, b1) = at(a1, "cd");
+        assert_eq!(shown(merge.from_kernel(b0, b1, b("cd"))), "");
     }
 
     #[test]

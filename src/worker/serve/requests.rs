@@ -14,6 +14,7 @@ use crate::clock::{mono_us, wall_ms};
 use crate::host::handoff;
 use crate::host::socket::from_own_user;
 use crate::laws::idle_shutdown::{GateEvent, QuiesceAnswer};
+use crate::laws::timing::TYPIST_ANSWER_MS;
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::session::log_query::LogQuery;
 use crate::session::transcript::EntryBody;
@@ -159,6 +160,12 @@ pub(super) async fn session_request(
         }
         SessionRequest::Screen { input } => worker.borrow().screen_request(input, tx),
         SessionRequest::WatchTerminal { input, offsets } => {
+            // A screen drawn without its spool offset cannot be merged
+            // with the kernel's echo: a worker just started says it once
+            // its kernel link is up.
+            if offsets {
+                kernel_link_within(worker, TYPIST_ANSWER_MS).await;
+            }
             worker.borrow_mut().watch_terminal(input, offsets, tx)
         }
         // Only a connection's own loop acts on it.
@@ -279,6 +286,21 @@ async fn bash_request(
     }
     worker.borrow_mut().core.bash_request_taken_up();
     user_bash(worker, command, (stdin, tty), tx)
+}
+
+/// Wait at most `within_ms` for a worker just started to connect to its
+/// kernel (or to stop).
+async fn kernel_link_within(worker: &Rc<RefCell<Worker>>, within_ms: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(within_ms);
+    let connected = worker.borrow().kernel_connected.clone();
+    while !worker.borrow().core.connected() && !worker.borrow().stopping {
+        if tokio::time::timeout_at(deadline, connected.notified())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
 }
 
 /// Whether process `pid` runs as this worker's user.
