@@ -16,7 +16,7 @@ use crate::support::process::signal;
 use crate::support::terminal::Terminal;
 use crate::support::{kill9, skip, wait_for, wait_until, Env};
 
-const WITHIN: Duration = Duration::from_secs(30);
+pub(crate) const WITHIN: Duration = Duration::from_secs(30);
 
 /// A run that shows it is ready, prints `lines` numbers once it reads a
 /// line, then answers one more line.
@@ -50,11 +50,11 @@ fn attach_recorded(env: &Env, command: &str) -> Option<(Terminal, PathBuf)> {
     Some((terminal, record))
 }
 
-fn recorded(record: &Path) -> Vec<u8> {
+pub(crate) fn recorded(record: &Path) -> Vec<u8> {
     std::fs::read(record).unwrap_or_default()
 }
 
-fn count(haystack: &[u8], needle: &[u8]) -> usize {
+pub(crate) fn count(haystack: &[u8], needle: &[u8]) -> usize {
     haystack
         .windows(needle.len())
         .filter(|w| *w == needle)
@@ -62,7 +62,7 @@ fn count(haystack: &[u8], needle: &[u8]) -> usize {
 }
 
 /// Wait until the attach has written `text`.
-fn wait_recorded(record: &Path, text: &str, what: &str) {
+pub(crate) fn wait_recorded(record: &Path, text: &str, what: &str) {
     let shown = wait_for(WITHIN, || count(&recorded(record), text.as_bytes()) > 0);
     let tail = String::from_utf8_lossy(&recorded(record))
         .chars()
@@ -84,12 +84,12 @@ fn stored_between(env: &Env, from: &str, to: &str) -> Vec<u8> {
     out[start..end].to_vec()
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The attach wrote the stored bytes `stored` once, whole and in order.
-fn written_once(record: &Path, stored: &[u8]) {
+pub(crate) fn written_once(record: &Path, stored: &[u8]) {
     let written = recorded(record);
     assert_eq!(
         count(&written, stored),
@@ -109,7 +109,7 @@ fn paints(record: &Path) -> usize {
 }
 
 /// A stopped process, continued however the test ends.
-struct Stopped(u32);
+pub(crate) struct Stopped(pub(crate) u32);
 
 impl Drop for Stopped {
     fn drop(&mut self) {

@@ -9,6 +9,7 @@ mod agent;
 mod attach_direct;
 mod attach_echo;
 mod attach_tty;
+mod bash_tty_echo;
 mod bridge;
 mod daemon;
 mod damage;

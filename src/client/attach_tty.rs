@@ -36,12 +36,11 @@ use super::terminal::merge::Merge;
 use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::window_size;
+use super::tty_echo::Echoing;
 use super::typist::Typing;
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
-use crate::protocol::frame::{frame_reader, read_frame_bytes};
 use crate::protocol::message::{Response, SessionRequest};
-use crate::protocol::output::Echo;
 use crate::protocol::screen::ScreenState;
 use crate::protocol::tty::WindowSize;
 
@@ -251,15 +250,9 @@ async fn echoes(
     merge: Rc<RefCell<Merge>>,
     output: mpsc::WeakUnboundedSender<Vec<u8>>,
 ) {
-    let mut read = frame_reader(read);
-    while let Ok(payload) = read_frame_bytes(&mut read).await {
-        let echo = match Echo::from_payload(payload) {
-            Ok(Some(echo)) => echo,
-            Ok(None) => continue,
-            Err(_) => return,
-        };
+    super::tty_echo::echoes(read, |echo| {
         let Some(output) = output.upgrade() else {
-            return;
+            return false;
         };
         for piece in merge
             .borrow_mut()
@@ -267,16 +260,9 @@ async fn echoes(
         {
             let _ = output.send(piece.to_vec());
         }
-    }
-}
-
-/// The echo's reader, ended with the passthrough.
-struct Echoing(tokio::task::JoinHandle<()>);
-
-impl Drop for Echoing {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+        true
+    })
+    .await
 }
 
 /// The status run `input` ended with, if its screen says it ended.

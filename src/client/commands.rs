@@ -351,6 +351,7 @@ async fn bash(
         stdin,
         tty,
         remote: false,
+        offsets: false,
     };
     if tty.is_some() && interactive::can_pass_through() {
         let detach = super::tty_run::detach_key(detach_key)?;

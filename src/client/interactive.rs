@@ -7,7 +7,7 @@
 //! (`TypeInto`), opened once the run has its number and again after a
 //! worker restart; or straight to the kernel (`typist`) when it takes them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::AsFd;
 use std::pin::Pin;
@@ -19,7 +19,6 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, Notify};
 
-use super::attach::open;
 use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::log::{exit_code, output_until_end, OutputSink};
@@ -28,6 +27,7 @@ use super::terminal::passthrough::{passthrough, Ended, Ends, KeySink, Passthroug
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
 use super::terminal::size::WindowChanges;
 use super::terminal::tty_io::Tty;
+use super::tty_echo::{Echoing, FromStart};
 use crate::config::detach_key::DetachKey;
 use crate::laws::replace::ClientStart;
 use crate::protocol::entry::Stream;
@@ -50,7 +50,7 @@ pub async fn run(
     request: SessionRequest,
     detach: DetachKey,
 ) -> Result<ExitCode, ClientError> {
-    let mut client = open(session, start, request).await?;
+    let (mut client, echo) = ask(session, start, request).await?;
     let stdin = std::io::stdin();
     let raw = Arc::new(
         RawMode::enter(stdin.as_fd())
@@ -59,7 +59,7 @@ pub async fn run(
     let signals = TerminalSignals::new()
         .map_err(ClientError::system("cannot watch the terminal's signals"))?;
     let watch = tokio::spawn(watch_signals(raw.clone(), signals));
-    let ended = follow(&mut client, session, detach).await;
+    let ended = follow(&mut client, session, detach, echo).await;
     // The watch holds the guard too: once it is gone, dropping ours
     // gives the terminal its modes back.
     watch.abort();
@@ -90,6 +90,33 @@ pub async fn run(
     }
 }
 
+/// Send `request` for `session`; whether its output can be merged with
+/// the kernel's echo: a `bash --tty` asks where each output frame is in
+/// the spool of a daemon of this build (whose workers are of its build; an
+/// earlier one refuses the question).
+async fn ask(
+    session: &str,
+    start: ClientStart,
+    mut request: SessionRequest,
+) -> Result<(Client, bool), ClientError> {
+    let mut client = connect(start).await?;
+    let echo = client.daemon.build_id == crate::build_id::build_id();
+    let echo = match &mut request {
+        SessionRequest::Bash {
+            tty: Some(_),
+            offsets,
+            ..
+        } => {
+            *offsets = echo;
+            echo
+        }
+        _ => false,
+    };
+    let session = session.to_string();
+    client.send(&Request::Session { session, request }).await?;
+    Ok((client, echo))
+}
+
 /// How following a terminal run ended.
 enum Followed {
     /// The run ended, as it ended.
@@ -98,18 +125,27 @@ enum Followed {
     Detached(Option<u64>),
 }
 
+/// Follow the run asked for on `client` until it ends or the person
+/// detaches; with `echo`, its output also comes as the kernel's echo on
+/// the typist's connection, merged with the worker's.
 async fn follow(
     client: &mut Client,
     session: &str,
     detach: DetachKey,
+    echo: bool,
 ) -> Result<Followed, ClientError> {
     let number = Rc::new(Cell::new(None));
     let numbered = Rc::new(Notify::new());
     let (output, program) = mpsc::unbounded_channel();
+    let merged = echo.then(|| Rc::new(RefCell::new(FromStart::at_start())));
+    // The echo's reader does not hold the screen open: the run's end, on
+    // the worker's path, ends it.
+    let echo_output = output.downgrade();
     let sink = ToScreen {
         number: number.clone(),
         numbered: numbered.clone(),
         output,
+        merged: merged.clone(),
     };
     let following = async move {
         let mut sink = sink;
@@ -122,7 +158,21 @@ async fn follow(
         let input = number.get().expect("told once numbered");
         let size = super::terminal::size::window_size(io::stdin().as_fd());
         let window = size.map(|(rows, cols)| crate::protocol::tty::WindowSize { rows, cols });
-        let mut keys = super::typist::Typing::open(session, input, window, false).await;
+        let mut keys = super::typist::Typing::open(session, input, window, echo).await;
+        let _echoing = match (keys.echo_reader(), merged) {
+            (Some(read), Some(merged)) => Some(Echoing(tokio::task::spawn_local(
+                super::tty_echo::echoes(read, move |echo| {
+                    let Some(output) = echo_output.upgrade() else {
+                        return false;
+                    };
+                    for piece in merged.borrow_mut().kernel_echo(echo) {
+                        let _ = output.send(piece.to_vec());
+                    }
+                    true
+                }),
+            ))),
+            _ => None,
+        };
         pass_terminal(program, &mut keys, &detach).await
     };
     tokio::pin!(following, passing);
@@ -151,6 +201,24 @@ struct ToScreen {
     number: Rc<Cell<Option<u64>>>,
     numbered: Rc<Notify>,
     output: mpsc::UnboundedSender<Vec<u8>>,
+    /// The merge with the kernel's echo, when it comes.
+    merged: Option<Rc<RefCell<FromStart>>>,
+}
+
+impl ToScreen {
+    /// The worker's bytes (from the spool record ending at `end`, when it
+    /// says), less what the kernel's echo showed.
+    fn show(&mut self, data: &[u8], end: Option<u64>) {
+        // A terminal has one stream; the passthrough has gone only when
+        // the person detached, and then nothing is shown any more.
+        let Some(merged) = &self.merged else {
+            let _ = self.output.send(data.to_vec());
+            return;
+        };
+        for piece in merged.borrow_mut().worker_bytes(end, data) {
+            let _ = self.output.send(piece.to_vec());
+        }
+    }
 }
 
 impl OutputSink for ToScreen {
@@ -161,9 +229,12 @@ impl OutputSink for ToScreen {
     }
 
     fn write(&mut self, _stream: Stream, data: &[u8]) -> Result<(), ClientError> {
-        // A terminal has one stream; the passthrough has gone only when
-        // the person detached, and then nothing is shown any more.
-        let _ = self.output.send(data.to_vec());
+        self.show(data, None);
+        Ok(())
+    }
+
+    fn write_at(&mut self, _stream: Stream, data: &[u8], end: u64) -> Result<(), ClientError> {
+        self.show(data, Some(end));
         Ok(())
     }
 }

@@ -400,6 +400,11 @@ pub(crate) trait OutputSink {
 
     /// Bytes the input wrote to `stream`, each byte once.
     fn write(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError>;
+
+    /// Bytes as `write`'s, from the spool record that ends at `end`.
+    fn write_at(&mut self, stream: Stream, data: &[u8], _end: u64) -> Result<(), ClientError> {
+        self.write(stream, data)
+    }
 }
 
 /// This process's standard output and error.
@@ -516,7 +521,8 @@ pub(crate) async fn output_until_end<S: OutputSink>(
                 printed.sink.numbered(queued);
                 input = Some(queued);
             }
-            Response::Output { stream, data } => printed.live(stream, &data)?,
+            Response::Output { stream, data } => printed.live(stream, &data, None)?,
+            Response::OutputAt { stream, data, end } => printed.live(stream, &data, Some(end))?,
             Response::Exit {
                 status,
                 cut_short: Some(why),
@@ -551,13 +557,18 @@ impl<'a, S: OutputSink> Printed<'a, S> {
         }
     }
 
-    /// Write live output: all of it follows what was written.
-    fn live(&mut self, stream: Stream, data: &[u8]) -> Result<(), ClientError> {
-        let at = match stream {
-            Stream::Stdout => self.stdout,
-            Stream::Stderr => self.stderr,
+    /// Write live output (ending at spool offset `end`, when it says):
+    /// all of it follows what was written.
+    fn live(&mut self, stream: Stream, data: &[u8], end: Option<u64>) -> Result<(), ClientError> {
+        let done = match stream {
+            Stream::Stdout => &mut self.stdout,
+            Stream::Stderr => &mut self.stderr,
         };
-        self.write(stream, data, at)
+        *done += data.len() as u64;
+        match end {
+            Some(end) => self.sink.write_at(stream, data, end),
+            None => self.sink.write(stream, data),
+        }
     }
 
     /// Write what of `data` (which starts at byte `at` of its stream) was

@@ -30,6 +30,7 @@ mod stdin;
 pub mod stdout;
 pub mod terminal;
 mod top;
+mod tty_echo;
 mod tty_run;
 mod typist;
 pub mod usage;

@@ -213,6 +213,7 @@ pub(super) async fn open_bash(
         stdin: None,
         tty,
         remote: client.serves_remote_bash(),
+        offsets: false,
     };
     client
         .send(&Request::Session {

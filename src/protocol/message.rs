@@ -177,6 +177,12 @@ pub enum SessionRequest {
         /// rides through it for a reconnection grace.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         remote: bool,
+        /// With `tty`: say where in the command's spool each output frame
+        /// ends (`OutputAt`), so the client can merge the output its
+        /// kernel sends it straight (a typist's `echo`). Sent only to a
+        /// daemon of the client's own build: an earlier one refuses it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offsets: bool,
     },
     /// A remote client follows its user bash `input` again after its
     /// connection dropped (sent before the `Log` that follows it): the

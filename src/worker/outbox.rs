@@ -274,8 +274,8 @@ async fn catch_up(outbox: Outbox, transcript: PathBuf) {
     }
 }
 
-/// A stored entry of input `input`'s output as live output: a run's says
-/// where it ends in the spool when the entry does.
+/// A stored entry of input `input`'s output as live output: a run's or a
+/// user bash's says where it ends in the spool when the entry does.
 fn output_of(body: EntryBody, input: u64) -> Option<Response> {
     let EntryBody::Output {
         stream,
@@ -287,10 +287,11 @@ fn output_of(body: EntryBody, input: u64) -> Option<Response> {
     else {
         return None;
     };
-    match (run == Some(input), spool_end) {
+    let followed = run == Some(input) || bash == Some(input);
+    match (followed, spool_end) {
         (true, Some(end)) => Some(Response::OutputAt { stream, data, end }),
         (true, None) => Some(Response::Output { stream, data }),
-        (false, _) => (bash == Some(input)).then_some(Response::Output { stream, data }),
+        (false, _) => None,
     }
 }
 

@@ -144,7 +144,7 @@ impl Worker {
                     let last = matches!(response, Response::Exit { .. });
                     if let Some((tx, number)) = self.clients.bash_client(client) {
                         match response {
-                            Response::Output { .. } => tx.send_output(
+                            Response::Output { .. } | Response::OutputAt { .. } => tx.send_output(
                                 response,
                                 *number,
                                 self.store.last_output,

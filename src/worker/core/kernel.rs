@@ -196,19 +196,17 @@ impl RunCore {
         if data.is_empty() {
             return Vec::new();
         }
-        let response = Response::Output {
+        // Where the output is in the spool goes with it: an attach (a run's
+        // waiter) or a `bash --tty` (a user bash's client) merges it with
+        // the kernel's own echo; a client that did not ask hears `Output`
+        // (`Outbox::send`).
+        let response = Response::OutputAt {
             stream,
             data: data.clone(),
+            end,
         };
         match followed.kind {
             JobKind::Run { input, .. } => {
-                // A run's waiters hear where its output is in the spool:
-                // an attach merges it with the kernel's own echo.
-                let response = Response::OutputAt {
-                    stream,
-                    data: data.clone(),
-                    end,
-                };
                 self.spool_offsets.insert(input, end);
                 if let Some(marks) = followed.marks.as_mut() {
                     let found = marks.scan(&data);

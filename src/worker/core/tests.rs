@@ -285,9 +285,10 @@ fn user_bash_output_is_stored_and_shown_as_its_exact_bytes_under_its_number() {
             }),
             Action::Client(
                 3,
-                Response::Output {
+                Response::OutputAt {
                     stream: Stream::Stdout,
-                    data: bytes.to_vec().into()
+                    data: bytes.to_vec().into(),
+                    end: 8,
                 }
             ),
         ]

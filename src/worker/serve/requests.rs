@@ -147,12 +147,9 @@ pub(super) async fn session_request(
         SessionRequest::Send { text, wait, tty } => {
             send_input(worker, (text, tty), wait, tx, signals)
         }
-        SessionRequest::Bash {
-            command,
-            stdin,
-            tty,
-            remote,
-        } => return bash_request(worker, command, (stdin, tty), tx, (peer, remote)).await,
+        request @ SessionRequest::Bash { .. } => {
+            return bash_request(worker, request, tx, peer).await
+        }
         SessionRequest::Rejoin { input } => return rejoin(worker, input),
         SessionRequest::HangUp { input } => hang_up(worker, input, tx),
         request @ (SessionRequest::Keys { .. } | SessionRequest::WaitFor { .. }) => {
@@ -252,14 +249,27 @@ fn send_input(
     }
 }
 
-/// Run user bash `command` once the kernel link is up; its number.
+/// Run a user bash (`request`, a `Bash`) once the kernel link is up; its
+/// number.
 async fn bash_request(
     worker: &Rc<RefCell<Worker>>,
-    command: String,
-    (stdin, tty): (Option<u32>, Option<crate::protocol::tty::WindowSize>),
+    request: SessionRequest,
     tx: &Outbox,
-    (peer, remote): (Option<u32>, bool),
+    peer: Option<u32>,
 ) -> Option<u64> {
+    let SessionRequest::Bash {
+        command,
+        stdin,
+        tty,
+        remote,
+        offsets,
+    } = request
+    else {
+        return None;
+    };
+    if offsets && tty.is_some() {
+        tx.want_offsets();
+    }
     // A terminal run reads its terminal, never the client's stdin.
     let stdin = if tty.is_some() { None } else { stdin };
     // Only the client itself may lend its standard input: a
