@@ -218,3 +218,58 @@ fn the_terminal_takes_the_size_of_the_client_that_attached_or_typed_last() {
     wide.keys(&["C-d"]);
     left(&wide, "run 1 exited 0");
 }
+
+#[test]
+fn a_forced_shutdown_ends_the_attach_and_no_daemon_comes_back() {
+    let env = Env::new("attach-tty-shut");
+    env.ok(&["new", "--name", "a"]);
+    start_run(&env, "a", "echo ready; read x", "ready");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 120), &[]) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    env.ok(&["shutdown", "--force"]);
+    let ended = terminal.wait_exit(WITHIN, "the attach");
+    let screen = terminal.screen();
+    assert!(
+        screen.contains(
+            "eukhe: the daemon was shut down (`eukhe shutdown`); detached from a (`eukhe attach a` starts it again)"
+        ),
+        "{screen}"
+    );
+    assert_eq!(ended, Some(125), "{screen}");
+    let modes = terminal.modes_after();
+    assert!(
+        modes.split_whitespace().any(|w| w == "icanon"),
+        "the terminal was left raw: {modes}"
+    );
+    env.stays_shut_down();
+}
+
+#[test]
+fn after_a_shutdown_of_the_daemon_alone_the_attach_goes_on_through_its_worker() {
+    let env = Env::new("attach-tty-shut-alone");
+    env.ok(&["new", "--name", "a"]);
+    start_run(&env, "a", "echo ready; read x; echo \"got $x\"", "ready");
+    let Some(terminal) = Terminal::attach(&env, "a", (24, 100), &[]) else {
+        return;
+    };
+    terminal.wait_screen(WITHIN, "the run", |s| s.contains("ready"));
+    let daemon = env.daemon_pid();
+    env.ok(&["shutdown"]);
+    let socket = env.dir.join("run/eukhe.sock");
+    wait_until(WITHIN, "the daemon ends", || !crate::support::alive(daemon));
+    never(
+        Duration::from_secs(3),
+        "a daemon serves the socket again",
+        || std::os::unix::net::UnixStream::connect(&socket).is_ok(),
+    );
+    terminal.type_text("hello");
+    terminal.keys(&["Enter"]);
+    left(&terminal, "got hello");
+    left(&terminal, "run 1 exited 0");
+    assert!(
+        std::os::unix::net::UnixStream::connect(&socket).is_err(),
+        "no daemon was started again"
+    );
+}

@@ -12,6 +12,7 @@ use super::connect::{connect, Client};
 use super::error::ClientError;
 use super::render::TextLog;
 use super::stdout;
+use super::supervisor_watch::SupervisorWatch;
 use crate::config::detach_key::DetachKey;
 use crate::laws::notice::{MessageKind, StoredMessage, View};
 use crate::laws::replace::ClientStart;
@@ -48,7 +49,7 @@ pub async fn attach(
     // The attach connection is the worker's (handed over by the
     // supervisor), so a lost supervisor is noticed on a connection of its
     // own, and relaunched.
-    let mut watch = connect(ClientStart::AttachWatch).await.ok();
+    let supervisor = SupervisorWatch::open().await;
     if interactive {
         eprintln!(
             "attached to {session}: typed lines are queued as input; \
@@ -61,7 +62,7 @@ pub async fn attach(
         signal(SignalKind::quit()).map_err(ClientError::system("cannot catch Ctrl-\\"))?;
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).split(b'\n');
     let mut stdin_open = true;
-    let mut attached = Attached::new(session, client);
+    let mut attached = Attached::new(session, client, supervisor.clone());
     loop {
         // Not before the session's replay: a session that is gone says so
         // first, even when the input is already over.
@@ -75,7 +76,7 @@ pub async fn attach(
                 eprintln!("eukhe: detached from {}", attached.session);
                 return Ok(ExitCode::SUCCESS);
             }
-            _ = supervisor_lost(&mut watch) => watch = Some(relaunch().await?),
+            _ = supervisor.lost() => supervisor.relaunch().await?,
             line = lines.next_segment(), if stdin_open => match line {
                 Ok(Some(line)) => match super::words::typed_line(&line) {
                     Ok(text) if !text.trim().is_empty() => attached.send(text).await?,
@@ -95,6 +96,8 @@ pub async fn attach(
 struct Attached {
     session: String,
     client: Client,
+    /// Says whether a lost connection may start a daemon again.
+    supervisor: SupervisorWatch,
     // An attach replays the transcript's last entries after every restore
     // notice; attaching again replays what came after the last entry
     // seen. The view (the notice law's) shows every entry, every notice,
@@ -112,10 +115,11 @@ struct Attached {
 }
 
 impl Attached {
-    fn new(session: String, client: Client) -> Attached {
+    fn new(session: String, client: Client, supervisor: SupervisorWatch) -> Attached {
         Attached {
             session,
             client,
+            supervisor,
             view: View::default(),
             damage_shown: Default::default(),
             runs: RunsSeen::default(),
@@ -220,7 +224,7 @@ impl Attached {
 
     /// Attach again, replaying what came after the last entry seen.
     async fn attach_again(&mut self) -> Result<(), ClientError> {
-        self.client = reattach(&self.session, self.runs.last_seq).await?;
+        self.client = reattach(&self.supervisor, &self.session, self.runs.last_seq).await?;
         Ok(())
     }
 }
@@ -291,7 +295,15 @@ pub async fn open(
     start: ClientStart,
     request: SessionRequest,
 ) -> Result<Client, ClientError> {
-    let mut client = connect(start).await?;
+    ask_on(connect(start).await?, session, request).await
+}
+
+/// Send `request` for `session` on `client`.
+pub(super) async fn ask_on(
+    mut client: Client,
+    session: &str,
+    request: SessionRequest,
+) -> Result<Client, ClientError> {
     client
         .send(&Request::Session {
             session: session.to_string(),
@@ -299,17 +311,6 @@ pub async fn open(
         })
         .await?;
     Ok(client)
-}
-
-/// Resolves when the supervisor behind `watch` is gone (an idle connection
-/// to it closes); never without one.
-pub(super) async fn supervisor_lost(watch: &mut Option<Client>) {
-    match watch {
-        Some(client) => {
-            let _ = client.receive().await;
-        }
-        None => std::future::pending().await,
-    }
 }
 
 /// The supervisor is lost: start one of this build within
@@ -323,10 +324,16 @@ pub(super) async fn relaunch() -> Result<Client, ClientError> {
 
 /// The connection dropped (worker restart, lost supervisor): attach again
 /// within `CLIENT_RELAUNCH_WITHIN_MS`, starting a supervisor of this build
-/// if none listens. A reattach is a background start: it never replaces a
-/// daemon another client started.
-async fn reattach(session: &str, after: Option<u64>) -> Result<Client, ClientError> {
-    within_relaunch(|| open_attach(session, ClientStart::Reattach, after, None))
+/// if none listens and `supervisor` was not shut down on purpose. A
+/// reattach is a background start: it never replaces a daemon another
+/// client started.
+async fn reattach(
+    supervisor: &SupervisorWatch,
+    session: &str,
+    after: Option<u64>,
+) -> Result<Client, ClientError> {
+    let request = || SessionRequest::Attach { after, tail: None };
+    within_relaunch(|| async { ask_on(supervisor.reach(session).await?, session, request()).await })
         .await
         .map_err(|e| {
             e.within(format!(
@@ -336,7 +343,8 @@ async fn reattach(session: &str, after: Option<u64>) -> Result<Client, ClientErr
 }
 
 /// Try `attempt` until it succeeds, `CLIENT_RELAUNCH_WITHIN_MS` has
-/// passed or its session is gone; the error is the last attempt's.
+/// passed, its session is gone or its daemon was shut down on purpose;
+/// the error is the last attempt's.
 pub async fn within_relaunch<T, F, Fut>(mut attempt: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
@@ -347,7 +355,7 @@ where
     loop {
         match attempt().await {
             Ok(client) => return Ok(client),
-            Err(gone @ ClientError::Gone(_)) => return Err(gone),
+            Err(gone @ (ClientError::Gone(_) | ClientError::ShutDown(_))) => return Err(gone),
             Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
             Err(_) => {}
         }

@@ -28,10 +28,11 @@ use std::sync::Arc;
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::mpsc;
 
-use super::attach::{open, relaunch, supervisor_lost, within_relaunch};
-use super::connect::{connect, Client};
+use super::attach::{ask_on, open, within_relaunch};
+use super::connect::Client;
 use super::error::ClientError;
 use super::interactive::{pass_terminal, passthrough_failed};
+use super::supervisor_watch::SupervisorWatch;
 use super::terminal::merge::Merge;
 use super::terminal::passthrough::{Ended, KeySink};
 use super::terminal::raw::{watch_signals, RawMode, TerminalSignals};
@@ -61,7 +62,7 @@ pub async fn attach_terminal(
     read_only: bool,
     detach: DetachKey,
 ) -> Result<Option<ExitCode>, ClientError> {
-    let (client, answer) = watch(session, ClientStart::Attach, None).await?;
+    let (client, answer) = watch(session, None, None).await?;
     let (input, redraw) = match answer {
         Response::Redraw { input, data, at } => (input, (data, at)),
         _ => return Ok(None),
@@ -77,7 +78,7 @@ pub async fn attach_terminal(
     let watched = Watched { client, input };
     // The watch is the worker's connection (handed over): a lost
     // supervisor is noticed on a connection of its own, and relaunched.
-    let supervisor = connect(ClientStart::AttachWatch).await.ok();
+    let supervisor = SupervisorWatch::open().await;
     let ended = pass_through(session, (watched, supervisor), redraw, (read_only, detach)).await;
     watch.abort();
     let _ = watch.await;
@@ -95,7 +96,7 @@ pub async fn attach_terminal(
 /// words) or the person detaches (`None`).
 async fn pass_through(
     session: &str,
-    (watched, mut supervisor): (Watched, Option<Client>),
+    (watched, supervisor): (Watched, SupervisorWatch),
     (redraw, at): (Vec<u8>, Option<u64>),
     (read_only, detach): (bool, DetachKey),
 ) -> Result<Option<String>, ClientError> {
@@ -107,7 +108,7 @@ async fn pass_through(
     // The echo's reader does not hold the screen open: the run's end, on
     // the worker's path, ends it.
     let echo_output = output.downgrade();
-    let following = follow(session, watched, output, merge.clone());
+    let following = follow((session, &supervisor), watched, output, merge.clone());
     let passing = async {
         if read_only {
             return pass_terminal(program, &mut NoKeys, &detach).await;
@@ -129,7 +130,7 @@ async fn pass_through(
     loop {
         tokio::select! {
             done = &mut following, if end.is_none() => end = Some(done?),
-            _ = supervisor_lost(&mut supervisor) => supervisor = Some(relaunch().await?),
+            _ = supervisor.lost() => supervisor.relaunch().await?,
             passed = &mut passing => match passed? {
                 Ended::Detached | Ended::StdinClosed => return Ok(None),
                 Ended::Failed(e) => return Err(passthrough_failed(e)),
@@ -146,7 +147,7 @@ async fn pass_through(
 /// Send run `watched`'s output to `output` until it ends (what ended it,
 /// in words); a lost connection is made again and the screen painted anew.
 async fn follow(
-    session: &str,
+    (session, supervisor): (&str, &SupervisorWatch),
     mut watched: Watched,
     output: mpsc::UnboundedSender<Vec<u8>>,
     merge: Rc<RefCell<Merge>>,
@@ -169,7 +170,7 @@ async fn follow(
             }) => return Ok(why),
             Ok(Response::Exit { status, .. }) => return Ok(format!("run {input} exited {status}")),
             Ok(other) => return super::cli::unexpected(other),
-            Err(_) => match watch_again(session, input).await? {
+            Err(_) => match watch_again(session, input, supervisor).await? {
                 Again::Watching(client, (redraw, at)) => {
                     watched.client = client;
                     // A screen that passed the new worker's (the kernel's
@@ -195,13 +196,17 @@ enum Again {
 
 /// Watch run `input` again within `CLIENT_RELAUNCH_WITHIN_MS` (a new
 /// worker answers once its kernel link is up and the screen rebuilt).
-async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
+async fn watch_again(
+    session: &str,
+    input: u64,
+    supervisor: &SupervisorWatch,
+) -> Result<Again, ClientError> {
     within_relaunch(|| async move {
-        match watch(session, ClientStart::Reattach, Some(input)).await? {
+        match watch(session, Some(supervisor), Some(input)).await? {
             (client, Response::Redraw { data, at, .. }) => Ok(Again::Watching(client, (data, at))),
             // The worker's words say how it ended (cut short, its kernel
             // gone, or its status).
-            (_, Response::Error { message }) => match ended(session, input).await {
+            (_, Response::Error { message }) => match ended(session, input, supervisor).await {
                 Some(_) => Ok(Again::Ended(message)),
                 None => Err(ClientError::Daemon { message }),
             },
@@ -218,24 +223,36 @@ async fn watch_again(session: &str, input: u64) -> Result<Again, ClientError> {
 
 /// Watch run `input` (none: the current run), asking where in the spool
 /// its screen and output are; a worker of an earlier build, which takes
-/// that for a malformed request, is asked again as before.
+/// that for a malformed request, is asked again as before. `again`: the
+/// watch that says whether a lost connection may start a daemon (none: an
+/// attach's start).
 async fn watch(
     session: &str,
-    start: ClientStart,
+    again: Option<&SupervisorWatch>,
     input: Option<u64>,
 ) -> Result<(Client, Response), ClientError> {
     let request = SessionRequest::WatchTerminal {
         input,
         offsets: true,
     };
-    let mut client = open(session, start, request).await?;
+    let start = match again {
+        Some(_) => ClientStart::Reattach,
+        None => ClientStart::Attach,
+    };
+    let ask = |request| async move {
+        match again {
+            Some(supervisor) => ask_on(supervisor.reach(session).await?, session, request).await,
+            None => open(session, start, request).await,
+        }
+    };
+    let mut client = ask(request).await?;
     match client.receive().await? {
         Response::Error { message } if message.starts_with("malformed message") => {
             let request = SessionRequest::WatchTerminal {
                 input,
                 offsets: false,
             };
-            let mut client = open(session, start, request).await?;
+            let mut client = ask(request).await?;
             let answer = client.receive().await?;
             Ok((client, answer))
         }
@@ -266,9 +283,10 @@ async fn echoes(
 }
 
 /// The status run `input` ended with, if its screen says it ended.
-async fn ended(session: &str, input: u64) -> Option<i32> {
+async fn ended(session: &str, input: u64, supervisor: &SupervisorWatch) -> Option<i32> {
     let request = SessionRequest::Screen { input: Some(input) };
-    let mut client = open(session, ClientStart::Reattach, request).await.ok()?;
+    let client = supervisor.reach(session).await.ok()?;
+    let mut client = ask_on(client, session, request).await.ok()?;
     match client.receive().await.ok()? {
         Response::Screen {
             screen:

@@ -192,18 +192,43 @@ pub async fn connect_to(target: &Target, start: ClientStart) -> Result<Client, C
 /// Connect to this machine's daemon, starting one if none listens.
 async fn connect_local(start: ClientStart) -> Result<Client, ClientError> {
     let paths = Paths::from_env()?;
-    let kind = start_kind(start);
-    let role = match kind {
-        ClientKind::Interactive => Role::Interactive,
-        ClientKind::Background => Role::Background,
-    };
-    let client = match handshake(&paths, role).await? {
-        Some(client) => client,
+    let role = start_role(start);
+    match handshake(&paths, role).await? {
+        Some(client) => use_daemon(&paths, start, client).await,
         None => {
             let daemon = start_daemon(&paths).await?;
-            return wait_for_daemon(&paths, role, daemon).await;
+            wait_for_daemon(&paths, role, daemon).await
         }
-    };
+    }
+}
+
+/// Connect to this machine's daemon as [`connect`] does, but only to one
+/// that listens: `None` when none does (none is started).
+pub async fn connect_listening(start: ClientStart) -> Result<Option<Client>, ClientError> {
+    let paths = Paths::from_env()?;
+    match handshake(&paths, start_role(start)).await? {
+        Some(client) => use_daemon(&paths, start, client).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The role a start's hello says.
+fn start_role(start: ClientStart) -> Role {
+    match start_kind(start) {
+        ClientKind::Interactive => Role::Interactive,
+        ClientKind::Background => Role::Background,
+    }
+}
+
+/// Use, replace or refuse the daemon that answered `client`'s hello, as
+/// the replacement law says for `start`.
+async fn use_daemon(
+    paths: &Paths,
+    start: ClientStart,
+    client: Client,
+) -> Result<Client, ClientError> {
+    let kind = start_kind(start);
+    let role = start_role(start);
     let ours = our_build();
     let theirs = their_hello(&client.daemon);
     let verdict = replace_verdict(&ours, PROTOCOL_VERSION, kind, &theirs)?;
@@ -218,7 +243,7 @@ async fn connect_local(start: ClientStart) -> Result<Client, ClientError> {
             }
         }
         ReplaceAction::Stop => Err(cannot_use(verdict.message)),
-        ReplaceAction::ReplaceIfIdle => replace_if_idle(&paths, role, client, &ours, &theirs).await,
+        ReplaceAction::ReplaceIfIdle => replace_if_idle(paths, role, client, &ours, &theirs).await,
     }
 }
 

@@ -61,6 +61,11 @@ pub enum ClientError {
     /// nothing to reach again.
     #[error("{}", crate::session::removed::no_longer_exists(.0))]
     Gone(String),
+    /// The daemon an attached client followed was shut down on purpose
+    /// (`eukhe shutdown`): the client detached from this session and
+    /// started no daemon.
+    #[error("the daemon was shut down (`eukhe shutdown`); detached from {0} (`eukhe attach {0}` starts it again)")]
+    ShutDown(String),
     /// The daemon answered something other than what was asked.
     #[error("unexpected answer from the daemon: {0}")]
     Unexpected(String),
@@ -169,11 +174,15 @@ impl ClientError {
         move |source| ClientError::System { what, source }
     }
 
-    /// This failure as a step of `what`.
+    /// This failure as a step of `what` (a shutdown on purpose is the
+    /// whole story already: it stays as it is).
     pub fn within(self, what: impl Into<String>) -> ClientError {
-        ClientError::Within {
-            what: what.into(),
-            source: Box::new(self),
+        match self {
+            shut_down @ ClientError::ShutDown(_) => shut_down,
+            other => ClientError::Within {
+                what: what.into(),
+                source: Box::new(other),
+            },
         }
     }
 }

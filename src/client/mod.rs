@@ -28,6 +28,7 @@ mod screen;
 mod shell;
 mod stdin;
 pub mod stdout;
+mod supervisor_watch;
 pub mod terminal;
 mod top;
 mod tty_echo;

@@ -452,6 +452,16 @@ pub const UNIT_WAKE_MS: u64 = 1_000;
 /// How often an attached client retries relaunching a lost supervisor
 /// (within `client_relaunch_within`).
 pub const RELAUNCH_RETRY_MS: u64 = 200;
+/// How long the word that a daemon is shut down on purpose may take: the
+/// daemon's write of it to a client waiting to ask (an attached client's
+/// watch), and an attached client's wait for it once no daemon listens
+/// (the word comes as the socket goes; without it the daemon was lost).
+pub const SHUTDOWN_WORD_MS: u64 = 1_000;
+/// How long an attached client whose daemon was shut down on purpose
+/// looks, once that daemon's process is gone, for a daemon another client
+/// starts at once (a newer build replacing an idle daemon) before it
+/// detaches: it never starts one itself.
+pub const SHUT_DOWN_REATTACH_MS: u64 = 2_000;
 /// How often `eukhe top`'s key reader looks whether it is paused (an
 /// attach has the terminal).
 pub const TOP_KEY_POLL_MS: u64 = 50;

@@ -22,6 +22,7 @@ use crate::clock::{mono_ms, wall_ms};
 use crate::host::systemd;
 use crate::laws::limits::ResourceLimits;
 use crate::laws::restart::RestartBudget;
+use crate::laws::timing::SHUTDOWN_WORD_MS;
 use crate::protocol::event::EventKind;
 use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest, StatusInfo};
@@ -169,11 +170,11 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
     let Some((theirs, compatible)) = greet(&mut stream, activated).await else {
         return;
     };
-    let request = match read_frame::<Request, _>(&mut stream).await {
-        Ok(request) => request,
-        Err(FrameError::Closed) => return,
-        Err(e) => {
-            let _ = write_frame(&mut stream, &error(e.to_string())).await;
+    let request = match first_request(&supervisor, &mut stream).await {
+        First::Request(request) => request,
+        First::Over => return,
+        First::Told => {
+            supervisor.borrow_mut().shutdown.hold_until_exit(stream);
             return;
         }
     };
@@ -224,6 +225,60 @@ async fn connection(supervisor: Shared, mut stream: UnixStream) {
         events::daemon_stopping(&supervisor, message).await;
     }
     let _ = write_frame(&mut stream, &response).await;
+}
+
+/// What came first on a connection after the hellos.
+enum First {
+    Request(Request),
+    /// The client hung up, or sent what is no request (it was told).
+    Over,
+    /// A shutdown was decided while the client waited to ask: it was told.
+    Told,
+}
+
+/// The connection's request. A client still waiting to ask when a
+/// shutdown is decided (an attached client's watch waits there) is told
+/// that the daemon is shut down on purpose, so it starts no daemon again;
+/// the daemon ends only once that is written (or `SHUTDOWN_WORD_MS`
+/// passed). A client of an earlier build takes the word for a lost
+/// daemon, as it took the closed connection.
+async fn first_request(supervisor: &Shared, stream: &mut UnixStream) -> First {
+    let (mut decided, answering, already) = {
+        let s = supervisor.borrow();
+        let shutdown = &s.shutdown;
+        (
+            shutdown.subscribe(),
+            shutdown.answering(),
+            shutdown.decided(),
+        )
+    };
+    let read = match already {
+        true => None,
+        // A request already sent is served.
+        false => tokio::select! {
+            biased;
+            read = read_frame::<Request, _>(&mut *stream) => Some(read),
+            _ = decided.recv() => None,
+        },
+    };
+    match read {
+        Some(Ok(request)) => First::Request(request),
+        Some(Err(FrameError::Closed)) => First::Over,
+        Some(Err(e)) => {
+            let _ = write_frame(stream, &error(e.to_string())).await;
+            First::Over
+        }
+        None => {
+            let word = Response::Shutdown {
+                stopped: true,
+                message: "the daemon is shutting down (`eukhe shutdown`)".into(),
+            };
+            let within = Duration::from_millis(SHUTDOWN_WORD_MS);
+            let _ = tokio::time::timeout(within, write_frame(stream, &word)).await;
+            drop(answering);
+            First::Told
+        }
+    }
 }
 
 /// `ls`: every session, once a starting daemon's adoptions settled.

@@ -20,6 +20,9 @@ pub struct ShutdownSignal {
     /// drops this one once the shutdown is decided.
     answering: Option<mpsc::Sender<()>>,
     all_answered: Option<mpsc::Receiver<()>>,
+    /// Connections told that the daemon is shut down on purpose, kept open
+    /// until the process ends: their close tells each client it is gone.
+    told: Vec<tokio::net::UnixStream>,
 }
 
 impl Default for ShutdownSignal {
@@ -31,6 +34,7 @@ impl Default for ShutdownSignal {
             is_decided: false,
             answering: Some(answering),
             all_answered: Some(all_answered),
+            told: Vec::new(),
         }
     }
 }
@@ -61,6 +65,11 @@ impl ShutdownSignal {
     /// The loop's own sender is dropped when it stops accepting.
     pub fn all_answered(&mut self) -> Option<mpsc::Receiver<()>> {
         self.all_answered.take()
+    }
+
+    /// Keep `told` open until the process ends.
+    pub fn hold_until_exit(&mut self, told: tokio::net::UnixStream) {
+        self.told.push(told);
     }
 
     /// The accept loop stopped accepting: only the answering connections

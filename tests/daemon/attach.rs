@@ -11,17 +11,22 @@ struct Attached {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
     seen: Vec<String>,
+    /// Where its standard error goes.
+    errors: std::path::PathBuf,
 }
 
 impl Attached {
     fn start(env: &Env, id: &str) -> Attached {
         use std::io::{BufRead, BufReader};
         use std::process::Stdio;
+        let errors = env
+            .dir
+            .join(format!("attach-{}.err", crate::support::unique()));
         let mut child = env
             .command(&["attach", id])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -37,7 +42,24 @@ impl Attached {
             child,
             lines,
             seen: Vec::new(),
+            errors,
         }
+    }
+
+    /// Its exit status once it ended by itself within `within`.
+    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let mut status = None;
+        let ended = crate::support::wait_for(within, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(ended, "the attach did not end; it said {:?}", self.said());
+        status.unwrap()
+    }
+
+    /// What it wrote on standard error.
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.errors).unwrap_or_default()
     }
 
     fn expect(&mut self, text: &str) {
@@ -205,4 +227,25 @@ fn an_attached_client_relaunches_a_lost_supervisor_within_a_minute() {
     );
     env.ok(&["bash", &id, "--", "echo through the new supervisor"]);
     attached.expect("through the new supervisor");
+}
+
+#[test]
+fn a_deliberate_shutdown_is_not_undone_by_an_attached_client() {
+    let env = Env::new("attach-shut");
+    let id = env.ok(&["new"]).trim().to_string();
+    let mut attached = Attached::start(&env, &id);
+    env.ok(&["bash", &id, "--", "echo hello"]);
+    attached.expect("hello");
+    env.ok(&["shutdown", "--force"]);
+    // It detaches saying why (a client relaunching the daemon would stay).
+    let status = attached.wait_exit(Duration::from_secs(30));
+    let said = attached.said();
+    assert!(
+        said.contains(&format!(
+            "eukhe: the daemon was shut down (`eukhe shutdown`); detached from {id} (`eukhe attach {id}` starts it again)"
+        )),
+        "{said}"
+    );
+    assert_eq!(status.code(), Some(125), "{said}");
+    env.stays_shut_down();
 }

@@ -7,10 +7,16 @@ use std::time::Duration;
 use eukhe::laws::adoption::ProcessIdentity;
 
 use super::env::Env;
-use super::process::{all_pids, identity, kill9, recorded, session_of, signal, still, Signal};
+use super::process::{
+    all_pids, cmdline, identity, kill9, recorded, session_of, signal, still, Signal,
+};
 
 /// How long the processes of an installation get to end once told to.
 const GRACE: Duration = Duration::from_secs(5);
+
+/// How long an installation that was shut down is watched for a daemon
+/// that comes back: a client relaunches one at once.
+const AGAIN_WITHIN: Duration = Duration::from_secs(3);
 
 impl Env {
     /// Processes of this installation: their environment names its state
@@ -37,6 +43,47 @@ impl Env {
             }
         }
         own
+    }
+
+    /// The eukhe processes of this installation that run (daemon, workers,
+    /// kernels, clients), each as its pid and command line.
+    pub fn eukhe_processes(&self) -> Vec<String> {
+        let marker = format!("EUKHE_STATE_DIR={}", self.state_dir().display());
+        let binary = env!("CARGO_BIN_EXE_eukhe");
+        all_pids()
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                    environ
+                        .split(|&b| b == 0)
+                        .any(|var| var == marker.as_bytes())
+                })
+            })
+            .map(|pid| format!("{pid} ({})", cmdline(pid)))
+            .filter(|process| process.contains(&format!("({binary} ")))
+            .collect()
+    }
+
+    /// After a shutdown that stops everything: every eukhe process of
+    /// this installation ends, none runs again and nothing serves its
+    /// socket again.
+    pub fn stays_shut_down(&self) {
+        let mut running = Vec::new();
+        let ended = super::wait_for(GRACE, || {
+            running = self.eukhe_processes();
+            running.is_empty()
+        });
+        assert!(ended, "still running after the shutdown: {running:?}");
+        let socket = self.dir.join("run/eukhe.sock");
+        let again = super::wait_for(AGAIN_WITHIN, || {
+            running = self.eukhe_processes();
+            !running.is_empty() || std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(
+            !again,
+            "eukhe runs again after the shutdown: {running:?} (socket served: {})",
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        );
     }
 
     /// What is left of `own`, and every process in the sessions they lead
