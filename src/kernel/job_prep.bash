@@ -19,20 +19,20 @@
     # `.` (a claim's RESTORE_AHEAD): the kernel has written a spare's
     # first snapshot over the blank one this bash restored as it started;
     # it restores that now, ahead of the session's first job.
-    while IFS= builtin read -r -d '' __eukhe_job <&5 &&
+    while IFS= builtin read -r -d '' -u 5 __eukhe_job &&
       [[ $__eukhe_job == . ]]; do
       . "$__eukhe_restore"
     done
     [[ -n $__eukhe_job ]] &&
-    IFS= builtin read -r -d '' __eukhe_in <&5 &&
-    IFS= builtin read -r -d '' __eukhe_cmd <&5 ||
+    IFS= builtin read -r -d '' -u 5 __eukhe_in &&
+    IFS= builtin read -r -d '' -u 5 __eukhe_cmd ||
       { builtin printf e >&6; builtin exit 0; }
     builtin printf t >&6
     __eukhe_out=$__eukhe_scratch/$__eukhe_job.out
     __eukhe_err=$__eukhe_scratch/$__eukhe_job.err
     __eukhe_state=$__eukhe_scratch/$__eukhe_job.state
   else
-    IFS= builtin read -r -d '' __eukhe_cmd <&5
+    IFS= builtin read -r -d '' -u 5 __eukhe_cmd
     __eukhe_cmd=${__eukhe_cmd%$'\n'}
   fi
   exec >"$__eukhe_out" 2>"$__eukhe_err" </dev/null

@@ -34,14 +34,14 @@ __eukhe_bash=$BASH
 __eukhe_templates=
 set -m
 while :; do
-  IFS= read -r -d '' __eukhe_kind <&3 || break
+  IFS= read -r -d '' -u 3 __eukhe_kind || break
   if [[ $__eukhe_kind == template ]]; then
-    IFS= read -r -d '' __eukhe_fifo <&3 || break
-    IFS= read -r -d '' __eukhe_taken <&3 || break
-    IFS= read -r -d '' __eukhe_restore <&3 || break
-    IFS= read -r -d '' __eukhe_scratch <&3 || break
-    IFS= read -r -d '' __eukhe_late <&3 || break
-    IFS= read -r -d '' __eukhe_next <&3 || break
+    IFS= read -r -d '' -u 3 __eukhe_fifo || break
+    IFS= read -r -d '' -u 3 __eukhe_taken || break
+    IFS= read -r -d '' -u 3 __eukhe_restore || break
+    IFS= read -r -d '' -u 3 __eukhe_scratch || break
+    IFS= read -r -d '' -u 3 __eukhe_late || break
+    IFS= read -r -d '' -u 3 __eukhe_next || break
     (
       trap - INT TERM HUP
       # TAKEN read and write: opening never blocks, and reading never
@@ -55,13 +55,13 @@ while :; do
         } &
         # The job's shell has taken a job, or found the FIFO closed: the
         # kernel dropped this template.
-        IFS= builtin read -r -n 1 -d '' __eukhe_word <&6 || break
+        IFS= builtin read -r -n 1 -d '' -u 6 __eukhe_word || break
         [[ $__eukhe_word == t ]] || break
         builtin jobs >/dev/null 2>&1
         # Not at once: the forks would take the CPU from the job just
         # taken. The kernel asks once that job's end is on its way, or
         # when the next job comes first.
-        IFS= builtin read -r -n 1 -d '' __eukhe_word <&7 || break
+        IFS= builtin read -r -n 1 -d '' -u 7 __eukhe_word || break
       done
       # Dropped: its waiting reporter ends once its job shell has seen the
       # FIFO closed, and those of jobs still running when their jobs end.
@@ -73,15 +73,15 @@ while :; do
     jobs >/dev/null 2>&1
     continue
   fi
-  IFS= read -r -d '' __eukhe_job <&3 || break
-  IFS= read -r -d '' __eukhe_out <&3 || break
-  IFS= read -r -d '' __eukhe_err <&3 || break
-  IFS= read -r -d '' __eukhe_restore <&3 || break
-  IFS= read -r -d '' __eukhe_late <&3 || break
-  IFS= read -r -d '' __eukhe_state <&3 || break
-  IFS= read -r -d '' __eukhe_in <&3 || break
-  IFS= read -r -d '' __eukhe_tty <&3 || break
-  IFS= read -r -d '' __eukhe_cmd <&3 || break
+  IFS= read -r -d '' -u 3 __eukhe_job || break
+  IFS= read -r -d '' -u 3 __eukhe_out || break
+  IFS= read -r -d '' -u 3 __eukhe_err || break
+  IFS= read -r -d '' -u 3 __eukhe_restore || break
+  IFS= read -r -d '' -u 3 __eukhe_late || break
+  IFS= read -r -d '' -u 3 __eukhe_state || break
+  IFS= read -r -d '' -u 3 __eukhe_in || break
+  IFS= read -r -d '' -u 3 __eukhe_tty || break
+  IFS= read -r -d '' -u 3 __eukhe_cmd || break
   {
 @JOB@
   } &
