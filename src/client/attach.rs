@@ -291,6 +291,9 @@ pub async fn open(
     start: ClientStart,
     request: SessionRequest,
 ) -> Result<Client, ClientError> {
+    if let Some(client) = super::direct::open(session, start, &request).await {
+        return Ok(client);
+    }
     let mut client = connect(start).await?;
     client
         .send(&Request::Session {
