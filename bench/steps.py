@@ -63,8 +63,12 @@ def say(message):
     print(f"steps: {message}", file=sys.stderr, flush=True)
 
 
-def marks_of_rounds(events, binary, worker, kernel):
-    """Each round's marks, from the client's exec to its exit."""
+def marks_of_rounds(events, binary, worker, kernel, direct=False):
+    """Each round's marks, from the client's exec to its exit. `direct`:
+    the client reaches the worker on its own socket, so step 2 ends at the
+    worker's first read after the connect (its hello and request), not at
+    a handed socket's recvmsg."""
+    worker_mark = "syscalls:sys_exit_recvfrom" if direct else "syscalls:sys_exit_recvmsg"
     rounds, open_ = [], {}
     for when, tgid, tid, event, rest in events:
         if event == "sched:sched_process_exec" and f'filename={binary} ' in rest + " ":
@@ -73,7 +77,7 @@ def marks_of_rounds(events, binary, worker, kernel):
         for client, marks in list(open_.items()):
             if tgid == client and event == "syscalls:sys_enter_connect" and "connect" not in marks:
                 marks["connect"] = when
-            elif (tgid == worker and event == "syscalls:sys_exit_recvmsg" and "connect" in marks
+            elif (tgid == worker and event == worker_mark and "connect" in marks
                   and "worker_has" not in marks):
                 marks["worker_has"] = when
             elif (tgid == kernel and event == "syscalls:sys_exit_recvfrom" and "worker_has" in marks
@@ -192,6 +196,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--eukhe", default=os.path.join(spawner.ROOT, "target", "release", "eukhe"))
+    parser.add_argument("--direct", action="store_true",
+                        help="the client takes the direct route: step 2 ends at the worker's read")
     args = parser.parse_args()
     binary = os.path.abspath(args.eukhe)
     need_root_and_perf("steps")
@@ -208,7 +214,7 @@ def main():
         plan = spawner.plan_text({"rt": spawner.Command([binary, "bash", session, "--", "true"], env=daemon.env)},
                                  args.rounds, 0, 0.03)
         walls, script = record_plan(["-e", ",".join(EVENTS)], spawner.SPAWN, plan)
-        rounds = marks_of_rounds(parse(script), binary, worker, kernel)
+        rounds = marks_of_rounds(parse(script), binary, worker, kernel, args.direct)
         if not rounds:
             sys.exit("steps: no round trip had every mark (see the tracepoints above)")
         say(f"{len(rounds)} of {args.rounds} round trips had every mark; measuring the floors")

@@ -34,6 +34,9 @@ mod restore;
 #[path = "daemon/messages.rs"]
 mod messages;
 
+#[path = "daemon/direct.rs"]
+mod direct;
+
 mod spare;
 
 use std::time::Duration;

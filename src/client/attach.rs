@@ -295,6 +295,9 @@ pub async fn open(
     start: ClientStart,
     request: SessionRequest,
 ) -> Result<Client, ClientError> {
+    if let Some(client) = super::direct::open(session, start, &request).await {
+        return Ok(client);
+    }
     ask_on(connect(start).await?, session, request).await
 }
 

@@ -357,6 +357,9 @@ async fn bash(
         let detach = super::tty_run::detach_key(detach_key)?;
         return interactive::run(&session, ClientStart::Bash, request, detach).await;
     }
+    if let Some(mut client) = super::direct::open(&session, ClientStart::Bash, &request).await {
+        return super::log::stream_bash_until_exit(&mut client, &session, false).await;
+    }
     let mut client = connect(ClientStart::Bash).await?;
     // A remote daemon that can tells this client's dropped connection from
     // its leaving: the command rides through the first.

@@ -50,6 +50,17 @@ impl Client {
         }
     }
 
+    /// A client of a worker on this machine that serves it directly
+    /// (`client::direct`), after its hello.
+    pub(super) fn local(stream: UnixStream, worker: Hello) -> Client {
+        Client {
+            stream,
+            daemon: worker,
+            transport: None,
+            remote: false,
+        }
+    }
+
     /// Whether this is a remote daemon's connection, and the daemon tells a
     /// remote client's dropped connection from its leaving (`remote_clients`).
     pub fn serves_remote_bash(&self) -> bool {

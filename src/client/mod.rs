@@ -7,6 +7,7 @@ mod attach_tty;
 pub mod cli;
 mod commands;
 pub mod connect;
+mod direct;
 mod doctor;
 pub mod error;
 mod events;

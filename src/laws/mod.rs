@@ -19,6 +19,7 @@
 //! | [`notice`] | restore notices and what a view shows | `bend/notice.bend` |
 //! | [`events`] | the event stream's bounds: a subscriber's buffer, the output-line rate (a setting, not a law of the specification) | none |
 //! | [`limits`] | a session's resource limits: their text, the controllers they need, the process backend's refusal, an OOM kill's notice (a rule of eukhe's own) | none |
+//! | [`direct`] | whether a worker serves a client that came to it directly, or leaves it to the supervisor (a shortcut that keeps the replacement law's verdicts, not a law of the specification) | none |
 //! | [`client_left`] | whether the end of an `eukhe bash` client's connection hangs up its command (a setting of the shell, not a law of the specification) | none |
 //! | [`removal`] | `rm`: remove, cancel and remove, or refuse a busy session; a removal is final | none |
 //! | [`replace`] | version rank, keep-or-replace verdict | `bend/replace.bend` |
@@ -27,6 +28,7 @@
 
 pub mod adoption;
 pub mod client_left;
+pub mod direct;
 pub mod events;
 pub mod idle_shutdown;
 pub mod idle_stop;

@@ -29,6 +29,10 @@ pub enum Capability {
     /// Serves clients on other machines' user bash: rides through their
     /// dropped connection for a grace, takes `rejoin` and `hang_up`.
     RemoteClients,
+    /// A client's hello: its `Request::Direct` follows at once. A worker's
+    /// answer: it serves that request and the client from now on
+    /// (`laws::direct`); without it, the client goes to the supervisor.
+    Direct,
 }
 
 impl Capability {
@@ -41,6 +45,7 @@ impl Capability {
             Capability::Handoff => "handoff",
             Capability::ZeroRuns => "zero_runs",
             Capability::RemoteClients => "remote_clients",
+            Capability::Direct => "direct",
         }
     }
 }

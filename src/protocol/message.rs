@@ -104,6 +104,16 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         zero_runs: bool,
     },
+    /// Client to a session's worker, right after a hello saying `direct`:
+    /// serve this request, and the client from now on, as a client handed
+    /// over. A worker that will not answers its hello without `direct` and
+    /// serves nothing (`laws::direct`).
+    Direct {
+        /// The session's id.
+        session: String,
+        /// The client's request.
+        request: SessionRequest,
+    },
     /// Client to worker, on the connection of its `Bash` or `Send --wait`
     /// that asked for a terminal, while that run goes on: keys typed for
     /// it or its new window size. Not answered; keys that come before the

@@ -278,6 +278,11 @@ impl RunCore {
         self.gate_event(GateEvent::IdleStop, now_us) == GateOutput::IdleStop { taken: true }
     }
 
+    /// Whether the run gate is open: neither quiesced nor stopping.
+    pub fn gate_open(&self) -> bool {
+        self.gate == RunGate::Open
+    }
+
     pub fn gate_event(&mut self, event: GateEvent, now_us: u64) -> GateOutput {
         let (gate, output) = run_gate_step(self.gate, event, ms(now_us));
         self.gate = gate;

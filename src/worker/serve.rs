@@ -9,7 +9,7 @@ use crate::host::HostError;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use tokio::net::unix::OwnedReadHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
@@ -24,6 +24,7 @@ use crate::protocol::hello::{check_protocol, Capability, Role};
 use crate::protocol::message::{Request, Response, SessionRequest};
 use crate::protocol::{read_frame, write_frame, FrameError, Hello, PROTOCOL_VERSION};
 
+mod direct;
 mod loops;
 mod replays;
 mod requests;
@@ -127,7 +128,7 @@ async fn handed_client(
     stream: UnixStream,
     first: SessionRequest,
     signals: Signals,
-    _counted: Option<ClientConnection>,
+    counted: Option<ClientConnection>,
     zero_runs: bool,
 ) {
     let peer = stream
@@ -136,6 +137,41 @@ async fn handed_client(
         .and_then(|c| c.pid())
         .and_then(|pid| u32::try_from(pid).ok());
     let (read, write) = stream.into_split();
+    let link = ClientLink {
+        read,
+        write,
+        peer,
+        zero_runs,
+    };
+    serve_client(worker, link, first, signals, counted).await;
+}
+
+/// A client's own connection, served by the worker: handed over by the
+/// supervisor, or come by the direct route.
+struct ClientLink {
+    read: OwnedReadHalf,
+    write: OwnedWriteHalf,
+    /// The client's pid, from the socket's peer credentials.
+    peer: Option<u32>,
+    /// The client reads zero-run frames.
+    zero_runs: bool,
+}
+
+/// Serve a client's first request, then its next ones, until its
+/// connection ends (`client_left` decides what that end hangs up).
+async fn serve_client(
+    worker: Rc<RefCell<Worker>>,
+    link: ClientLink,
+    first: SessionRequest,
+    signals: Signals,
+    _counted: Option<ClientConnection>,
+) {
+    let ClientLink {
+        read,
+        write,
+        peer,
+        zero_runs,
+    } = link;
     let mut read = crate::protocol::frame::frame_reader(read);
     let tx = Outbox::spawn_writer(write, zero_runs);
     // The user bash asked for here, and who asked, for the end of this
@@ -191,14 +227,33 @@ async fn connection(
 ) {
     // A client's connection counts until it ends (a handed-over client's
     // until its own connection ends); the supervisor's do not.
-    let mut counted = Some(counted);
-    let (mut read, write) = stream.into_split();
-    let tx = Outbox::spawn_writer(write, false);
-    // A peer of another protocol (a supervisor of another build) still gets
-    // the hello and may still stop this worker; nothing else.
-    let Some(compatible) = answer_hello(&mut read, &tx).await else {
+    let (mut read, mut write) = stream.into_split();
+    let Some(hello) = read_hello(&mut read, &mut write).await else {
         return;
     };
+    if hello.has(Capability::Direct) {
+        direct::direct_client(worker, (read, write), hello, signals, counted).await;
+        return;
+    }
+    let tx = Outbox::spawn_writer(write, false);
+    let _ = tx.send(Response::Hello(own_hello(false)));
+    serve_requests(worker, read, tx, hello, signals, counted).await;
+}
+
+/// A connection's requests after its hello: the supervisor's, a hand-over,
+/// or session requests relayed by a supervisor of another build.
+async fn serve_requests(
+    worker: Rc<RefCell<Worker>>,
+    mut read: OwnedReadHalf,
+    tx: Outbox,
+    hello: Hello,
+    signals: Signals,
+    counted: ClientConnection,
+) {
+    let mut counted = Some(counted);
+    // A peer of another protocol (a supervisor of another build) still gets
+    // the hello and may still stop this worker; nothing else.
+    let compatible = check_protocol(hello.protocol).map_err(WorkerError::Protocol);
     let mut supervising = false;
     // The user bash asked for on this connection: relayed by the
     // supervisor, whose loss may be what ends it.
@@ -237,7 +292,7 @@ async fn connection(
                 tracing::info!(supervisor_build = build_id, "supervised");
                 supervising = true;
                 let mut w = worker.borrow_mut();
-                w.supervised_by(tx.clone());
+                w.supervised_by(tx.clone(), build_id);
                 let _ = tx.send(Response::Worker(w.info()));
             }
             other => {
@@ -257,35 +312,34 @@ async fn connection(
     }
 }
 
-/// Answer the peer's hello: whether it speaks this protocol (none: no hello came).
-async fn answer_hello(read: &mut OwnedReadHalf, tx: &Outbox) -> Option<Result<(), WorkerError>> {
-    match read_frame::<Request, _>(read).await {
-        Ok(Request::Hello(hello)) => {
-            let _ = tx.send(Response::Hello(Hello {
-                protocol: PROTOCOL_VERSION,
-                version: version().to_string(),
-                build_id: build_id().to_string(),
-                role: Role::Daemon,
-                capabilities: vec![
-                    Capability::Handoff.name().to_string(),
-                    Capability::ZeroRuns.name().to_string(),
-                ],
-                pid: Some(std::process::id()),
-            }));
-            Some(check_protocol(hello.protocol).map_err(WorkerError::Protocol))
-        }
-        Ok(_) => {
-            let _ = tx.send(Response::Error {
-                message: "expected hello first".into(),
-            });
-            None
-        }
-        Err(e) => {
-            let _ = tx.send(Response::Error {
-                message: e.to_string(),
-            });
-            None
-        }
+/// The peer's hello (none: it sent something else or nothing, and was told).
+async fn read_hello(read: &mut OwnedReadHalf, write: &mut OwnedWriteHalf) -> Option<Hello> {
+    let message = match read_frame::<Request, _>(read).await {
+        Ok(Request::Hello(hello)) => return Some(hello),
+        Ok(_) => "expected hello first".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let _ = write_frame(write, &Response::Error { message }).await;
+    None
+}
+
+/// This worker's hello; `direct`: it serves the client that asked for the
+/// direct route.
+fn own_hello(direct: bool) -> Hello {
+    let mut capabilities = vec![
+        Capability::Handoff.name().to_string(),
+        Capability::ZeroRuns.name().to_string(),
+    ];
+    if direct {
+        capabilities.push(Capability::Direct.name().to_string());
+    }
+    Hello {
+        protocol: PROTOCOL_VERSION,
+        version: version().to_string(),
+        build_id: build_id().to_string(),
+        role: Role::Daemon,
+        capabilities,
+        pid: Some(std::process::id()),
     }
 }
 

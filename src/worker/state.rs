@@ -440,8 +440,8 @@ impl Worker {
         }
     }
 
-    pub fn supervised_by(&mut self, tx: Outbox) {
-        self.clients.supervised_by(tx);
+    pub fn supervised_by(&mut self, tx: Outbox, build_id: String) {
+        self.clients.supervised_by(tx, build_id);
         self.books.supervised();
     }
 

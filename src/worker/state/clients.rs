@@ -27,8 +27,8 @@ pub struct Clients {
     subscribers: Vec<UnboundedSender<Response>>,
     /// Clients waiting for a run, by its input number.
     waiters: HashMap<u64, Vec<Outbox>>,
-    /// The supervisor's connection, while one supervises.
-    supervisor: Option<Outbox>,
+    /// The supervisor's connection and its build id, while one supervises.
+    supervisor: Option<(Outbox, String)>,
     /// Client connections open now (`ClientConnection`): an idle stop
     /// waits for them.
     open: Rc<Cell<u32>>,
@@ -140,8 +140,8 @@ impl Clients {
         }
     }
 
-    pub fn supervised_by(&mut self, tx: Outbox) {
-        self.supervisor = Some(tx);
+    pub fn supervised_by(&mut self, tx: Outbox, build_id: String) {
+        self.supervisor = Some((tx, build_id));
     }
 
     pub fn supervisor_lost(&mut self) {
@@ -150,7 +150,7 @@ impl Clients {
 
     /// Tell the supervisor, if one supervises.
     pub fn to_supervisor(&self, response: Response) {
-        if let Some(supervisor) = &self.supervisor {
+        if let Some((supervisor, _)) = &self.supervisor {
             let _ = supervisor.send(response);
         }
     }
@@ -158,6 +158,11 @@ impl Clients {
     /// Whether a supervisor is connected.
     pub fn supervised(&self) -> bool {
         self.supervisor.is_some()
+    }
+
+    /// The build id of the supervisor supervising now, if one does.
+    pub fn supervisor_build(&self) -> Option<&str> {
+        self.supervisor.as_ref().map(|(_, build)| build.as_str())
     }
 
     /// How many client connections are open.
