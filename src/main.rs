@@ -12,41 +12,67 @@ use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NA
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let cli = match eukhe::client::fast_args::plain_bash(&args) {
+    let cli = match eukhe::client::fast_args::plain_command(&args) {
         Some(command) => Cli {
             command,
             host: None,
         },
-        None => match <Cli as clap::Parser>::try_parse() {
+        None => match by_clap() {
             Ok(cli) => cli,
-            // A usage error is one of eukhe's own failures (125), in one
-            // line; help and the version are not failures.
-            Err(e) => return eukhe::client::usage::report(&e),
+            Err(code) => return code,
         },
     };
     match eukhe::client::hosts::process_target_from(cli.host.as_deref()) {
         Ok(target) => eukhe::client::remote::set_process_target(target),
         Err(e) => return eukhe::client::cli::finish(Err(e)),
     }
+    // Each process's code runs in a frame of its own: inlined here, the
+    // largest of them (a worker's, a client command's) would make main's
+    // frame large enough that every start faults in tens of stack pages.
     match cli.command {
         Command::Proxy {
             keep_forward: Some(host),
             ..
-        } => eukhe::client::forward_keeper::main(&host),
+        } => apart(|| eukhe::client::forward_keeper::main(&host)),
         Command::Proxy {
             socket_path: true, ..
-        } => eukhe::client::forward::print_socket_path(),
+        } => apart(eukhe::client::forward::print_socket_path),
         Command::Proxy {
             lend_stdin: true, ..
-        } => eukhe::client::lend::lender_main(),
-        Command::Proxy { background, .. } => eukhe::client::proxy::main(background),
-        Command::Daemon => report(eukhe::supervisor::main()),
-        Command::Worker { session } => report(eukhe::worker::main(&session)),
-        Command::Kernel { session, detach } => report(eukhe::kernel::main(&session, detach)),
-        Command::Laws { json } => print_laws(json),
-        Command::Mcp { hosts } => eukhe::mcp::run(&hosts),
-        command => eukhe::client::run(command),
+        } => apart(eukhe::client::lend::lender_main),
+        Command::Proxy { background, .. } => apart(|| eukhe::client::proxy::main(background)),
+        Command::Daemon => apart(|| report(eukhe::supervisor::main())),
+        Command::Worker { session } => apart(|| report(eukhe::worker::main(&session))),
+        Command::Kernel { session, detach } => {
+            apart(|| report(eukhe::kernel::main(&session, detach)))
+        }
+        Command::Laws { json } => apart(|| print_laws(json)),
+        Command::Mcp { hosts } => apart(|| eukhe::mcp::run(&hosts)),
+        command => apart(|| eukhe::client::run(command)),
     }
+}
+
+/// The command line as clap reads it, in a frame of its own; a usage error
+/// is one of eukhe's own failures (125), in one line; help and the version
+/// are not failures.
+#[inline(never)]
+fn by_clap() -> Result<Cli, ExitCode> {
+    <Cli as clap::Parser>::try_parse().map_err(|e| eukhe::client::usage::report(&e))
+}
+
+/// Runs `process` in a frame of its own, never inlined into main's.
+#[inline(never)]
+fn apart(process: impl FnOnce() -> ExitCode) -> ExitCode {
+    process()
+}
+
+/// `pow` for the one caller in eukhe's tree, tokio's multi-threaded
+/// scheduler (built in by zbus's features, never run by eukhe): defined
+/// here, it leaves the linker no reason to have every start load
+/// libm.so.6.
+#[no_mangle]
+pub extern "C" fn pow(base: f64, exponent: f64) -> f64 {
+    libm::pow(base, exponent)
 }
 
 fn report(result: Result<(), impl std::fmt::Display>) -> ExitCode {
