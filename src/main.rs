@@ -1,6 +1,9 @@
 //! The `eukhe` command line.
 
 #![warn(clippy::too_many_lines)]
+// The C entry point is eukhe's own (`main` below): Rust's would read
+// /proc/self/maps and map a signal stack before the first line runs.
+#![no_main]
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -10,7 +13,24 @@ use eukhe::client::Cli;
 use eukhe::laws::restart::{restart_verdict, RestartVerdict, RESTART_GIVE_UP_AFTER};
 use eukhe::laws::timing::{relations_hold, timeouts_ordered, ORDERING, TIMEOUT_NAMES, TM};
 
-fn main() -> ExitCode {
+/// The process's entry, called by the C runtime. It does what Rust's own
+/// entry does that eukhe relies on (standard descriptors open, SIGPIPE
+/// ignored, standard output flushed at the end, 101 on a panic) and skips
+/// the rest: finding the main thread's stack bounds in /proc/self/maps and
+/// a signal stack for reporting its overflow (an overflow still ends the
+/// process, by SIGSEGV without the message).
+#[no_mangle]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    prepare_process();
+    let code = std::panic::catch_unwind(eukhe_main).map_or(101, exit_status);
+    // Flushes standard output as Rust's entry does on return.
+    std::process::exit(code)
+}
+
+fn eukhe_main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let cli = match eukhe::client::fast_args::plain_command(&args) {
         Some(command) => Cli {
@@ -64,6 +84,50 @@ fn by_clap() -> Result<Cli, ExitCode> {
 #[inline(never)]
 fn apart(process: impl FnOnce() -> ExitCode) -> ExitCode {
     process()
+}
+
+/// Before any other code of the process: the standard descriptors 0 to 2
+/// open (on /dev/null when the parent closed one, so no socket or file of
+/// eukhe's lands there and takes stray output), and SIGPIPE ignored, so a
+/// write to a closed pipe or socket is an error to handle, not death.
+fn prepare_process() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `fds` is a valid array of three pollfd for the call.
+    let polled = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
+    let closed: Vec<libc::c_int> = if polled < 0 {
+        // poll cannot say (EINVAL under a low RLIMIT_NOFILE): ask each.
+        // SAFETY: F_GETFD on any number only reads the descriptor table.
+        (0..3)
+            .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1)
+            .collect()
+    } else {
+        fds.iter()
+            .filter(|pollfd| pollfd.revents & libc::POLLNVAL != 0)
+            .map(|pollfd| pollfd.fd)
+            .collect()
+    };
+    for _ in closed {
+        // The lowest free descriptor is the closed one.
+        // SAFETY: a constant NUL-terminated path; the descriptor is kept.
+        let opened = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        if opened == -1 {
+            std::process::abort();
+        }
+    }
+    // SAFETY: installing SIG_IGN for SIGPIPE; no handler code runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// The status `code` exits with (std reads no number back from an
+/// `ExitCode`; every one is made of a byte).
+fn exit_status(code: ExitCode) -> i32 {
+    (0..=u8::MAX)
+        .find(|&byte| ExitCode::from(byte) == code)
+        .map_or(1, i32::from)
 }
 
 /// `pow` for the one caller in eukhe's tree, tokio's multi-threaded
