@@ -1,6 +1,7 @@
 //! Using sessions from the command line, through the real binary: `log`'s
 //! tail, since, follow and timestamps, marked standard error, standard
 //! input for `bash`, eukhe's own exit status, a closed standard output,
+//! a client started with standard descriptors closed,
 //! and commands that ride through a lost worker or daemon.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -264,6 +265,43 @@ fn a_closed_standard_output_ends_a_command_quietly() {
             out.stderr.is_empty(),
             "{args:?} says nothing: {}",
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_client_started_with_its_standard_descriptors_closed_still_runs_a_command() {
+    use std::os::unix::process::CommandExt as _;
+    let env = Env::new("closedfds");
+    let id = session(&env);
+    for closed in [[0, 1].as_slice(), &[1], &[0, 2]] {
+        let closed = closed.to_vec();
+        let mut command = env.command(&["bash", &id, "--", "echo hi; echo there >&2"]);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let to_close = closed.clone();
+        // SAFETY: only close(2), async-signal-safe, runs in the child.
+        unsafe {
+            command.pre_exec(move || {
+                for &fd in &to_close {
+                    libc::close(fd);
+                }
+                Ok(())
+            });
+        }
+        let out = command.output().unwrap();
+        // A socket or file of the client's own that took a closed
+        // descriptor's number would get the command's output instead.
+        assert_eq!(out.status.code(), Some(0), "fds {closed:?} closed: {out:?}");
+        let expect = |fd: i32, text: &'static str| if closed.contains(&fd) { "" } else { text };
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            expect(1, "hi\n"),
+            "{closed:?}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            expect(2, "there\n"),
+            "{closed:?}"
         );
     }
 }
