@@ -62,7 +62,7 @@ NEW_STEPS = [
 BASH_STEPS = [
     ("gap: the spawner reads the id and spawns `bash`", "new_exit", "exec"),
     ("B1 `bash`: exec to connect", "exec", "connect"),
-    ("B2 hand-over to the claimed worker", "connect", "worker_has"),
+    ("B2 to the claimed worker: connect to its read of the request", "connect", "worker_has"),
     ("B3 worker: request to the kernel", "worker_has", "kernel_has"),
     ("B4 job: to the kernel's end word", "kernel_has", "kernel_tells"),
     ("B5 worker: end word to the end's sync", "kernel_tells", "sync_start"),
@@ -85,7 +85,7 @@ def trace_events(supervisor):
     return args
 
 
-def starts_of(events, binary, supervisor, workers, kernels):
+def starts_of(events, binary, supervisor, workers, kernels, handed=False):
     """Each start's marks: its `new` and its first command's."""
     starts, new, first, clients = [], None, None, set()
     for when, tgid, tid, event, rest in events:
@@ -104,7 +104,7 @@ def starts_of(events, binary, supervisor, workers, kernels):
         if new is not None and first is None:
             new_mark(new, when, tgid, tid, event, supervisor, rest)
         elif first is not None:
-            if first_mark(first, when, tgid, tid, event, workers, kernels):
+            if first_mark(first, (when, tgid, tid, event), workers, kernels, handed):
                 starts.append((new, first))
                 new, first = None, None
     return [(n, f) for n, f in starts if finish_new(n) and steps.finish(f)]
@@ -130,12 +130,13 @@ def new_mark(marks, when, tgid, tid, event, supervisor, rest):
         marks["exit"] = when
 
 
-def first_mark(marks, when, tgid, tid, event, workers, kernels):
+def first_mark(marks, seen, workers, kernels, handed):
     """Marks of the first command (bench/steps.py's), on any session's
     worker and kernel; true at its client's exit."""
+    when, tgid, tid, event = seen
     if tgid == marks["pid"] and event == "syscalls:sys_enter_connect":
         marks.setdefault("connect", when)
-    elif tgid in workers and event == "syscalls:sys_exit_recvmsg" and "connect" in marks:
+    elif tgid in workers and event == steps.worker_mark(handed) and "connect" in marks:
         marks.setdefault("worker_has", when)
         marks.setdefault("worker", tgid)
     elif tgid in kernels and event == "syscalls:sys_exit_recvfrom" and "worker_has" in marks:
@@ -202,7 +203,7 @@ def durable_name_floor(state_dir, rounds=200):
             "dir_fsync": statistics.median(dir_syncs)}
 
 
-def table(starts, floor, walls):
+def table(starts, floor, walls, handed=False):
     med = lambda marks, a, b: statistics.median(m[b] - m[a] for m in marks)
     news, firsts = [n for n, _ in starts], [f for _, f in starts]
     hello = floor["static hello"] - floor[spawner.NOTHING_NAME]
@@ -216,7 +217,7 @@ def table(starts, floor, walls):
         "N5": (rt / 2 + floor[spawner.NOTHING_NAME] / 2, "one message and a process's exit"),
         "gap": (floor[spawner.NOTHING_NAME], "the spawner's own cost (`nothing`)"),
     }
-    floors.update({f"B{step}": value for step, value in steps.round_trip_floors(floor).items()})
+    floors.update({f"B{step}": value for step, value in steps.round_trip_floors(floor, handed).items()})
     lines = list(TABLE_HEAD)
     total, total_floor = 0.0, 0.0
     for marks, rows in ((news, NEW_STEPS), (firsts, BASH_STEPS)):
@@ -250,6 +251,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--quiet", type=float, default=1.0, help="seconds of quiet before each start")
     parser.add_argument("--eukhe", default=os.path.join(spawner.ROOT, "target", "release", "eukhe"))
+    parser.add_argument("--handed", action="store_true",
+                        help="a build before the direct route: B2 ends at the handed socket's recvmsg")
     args = parser.parse_args()
     binary = os.path.abspath(args.eukhe)
     need_root_and_perf("start_steps")
@@ -267,7 +270,7 @@ def main():
         listed = json.loads(daemon("ls", "--json"))
         workers = {s["pid"] for s in listed if s.get("pid")}
         kernels = {s["kernel_pid"] for s in listed if s.get("kernel_pid")}
-        starts = starts_of(parse(script), binary, supervisor, workers, kernels)
+        starts = starts_of(parse(script), binary, supervisor, workers, kernels, args.handed)
         if not starts:
             sys.exit("start_steps: no session start had every mark")
         say(f"{len(starts)} of {args.rounds} starts had every mark; measuring the floors")
@@ -278,7 +281,7 @@ def main():
         daemon.close()
     print(f"`bench/start_steps.py --rounds {args.rounds}`: {len(starts)} session starts, "
           f"load average {load_average()}\n")
-    print(table(starts, floor, walls))
+    print(table(starts, floor, walls, args.handed))
 
 
 if __name__ == "__main__":

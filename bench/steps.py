@@ -2,7 +2,7 @@
 """Where a round trip goes: each step of `eukhe bash s -- true`, its cost and
 its floor (the same step alone on this machine).
 
-    bench/steps.py [--rounds N] [--eukhe BINARY]
+    bench/steps.py [--rounds N] [--eukhe BINARY] [--handed]
 
 Runs N round trips on a warm session of a private daemon, one every 30 ms
 (so none overlaps the last one's background work), under `perf record -a`
@@ -13,9 +13,11 @@ step is the time between two marks, the median over the rounds:
 
   1 client: exec to connect        the client's exec, dynamic loading and
                                    relocation, its runtime, the parse
-  2 hand-over: connect to worker   the client's hello and request, the
+  2 to the worker: connect to it   the client's hello and request on the
+                                   worker's own socket (the direct route; with
+                                   --handed, for an earlier build: the
                                    supervisor's answer, the socket handed to
-                                   the worker (SCM_RIGHTS)
+                                   the worker by SCM_RIGHTS)
   3 worker: to the kernel          the worker reads the request, stores the
                                    input (and the run's start), asks the kernel
   4 job: kernel to its end word    the waiting job shell reads the job,
@@ -49,7 +51,7 @@ from tracepoints import (  # noqa: E402 - beside this file
 EVENTS = ROUND_TRIP_EVENTS
 STEPS = [
     ("1 client: exec to connect", "exec", "connect"),
-    ("2 hand-over: connect to the worker holding the socket", "connect", "worker_has"),
+    ("2 to the worker: connect to the worker reading the request", "connect", "worker_has"),
     ("3 worker: request to the kernel holding the job", "worker_has", "kernel_has"),
     ("4 job: the job shell and the kernel, to its end word", "kernel_has", "kernel_tells"),
     ("5 worker: the end word to the end's sync", "kernel_tells", "sync_start"),
@@ -63,12 +65,19 @@ def say(message):
     print(f"steps: {message}", file=sys.stderr, flush=True)
 
 
-def marks_of_rounds(events, binary, worker, kernel, direct=False):
-    """Each round's marks, from the client's exec to its exit. `direct`:
-    the client reaches the worker on its own socket, so step 2 ends at the
-    worker's first read after the connect (its hello and request), not at
-    a handed socket's recvmsg."""
-    worker_mark = "syscalls:sys_exit_recvfrom" if direct else "syscalls:sys_exit_recvmsg"
+def worker_mark(handed):
+    """The worker's event that ends step 2: a client reaches a running
+    session's worker on its own socket (the direct route), so the worker's
+    first read after the connect (its hello and request); `handed`, for a
+    build before that route: the recvmsg of the socket the supervisor hands
+    over."""
+    return "syscalls:sys_exit_recvmsg" if handed else "syscalls:sys_exit_recvfrom"
+
+
+def marks_of_rounds(events, binary, worker, kernel, handed=False):
+    """Each round's marks, from the client's exec to its exit (step 2's
+    end: `worker_mark`)."""
+    worker_has = worker_mark(handed)
     rounds, open_ = [], {}
     for when, tgid, tid, event, rest in events:
         if event == "sched:sched_process_exec" and f'filename={binary} ' in rest + " ":
@@ -77,7 +86,7 @@ def marks_of_rounds(events, binary, worker, kernel, direct=False):
         for client, marks in list(open_.items()):
             if tgid == client and event == "syscalls:sys_enter_connect" and "connect" not in marks:
                 marks["connect"] = when
-            elif (tgid == worker and event == worker_mark and "connect" in marks
+            elif (tgid == worker and event == worker_has and "connect" in marks
                   and "worker_has" not in marks):
                 marks["worker_has"] = when
             elif (tgid == kernel and event == "syscalls:sys_exit_recvfrom" and "worker_has" in marks
@@ -148,15 +157,17 @@ def floors(state_dir, binary, env):
     return found
 
 
-def round_trip_floors(floor):
+def round_trip_floors(floor, handed=False):
     """Each round trip step's floor (by its number) and what it is."""
+    reach = ((2 * floor["socket_round_trip"] + floor["fd_pass"],
+              "two Unix socket round trips (hello, request) and a descriptor passed") if handed
+             else (floor["socket_round_trip"] / 2, "one message (the hello and the request in one write)"))
     return {
         "1": (floor["static hello"] - floor[spawner.NOTHING_NAME],
               "a static C hello's exec and glibc start (spawned, less the spawner's `nothing`); "
               f"`eukhe --version` whole {ms(floor['eukhe --version'])} ms, `sh -c true` "
               f"{ms(floor['sh -c true'])} ms"),
-        "2": (2 * floor["socket_round_trip"] + floor["fd_pass"],
-              "two Unix socket round trips (hello, request) and a descriptor passed"),
+        "2": reach,
         "3": (floor["socket_round_trip"] / 2, "half a Unix socket round trip (one message)"),
         "4": (floor["bash subshell"] + floor["socket_round_trip"],
               "a warm bash's subshell forked and reaped, and a socket round trip"),
@@ -167,9 +178,9 @@ def round_trip_floors(floor):
     }
 
 
-def table(rounds, floor, walls):
+def table(rounds, floor, walls, handed=False):
     med = lambda key_from, key_to: statistics.median(m[key_to] - m[key_from] for m in rounds)
-    step_floors = round_trip_floors(floor)
+    step_floors = round_trip_floors(floor, handed)
     lines = list(TABLE_HEAD)
     total_floor = 0.0
     for name, a, b in STEPS:
@@ -196,8 +207,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--eukhe", default=os.path.join(spawner.ROOT, "target", "release", "eukhe"))
-    parser.add_argument("--direct", action="store_true",
-                        help="the client takes the direct route: step 2 ends at the worker's read")
+    parser.add_argument("--handed", action="store_true",
+                        help="a build before the direct route: step 2 ends at the handed socket's recvmsg")
     args = parser.parse_args()
     binary = os.path.abspath(args.eukhe)
     need_root_and_perf("steps")
@@ -214,7 +225,7 @@ def main():
         plan = spawner.plan_text({"rt": spawner.Command([binary, "bash", session, "--", "true"], env=daemon.env)},
                                  args.rounds, 0, 0.03)
         walls, script = record_plan(["-e", ",".join(EVENTS)], spawner.SPAWN, plan)
-        rounds = marks_of_rounds(parse(script), binary, worker, kernel, args.direct)
+        rounds = marks_of_rounds(parse(script), binary, worker, kernel, args.handed)
         if not rounds:
             sys.exit("steps: no round trip had every mark (see the tracepoints above)")
         say(f"{len(rounds)} of {args.rounds} round trips had every mark; measuring the floors")
@@ -222,7 +233,7 @@ def main():
     finally:
         daemon.close()
     print(f"`bench/steps.py --rounds {args.rounds}`: {len(rounds)} round trips, load average {load_average()}\n")
-    print(table(rounds, floor, walls))
+    print(table(rounds, floor, walls, args.handed))
 
 
 if __name__ == "__main__":
