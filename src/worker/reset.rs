@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::outbox::Outbox;
-use super::state::Worker;
+use super::state::{kernel_link_until, Worker};
 use super::WorkerError;
 use crate::host::process::is_alive;
 use crate::host::process_exit::ProcessExit;
@@ -90,13 +90,8 @@ async fn reset(worker: &Rc<RefCell<Worker>>, force: bool) -> Result<(), String> 
     let deadline = tokio::time::Instant::now() + Duration::from_millis(SHELL_RESET_MS);
     let connected = worker.borrow().kernel_connected.clone();
     // A worker just started connects to its kernel first.
-    while !worker.borrow().core.connected() && !worker.borrow().stopping {
-        if tokio::time::timeout_at(deadline, connected.notified())
-            .await
-            .is_err()
-        {
-            return Err(no_kernel());
-        }
+    if !kernel_link_until(worker, deadline).await {
+        return Err(no_kernel());
     }
     {
         let mut w = worker.borrow_mut();

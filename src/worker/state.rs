@@ -501,3 +501,22 @@ fn log_end(body: &EntryBody) {
         _ => {}
     }
 }
+
+/// Wait until `deadline` for a worker just started to connect to its
+/// kernel, or to stop: false when the deadline came first.
+pub async fn kernel_link_until(
+    worker: &std::rc::Rc<std::cell::RefCell<Worker>>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    let connected = worker.borrow().kernel_connected.clone();
+    // One thread: nothing can connect between the check and the wait.
+    while !worker.borrow().core.connected() && !worker.borrow().stopping {
+        if tokio::time::timeout_at(deadline, connected.notified())
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+    true
+}

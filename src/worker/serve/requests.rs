@@ -20,7 +20,7 @@ use crate::session::log_query::LogQuery;
 use crate::session::transcript::EntryBody;
 use crate::worker::core::InputCancel;
 use crate::worker::outbox::Outbox;
-use crate::worker::state::{ClientConnection, Worker};
+use crate::worker::state::{kernel_link_until, ClientConnection, Worker};
 use crate::worker::wait_for;
 
 /// Receive the client the supervisor hands over and serve it on its own.
@@ -161,7 +161,8 @@ pub(super) async fn session_request(
             // with the kernel's echo: a worker just started says it once
             // its kernel link is up.
             if offsets {
-                kernel_link_within(worker, TYPIST_ANSWER_MS).await;
+                let within = std::time::Duration::from_millis(TYPIST_ANSWER_MS);
+                kernel_link_until(worker, tokio::time::Instant::now() + within).await;
             }
             worker.borrow_mut().watch_terminal(input, offsets, tx)
         }
@@ -296,21 +297,6 @@ async fn bash_request(
     }
     worker.borrow_mut().core.bash_request_taken_up();
     user_bash(worker, command, (stdin, tty), tx)
-}
-
-/// Wait at most `within_ms` for a worker just started to connect to its
-/// kernel (or to stop).
-async fn kernel_link_within(worker: &Rc<RefCell<Worker>>, within_ms: u64) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(within_ms);
-    let connected = worker.borrow().kernel_connected.clone();
-    while !worker.borrow().core.connected() && !worker.borrow().stopping {
-        if tokio::time::timeout_at(deadline, connected.notified())
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
 }
 
 /// Whether process `pid` runs as this worker's user.
